@@ -1,0 +1,41 @@
+# The README's two commands: `make run` (the main job) and `make test` (the test suite).
+# Every install step lives here so that a fresh clone needs nothing else.
+
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+CLIR := $(VENV)/bin/clir
+OUT ?= runs/default
+STAMP := $(VENV)/.installed
+
+.PHONY: run test lint lexicons clean
+
+$(STAMP): setup.cfg pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	# torch first, pinned: the CPU wheel the machines hold locally (unpinned pulls a CUDA build).
+	$(PY) -m pip install --quiet torch==2.13.0
+	$(PY) -m pip install --quiet -e '.[data,dense,hf,dev]'
+	touch $(STAMP)
+
+# Optional FreeDict dictionaries (Debian packages); clir works without them and says so.
+lexicons:
+	-@if command -v apt-get >/dev/null 2>&1 && [ ! -f /usr/share/dictd/freedict-swh-eng.index ]; then \
+		(apt-get update -qq && apt-get install -y -qq dict-freedict-eng-swh dict-freedict-swh-eng) >/dev/null 2>&1 \
+		|| echo "note: FreeDict dictionaries not installed (needs apt-get as root); continuing without them"; \
+	fi
+
+run: $(STAMP) lexicons
+	$(CLIR) data bible --pair en-sw --out data/en-sw
+	$(CLIR) data bible --pair en-tl --out data/en-tl
+	$(CLIR) run-baselines --collection data/en-sw --out $(OUT)/en-sw
+
+test: $(STAMP)
+	$(PY) -m pytest -q
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check clir tests experiments
+	$(VENV)/bin/ruff format --check clir tests experiments
+
+clean:
+	rm -rf $(VENV) runs

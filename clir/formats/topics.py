@@ -1,0 +1,58 @@
+"""Topics as TSV (``qid<TAB>text[<TAB>description]``) and as TREC topic XML."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+from xml.sax.saxutils import escape
+
+from clir.errors import FormatError
+from clir.formats._lines import numbered_lines
+from clir.formats.atomic import atomic_write
+from clir.types import Query
+
+
+def read_topics(path: str | Path) -> list[Query]:
+    """Read a topics TSV file with 2 columns (qid, text) or 3 (qid, text, description).
+
+    Raises:
+        FormatError: On a wrong number of columns, an empty qid or text, or a duplicate qid.
+    """
+    queries: list[Query] = []
+    seen: set[str] = set()
+    for number, line in numbered_lines(path):
+        parts = line.split("\t")
+        if len(parts) not in (2, 3):
+            raise FormatError(path, number, f"expected 2 or 3 tab-separated fields (qid, text[, description]), found {len(parts)}")
+        qid, text = parts[0].strip(), parts[1].strip()
+        if not qid:
+            raise FormatError(path, number, "empty qid")
+        if not text:
+            raise FormatError(path, number, f"empty query text for qid {qid!r}")
+        if qid in seen:
+            raise FormatError(path, number, f"duplicate qid {qid!r}")
+        seen.add(qid)
+        queries.append(Query(qid, text, parts[2].strip() if len(parts) == 3 else ""))
+    return queries
+
+
+def write_topics(path: str | Path, queries: Iterable[Query]) -> None:
+    """Write topics as 3-column TSV (atomically); tabs and newlines inside text become spaces."""
+    with atomic_write(path) as out:
+        for query in queries:
+            cells = (query.qid, query.text, query.description)
+            out.write("\t".join(" ".join(cell.split()) for cell in cells) + "\n")
+
+
+def write_topics_xml(path: str | Path, queries: Iterable[Query]) -> None:
+    """Write topics in TREC topic XML (``<topics><topic number=...><title/><description/>``)."""
+    with atomic_write(path) as out:
+        out.write('<?xml version="1.0" encoding="UTF-8"?>\n<topics>\n')
+        for query in queries:
+            out.write(
+                f'  <topic number="{escape(query.qid)}">\n'
+                f"    <title>{escape(query.text)}</title>\n"
+                f"    <description>{escape(query.description)}</description>\n"
+                "  </topic>\n"
+            )
+        out.write("</topics>\n")
