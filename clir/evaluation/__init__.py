@@ -1,1 +1,28 @@
-"""evaluation"""
+"""Evaluation of runs against qrels: standard measures through ir_measures, MATERIAL's AQWV,
+paired significance tests and results tables.
+
+Every measure is averaged over the same queries: those of the qrels with at least one relevant
+document (``relevance >= 1``); a query the run does not list scores 0.
+"""
+
+from clir.evaluation.aqwv import AQWVConfig, aqwv, aqwv_per_query, qwv
+from clir.evaluation.measures import DEFAULT_MEASURES, evaluate, evaluate_per_query, measure_name
+from clir.evaluation.significance import Comparison, compare, paired_ttest, randomization_test
+from clir.evaluation.table import format_table, markdown_table
+
+__all__ = [
+    "DEFAULT_MEASURES",
+    "AQWVConfig",
+    "Comparison",
+    "aqwv",
+    "aqwv_per_query",
+    "compare",
+    "evaluate",
+    "evaluate_per_query",
+    "format_table",
+    "markdown_table",
+    "measure_name",
+    "paired_ttest",
+    "qwv",
+    "randomization_test",
+]

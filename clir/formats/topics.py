@@ -23,7 +23,11 @@ def read_topics(path: str | Path) -> list[Query]:
     for number, line in numbered_lines(path):
         parts = line.split("\t")
         if len(parts) not in (2, 3):
-            raise FormatError(path, number, f"expected 2 or 3 tab-separated fields (qid, text[, description]), found {len(parts)}")
+            raise FormatError(
+                path,
+                number,
+                f"expected 2 or 3 tab-separated fields (qid, text[, description]), found {len(parts)}",
+            )
         qid, text = parts[0].strip(), parts[1].strip()
         if not qid:
             raise FormatError(path, number, "empty qid")

@@ -1,0 +1,281 @@
+"""A cross-lingual test collection in memory and on disk.
+
+On disk a collection is a directory (written atomically) of standard formats:
+
+=====================  ==============================================================
+``documents.jsonl``    one JSON object per document: ``docno``, ``text`` (doc language)
+``topics.<split>.tsv`` ``qid<TAB>short keyword query<TAB>long description``, per split
+``topics.<split>.xml`` the same topics in TREC XML (optional, ``save(xml=True)``)
+``qrels.txt``          TREC qrels for the queries of every split
+``parallel.tsv``       ``pair_id<TAB>English<TAB>doc language`` (optional)
+``stats.json``         counts (see :func:`collection_stats`)
+``collection.json``    ``type``, ``clir_version``, ``name``, languages, source, parameters
+=====================  ==============================================================
+
+:meth:`Collection.load` also reads collections made by hand in these formats: a single
+``topics.tsv`` is taken as the ``test`` split; ``parallel.tsv``, ``stats.json`` and
+``collection.json`` may be missing (then ``doc_lang`` must be passed).
+"""
+
+from __future__ import annotations
+
+import json
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import clir
+from clir.datasets.splits import SPLITS
+from clir.errors import ConfigError, DataNotFoundError, FormatError
+from clir.formats import (
+    atomic_directory,
+    atomic_write,
+    read_documents,
+    read_parallel,
+    read_qrels,
+    read_topics,
+    write_documents,
+    write_parallel,
+    write_qrels,
+    write_topics,
+    write_topics_xml,
+)
+from clir.types import Document, ParallelPair, Query, Qrels
+
+_RESERVED_KEYS = ("type", "clir_version", "name", "doc_lang", "query_lang")
+
+
+@dataclass
+class Collection:
+    """Documents, queries in splits, graded judgements and (optionally) parallel text.
+
+    Attributes:
+        name: A short name, e.g. ``"bible-en-sw"``.
+        doc_lang: Language code of the documents.
+        query_lang: Language code of the queries.
+        documents: The documents, in collection order.
+        queries: ``split -> queries`` (splits usually ``train``, ``dev``, ``test``).
+        qrels: Judgements for the queries of every split, ``qrels[qid][docno] = grade``.
+        parallel: Aligned ``(pair_id, English, doc language)`` pairs for training translation
+            models; never overlapping the documents in a built Bible collection.
+        stats: Counts describing the collection (see :func:`collection_stats`).
+        metadata: What built it: ``type``, ``source``, ``parameters`` (written to
+            ``collection.json``).
+    """
+
+    name: str
+    doc_lang: str
+    query_lang: str
+    documents: list[Document]
+    queries: dict[str, list[Query]]
+    qrels: Qrels
+    parallel: list[ParallelPair] = field(default_factory=list)
+    stats: dict[str, Any] = field(default_factory=dict)
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    def all_queries(self) -> list[Query]:
+        """The queries of every split, splits in :data:`~clir.datasets.splits.SPLITS` order first."""
+        names = [s for s in SPLITS if s in self.queries] + [s for s in self.queries if s not in SPLITS]
+        return [query for name in names for query in self.queries[name]]
+
+    def split(self, name: str) -> list[Query]:
+        """The queries of one split.
+
+        Raises:
+            ConfigError: If the collection has no split ``name`` (the message lists those it has).
+        """
+        if name not in self.queries:
+            raise ConfigError(f"collection {self.name!r} has no split {name!r}; splits: {sorted(self.queries)}")
+        return self.queries[name]
+
+    def qrels_of(self, name: str) -> Qrels:
+        """The judgements of one split's queries."""
+        return {q.qid: dict(self.qrels[q.qid]) for q in self.split(name) if q.qid in self.qrels}
+
+    def save(self, path: str | Path, *, xml: bool = False) -> Path:
+        """Write the collection as a directory (atomically; see the module docstring).
+
+        Args:
+            path: The directory to write (replaced if it exists).
+            xml: Also write ``topics.<split>.xml`` in TREC topic XML.
+
+        Returns:
+            ``path`` as a :class:`~pathlib.Path`.
+        """
+        path = Path(path)
+        with atomic_directory(path) as tmp:
+            write_documents(tmp / "documents.jsonl", self.documents)
+            for name, queries in self.queries.items():
+                write_topics(tmp / f"topics.{name}.tsv", queries)
+                if xml:
+                    write_topics_xml(tmp / f"topics.{name}.xml", queries)
+            write_qrels(tmp / "qrels.txt", self.qrels)
+            if self.parallel:
+                write_parallel(tmp / "parallel.tsv", self.parallel)
+            _write_json(tmp / "stats.json", self.stats)
+            info = {
+                "type": self.metadata.get("type", "collection"),
+                "clir_version": clir.__version__,
+                "name": self.name,
+                "doc_lang": self.doc_lang,
+                "query_lang": self.query_lang,
+                **{k: v for k, v in self.metadata.items() if k not in _RESERVED_KEYS},
+            }
+            _write_json(tmp / "collection.json", info)
+        return path
+
+    @classmethod
+    def load(
+        cls, path: str | Path, *, doc_lang: str | None = None, query_lang: str | None = None
+    ) -> Collection:
+        """Read a saved or user-supplied collection directory, checking it.
+
+        Args:
+            path: The directory.
+            doc_lang: Language of the documents; needed when there is no ``collection.json``,
+                overrides it otherwise.
+            query_lang: Language of the queries (default: from ``collection.json``, else ``"en"``).
+
+        Returns:
+            The collection. Problems that do not stop evaluation are reported with one
+            :func:`warnings.warn` each, with counts: judgements naming unknown docnos or unknown
+            qids, and queries without any judgement.
+
+        Raises:
+            DataNotFoundError: If the directory, ``documents.jsonl``, ``qrels.txt`` or every
+                topics file is missing.
+            FormatError: On a malformed line (naming file and line), a duplicate docno, or a
+                qid in two topic files.
+            ConfigError: If the document language is known neither from ``collection.json`` nor
+                from ``doc_lang``.
+        """
+        path = Path(path)
+        if not path.is_dir():
+            raise DataNotFoundError(f"{path}: no such collection directory")
+        info: dict[str, Any] = {}
+        if (path / "collection.json").is_file():
+            info = _read_json(path / "collection.json")
+        doc_lang = doc_lang or info.get("doc_lang")
+        if not doc_lang:
+            raise ConfigError(
+                f"{path}: the document language is unknown (no collection.json with 'doc_lang'); "
+                "pass doc_lang=..."
+            )
+        query_lang = query_lang or info.get("query_lang") or "en"
+
+        documents = read_documents(path / "documents.jsonl")
+        queries = _read_splits(path)
+        qrels = read_qrels(path / "qrels.txt")
+        parallel = read_parallel(path / "parallel.tsv") if (path / "parallel.tsv").is_file() else []
+        _check_judgements(path, documents, queries, qrels)
+
+        collection = cls(
+            name=info.get("name") or path.name,
+            doc_lang=doc_lang,
+            query_lang=query_lang,
+            documents=documents,
+            queries=queries,
+            qrels=qrels,
+            parallel=parallel,
+            metadata={k: v for k, v in info.items() if k not in _RESERVED_KEYS or k == "type"},
+        )
+        if (path / "stats.json").is_file():
+            collection.stats = _read_json(path / "stats.json")
+        else:
+            collection.stats = collection_stats(collection)
+        return collection
+
+
+def collection_stats(collection: Collection) -> dict[str, Any]:
+    """Counts describing any collection (a Bible builder adds its own entries to these).
+
+    Returns:
+        ``documents``, ``document_words`` (whitespace words), ``queries`` per split,
+        ``judged_per_query`` (mean judgements per query with any), ``relevant_per_query``
+        (mean per grade, keys ``"2"``, ``"1"``, ...), ``parallel_pairs``.
+    """
+    qids = [q.qid for q in collection.all_queries()]
+    judged = [collection.qrels[q] for q in qids if q in collection.qrels]
+    grades = sorted({g for docs in judged for g in docs.values() if g > 0}, reverse=True)
+    return {
+        "documents": len(collection.documents),
+        "document_words": sum(len(d.text.split()) for d in collection.documents),
+        "queries": {name: len(queries) for name, queries in collection.queries.items()},
+        "judged_per_query": _round(sum(len(d) for d in judged) / len(judged)) if judged else 0.0,
+        "relevant_per_query": {
+            str(g): _round(sum(sum(1 for x in d.values() if x == g) for d in judged) / len(judged))
+            for g in grades
+        },
+        "parallel_pairs": len(collection.parallel),
+    }
+
+
+def _round(value: float) -> float:
+    return round(value, 4)
+
+
+def _read_splits(path: Path) -> dict[str, list[Query]]:
+    files = {p.name[len("topics.") : -len(".tsv")]: p for p in sorted(path.glob("topics.*.tsv"))}
+    single = path / "topics.tsv"
+    if single.is_file():
+        if "test" in files:
+            raise FormatError(single, None, "both topics.tsv and topics.test.tsv exist; keep one")
+        files["test"] = single
+    if not files:
+        raise DataNotFoundError(f"{path}: no topics.tsv or topics.<split>.tsv")
+    names = [s for s in SPLITS if s in files] + sorted(s for s in files if s not in SPLITS)
+    queries: dict[str, list[Query]] = {}
+    owner: dict[str, Path] = {}
+    for name in names:
+        queries[name] = read_topics(files[name])
+        for query in queries[name]:
+            if query.qid in owner:
+                raise FormatError(files[name], None, f"qid {query.qid!r} is also in {owner[query.qid].name}")
+            owner[query.qid] = files[name]
+    return queries
+
+
+def _check_judgements(
+    path: Path, documents: list[Document], queries: dict[str, list[Query]], qrels: Qrels
+) -> None:
+    docnos = {d.docno for d in documents}
+    qids = {q.qid for split in queries.values() for q in split}
+    unknown_docs = [(q, d) for q, judged in qrels.items() for d in judged if d not in docnos]
+    if unknown_docs:
+        names = sorted({d for _q, d in unknown_docs})
+        warnings.warn(
+            f"{path / 'qrels.txt'}: {len(unknown_docs)} judgement(s) name {len(names)} docno(s) not in "
+            f"documents.jsonl, e.g. {names[:3]}",
+            stacklevel=3,
+        )
+    unknown_qids = sorted(q for q in qrels if q not in qids)
+    if unknown_qids:
+        count = sum(len(qrels[q]) for q in unknown_qids)
+        warnings.warn(
+            f"{path / 'qrels.txt'}: {count} judgement(s) for {len(unknown_qids)} qid(s) in no topics file, "
+            f"e.g. {unknown_qids[:3]}",
+            stacklevel=3,
+        )
+    unjudged = sorted(q for q in qids if not qrels.get(q))
+    if unjudged:
+        warnings.warn(
+            f"{path}: {len(unjudged)} of {len(qids)} queries have no judgement in qrels.txt, e.g. {unjudged[:3]}",
+            stacklevel=3,
+        )
+
+
+def _write_json(path: Path, obj: Any) -> None:
+    with atomic_write(path) as out:
+        json.dump(obj, out, ensure_ascii=False, indent=2)
+        out.write("\n")
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    try:
+        obj = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise FormatError(path, None, f"invalid JSON ({exc})") from None
+    if not isinstance(obj, dict):
+        raise FormatError(path, None, f"expected a JSON object, got {type(obj).__name__}")
+    return obj

@@ -1,0 +1,187 @@
+"""Standard retrieval measures through ir_measures (pytrec_eval backend), plus AQWV.
+
+Measure names are ir_measures' own (``"AP"``, ``"P@10"``, ``"nDCG@10"``, ``"R@1000"``,
+``"AP(rel=2)"``, ...; ``"MAP"`` is read as ``"AP"``), and results are keyed by
+``str(ir_measures.parse_measure(name))``. Three AQWV names are added (:mod:`clir.evaluation.aqwv`):
+``"AQWV"`` (the given :class:`AQWVConfig`, by default top 10 and beta 40), ``"AQWV@<k>"`` (that
+config with cutoff ``k``) and ``"AQWV@oracle"`` (that config's beta, best cutoff per query).
+
+Which queries count (the same for every measure, so values are comparable and paired):
+    Every query of the qrels with at least one relevant judged document (``relevance >= 1``),
+    whether or not the run lists it. A query the run does not list retrieved nothing and scores
+    0, as with ``trec_eval -c``; plain pytrec_eval would skip it and inflate the mean. Queries
+    of the run without a relevant judgement are ignored, with a warning that counts them.
+    Queries whose judgements are all non-relevant are not evaluated.
+
+Relevance:
+    Binary measures (AP, P, R, ...) count ``relevance >= 1`` as relevant (ir_measures' default
+    ``rel=1``; write ``"AP(rel=2)"`` for a stricter one). nDCG uses trec_eval's gain, the grade
+    itself, with a ``log2(rank + 1)`` discount. Unjudged documents are non-relevant.
+
+Ties:
+    Documents are ranked by score descending, ties broken by docno ascending, as
+    :func:`clir.formats.write_run` writes them (trec_eval alone would break ties by docno
+    descending), so evaluating a run in memory and from its written file agree.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+
+import ir_measures
+import numpy as np
+
+from clir.errors import ConfigError
+from clir.evaluation._queries import evaluated_queries, untied, warn_ignored
+from clir.evaluation.aqwv import AQWVConfig, aqwv_values
+from clir.types import Qrels, Run
+
+DEFAULT_MEASURES: tuple[str, ...] = ("AP", "P@10", "nDCG@10", "nDCG@20", "R@100", "R@1000", "AQWV")
+"""The headline measures: MAP, P@10, nDCG@10/20, recall at 100/1000 and AQWV (needs N)."""
+
+AQWV_NAME = "AQWV"
+
+
+def measure_name(name: str) -> str:
+    """The canonical name of a measure, as results are keyed (``"MAP"`` -> ``"AP"``).
+
+    Raises:
+        ConfigError: If ``name`` is not an ir_measures measure nor an AQWV name.
+    """
+    return _parse(name)[0]
+
+
+def _parse(name: str) -> tuple[str, object]:
+    """Return ``(canonical name, ir_measures Measure or AQWV spec)`` where the spec is
+    ``None`` (the config as given), an int cutoff or ``"oracle"``."""
+    if not isinstance(name, str):
+        raise ConfigError(f"a measure name must be a string, got {name!r}")
+    text = name.strip()
+    head, sep, tail = text.partition("@")
+    if head.upper() == AQWV_NAME:
+        if not sep:
+            return AQWV_NAME, None
+        if tail.lower() == "oracle":
+            return f"{AQWV_NAME}@oracle", "oracle"
+        if tail.isdigit():
+            return f"{AQWV_NAME}@{int(tail)}", int(tail)
+        raise ConfigError(f"unknown measure {name!r}: AQWV takes '@<cutoff>' or '@oracle', got {tail!r}")
+    try:
+        measure = ir_measures.parse_measure(text)
+    except (NameError, ValueError, KeyError, TypeError, SyntaxError) as error:
+        raise ConfigError(
+            f"unknown measure {name!r} ({error}); expected an ir_measures name such as 'AP' (or 'MAP'), "
+            f"'P@10', 'nDCG@10', 'R@1000', or 'AQWV', 'AQWV@<k>', 'AQWV@oracle'"
+        ) from None
+    return str(measure), measure
+
+
+def _is_aqwv(name: str) -> bool:
+    return name == AQWV_NAME or name.startswith(f"{AQWV_NAME}@")
+
+
+def _aqwv_config(spec: object, config: AQWVConfig) -> AQWVConfig:
+    if spec is None:
+        return config
+    if spec == "oracle":
+        return dataclasses.replace(config, oracle=True, threshold=None)
+    return dataclasses.replace(config, cutoff=spec, oracle=False)
+
+
+def _per_query(
+    run: Run,
+    qrels: Qrels,
+    measures: Sequence[str],
+    aqwv: AQWVConfig | None,
+    collection_size: int | None,
+    run_name: str,
+    stacklevel: int,
+) -> dict[str, dict[str, float]]:
+    if isinstance(measures, str):
+        measures = (measures,)
+    parsed = dict(_parse(name) for name in measures)  # canonical name -> spec; drops duplicates
+    if not parsed:
+        raise ConfigError("measures is empty: name at least one measure, e.g. 'AP'")
+    aqwv_names = [name for name in parsed if _is_aqwv(name)]
+    if aqwv_names and collection_size is None:
+        raise ConfigError(
+            f"measure {aqwv_names[0]!r} needs collection_size (the number of documents in the "
+            f"collection); pass collection_size=... or leave {aqwv_names[0]!r} out of measures"
+        )
+    qids = evaluated_queries(qrels)
+    warn_ignored(run, qids, run_name, stacklevel=stacklevel)
+
+    standard = [spec for name, spec in parsed.items() if not _is_aqwv(name)]
+    computed: dict[str, dict[str, float]] = {}
+    if standard:
+        computed = {str(measure): dict.fromkeys(qids, 0.0) for measure in standard}
+        sub_qrels = {qid: dict(qrels[qid]) for qid in qids}
+        sub_run = {qid: untied(run.get(qid, {})) for qid in qids}
+        for metric in ir_measures.iter_calc(standard, sub_qrels, sub_run):
+            computed[str(metric.measure)][metric.query_id] = float(metric.value)
+
+    results: dict[str, dict[str, float]] = {}
+    for name, spec in parsed.items():
+        if not _is_aqwv(name):
+            results[name] = computed[name]
+            continue
+        config = _aqwv_config(spec, aqwv or AQWVConfig())
+        results[name] = aqwv_values(run, qrels, qids, collection_size, config)
+    return results
+
+
+def evaluate_per_query(
+    run: Run,
+    qrels: Qrels,
+    measures: Sequence[str] = DEFAULT_MEASURES,
+    *,
+    aqwv: AQWVConfig | None = None,
+    collection_size: int | None = None,
+) -> dict[str, dict[str, float]]:
+    """Evaluate a run query by query.
+
+    Args:
+        run: ``run[qid][docno] = score``.
+        qrels: ``qrels[qid][docno] = relevance``.
+        measures: Measure names (see the module docstring); ``"MAP"`` is read as ``"AP"``.
+        aqwv: Returned-set rule and beta of the AQWV measures; defaults to ``AQWVConfig()``.
+        collection_size: Documents in the collection; required when an AQWV measure is asked.
+
+    Returns:
+        ``{measure: {qid: value}}``, measures in the order given (canonical names, duplicates
+        dropped), qids in qrels order: every query with a relevant document, 0 where the run
+        does not list it.
+
+    Raises:
+        ConfigError: On an unknown measure name, an AQWV measure without ``collection_size`` (or
+            one too small), or qrels without any relevant document.
+
+    Warns:
+        UserWarning: Naming the run's queries that have no relevant judgement (ignored).
+    """
+    return _per_query(run, qrels, measures, aqwv, collection_size, "run", stacklevel=4)
+
+
+def evaluate(
+    run: Run,
+    qrels: Qrels,
+    measures: Sequence[str] = DEFAULT_MEASURES,
+    *,
+    aqwv: AQWVConfig | None = None,
+    collection_size: int | None = None,
+) -> dict[str, float]:
+    """Evaluate a run: each measure's mean over the evaluated queries.
+
+    Args, Raises and Warns as :func:`evaluate_per_query`, over the same queries (every query
+    of the qrels with a relevant document; one missing from the run counts 0).
+
+    Returns:
+        ``{measure: mean value}``, e.g. ``{"AP": 0.31, "P@10": 0.42, ..., "AQWV": 0.12}``.
+
+    Example:
+        >>> evaluate(run, qrels, ["MAP", "P@10", "AQWV"], collection_size=31102)  # doctest: +SKIP
+        {'AP': ..., 'P@10': ..., 'AQWV': ...}
+    """
+    per_query = _per_query(run, qrels, measures, aqwv, collection_size, "run", stacklevel=4)
+    return {name: float(np.mean(list(values.values()))) for name, values in per_query.items()}

@@ -1,0 +1,73 @@
+"""Results tables: systems as rows, measures as columns, as plain text or Markdown."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+
+Rows = Mapping[str, Mapping[str, float]]
+"""``rows[system][measure] = value``."""
+
+
+def _cells(
+    rows: Rows, measures: Sequence[str], digits: int, markers: Mapping[str, Mapping[str, str]] | None
+) -> list[list[str]]:
+    table = []
+    for system, values in rows.items():
+        line = [str(system)]
+        for measure in measures:
+            value = values.get(measure)
+            cell = "-" if value is None or math.isnan(value) else f"{value:.{digits}f}"
+            line.append(cell + (markers or {}).get(system, {}).get(measure, ""))
+        table.append(line)
+    return table
+
+
+def format_table(
+    rows: Rows,
+    measures: Sequence[str],
+    *,
+    digits: int = 4,
+    markers: Mapping[str, Mapping[str, str]] | None = None,
+) -> str:
+    """A plain-text table with aligned columns.
+
+    Args:
+        rows: ``rows[system][measure] = value``; systems appear in this order.
+        measures: Columns, in order. A missing or NaN value shows as ``-``.
+        digits: Decimals of each value.
+        markers: Optional ``markers[system][measure]`` appended to a value, e.g. ``"*"`` for a
+            significant difference from the baseline.
+
+    Returns:
+        The table, header and a rule first, one line per system, no trailing newline.
+    """
+    header = ["system", *measures]
+    body = _cells(rows, measures, digits, markers)
+    widths = [max(len(line[i]) for line in [header, *body]) for i in range(len(header))]
+
+    def render(line: list[str]) -> str:
+        first = line[0].ljust(widths[0])
+        rest = (cell.rjust(width) for cell, width in zip(line[1:], widths[1:], strict=True))
+        return "  ".join([first, *rest]).rstrip()
+
+    rule = "  ".join("-" * width for width in widths)
+    return "\n".join([render(header), rule, *(render(line) for line in body)])
+
+
+def markdown_table(
+    rows: Rows,
+    measures: Sequence[str],
+    *,
+    digits: int = 4,
+    markers: Mapping[str, Mapping[str, str]] | None = None,
+) -> str:
+    """A GitHub Markdown table (numbers right-aligned); arguments as :func:`format_table`."""
+    header = ["system", *measures]
+    lines = [
+        "| " + " | ".join(header) + " |",
+        "|" + "|".join([" --- ", *([" ---: "] * len(measures))]) + "|",
+    ]
+    for line in _cells(rows, measures, digits, markers):
+        lines.append("| " + " | ".join(cell.replace("|", "\\|") for cell in line) + " |")
+    return "\n".join(lines)

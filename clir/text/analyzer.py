@@ -1,0 +1,158 @@
+"""The configurable per-language analyzer: Unicode tokenization, stopwords, lemmas or stems.
+
+Defaults per language (``LANGUAGE_DEFAULTS``): English is stemmed with Snowball; Swahili and
+Tagalog are lemmatised with simplemma; any other language gets lowercased tokens, stopwords from
+stopwordsiso when it has a list, and a Snowball stemmer when one exists. A language with none of
+these still works (tokens only) and gets a warning.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import warnings
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import snowballstemmer
+import stopwordsiso
+
+from clir.errors import ConfigError
+from clir.text.base import Analyzer
+
+# A word is a run of letters/digits, possibly joined by an apostrophe or hyphen inside it
+# (Swahili ng'ombe, Tagalog mag-aral, English don't).
+_WORD = re.compile(r"[^\W_]+(?:['’\-][^\W_]+)*")
+
+# ISO 639-1 code -> Snowball algorithm name.
+SNOWBALL = {
+    "ar": "arabic", "ca": "catalan", "cs": "czech", "da": "danish", "de": "german", "el": "greek",
+    "en": "english", "es": "spanish", "et": "estonian", "eu": "basque", "fa": "persian",
+    "fi": "finnish", "fr": "french", "ga": "irish", "hi": "hindi", "hu": "hungarian",
+    "hy": "armenian", "id": "indonesian", "it": "italian", "lt": "lithuanian", "ne": "nepali",
+    "nl": "dutch", "no": "norwegian", "pl": "polish", "pt": "portuguese", "ro": "romanian",
+    "ru": "russian", "sr": "serbian", "st": "sesotho", "sv": "swedish", "ta": "tamil",
+    "tr": "turkish", "yi": "yiddish",
+}  # fmt: skip
+
+# Languages simplemma lemmatises well enough to prefer lemmas over Snowball stems.
+LEMMATIZED = frozenset({"sw", "tl"})
+
+# stopwordsiso's English list (1,298 words) removes content words such as "man", "world" and
+# "home"; English uses its intersection with scikit-learn's list, minus the content words left in.
+_ENGLISH_CONTENT = frozenset(
+    "bill bottom call computer cry describe detail fill find fire found front full give interest "
+    "made mill move name part show side sincere system thick thin top back".split()
+)
+
+
+@functools.cache
+def _stopwords(lang: str) -> frozenset[str]:
+    if not stopwordsiso.has_lang(lang):
+        return frozenset()
+    words = stopwordsiso.stopwords(lang)
+    if lang == "en":
+        from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
+
+        words = (words & ENGLISH_STOP_WORDS) - _ENGLISH_CONTENT
+    return frozenset(words)
+
+
+@dataclass(frozen=True)
+class AnalyzerConfig:
+    """Settings of a :class:`TextAnalyzer`.
+
+    Attributes:
+        lang: ISO 639-1 code of the text's language.
+        stopwords: Remove stopwords (stopwordsiso's list for ``lang``).
+        lemmatize: Lemmatise with simplemma; ``None`` = the language default (sw, tl).
+        stem: Snowball-stem; ``None`` = the language default (when not lemmatising and Snowball
+            has the language).
+        extra_stopwords: Further words to remove.
+    """
+
+    lang: str
+    stopwords: bool = True
+    lemmatize: bool | None = None
+    stem: bool | None = None
+    extra_stopwords: tuple[str, ...] = field(default_factory=tuple)
+
+
+class TextAnalyzer(Analyzer):
+    """Unicode-aware analyzer configured per language.
+
+    Args:
+        config: The settings; see :class:`AnalyzerConfig`.
+    """
+
+    def __init__(self, config: AnalyzerConfig) -> None:
+        if not config.lang or not config.lang.isalpha():
+            raise ConfigError(f"language code must be letters like 'sw', got {config.lang!r}")
+        self.config = config
+        self.lang = config.lang.lower()
+        lemmatize = self.lang in LEMMATIZED if config.lemmatize is None else config.lemmatize
+        stem = (not lemmatize and self.lang in SNOWBALL) if config.stem is None else config.stem
+        if stem and self.lang not in SNOWBALL:
+            raise ConfigError(f"no Snowball stemmer for language {self.lang!r}; have {sorted(SNOWBALL)}")
+        self._stop = (_stopwords(self.lang) if config.stopwords else frozenset()) | frozenset(
+            config.extra_stopwords
+        )
+        self._stemmer = snowballstemmer.stemmer(SNOWBALL[self.lang]) if stem else None
+        self._lemmatize = lemmatize
+        self._cache: dict[str, str] = {}
+        if not (self._stop or self._stemmer or lemmatize):
+            warnings.warn(
+                f"no stopwords, lemmatiser or stemmer known for language {self.lang!r}: "
+                "using lowercased tokens only",
+                stacklevel=3,
+            )
+
+    def tokenize(self, text: str) -> list[str]:
+        return [match.group().lower() for match in _WORD.finditer(text)]
+
+    def normalize(self, token: str) -> str:
+        term = self._cache.get(token)
+        if term is None:
+            term = token
+            if self._lemmatize:
+                import simplemma
+
+                term = simplemma.lemmatize(token, lang=self.lang).lower()
+            if self._stemmer is not None:
+                term = self._stemmer.stemWord(term)
+            self._cache[token] = term
+        return term
+
+    def is_stopword(self, token: str) -> bool:
+        return token in self._stop
+
+    def to_config(self) -> dict[str, Any]:
+        return {"type": "text", **asdict(self.config)}
+
+
+def get_analyzer(lang: str, **options: Any) -> Analyzer:
+    """The analyzer for a language, with the language's defaults unless overridden.
+
+    Args:
+        lang: ISO 639-1 code (``"en"``, ``"sw"``, ``"tl"``, ``"ny"``, ...). A language clir knows
+            nothing about still gets an analyzer (lowercased tokens) and a warning.
+        **options: Fields of :class:`AnalyzerConfig` (``stopwords``, ``lemmatize``, ``stem``,
+            ``extra_stopwords``).
+
+    Raises:
+        ConfigError: For an unknown option or an impossible setting.
+    """
+    options.pop("type", None)
+    known = set(AnalyzerConfig.__dataclass_fields__) - {"lang"}
+    unknown = sorted(set(options) - known)
+    if unknown:
+        raise ConfigError(f"unknown analyzer option(s) {unknown}; expected some of {sorted(known)}")
+    if "extra_stopwords" in options:
+        options["extra_stopwords"] = tuple(options["extra_stopwords"])
+    return TextAnalyzer(AnalyzerConfig(lang=lang, **options))
+
+
+def analyzer_from_config(config: dict[str, Any]) -> Analyzer:
+    """Rebuild an analyzer from :meth:`Analyzer.to_config` output (e.g. read from JSON)."""
+    options = dict(config)
+    return get_analyzer(options.pop("lang"), **options)

@@ -1,0 +1,313 @@
+"""Translation tables: sparse p(target word | source word) over analyzed vocabularies."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+
+import clir
+from clir.errors import ConfigError, DataNotFoundError, FormatError
+from clir.formats import atomic_directory
+
+_ARRAYS = ("data", "indices", "indptr")
+
+
+class TranslationTable:
+    """A sparse table of translation probabilities p(target | source).
+
+    Rows are source words, columns target words; each row of a learned or lexicon table sums
+    to 1 (a pruned table is renormalised). Vocabularies are *analyzed* tokens (the output of
+    ``clir.text`` analyzers), so they match the index vocabularies of ``clir.retrieval``.
+
+    Args:
+        source_vocab: Source words, one per row.
+        target_vocab: Target words, one per column.
+        probs: ``len(source_vocab) x len(target_vocab)`` sparse matrix of probabilities.
+        source_lang: Language code of the source words (e.g. ``"en"``).
+        target_lang: Language code of the target words (e.g. ``"sw"``).
+        meta: Free-form JSON-serialisable metadata (how the table was made, analyzer configs).
+
+    Raises:
+        ConfigError: If the shapes disagree, a vocabulary has duplicates or a probability is
+            negative or not finite.
+    """
+
+    def __init__(
+        self,
+        source_vocab: list[str],
+        target_vocab: list[str],
+        probs: sp.spmatrix | sp.sparray,
+        source_lang: str,
+        target_lang: str,
+        meta: Mapping[str, Any] | None = None,
+    ) -> None:
+        self.source_vocab = list(source_vocab)
+        self.target_vocab = list(target_vocab)
+        shape = (len(self.source_vocab), len(self.target_vocab))
+        if probs.shape != shape:
+            raise ConfigError(
+                f"probs has shape {probs.shape}, expected (len(source_vocab), len(target_vocab)) = {shape}"
+            )
+        self.probs = probs if isinstance(probs, sp.csr_matrix) else sp.csr_matrix(probs)
+        self.source_lang = source_lang
+        self.target_lang = target_lang
+        self.meta = dict(meta or {})
+        self._source_index = {word: i for i, word in enumerate(self.source_vocab)}
+        if len(self._source_index) != len(self.source_vocab):
+            raise ConfigError("source_vocab has duplicate words")
+        if len(set(self.target_vocab)) != len(self.target_vocab):
+            raise ConfigError("target_vocab has duplicate words")
+        data = self.probs.data
+        if data.size and not (np.isfinite(data).all() and data.min() >= 0):
+            raise ConfigError("probs must be finite and non-negative")
+        self._best: np.ndarray | None = None
+
+    # --- construction -------------------------------------------------------------------------
+
+    @classmethod
+    def from_weights(
+        cls,
+        triples: Iterable[tuple[str, str, float]],
+        source_lang: str,
+        target_lang: str,
+        meta: Mapping[str, Any] | None = None,
+    ) -> TranslationTable:
+        """Build a normalised table from ``(source, target, weight)`` triples.
+
+        Weights of repeated pairs add up; each source row is then divided by its sum. Sources
+        whose weights sum to zero are left out.
+
+        Args:
+            triples: Weighted word pairs (weights >= 0).
+            source_lang: Source language code.
+            target_lang: Target language code.
+            meta: Metadata to keep with the table.
+
+        Returns:
+            The table, vocabularies in first-seen order.
+        """
+        src_index: dict[str, int] = {}
+        tgt_index: dict[str, int] = {}
+        rows: list[int] = []
+        cols: list[int] = []
+        weights: list[float] = []
+        for source, target, weight in triples:
+            if not (weight >= 0 and np.isfinite(weight)):
+                raise ConfigError(f"weight of ({source!r}, {target!r}) must be >= 0, got {weight!r}")
+            rows.append(src_index.setdefault(source, len(src_index)))
+            cols.append(tgt_index.setdefault(target, len(tgt_index)))
+            weights.append(float(weight))
+        matrix = sp.csr_matrix(
+            (np.asarray(weights, dtype=np.float64), (np.asarray(rows, int), np.asarray(cols, int))),
+            shape=(len(src_index), len(tgt_index)),
+        )
+        matrix.sum_duplicates()
+        matrix.eliminate_zeros()
+        keep = np.flatnonzero(np.diff(matrix.indptr) > 0)
+        matrix = _normalise_rows(matrix[keep])
+        source_vocab = list(src_index)
+        return cls([source_vocab[i] for i in keep], list(tgt_index), matrix, source_lang, target_lang, meta)
+
+    # --- lookup -------------------------------------------------------------------------------
+
+    def __contains__(self, word: object) -> bool:
+        """Whether ``word`` is a source word with at least one translation."""
+        index = self._source_index.get(word) if isinstance(word, str) else None
+        return index is not None and self.probs.indptr[index + 1] > self.probs.indptr[index]
+
+    def __len__(self) -> int:
+        """The number of source words."""
+        return len(self.source_vocab)
+
+    def __repr__(self) -> str:
+        return (
+            f"TranslationTable({self.source_lang}->{self.target_lang}, {len(self.source_vocab)} source x "
+            f"{len(self.target_vocab)} target words, {self.probs.nnz} entries)"
+        )
+
+    def source_index(self, word: str) -> int | None:
+        """The row of ``word``, or ``None`` when it is not a source word."""
+        return self._source_index.get(word)
+
+    def translations(self, word: str, k: int | None = None) -> list[tuple[str, float]]:
+        """The translations of ``word``, most probable first (ties by target string).
+
+        Args:
+            word: A source word (analyzed form).
+            k: Keep only the ``k`` best; ``None`` keeps all.
+
+        Returns:
+            ``[(target, p), ...]``; ``[]`` when ``word`` is unknown (callers decide whether it
+            passes through untranslated).
+        """
+        if k is not None and k < 1:
+            raise ConfigError(f"k must be >= 1 or None, got {k!r}")
+        index = self._source_index.get(word)
+        if index is None:
+            return []
+        start, end = self.probs.indptr[index], self.probs.indptr[index + 1]
+        cols = np.asarray(self.probs.indices[start:end])
+        vals = np.asarray(self.probs.data[start:end])
+        pairs = sorted(
+            ((self.target_vocab[c], float(v)) for c, v in zip(cols, vals) if v > 0),
+            key=lambda pair: (-pair[1], pair[0]),
+        )
+        return pairs if k is None else pairs[:k]
+
+    def best(self) -> np.ndarray:
+        """The most probable target column of every source row (ties by target string).
+
+        Returns:
+            int64 array of length ``len(source_vocab)``; ``-1`` for rows without entries.
+        """
+        if self._best is None:
+            order, rows = _sorted_entries(self.probs, self._target_rank())
+            best = np.full(len(self.source_vocab), -1, dtype=np.int64)
+            first = np.ones(order.size, dtype=bool)
+            first[1:] = rows[1:] != rows[:-1]
+            best[rows[first]] = np.asarray(self.probs.indices)[order[first]]
+            self._best = best
+        return self._best
+
+    def _target_rank(self) -> np.ndarray:
+        """The rank of each target word in string order (for deterministic tie-breaking)."""
+        rank = np.empty(len(self.target_vocab), dtype=np.int64)
+        rank[np.argsort(np.asarray(self.target_vocab, dtype=object), kind="stable")] = np.arange(rank.size)
+        return rank
+
+    # --- pruning ------------------------------------------------------------------------------
+
+    def prune(self, top_k: int | None = 10, cumulative: float | None = 0.9) -> TranslationTable:
+        """Keep the best translations of each source word and renormalise.
+
+        Per row, translations are ranked by probability (ties by target string); a translation
+        is kept while it is among the ``top_k`` best *and* the probability mass of the ones
+        ranked above it is below ``cumulative`` of the row's mass (so the smallest prefix
+        reaching ``cumulative`` is kept; Darwish & Oard 2003 prune PSQ translations this way).
+        Kept rows are divided by their sum; zero entries are dropped.
+
+        Args:
+            top_k: At most this many translations per word; ``None`` for no limit.
+            cumulative: Cumulative-probability cut-off in ``(0, 1]``; ``None`` for none.
+
+        Returns:
+            A new table with the same vocabularies.
+
+        Raises:
+            ConfigError: If ``top_k < 1`` or ``cumulative`` is outside ``(0, 1]``.
+        """
+        if top_k is not None and top_k < 1:
+            raise ConfigError(f"top_k must be >= 1 or None, got {top_k!r}")
+        if cumulative is not None and not 0 < cumulative <= 1:
+            raise ConfigError(f"cumulative must be in (0, 1] or None, got {cumulative!r}")
+        csr = sp.csr_matrix(self.probs, dtype=np.float64, copy=True)
+        csr.eliminate_zeros()
+        order, rows = _sorted_entries(csr, self._target_rank())
+        data = csr.data[order]
+        starts = csr.indptr[rows]
+        keep = np.ones(order.size, dtype=bool)
+        if top_k is not None:
+            keep &= np.arange(order.size) - starts < top_k
+        if cumulative is not None:
+            mass = np.concatenate(([0.0], np.cumsum(data)))
+            above = mass[:-1] - mass[starts]
+            row_total = mass[csr.indptr[rows + 1]] - mass[starts]
+            keep &= above < cumulative * row_total * (1 - 1e-12)
+        matrix = sp.csr_matrix((data[keep], (rows[keep], csr.indices[order][keep])), shape=csr.shape)
+        meta = {**self.meta, "pruned": {"top_k": top_k, "cumulative": cumulative}}
+        return TranslationTable(
+            self.source_vocab, self.target_vocab, _normalise_rows(matrix), self.source_lang, self.target_lang, meta
+        )
+
+    # --- persistence --------------------------------------------------------------------------
+
+    def save(self, path: str | Path) -> Path:
+        """Save atomically as a directory of ``.npy`` CSR arrays and JSON vocabularies and meta.
+
+        Args:
+            path: The directory to (re)create.
+
+        Returns:
+            ``path`` as a Path.
+        """
+        path = Path(path)
+        csr = self.probs
+        with atomic_directory(path) as tmp:
+            np.save(tmp / "data.npy", np.asarray(csr.data, dtype=np.float64), allow_pickle=False)
+            np.save(tmp / "indices.npy", np.asarray(csr.indices, dtype=np.int32), allow_pickle=False)
+            np.save(tmp / "indptr.npy", np.asarray(csr.indptr, dtype=np.int64), allow_pickle=False)
+            _write_json(tmp / "source_vocab.json", self.source_vocab)
+            _write_json(tmp / "target_vocab.json", self.target_vocab)
+            _write_json(
+                tmp / "meta.json",
+                {
+                    "type": "TranslationTable",
+                    "clir_version": clir.__version__,
+                    "source_lang": self.source_lang,
+                    "target_lang": self.target_lang,
+                    "shape": list(csr.shape),
+                    "meta": self.meta,
+                },
+            )
+        return path
+
+    @classmethod
+    def load(cls, path: str | Path, mmap: bool = True) -> TranslationTable:
+        """Load a table written by :meth:`save`.
+
+        Args:
+            path: The directory.
+            mmap: Memory-map the arrays (read-only) instead of reading them into memory.
+
+        Raises:
+            DataNotFoundError: If the directory or one of its files is missing.
+            FormatError: If ``meta.json`` is not a TranslationTable's.
+        """
+        path = Path(path)
+        if not path.is_dir():
+            raise DataNotFoundError(f"{path}: no saved TranslationTable directory")
+        for name in (*(f"{a}.npy" for a in _ARRAYS), "source_vocab.json", "target_vocab.json", "meta.json"):
+            if not (path / name).is_file():
+                raise DataNotFoundError(f"{path / name}: missing file of a saved TranslationTable")
+        header = json.loads((path / "meta.json").read_text(encoding="utf-8"))
+        if header.get("type") != "TranslationTable":
+            raise FormatError(
+                path / "meta.json", None, f"type is {header.get('type')!r}, expected 'TranslationTable'"
+            )
+        mode = "r" if mmap else None
+        data, indices, indptr = (np.load(path / f"{a}.npy", mmap_mode=mode, allow_pickle=False) for a in _ARRAYS)
+        matrix = sp.csr_matrix((data, indices, indptr), shape=tuple(header["shape"]), copy=False)
+        return cls(
+            json.loads((path / "source_vocab.json").read_text(encoding="utf-8")),
+            json.loads((path / "target_vocab.json").read_text(encoding="utf-8")),
+            matrix,
+            header["source_lang"],
+            header["target_lang"],
+            header.get("meta", {}),
+        )
+
+
+def _sorted_entries(csr: sp.csr_matrix, target_rank: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Entry order by (row, probability descending, target string), and each sorted entry's row."""
+    rows = np.repeat(np.arange(csr.shape[0]), np.diff(csr.indptr))
+    indices = np.asarray(csr.indices)
+    order = np.lexsort((target_rank[indices], -np.asarray(csr.data), rows))
+    return order, rows[order]
+
+
+def _normalise_rows(matrix: sp.csr_matrix) -> sp.csr_matrix:
+    matrix = sp.csr_matrix(matrix, dtype=np.float64)
+    sums = np.asarray(matrix.sum(axis=1)).ravel()
+    scale = np.divide(1.0, sums, out=np.zeros_like(sums), where=sums > 0)
+    normalised = sp.csr_matrix(sp.diags(scale) @ matrix)
+    normalised.sort_indices()
+    return normalised
+
+
+def _write_json(path: Path, value: Any) -> None:
+    path.write_text(json.dumps(value, ensure_ascii=False, indent=1), encoding="utf-8")

@@ -1,0 +1,64 @@
+"""Analyzers: tokenization, stopwords, lemmas and stems per language."""
+
+from __future__ import annotations
+
+import json
+import warnings
+
+import pytest
+
+from clir.errors import ConfigError
+from clir.text import analyzer_from_config, get_analyzer
+
+
+def test_tokenize_is_unicode_aware_and_keeps_inner_apostrophes_and_hyphens():
+    an = get_analyzer("sw")
+    assert an.tokenize("Ng'ombe wa Yerusalemu, mag-aral!  Élan 12") == [
+        "ng'ombe", "wa", "yerusalemu", "mag-aral", "élan", "12",
+    ]  # fmt: skip
+
+
+def test_english_stems_and_drops_function_words_but_keeps_content_words():
+    an = get_analyzer("en")
+    assert an.analyze("The kings of the world gave their names") == ["king", "world", "gave", "name"]
+
+
+def test_swahili_lemmatises_with_simplemma_and_drops_stopwords():
+    an = get_analyzer("sw")
+    # "watoto" (children) -> "mtoto" (child); "na", "wa" are stopwords.
+    assert an.analyze("watoto na wafalme wa nchi") == ["mtoto", "mfalme", "nchi"]
+
+
+def test_tagalog_lemmatises():
+    assert get_analyzer("tl").analyze("nilikha ng Dios ang langit") == ["likha", "diyos", "langit"]
+
+
+def test_options_override_language_defaults():
+    an = get_analyzer("sw", lemmatize=False, stopwords=False, extra_stopwords=["nchi"])
+    assert an.analyze("watoto na nchi") == ["watoto", "na"]
+    assert get_analyzer("en", stem=False).analyze("kings") == ["kings"]
+
+
+def test_unknown_language_gets_tokens_and_a_warning_not_a_crash():
+    with pytest.warns(UserWarning, match="'xx'"):
+        an = get_analyzer("xx")
+    assert an.analyze("Foo BAR") == ["foo", "bar"]
+
+
+def test_snowball_languages_without_lemmas_are_stemmed():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert get_analyzer("id").analyze("pembangunan") == ["bangun"]
+
+
+def test_bad_options_are_named():
+    with pytest.raises(ConfigError, match=r"unknown analyzer option.*'stemmer'"):
+        get_analyzer("en", stemmer=True)
+    with pytest.raises(ConfigError, match="no Snowball stemmer for language 'sw'"):
+        get_analyzer("sw", stem=True)
+
+
+def test_config_round_trip():
+    an = get_analyzer("en", extra_stopwords=["lord"])
+    again = analyzer_from_config(json.loads(json.dumps(an.to_config())))
+    assert again.analyze("the Lord is king") == an.analyze("the Lord is king") == ["king"]
