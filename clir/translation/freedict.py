@@ -1,0 +1,168 @@
+"""FreeDict dictionaries in the dictd format (``.index`` + ``.dict.dz``), read as lexicons.
+
+Debian ships them as ``dict-freedict-<pair>`` packages under ``/usr/share/dictd/``. An index
+line is ``headword<TAB>offset<TAB>length`` with offset and length written in base 64 (digits
+``A-Z a-z 0-9 + /``, most significant first); the ``.dict.dz`` file is gzip-compatible and an
+entry is ``data[offset:offset + length]``: a first line ``headword /IPA/ <pos> ...``, then
+senses, numbered (``1.`` on a line of its own) or not, each a line of comma- or
+semicolon-separated translations; continuation lines start with ``;``; indented lines
+(``See also: {...}``, ``Plural of {...}``) are notes. Entries whose headword starts with
+``00database`` are metadata.
+"""
+
+from __future__ import annotations
+
+import gzip
+import re
+from collections.abc import Sequence
+from pathlib import Path
+
+from clir.errors import DataNotFoundError, FormatError
+from clir.formats._lines import numbered_lines
+from clir.translation.lexicon import Lexicon
+
+DICTD_DIRS = ("/usr/share/dictd",)
+"""Where Debian's dictd packages install dictionaries."""
+
+_ALPHABET = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+_DIGIT = {char: value for value, char in enumerate(_ALPHABET)}
+_ISO3_TO_CLIR = {"eng": "en", "swh": "sw", "swa": "sw", "tgl": "tl", "nya": "ny", "som": "so"}
+_SENSE_NUMBER = re.compile(r"^\d+\.$")
+_PARENTHESES = re.compile(r"\([^()]*\)")
+_PLACEHOLDERS = frozenset({"sth", "sb", "sth.", "sb.", "sth's", "sb's", "one's", "oneself"})
+
+
+def decode_base64_number(text: str) -> int:
+    """Decode a dictd base-64 number (``"B"`` = 1, ``"BA"`` = 64).
+
+    Raises:
+        ValueError: On an empty string or a character outside ``A-Z a-z 0-9 + /``.
+    """
+    if not text:
+        raise ValueError("empty base-64 number")
+    value = 0
+    for char in text:
+        digit = _DIGIT.get(char)
+        if digit is None:
+            raise ValueError(f"{char!r} is not a base-64 digit in {text!r}")
+        value = value * 64 + digit
+    return value
+
+
+def parse_entry(text: str) -> tuple[str, list[str]]:
+    """Split one dictd entry into its headword and its translations.
+
+    Parenthesised glosses (``(sg.)``, ``(of a tree)``) are removed, nested ones too; notes
+    (indented lines) and sense numbers are skipped; each sense line is split on ``,`` and ``;``;
+    the placeholders ``sth``, ``sb``, ``one's``, ``oneself`` are dropped from phrases.
+
+    Args:
+        text: The entry text, first line ``headword /IPA/ <pos>``.
+
+    Returns:
+        ``(headword, translations)``, translations in order without duplicates (may be phrases).
+    """
+    lines = text.split("\n")
+    head = lines[0]
+    headword = head.split(" /", 1)[0].split(" <", 1)[0].strip()
+    translations: list[str] = []
+    for line in lines[1:]:
+        if not line.strip() or line[:1].isspace() or _SENSE_NUMBER.match(line.strip()):
+            continue
+        while _PARENTHESES.search(line):
+            line = _PARENTHESES.sub(" ", line)
+        for item in re.split(r"[;,]", line):
+            item = " ".join(word for word in item.split() if word not in _PLACEHOLDERS)
+            if item and item not in translations:
+                translations.append(item)
+    return headword, translations
+
+
+def read_freedict(index_path: str | Path, dict_path: str | Path | None = None) -> Lexicon:
+    """Read a dictd dictionary as a lexicon (each translation of an entry with weight 1).
+
+    Args:
+        index_path: The ``.index`` file, e.g. ``/usr/share/dictd/freedict-swh-eng.index``.
+        dict_path: The ``.dict.dz`` (or plain ``.dict``) file; by default beside the index.
+
+    Returns:
+        The lexicon; languages from a ``freedict-<src>-<tgt>`` file name (ISO 639-3 codes mapped
+        to clir's: ``swh`` -> ``sw``), else ``"src"``/``"tgt"``.
+
+    Raises:
+        DataNotFoundError: If a file is missing.
+        FormatError: On a malformed index line or an entry outside the data (naming file and line).
+    """
+    index_path = Path(index_path)
+    if dict_path is None:
+        stem = index_path.name.removesuffix(".index")
+        candidates = [index_path.with_name(stem + ".dict.dz"), index_path.with_name(stem + ".dict")]
+        dict_path = next((c for c in candidates if c.is_file()), candidates[0])
+    dict_path = Path(dict_path)
+    if not dict_path.is_file():
+        raise DataNotFoundError(f"{dict_path}: no such dictd data file (for index {index_path})")
+    opener = gzip.open if dict_path.suffix == ".dz" else open
+    with opener(dict_path, "rb") as handle:
+        data = handle.read()
+    entries: list[tuple[str, str, float]] = []
+    headwords = 0
+    for number, line in numbered_lines(index_path):
+        parts = line.split("\t")
+        if len(parts) != 3:
+            raise FormatError(index_path, number, f"expected headword<TAB>offset<TAB>length, got {line!r}")
+        headword, offset_text, length_text = parts
+        if headword.startswith("00database") or headword.startswith("00-database"):
+            continue
+        try:
+            offset, length = decode_base64_number(offset_text), decode_base64_number(length_text)
+        except ValueError as exc:
+            raise FormatError(index_path, number, str(exc)) from None
+        if offset + length > len(data):
+            raise FormatError(
+                index_path, number, f"entry {headword!r} at {offset}+{length} lies beyond the data ({len(data)} bytes)"
+            )
+        try:
+            text = data[offset : offset + length].decode("utf-8")
+        except UnicodeDecodeError:
+            raise FormatError(index_path, number, f"entry {headword!r} is not valid UTF-8") from None
+        _, translations = parse_entry(text)
+        headwords += 1
+        entries.extend((headword, translation, 1.0) for translation in translations)
+    source_lang, target_lang = _langs_of(index_path.name)
+    return Lexicon(entries, source_lang, target_lang, name=str(index_path), meta={"headwords": headwords})
+
+
+def find_freedict(pair: str, dirs: Sequence[str | Path] = DICTD_DIRS) -> tuple[Path, Path]:
+    """Locate an installed FreeDict dictionary.
+
+    Args:
+        pair: FreeDict language pair, e.g. ``"swh-eng"`` or ``"eng-swh"``.
+        dirs: Directories to look in.
+
+    Returns:
+        ``(index_path, dict_path)``.
+
+    Raises:
+        DataNotFoundError: If it is not installed; the message names the Debian package.
+    """
+    for directory in dirs:
+        index = Path(directory) / f"freedict-{pair}.index"
+        data = Path(directory) / f"freedict-{pair}.dict.dz"
+        if index.is_file() and data.is_file():
+            return index, data
+    raise DataNotFoundError(
+        f"FreeDict dictionary {pair!r} not found in {', '.join(str(d) for d in dirs)}; "
+        f"install it with: apt-get install dict-freedict-{pair}"
+    )
+
+
+def load_freedict(pair: str, dirs: Sequence[str | Path] = DICTD_DIRS) -> Lexicon:
+    """Find and read an installed FreeDict dictionary (see :func:`find_freedict`)."""
+    return read_freedict(*find_freedict(pair, dirs))
+
+
+def _langs_of(name: str) -> tuple[str, str]:
+    match = re.match(r"freedict-([a-z]{2,3})-([a-z]{2,3})\.", name)
+    if not match:
+        return "src", "tgt"
+    return tuple(_ISO3_TO_CLIR.get(code, code) for code in match.groups())  # type: ignore[return-value]

@@ -1,0 +1,342 @@
+"""Tests of clir.evaluation: hand-computed measures, AQWV worked examples, significance tests."""
+
+from __future__ import annotations
+
+import itertools
+import math
+import warnings
+
+import ir_measures
+import numpy as np
+import pytest
+from scipy import stats
+
+from clir.errors import ConfigError
+from clir.evaluation import (
+    DEFAULT_MEASURES,
+    AQWVConfig,
+    aqwv,
+    aqwv_per_query,
+    compare,
+    evaluate,
+    evaluate_per_query,
+    format_table,
+    markdown_table,
+    measure_name,
+    paired_ttest,
+    qwv,
+    randomization_test,
+)
+from clir.formats import read_run, write_run
+
+# q1 judges 3 relevant documents (d1: 1, d3: 2, d4: 1) and one non-relevant (d2).
+# q2 judges one relevant document and is absent from the run: it scores 0 everywhere.
+# q3 judges no relevant document: it is not evaluated.
+QRELS = {
+    "q1": {"d1": 1, "d2": 0, "d3": 2, "d4": 1},
+    "q2": {"e1": 1},
+    "q3": {"f1": 0},
+}
+# q1's ranking: d1 (rel 1), d2 (rel 0), d3 (rel 2), d5 (unjudged), d6 (unjudged); d4 is missed.
+RUN = {
+    "q1": {"d1": 0.9, "d2": 0.8, "d3": 0.7, "d5": 0.6, "d6": 0.5},
+    "q3": {"f1": 1.0},
+}
+
+# AP(q1) = (1/1 + 2/3) / 3 relevant = 5/9
+AP_Q1 = 5 / 9
+# P@10(q1) = 2 relevant in the top 10 / 10
+P10_Q1 = 0.2
+# nDCG@10(q1), trec_eval gain = grade, discount log2(rank + 1):
+#   DCG  = 1/log2(2) + 0/log2(3) + 2/log2(4)             = 1 + 1 = 2
+#   IDCG = 2/log2(2) + 1/log2(3) + 1/log2(4)  (grades 2, 1, 1) = 2 + 0.6309 + 0.5
+NDCG10_Q1 = 2 / (2 + 1 / math.log2(3) + 0.5)
+# R@100(q1) = 2 of 3 relevant retrieved
+R100_Q1 = 2 / 3
+
+
+def evaluate_quietly(*args, **kwargs):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        return evaluate(*args, **kwargs)
+
+
+# ---------------------------------------------------------------- standard measures
+
+
+def test_hand_computed_measures_average_over_queries_with_a_relevant_document():
+    values = evaluate_quietly(RUN, QRELS, ["AP", "P@10", "nDCG@10", "nDCG@20", "R@100", "R@1000"])
+    assert list(values) == ["AP", "P@10", "nDCG@10", "nDCG@20", "R@100", "R@1000"]
+    # Two evaluated queries (q1, q2); q2 is missing from the run and counts 0.
+    assert values["AP"] == pytest.approx(AP_Q1 / 2)
+    assert values["P@10"] == pytest.approx(P10_Q1 / 2)
+    assert values["nDCG@10"] == pytest.approx(NDCG10_Q1 / 2)
+    assert values["nDCG@20"] == pytest.approx(NDCG10_Q1 / 2)
+    assert values["R@100"] == pytest.approx(R100_Q1 / 2)
+    assert values["R@1000"] == pytest.approx(R100_Q1 / 2)
+
+
+def test_per_query_values_include_the_missing_query_as_zero():
+    with pytest.warns(UserWarning, match=r"run: 1 query\(ies\) have no relevant document.*'q3'"):
+        per_query = evaluate_per_query(RUN, QRELS, ["AP", "nDCG@10"])
+    assert per_query["AP"] == pytest.approx({"q1": AP_Q1, "q2": 0.0})
+    assert per_query["nDCG@10"] == pytest.approx({"q1": NDCG10_Q1, "q2": 0.0})
+
+
+def test_run_query_without_qrels_is_ignored_with_a_warning():
+    run = {**RUN, "q9": {"x": 1.0}, "q8": {"y": 1.0}}
+    with pytest.warns(UserWarning, match=r"3 query\(ies\)"):
+        values = evaluate(run, QRELS, ["AP"])
+    assert values["AP"] == pytest.approx(AP_Q1 / 2)
+
+
+def test_map_is_an_alias_of_ap_and_duplicates_are_dropped():
+    values = evaluate_quietly(RUN, QRELS, ["MAP", "AP", "P@10"])
+    assert list(values) == ["AP", "P@10"]
+    assert measure_name("MAP") == "AP"
+    assert measure_name("aqwv@20") == "AQWV@20"
+
+
+def test_relevance_threshold_is_passed_to_ir_measures():
+    # AP(rel=2): only d3 (rank 3) is relevant for q1 -> 1/3; q2 has nothing of grade 2 -> 0.
+    values = evaluate_quietly(RUN, QRELS, ["AP(rel=2)"])
+    assert values == {"AP(rel=2)": pytest.approx(1 / 6)}
+
+
+def test_agrees_with_ir_measures_when_every_query_is_retrieved():
+    rng = np.random.default_rng(3)
+    qrels = {f"q{i}": {f"d{j}": int(rng.integers(0, 3)) for j in range(30)} for i in range(8)}
+    for i, judged in enumerate(qrels.values()):
+        judged[f"d{i}"] = 2  # at least one relevant document each
+    run = {qid: {f"d{j}": float(s) for j, s in enumerate(rng.permutation(40))} for qid in qrels}
+    names = ["AP", "P@10", "nDCG@10", "nDCG@20", "R@100"]
+    expected = ir_measures.calc_aggregate([ir_measures.parse_measure(n) for n in names], qrels, run)
+    values = evaluate(run, qrels, names)
+    for name in names:
+        assert values[name] == pytest.approx(expected[ir_measures.parse_measure(name)])
+
+
+def test_ties_are_broken_by_docno_ascending_as_write_run_writes(tmp_path):
+    qrels = {"q": {"a": 1, "b": 0}}
+    run = {"q": {"b": 1.0, "a": 1.0}}
+    # Our order: a (relevant) then b -> P@1 = 1, AP = 1 (trec_eval alone would put b first).
+    values = evaluate(run, qrels, ["P@1", "AP"])
+    assert values == {"P@1": 1.0, "AP": 1.0}
+    path = tmp_path / "run.trec"
+    write_run(path, run)
+    assert evaluate(read_run(path), qrels, ["P@1", "AP"]) == values
+
+
+def test_unknown_measure_names_it():
+    with pytest.raises(ConfigError, match=r"unknown measure 'Bogus@3'"):
+        evaluate(RUN, QRELS, ["AP", "Bogus@3"])
+    with pytest.raises(ConfigError, match=r"unknown measure 'AQWV@ten'"):
+        evaluate(RUN, QRELS, ["AQWV@ten"], collection_size=100)
+
+
+def test_aqwv_without_collection_size_is_an_error():
+    with pytest.raises(ConfigError, match=r"'AQWV' needs collection_size"):
+        evaluate(RUN, QRELS)
+
+
+def test_qrels_without_relevant_documents_is_an_error():
+    with pytest.raises(ConfigError, match="no query with a relevant document"):
+        evaluate(RUN, {"q3": {"f1": 0}}, ["AP"])
+
+
+def test_default_measures_with_collection_size():
+    values = evaluate_quietly(RUN, QRELS, collection_size=100)
+    assert list(values) == list(DEFAULT_MEASURES)
+    # AQWV (top 10, beta 40), q1 returns its 5 documents: 2 of 3 relevant, 3 false alarms
+    #   QWV(q1) = 1 - 1/3 - 40 * 3 / (100 - 3); QWV(q2) = 0 (nothing returned).
+    assert values["AQWV"] == pytest.approx((1 - 1 / 3 - 40 * 3 / 97) / 2)
+
+
+# ---------------------------------------------------------------- AQWV
+
+# N = 100 documents; qa has 2 relevant (r1, r2); qb has 1 relevant and is absent from the run.
+N = 100
+AQ_QRELS = {"qa": {"r1": 1, "r2": 2, "n1": 0}, "qb": {"s1": 1}}
+# qa's ranking: r1 (rel), n1 (non-rel), x1 (unjudged), r2 (rel), x2 (unjudged)
+AQ_RUN = {"qa": {"r1": 0.9, "n1": 0.8, "x1": 0.7, "r2": 0.6, "x2": 0.5}}
+
+
+def test_qwv_worked_example():
+    # top 3 returns 1 of 2 relevant and 2 non-relevant: 1 - 1/2 - 40 * 2 / (100 - 2)
+    assert qwv(2, 3, 1, 100) == pytest.approx(1 - 0.5 - 40 * 2 / 98)
+    assert qwv(2, 3, 1, 100) == pytest.approx(-0.3163265306)
+    assert qwv(2, 0, 0, 100) == 0.0  # nothing returned: P_miss = 1
+    assert qwv(2, 2, 2, 100) == 1.0  # perfect set
+
+
+@pytest.mark.parametrize(
+    ("cutoff", "expected"),
+    [
+        (0, 0.0),  # nothing returned
+        (1, 1 - 1 / 2),  # r1: P_miss 1/2, no false alarm
+        (2, 1 - 1 / 2 - 40 * 1 / 98),  # r1 n1
+        (3, 1 - 1 / 2 - 40 * 2 / 98),  # r1 n1 x1
+        (4, 1 - 40 * 2 / 98),  # r1 n1 x1 r2: nothing missed
+        (5, 1 - 40 * 3 / 98),
+        (50, 1 - 40 * 3 / 98),  # the ranking is only 5 long
+    ],
+)
+def test_aqwv_fixed_cutoff(cutoff, expected):
+    config = AQWVConfig(cutoff=cutoff)
+    per_query = aqwv_per_query(AQ_RUN, AQ_QRELS, N, config)
+    assert per_query == pytest.approx({"qa": expected, "qb": 0.0})
+    assert aqwv(AQ_RUN, AQ_QRELS, N, config) == pytest.approx(expected / 2)
+
+
+def test_aqwv_threshold():
+    # scores >= 0.75 return r1, n1: 1 - 1/2 - 40 * 1/98
+    assert aqwv_per_query(AQ_RUN, AQ_QRELS, N, AQWVConfig(cutoff=None, threshold=0.75))["qa"] == (
+        pytest.approx(0.5 - 40 / 98)
+    )
+    # both limits apply: threshold 0.55 would return 4, the cutoff keeps 3
+    assert aqwv_per_query(AQ_RUN, AQ_QRELS, N, AQWVConfig(cutoff=3, threshold=0.55))["qa"] == (
+        pytest.approx(0.5 - 80 / 98)
+    )
+    # a threshold above every score returns nothing
+    assert aqwv_per_query(AQ_RUN, AQ_QRELS, N, AQWVConfig(threshold=5.0))["qa"] == 0.0
+
+
+def test_aqwv_oracle_takes_the_best_cutoff_per_query():
+    # cutoffs 0..5 give 0, 0.5, 0.0918, -0.3163, 0.1837, -0.2245: the best is 0.5 (k = 1)
+    assert aqwv_per_query(AQ_RUN, AQ_QRELS, N, AQWVConfig(oracle=True)) == pytest.approx({"qa": 0.5, "qb": 0})
+    # with beta = 1 false alarms are cheap: k = 4 gives 1 - 2/98, the best
+    oracle_beta1 = aqwv_per_query(AQ_RUN, AQ_QRELS, N, AQWVConfig(beta=1.0, oracle=True))
+    assert oracle_beta1["qa"] == pytest.approx(1 - 2 / 98)
+    # an oracle ranking with only non-relevant documents returns nothing: 0, never negative
+    run = {"qa": {"n1": 1.0, "x1": 0.5}}
+    assert aqwv_per_query(run, AQ_QRELS, N, AQWVConfig(oracle=True))["qa"] == 0.0
+
+
+def test_aqwv_beta():
+    # beta = 20, top 4: 1 - 20 * 2 / 98
+    assert aqwv_per_query(AQ_RUN, AQ_QRELS, N, AQWVConfig(beta=20.0, cutoff=4))["qa"] == (
+        pytest.approx(1 - 40 / 98)
+    )
+
+
+def test_aqwv_measure_names_in_evaluate():
+    values = evaluate(
+        AQ_RUN, AQ_QRELS, ["AQWV", "AQWV@1", "AQWV@oracle"], collection_size=N, aqwv=AQWVConfig(cutoff=3)
+    )
+    assert values == pytest.approx({"AQWV": (0.5 - 80 / 98) / 2, "AQWV@1": 0.25, "AQWV@oracle": 0.25})
+
+
+def test_aqwv_collection_size_errors():
+    with pytest.raises(ConfigError, match="collection_size"):
+        aqwv(AQ_RUN, AQ_QRELS, None)  # type: ignore[arg-type]
+    # N = 4: N - R = 2 cannot hold the 3 false alarms of the top 5
+    with pytest.raises(ConfigError, match=r"query 'qa': collection_size=4 is too small"):
+        aqwv(AQ_RUN, AQ_QRELS, 4, AQWVConfig(cutoff=5))
+    with pytest.raises(ConfigError, match="too small"):
+        qwv(2, 3, 1, 2)
+
+
+def test_aqwv_config_validation():
+    with pytest.raises(ConfigError, match="cutoff"):
+        AQWVConfig(cutoff=-1)
+    with pytest.raises(ConfigError, match="beta"):
+        AQWVConfig(beta=float("nan"))
+    with pytest.raises(ConfigError, match="oracle"):
+        AQWVConfig(oracle=True, threshold=0.5)
+
+
+# ---------------------------------------------------------------- significance
+
+
+def brute_force_randomization(a, b):
+    """Exact sign-flip p-value by plain enumeration (an independent reference)."""
+    diffs = [y - x for x, y in zip(a, b, strict=True)]
+    observed = abs(sum(diffs))
+    signs = list(itertools.product((1, -1), repeat=len(diffs)))
+    count = sum(
+        abs(sum(s * d for s, d in zip(sign, diffs, strict=True))) >= observed - 1e-12 for sign in signs
+    )
+    return count / len(signs)
+
+
+def test_identical_runs_have_no_difference():
+    result = compare(AQ_RUN, AQ_RUN, AQ_QRELS, ["AP", "AQWV"], collection_size=N)
+    for comparison in result.values():
+        assert comparison.diff == 0.0
+        assert comparison.p_ttest == 1.0
+        assert comparison.p_randomization == 1.0
+        assert comparison.n_queries == 2
+
+
+def test_constant_improvement_on_ten_queries():
+    # Run A ranks the relevant document second (AP 1/2), run B first (AP 1): diff +1/2 on each of
+    # 10 queries. Only the all-plus and all-minus sign vectors reach |mean| = 1/2: p = 2 / 2**10.
+    qrels = {f"q{i}": {"rel": 1} for i in range(10)}
+    run_a = {qid: {"other": 2.0, "rel": 1.0} for qid in qrels}
+    run_b = {qid: {"rel": 2.0, "other": 1.0} for qid in qrels}
+    result = compare(run_a, run_b, qrels, ["AP", "P@10"])
+    ap = result["AP"]
+    assert (ap.mean_a, ap.mean_b, ap.diff, ap.n_queries) == (0.5, 1.0, 0.5, 10)
+    assert ap.p_randomization == 2 / 2**10
+    assert ap.p_ttest == 0.0  # constant difference: infinite t
+    assert result["P@10"].diff == 0.0 and result["P@10"].p_randomization == 1.0
+
+
+def test_ttest_matches_the_hand_formula():
+    a = [0.1, 0.2, 0.3, 0.4, 0.5]
+    b = [0.15, 0.22, 0.41, 0.38, 0.6]
+    d = np.array(b) - np.array(a)  # 0.05, 0.02, 0.11, -0.02, 0.10
+    t = d.mean() / (d.std(ddof=1) / math.sqrt(len(d)))
+    expected = 2 * stats.t.sf(abs(t), df=len(d) - 1)
+    assert paired_ttest(a, b) == pytest.approx(expected)
+    assert 0.01 < expected < 0.2
+
+
+def test_exact_randomization_matches_brute_force():
+    rng = np.random.default_rng(7)
+    a = rng.random(9)
+    b = a + rng.normal(0.1, 0.2, size=9)
+    assert randomization_test(a, b) == pytest.approx(brute_force_randomization(a, b))
+
+
+def test_monte_carlo_randomization_is_seeded_and_close_to_exact():
+    rng = np.random.default_rng(11)
+    a = rng.random(18)  # above the exact limit of 16 queries
+    b = a + rng.normal(0.05, 0.2, size=18)
+    exact = brute_force_randomization(a, b)
+    estimate = randomization_test(a, b, n_permutations=20_000, seed=1)
+    assert estimate == randomization_test(a, b, n_permutations=20_000, seed=1)
+    # standard error of the estimate is at most 0.5 / sqrt(20000) = 0.0035
+    assert abs(estimate - exact) < 0.015
+    # an all-positive difference on 20 queries: no random sign vector reaches it
+    assert randomization_test(np.zeros(20), np.ones(20), n_permutations=999) == pytest.approx(1 / 1000)
+
+
+def test_significance_input_errors():
+    with pytest.raises(ConfigError, match="equal length"):
+        paired_ttest([1.0, 2.0], [1.0])
+    with pytest.raises(ConfigError, match="n_permutations"):
+        randomization_test([1.0], [2.0], n_permutations=0)
+
+
+# ---------------------------------------------------------------- tables
+
+
+def test_format_table():
+    rows = {"bm25": {"AP": 0.12345, "P@10": 0.5}, "rerank": {"AP": 0.2}}
+    table = format_table(rows, ["AP", "P@10"], digits=3, markers={"rerank": {"AP": "*"}})
+    assert table.splitlines() == [
+        "system     AP   P@10",
+        "------  ------  -----",
+        "bm25     0.123  0.500",
+        "rerank  0.200*      -",
+    ]
+
+
+def test_markdown_table():
+    table = markdown_table({"bm25": {"AP": 0.12345}}, ["AP", "P@10"], digits=2)
+    assert table.splitlines() == [
+        "| system | AP | P@10 |",
+        "| --- | ---: | ---: |",
+        "| bm25 | 0.12 | - |",
+    ]
