@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import math
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -79,15 +80,15 @@ def _aqwv_config(args: argparse.Namespace):
 
 
 def _evaluate(args: argparse.Namespace) -> int:
-    from clir.evaluation import evaluate, evaluate_per_query, format_table
+    from clir.evaluation import evaluate_per_query, format_table
     from clir.formats import read_qrels, read_run
 
     run, qrels = read_run(args.run), read_qrels(args.qrels)
     size = _collection_size(args)
     measures = _measures(args, size)
     config = _aqwv_config(args)
-    values = evaluate(run, qrels, measures, aqwv=config, collection_size=size)
     per_query = evaluate_per_query(run, qrels, measures, aqwv=config, collection_size=size)
+    values = {name: sum(by_query.values()) / len(by_query) for name, by_query in per_query.items()}
     if args.json:
         payload: dict = dict(values)
         if args.per_query:
@@ -95,11 +96,18 @@ def _evaluate(args: argparse.Namespace) -> int:
         print(json.dumps(payload, indent=2))
         return 0
     if args.per_query:
-        rows = {qid: {name: per_query[name][qid] for name in values} for qid in next(iter(per_query.values()))}
+        rows = {
+            qid: {name: per_query[name][qid] for name in values} for qid in next(iter(per_query.values()))
+        }
         print(format_table(rows, list(values)))
         print()
     print(format_table({Path(args.run).name: values}, list(values)))
     return 0
+
+
+def _finite(values: dict) -> dict:
+    """JSON has no NaN: a p-value that cannot be computed (fewer than 2 queries) becomes null."""
+    return {key: None if isinstance(v, float) and math.isnan(v) else v for key, v in values.items()}
 
 
 def _compare(args: argparse.Namespace) -> int:
@@ -119,7 +127,8 @@ def _compare(args: argparse.Namespace) -> int:
         seed=args.seed,
     )
     if args.json:
-        print(json.dumps({name: dataclasses.asdict(c) for name, c in result.items()}, indent=2))
+        payload = {name: _finite(dataclasses.asdict(c)) for name, c in result.items()}
+        print(json.dumps(payload, indent=2))
         return 0
     name_a, name_b = Path(args.run_a).name, Path(args.run_b).name
     width = max(len(m) for m in [*result, "measure"])
@@ -137,7 +146,9 @@ def _compare(args: argparse.Namespace) -> int:
 
 
 def _add_evaluation_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--metrics", nargs="+", metavar="M", help="measures, e.g. AP P@10 nDCG@10 R@1000 AQWV")
+    parser.add_argument(
+        "--metrics", nargs="+", metavar="M", help="measures, e.g. AP P@10 nDCG@10 R@1000 AQWV"
+    )
     size = parser.add_mutually_exclusive_group()
     size.add_argument("--collection-size", type=int, help="documents in the collection (for AQWV)")
     size.add_argument("--collection", type=Path, help="collection directory (its size is used for AQWV)")

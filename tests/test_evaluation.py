@@ -326,9 +326,9 @@ def test_format_table():
     rows = {"bm25": {"AP": 0.12345, "P@10": 0.5}, "rerank": {"AP": 0.2}}
     table = format_table(rows, ["AP", "P@10"], digits=3, markers={"rerank": {"AP": "*"}})
     assert table.splitlines() == [
-        "system     AP   P@10",
+        "system      AP   P@10",
         "------  ------  -----",
-        "bm25     0.123  0.500",
+        "bm25    0.123   0.500",
         "rerank  0.200*      -",
     ]
 

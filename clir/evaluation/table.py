@@ -10,15 +10,24 @@ Rows = Mapping[str, Mapping[str, float]]
 
 
 def _cells(
-    rows: Rows, measures: Sequence[str], digits: int, markers: Mapping[str, Mapping[str, str]] | None
+    rows: Rows,
+    measures: Sequence[str],
+    digits: int,
+    markers: Mapping[str, Mapping[str, str]] | None,
+    align_markers: bool = False,
 ) -> list[list[str]]:
+    marks = {system: dict((markers or {}).get(system, {})) for system in rows}
+    # Pad markers to one width per column, so that decimal points stay aligned.
+    width = {
+        m: max((len(marks[s].get(m, "")) for s in rows), default=0) if align_markers else 0 for m in measures
+    }
     table = []
     for system, values in rows.items():
         line = [str(system)]
         for measure in measures:
             value = values.get(measure)
             cell = "-" if value is None or math.isnan(value) else f"{value:.{digits}f}"
-            line.append(cell + (markers or {}).get(system, {}).get(measure, ""))
+            line.append(cell + marks[system].get(measure, "").ljust(width[measure]))
         table.append(line)
     return table
 
@@ -43,7 +52,7 @@ def format_table(
         The table, header and a rule first, one line per system, no trailing newline.
     """
     header = ["system", *measures]
-    body = _cells(rows, measures, digits, markers)
+    body = _cells(rows, measures, digits, markers, align_markers=True)
     widths = [max(len(line[i]) for line in [header, *body]) for i in range(len(header))]
 
     def render(line: list[str]) -> str:

@@ -16,9 +16,11 @@ import gzip
 import re
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from clir.errors import DataNotFoundError, FormatError
 from clir.formats._lines import numbered_lines
+from clir.translation.base import TableTranslator, register_translator, resolve_analyzer
 from clir.translation.lexicon import Lexicon
 
 DICTD_DIRS = ("/usr/share/dictd",)
@@ -119,7 +121,9 @@ def read_freedict(index_path: str | Path, dict_path: str | Path | None = None) -
             raise FormatError(index_path, number, str(exc)) from None
         if offset + length > len(data):
             raise FormatError(
-                index_path, number, f"entry {headword!r} at {offset}+{length} lies beyond the data ({len(data)} bytes)"
+                index_path,
+                number,
+                f"entry {headword!r} at {offset}+{length} lies beyond the data ({len(data)} bytes)",
             )
         try:
             text = data[offset : offset + length].decode("utf-8")
@@ -166,3 +170,34 @@ def _langs_of(name: str) -> tuple[str, str]:
     if not match:
         return "src", "tgt"
     return tuple(_ISO3_TO_CLIR.get(code, code) for code in match.groups())  # type: ignore[return-value]
+
+
+@register_translator("freedict")
+class FreeDictTranslator(TableTranslator):
+    """Word-by-word translation with an installed FreeDict dictionary.
+
+    Args:
+        pair: FreeDict pair, e.g. ``"swh-eng"`` (Swahili -> English).
+        analyzer: Source analyzer or language code (``None``: the pair's source language).
+        target_analyzer: Target analyzer or language code (``None``: the pair's target language).
+        k: Translations per term.
+        multiword: How target phrases are handled (see :meth:`Lexicon.to_table`).
+        dirs: Directories to look in.
+
+    Raises:
+        DataNotFoundError: If the dictionary is not installed (naming the Debian package).
+    """
+
+    def __init__(
+        self,
+        pair: str,
+        analyzer: Any = None,
+        target_analyzer: Any = None,
+        k: int = 1,
+        multiword: str = "split",
+        dirs: Sequence[str | Path] = DICTD_DIRS,
+    ) -> None:
+        lexicon = load_freedict(pair, dirs)
+        analyzer = resolve_analyzer(analyzer, lexicon.source_lang)
+        table = lexicon.to_table(analyzer, resolve_analyzer(target_analyzer, lexicon.target_lang), multiword)
+        super().__init__(table, analyzer, k)

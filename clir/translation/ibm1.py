@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -15,6 +16,7 @@ import scipy.sparse as sp
 from tqdm.auto import tqdm
 
 from clir.errors import ConfigError
+from clir.translation.base import TableTranslator, analyzer_config, register_translator
 from clir.translation.table import TranslationTable
 from clir.types import ParallelPair
 
@@ -101,7 +103,7 @@ class IBMModel1:
         """
         if len(source) != len(target):
             raise ConfigError(f"source has {len(source)} sentences but target has {len(target)}")
-        pairs = [(s, t) for s, t in zip(source, target) if len(s) and len(t)]
+        pairs = [(s, t) for s, t in zip(source, target, strict=True) if len(s) and len(t)]
         if not pairs:
             raise ConfigError("no sentence pair has both sides non-empty: nothing to learn from")
         source_vocab, xs = _count_matrix([s for s, _ in pairs], prefix=[NULL] if self.null else [])
@@ -168,14 +170,18 @@ def train_ibm1_both(
         ``(en_to_doc, doc_to_en)``: p(doc word | English word) and p(English word | doc word);
         each table's meta records the analyzer configs and the training settings.
     """
-    en_tokens = [en_analyzer.analyze(pair.source) for pair in tqdm(pairs, desc="analyze en", disable=not progress)]
-    doc_tokens = [doc_analyzer.analyze(pair.target) for pair in tqdm(pairs, desc="analyze doc", disable=not progress)]
+    en_tokens = [
+        en_analyzer.analyze(pair.source) for pair in tqdm(pairs, desc="analyze en", disable=not progress)
+    ]
+    doc_tokens = [
+        doc_analyzer.analyze(pair.target) for pair in tqdm(pairs, desc="analyze doc", disable=not progress)
+    ]
     en_lang, doc_lang = _lang_of(en_analyzer, "en"), _lang_of(doc_analyzer, "doc")
-    analyzers = {en_lang: analyzer_config(en_analyzer), doc_lang: analyzer_config(doc_analyzer)}
+    en_config, doc_config = analyzer_config(en_analyzer), analyzer_config(doc_analyzer)
     tables = []
-    for src, tgt, src_lang, tgt_lang in (
-        (en_tokens, doc_tokens, en_lang, doc_lang),
-        (doc_tokens, en_tokens, doc_lang, en_lang),
+    for src, tgt, src_lang, tgt_lang, src_config, tgt_config in (
+        (en_tokens, doc_tokens, en_lang, doc_lang, en_config, doc_config),
+        (doc_tokens, en_tokens, doc_lang, en_lang, doc_config, en_config),
     ):
         model = IBMModel1(iterations=iterations, null=null, seed=seed, progress=progress)
         model.fit(
@@ -183,20 +189,35 @@ def train_ibm1_both(
             tgt,
             source_lang=src_lang,
             target_lang=tgt_lang,
-            meta={"source_analyzer": analyzers[src_lang], "target_analyzer": analyzers[tgt_lang]},
+            meta={"source_analyzer": src_config, "target_analyzer": tgt_config},
         )
         tables.append(model.table_)
     return tables[0], tables[1]
 
 
-def analyzer_config(analyzer: Any) -> dict[str, Any]:
-    """A JSON-serialisable description of a ``clir.text`` analyzer (its ``config`` if it has one)."""
-    config = getattr(analyzer, "config", None)
-    if callable(config):
-        config = config()
-    if isinstance(config, dict):
-        return dict(config)
-    return {"lang": _lang_of(analyzer, None), "class": type(analyzer).__name__}
+@register_translator("ibm1")
+class IBM1Translator(TableTranslator):
+    """Word-by-word translation with a saved IBM Model 1 table (see :class:`TableTranslator`).
+
+    Args:
+        table: A TranslationTable or the directory it was saved to.
+        analyzer: Source-language analyzer, language code, or ``None`` for the table's.
+        k: Translations per term.
+        mmap: Memory-map a table loaded from disk.
+        progress: Show a progress bar.
+    """
+
+    def __init__(
+        self,
+        table: TranslationTable | str | Path,
+        analyzer: Any = None,
+        k: int = 1,
+        mmap: bool = True,
+        progress: bool = False,
+    ) -> None:
+        if not isinstance(table, TranslationTable):
+            table = TranslationTable.load(table, mmap=mmap)
+        super().__init__(table, analyzer, k, progress)
 
 
 def _lang_of(analyzer: Any, default: str | None) -> Any:

@@ -10,6 +10,7 @@ from typing import Any
 
 from clir.errors import ConfigError, FormatError
 from clir.formats._lines import numbered_lines
+from clir.translation.base import TableTranslator, analyzer_config, register_translator, resolve_analyzer
 from clir.translation.table import TranslationTable
 
 MULTIWORD = ("split", "drop", "keep")
@@ -98,8 +99,8 @@ class Lexicon:
             "model": "lexicon",
             "lexicon": self.name,
             "multiword": multiword,
-            "source_analyzer": _config(source_analyzer),
-            "target_analyzer": _config(target_analyzer),
+            "source_analyzer": analyzer_config(source_analyzer),
+            "target_analyzer": analyzer_config(target_analyzer),
             **self.meta,
         }
         table = TranslationTable.from_weights(triples(), self.source_lang, self.target_lang, meta)
@@ -139,8 +140,10 @@ def read_tsv_lexicon(path: str | Path, source_lang: str, target_lang: str) -> Le
         parts = line.split("\t")
         if len(parts) not in (2, 3):
             raise FormatError(
-                path, number, f"expected 2 or 3 tab-separated fields (source, target[, weight]), "
-                f"found {len(parts)}: {line!r}"
+                path,
+                number,
+                f"expected 2 or 3 tab-separated fields (source, target[, weight]), "
+                f"found {len(parts)}: {line!r}",
             )
         source, target = parts[0].strip(), parts[1].strip()
         if not source or not target:
@@ -161,14 +164,37 @@ def _terms(text: str, analyzer: Any | None) -> list[str]:
     return list(analyzer.analyze(text)) if analyzer is not None else text.lower().split()
 
 
-def _config(analyzer: Any | None) -> Any:
-    if analyzer is None:
-        return None
-    from clir.translation.ibm1 import analyzer_config
-
-    return analyzer_config(analyzer)
-
-
 def lexicon_from_pairs(pairs: Iterable[tuple[str, str]], source_lang: str, target_lang: str) -> Lexicon:
     """A lexicon of equally weighted ``(source, target)`` pairs."""
     return Lexicon([(s, t, 1.0) for s, t in pairs], source_lang, target_lang)
+
+
+@register_translator("tsv")
+class TSVTranslator(TableTranslator):
+    """Word-by-word translation with a TSV lexicon (see :func:`read_tsv_lexicon`).
+
+    Args:
+        path: The lexicon file.
+        source_lang: Language of its first column.
+        target_lang: Language of its second column.
+        analyzer: Source analyzer or language code (``None``: ``source_lang``'s).
+        target_analyzer: Target analyzer or language code (``None``: ``target_lang``'s).
+        k: Translations per term.
+        multiword: How target phrases are handled (see :meth:`Lexicon.to_table`).
+    """
+
+    def __init__(
+        self,
+        path: str | Path,
+        source_lang: str,
+        target_lang: str,
+        analyzer: Any = None,
+        target_analyzer: Any = None,
+        k: int = 1,
+        multiword: str = "split",
+    ) -> None:
+        analyzer = resolve_analyzer(analyzer, source_lang)
+        table = read_tsv_lexicon(path, source_lang, target_lang).to_table(
+            analyzer, resolve_analyzer(target_analyzer, target_lang), multiword
+        )
+        super().__init__(table, analyzer, k)

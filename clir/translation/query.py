@@ -92,6 +92,7 @@ def translate_queries(
     Returns:
         New Query records (same qid; ``description`` translated the same way when non-empty).
     """
+
     def convert(text: str) -> str:
         return " ".join(translate_query_qt(analyzer.analyze(text), table, k)) if text else ""
 

@@ -154,7 +154,7 @@ class TranslationTable:
         cols = np.asarray(self.probs.indices[start:end])
         vals = np.asarray(self.probs.data[start:end])
         pairs = sorted(
-            ((self.target_vocab[c], float(v)) for c, v in zip(cols, vals) if v > 0),
+            ((self.target_vocab[c], float(v)) for c, v in zip(cols, vals, strict=True) if v > 0),
             key=lambda pair: (-pair[1], pair[0]),
         )
         return pairs if k is None else pairs[:k]
@@ -221,7 +221,12 @@ class TranslationTable:
         matrix = sp.csr_matrix((data[keep], (rows[keep], csr.indices[order][keep])), shape=csr.shape)
         meta = {**self.meta, "pruned": {"top_k": top_k, "cumulative": cumulative}}
         return TranslationTable(
-            self.source_vocab, self.target_vocab, _normalise_rows(matrix), self.source_lang, self.target_lang, meta
+            self.source_vocab,
+            self.target_vocab,
+            _normalise_rows(matrix),
+            self.source_lang,
+            self.target_lang,
+            meta,
         )
 
     # --- persistence --------------------------------------------------------------------------
@@ -280,7 +285,9 @@ class TranslationTable:
                 path / "meta.json", None, f"type is {header.get('type')!r}, expected 'TranslationTable'"
             )
         mode = "r" if mmap else None
-        data, indices, indptr = (np.load(path / f"{a}.npy", mmap_mode=mode, allow_pickle=False) for a in _ARRAYS)
+        data, indices, indptr = (
+            np.load(path / f"{a}.npy", mmap_mode=mode, allow_pickle=False) for a in _ARRAYS
+        )
         matrix = sp.csr_matrix((data, indices, indptr), shape=tuple(header["shape"]), copy=False)
         return cls(
             json.loads((path / "source_vocab.json").read_text(encoding="utf-8")),

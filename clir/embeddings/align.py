@@ -1,0 +1,163 @@
+"""Mapping a monolingual space onto the pivot: Procrustes from a seed lexicon, then iterative
+refinement on CSLS mutual nearest neighbours, keeping the iteration with the best unsupervised
+validation criterion.
+
+Conneau et al. 2018, "Word Translation Without Parallel Data", ICLR (MUSE): refinement, CSLS and
+the validation criterion (mean cosine of the CSLS translations of the most frequent source words).
+Artetxe et al. 2018, "Generalizing and improving bilingual word embedding mappings with
+linear transformations", AAAI: length normalisation and centring before the mapping.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+
+import numpy as np
+from tqdm.auto import tqdm
+
+from clir.embeddings.base import AlignConfig
+from clir.embeddings.csls import mean_knn_similarity, translate
+from clir.embeddings.procrustes import procrustes
+from clir.errors import ConfigError
+
+logger = logging.getLogger(__name__)
+
+
+def _unit(x: np.ndarray) -> np.ndarray:
+    norms = np.linalg.norm(x, axis=1, keepdims=True)
+    return x / np.maximum(norms, 1e-12)
+
+
+def normalize_vectors(vectors: np.ndarray, centre: bool = True) -> tuple[np.ndarray, np.ndarray]:
+    """Length-normalise, centre, length-normalise again (MUSE's ``renorm,center,renorm``).
+
+    Args:
+        vectors: ``(n, d)`` raw vectors (rows ordered by frequency, all of a language).
+        centre: Subtract the mean of the unit vectors; without it every language keeps a common
+            direction and nearest neighbours collapse onto a few hub words.
+
+    Returns:
+        ``(normalised (n, d) float32, mean (d,) float32)``; ``mean`` is the vector subtracted after
+        the first normalisation (zeros when ``centre`` is false), so an unseen word's vector ``v``
+        is normalised the same way as ``unit(unit(v) - mean)``.
+    """
+    unit = _unit(np.asarray(vectors, dtype=np.float32))
+    mean = unit.mean(axis=0) if centre else np.zeros(unit.shape[1], dtype=np.float32)
+    return _unit(unit - mean).astype(np.float32), mean.astype(np.float32)
+
+
+def induce_dictionary(
+    source: np.ndarray, target: np.ndarray, max_rank: int = 10_000, csls_k: int = 10
+) -> np.ndarray:
+    """Mutual CSLS nearest neighbours among the most frequent words of each side.
+
+    Args:
+        source: ``(n, d)`` mapped source vectors, unit length, rows by descending frequency.
+        target: ``(m, d)`` target vectors, same conventions.
+        max_rank: Only the first ``max_rank`` rows of each side take part.
+        csls_k: CSLS neighbourhood size.
+
+    Returns:
+        ``(p, 2)`` int64 array of ``(source row, target row)`` pairs, each the other's best CSLS
+        match (MUSE's ``S2T&T2S``).
+    """
+    src = source[:max_rank]
+    tgt = target[:max_rank]
+    _, s2t = translate(src, tgt, 1, method="csls", csls_k=csls_k)
+    _, t2s = translate(tgt, src, 1, method="csls", csls_k=csls_k)
+    rows = np.arange(src.shape[0])
+    mutual = t2s[s2t[:, 0], 0] == rows
+    return np.stack([rows[mutual], s2t[mutual, 0]], axis=1).astype(np.int64)
+
+
+def validation_criterion(
+    source: np.ndarray, target: np.ndarray, rank: int = 10_000, csls_k: int = 10
+) -> float:
+    """MUSE's unsupervised model-selection score: the mean cosine between each of the ``rank``
+    most frequent source words and its CSLS translation (higher is better).
+
+    Args:
+        source: ``(n, d)`` mapped source vectors, unit length, rows by descending frequency.
+        target: ``(m, d)`` target vectors, unit length.
+        rank: How many frequent source words to average over.
+        csls_k: CSLS neighbourhood size.
+    """
+    src = source[:rank]
+    _, best = translate(src, target, 1, method="csls", csls_k=csls_k, source_background=source)
+    return float(np.mean(np.sum(src * target[best[:, 0]], axis=1)))
+
+
+@dataclass
+class Alignment:
+    """The result of :func:`align`.
+
+    Attributes:
+        rotation: ``(d, d)`` orthogonal map; mapped source rows are ``source @ rotation``.
+        best_iteration: The kept iteration (0 = the seed Procrustes solution).
+        history: Per iteration: ``{"iteration", "pairs", "criterion"}``.
+    """
+
+    rotation: np.ndarray
+    best_iteration: int
+    history: list[dict[str, float]] = field(default_factory=list)
+
+
+def align(
+    source: np.ndarray,
+    target: np.ndarray,
+    seed_pairs: np.ndarray | None,
+    config: AlignConfig | None = None,
+    *,
+    progress: bool = True,
+) -> Alignment:
+    """Procrustes from a seed dictionary, refined on CSLS mutual nearest neighbours.
+
+    Both inputs must already be normalised (:func:`normalize_vectors`) and have rows ordered by
+    descending frequency.
+
+    Args:
+        source: ``(n, d)`` source-language vectors.
+        target: ``(m, d)`` pivot-language vectors.
+        seed_pairs: ``(p, 2)`` ``(source row, target row)`` seed pairs; ``None`` or empty starts
+            from the identity map (useful when both spaces are already roughly aligned, e.g. a
+            joint model).
+        config: Refinement parameters.
+        progress: Show a progress bar over the refinement iterations.
+
+    Returns:
+        The best :class:`Alignment` by the validation criterion.
+
+    Raises:
+        ConfigError: If the two spaces differ in dimension.
+    """
+    config = config or AlignConfig()
+    if source.shape[1] != target.shape[1]:
+        raise ConfigError(f"source dim {source.shape[1]} != target dim {target.shape[1]}")
+    seed = np.zeros((0, 2), dtype=np.int64) if seed_pairs is None else np.asarray(seed_pairs, np.int64)
+    if len(seed):
+        rotation = procrustes(source[seed[:, 0]], target[seed[:, 1]])
+    else:
+        rotation = np.eye(source.shape[1], dtype=np.float32)
+
+    def score(w: np.ndarray) -> float:
+        return validation_criterion(source @ w, target, config.validation_rank, config.csls_k)
+
+    best = Alignment(rotation, 0, [{"iteration": 0, "pairs": len(seed), "criterion": score(rotation)}])
+    current = rotation
+    for iteration in tqdm(
+        range(1, config.refine_iterations + 1), desc="refine", unit="iter", disable=not progress
+    ):
+        pairs = induce_dictionary(source @ current, target, config.max_rank, config.csls_k)
+        if config.keep_seed and len(seed):
+            pairs = np.unique(np.concatenate([pairs, seed]), axis=0)
+        if len(pairs) == 0:
+            logger.warning("refinement iteration %d induced no pairs; stopping", iteration)
+            break
+        current = procrustes(source[pairs[:, 0]], target[pairs[:, 1]])
+        criterion = score(current)
+        best.history.append({"iteration": iteration, "pairs": len(pairs), "criterion": criterion})
+        logger.info("refinement %d: %d pairs, criterion %.4f", iteration, len(pairs), criterion)
+        if criterion > best.history[best.best_iteration]["criterion"]:
+            best.rotation, best.best_iteration = current, iteration
+    return best

@@ -1,0 +1,309 @@
+"""The shared cross-lingual space: every language's vectors in one English-pivot space."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from gensim.models.fasttext import ft_ngram_hashes
+from gensim.models.keyedvectors import KeyedVectors
+
+import clir
+from clir.embeddings.csls import translate
+from clir.embeddings.vectors_io import load_word2vec, make_keyed_vectors, save_word2vec
+from clir.errors import ConfigError, DataNotFoundError, FormatError
+from clir.formats import atomic_directory, atomic_write
+
+
+def _unit(x: np.ndarray) -> np.ndarray:
+    norms = np.linalg.norm(x, axis=-1, keepdims=True)
+    return x / np.maximum(norms, 1e-12)
+
+
+class SubwordVectors:
+    """Vectors for unseen words composed from FastText character n-grams, mapped into the space.
+
+    An unseen word's raw FastText vector is the mean of its n-gram vectors (Bojanowski et al.
+    2017); here the n-gram vectors are stored already rotated into the shared space, and the
+    word's vector gets the same normalisation as the vocabulary: ``unit(unit(v) - mean)``.
+
+    Args:
+        ngrams: ``(bucket, dim)`` n-gram vectors (rotated).
+        min_n: Shortest n-gram.
+        max_n: Longest n-gram.
+        mean: ``(dim,)`` the (rotated) mean subtracted after the first normalisation.
+        prefix: Prepended to a word before hashing (``"sw:"`` for a joint model's tagged tokens).
+    """
+
+    def __init__(
+        self, ngrams: np.ndarray, min_n: int, max_n: int, mean: np.ndarray | None = None, prefix: str = ""
+    ) -> None:
+        self.ngrams = np.asarray(ngrams, dtype=np.float32)
+        self.min_n = int(min_n)
+        self.max_n = int(max_n)
+        dim = self.ngrams.shape[1]
+        self.mean = np.zeros(dim, np.float32) if mean is None else np.asarray(mean, np.float32)
+        self.prefix = prefix
+
+    @property
+    def bucket(self) -> int:
+        """Number of hash buckets."""
+        return self.ngrams.shape[0]
+
+    def vector(self, word: str) -> np.ndarray | None:
+        """The composed, normalised vector of ``word``, or ``None`` if it has no n-gram."""
+        hashes = ft_ngram_hashes(self.prefix + word, self.min_n, self.max_n, self.bucket)
+        if not hashes:
+            return None
+        raw = self.ngrams[hashes].mean(axis=0)
+        if not np.any(raw):
+            return None
+        return _unit(_unit(raw) - self.mean).astype(np.float32)
+
+    def params(self) -> dict[str, Any]:
+        """The JSON part of a save."""
+        return {"min_n": self.min_n, "max_n": self.max_n, "bucket": self.bucket, "prefix": self.prefix}
+
+
+class SharedSpace:
+    """Word vectors of several languages in one space (English as the pivot).
+
+    Vectors are length-normalised (and centred, when the alignment did so): cosine similarity
+    is a dot product, and any two languages can be compared directly.
+
+    Args:
+        vectors: Per language code, the in-vocabulary vectors (rows by descending frequency).
+        dim: Vector dimension (checked against the vectors; inferred when omitted).
+        subwords: Per language, an optional :class:`SubwordVectors` for unseen words.
+        meta: Free-form JSON-serialisable description (method, configs, alignment history).
+
+    Raises:
+        ConfigError: On no languages or mismatched dimensions.
+    """
+
+    def __init__(
+        self,
+        vectors: Mapping[str, KeyedVectors],
+        dim: int | None = None,
+        subwords: Mapping[str, SubwordVectors] | None = None,
+        meta: Mapping[str, Any] | None = None,
+    ) -> None:
+        if not vectors:
+            raise ConfigError("vectors: a SharedSpace needs at least one language")
+        dims = {lang: kv.vector_size for lang, kv in vectors.items()}
+        dim = dim if dim is not None else next(iter(dims.values()))
+        wrong = {lang: d for lang, d in dims.items() if d != dim}
+        wrong.update({lang: sw.ngrams.shape[1] for lang, sw in (subwords or {}).items() if sw.ngrams.shape[1] != dim})
+        if wrong:
+            raise ConfigError(f"dim={dim} but these languages have other dimensions: {wrong}")
+        unknown = sorted(set(subwords or {}) - set(vectors))
+        if unknown:
+            raise ConfigError(f"subwords given for languages without vectors: {unknown}")
+        self.vectors = dict(vectors)
+        self.subwords = dict(subwords or {})
+        self._dim = dim
+        self.meta = dict(meta or {})
+
+    # --- lookup -------------------------------------------------------------------------------
+
+    @property
+    def dim(self) -> int:
+        """Vector dimension."""
+        return self._dim
+
+    @property
+    def languages(self) -> list[str]:
+        """Language codes, sorted."""
+        return sorted(self.vectors)
+
+    def _kv(self, lang: str) -> KeyedVectors:
+        try:
+            return self.vectors[lang]
+        except KeyError:
+            raise ConfigError(f"language {lang!r} is not in this space; it has {self.languages}") from None
+
+    def vocabulary(self, lang: str) -> list[str]:
+        """The in-vocabulary words of ``lang``, most frequent first."""
+        return list(self._kv(lang).index_to_key)
+
+    def array(self, lang: str) -> np.ndarray:
+        """The ``(V, dim)`` vectors of ``lang``'s vocabulary, in :meth:`vocabulary` order."""
+        return self._kv(lang).vectors
+
+    def __contains__(self, item: object) -> bool:
+        """``(lang, word) in space``: the word has an in-vocabulary vector."""
+        if not isinstance(item, tuple) or len(item) != 2:
+            return False
+        lang, word = item
+        return lang in self.vectors and word in self.vectors[lang].key_to_index
+
+    def lookup(self, lang: str, tokens: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+        """Vectors for a token list of one language.
+
+        In-vocabulary tokens get their vector; unseen tokens get a subword-composed vector when
+        the language has FastText n-grams, else a zero row.
+
+        Args:
+            lang: Language code.
+            tokens: Analyzed tokens.
+
+        Returns:
+            ``(vectors (n, dim) float32, oov (n,) bool)``; ``oov`` marks the zero rows (no
+            vector at all). A subword-composed row is not OOV.
+
+        Raises:
+            ConfigError: If ``lang`` is not in the space.
+        """
+        kv = self._kv(lang)
+        subwords = self.subwords.get(lang)
+        out = np.zeros((len(tokens), self.dim), dtype=np.float32)
+        oov = np.zeros(len(tokens), dtype=bool)
+        index = kv.key_to_index
+        for i, token in enumerate(tokens):
+            row = index.get(token)
+            if row is not None:
+                out[i] = kv.vectors[row]
+                continue
+            composed = subwords.vector(token) if subwords is not None else None
+            if composed is None:
+                oov[i] = True
+            else:
+                out[i] = composed
+        return out, oov
+
+    def matrix(self, entries: Sequence[tuple[str, str]]) -> np.ndarray:
+        """An embedding matrix with one row per ``(lang, token)`` entry (zero rows for OOV).
+
+        Args:
+            entries: ``(language, token)`` pairs, e.g. a reranker's vocabulary (the caller
+                reserves row 0 for padding).
+
+        Returns:
+            ``(len(entries), dim)`` float32.
+        """
+        out = np.zeros((len(entries), self.dim), dtype=np.float32)
+        by_lang: dict[str, list[int]] = {}
+        for i, (lang, _) in enumerate(entries):
+            by_lang.setdefault(lang, []).append(i)
+        for lang, rows in by_lang.items():
+            vectors, _ = self.lookup(lang, [entries[i][1] for i in rows])
+            out[rows] = vectors
+        return out
+
+    def translate(
+        self, words: Sequence[str], source: str, target: str, k: int = 5, method: str = "csls", csls_k: int = 10
+    ) -> list[list[tuple[str, float]]]:
+        """The ``k`` nearest ``target``-language words of each ``source``-language word.
+
+        Args:
+            words: Source words (unseen ones use subwords when possible; a word without any
+                vector gets ``[]``).
+            source: Source language code.
+            target: Target language code.
+            k: Candidates per word.
+            method: ``"nn"`` or ``"csls"``.
+            csls_k: CSLS neighbourhood size.
+
+        Returns:
+            Per word, ``[(target word, score), ...]`` best first.
+        """
+        queries, oov = self.lookup(source, list(words))
+        target_vocab = self.vocabulary(target)
+        scores, indices = translate(
+            queries, self.array(target), k, method=method, csls_k=csls_k, source_background=self.array(source)
+        )
+        return [
+            [] if oov[i] else [(target_vocab[j], float(s)) for s, j in zip(scores[i], indices[i])]
+            for i in range(len(words))
+        ]
+
+    # --- persistence --------------------------------------------------------------------------
+
+    def save(self, path: str | Path) -> Path:
+        """Save atomically: ``<lang>.bin`` (word2vec binary) per language, ``<lang>.ngrams.npy``
+        and ``<lang>.mean.npy`` for subword languages, and ``space.json``.
+
+        Returns:
+            ``path``.
+        """
+        path = Path(path)
+        with atomic_directory(path) as tmp:
+            for lang, kv in self.vectors.items():
+                save_word2vec(kv, tmp / f"{lang}.bin", binary=True)
+            for lang, sub in self.subwords.items():
+                np.save(tmp / f"{lang}.ngrams.npy", sub.ngrams, allow_pickle=False)
+                np.save(tmp / f"{lang}.mean.npy", sub.mean, allow_pickle=False)
+            info = {
+                "type": "SharedSpace",
+                "clir_version": clir.__version__,
+                "dim": self.dim,
+                "languages": self.languages,
+                "subwords": {lang: sub.params() for lang, sub in self.subwords.items()},
+                "meta": self.meta,
+            }
+            with atomic_write(tmp / "space.json") as out:
+                json.dump(info, out, indent=2, sort_keys=True)
+        return path
+
+    @classmethod
+    def load(cls, path: str | Path, mmap: bool = True) -> SharedSpace:
+        """Load a space written by :meth:`save`.
+
+        Args:
+            path: The directory.
+            mmap: Memory-map the n-gram arrays.
+
+        Raises:
+            DataNotFoundError: If the directory or a file is missing.
+            FormatError: If ``space.json`` is not a SharedSpace's.
+        """
+        path = Path(path)
+        info_path = path / "space.json"
+        if not info_path.is_file():
+            raise DataNotFoundError(f"{info_path}: no saved SharedSpace here")
+        info = json.loads(info_path.read_text(encoding="utf-8"))
+        if info.get("type") != "SharedSpace":
+            raise FormatError(info_path, None, f"type is {info.get('type')!r}, expected 'SharedSpace'")
+        vectors = {lang: load_word2vec(path / f"{lang}.bin", binary=True) for lang in info["languages"]}
+        subwords = {}
+        for lang, params in info.get("subwords", {}).items():
+            ngrams = np.load(path / f"{lang}.ngrams.npy", mmap_mode="r" if mmap else None, allow_pickle=False)
+            mean = np.load(path / f"{lang}.mean.npy", allow_pickle=False)
+            subwords[lang] = SubwordVectors(ngrams, params["min_n"], params["max_n"], mean, params["prefix"])
+        return cls(vectors, info["dim"], subwords, info.get("meta"))
+
+    @classmethod
+    def from_word2vec(
+        cls,
+        paths: Mapping[str, str | Path],
+        binary: bool | None = None,
+        limit: int | None = None,
+        normalize: bool = True,
+    ) -> SharedSpace:
+        """A space from already aligned vectors in word2vec format, one file per language
+        (e.g. MUSE's or fastText's aligned ``wiki.<lang>.align.vec``).
+
+        Args:
+            paths: ``{lang: file}``.
+            binary: Force the format (``None``: guess per file).
+            limit: Read only the most frequent ``limit`` words of each file.
+            normalize: Length-normalise the vectors (cosine = dot product).
+        """
+        vectors = {}
+        for lang, file in paths.items():
+            kv = load_word2vec(file, binary=binary, limit=limit)
+            if normalize:
+                kv = make_keyed_vectors(kv.index_to_key, _unit(kv.vectors))
+            vectors[lang] = kv
+        return cls(vectors, meta={"method": "word2vec-files", "paths": {k: str(v) for k, v in paths.items()}})
+
+    def to_word2vec(self, lang: str, path: str | Path, binary: bool = True) -> Path:
+        """Write one language's in-vocabulary vectors in word2vec text or binary format."""
+        return save_word2vec(self._kv(lang), path, binary=binary)
+
+    def __repr__(self) -> str:
+        sizes = ", ".join(f"{lang}: {len(self.vectors[lang])}" for lang in self.languages)
+        return f"SharedSpace(dim={self.dim}, {sizes})"

@@ -1,0 +1,103 @@
+"""Word vectors in the word2vec text and binary formats (gensim ``KeyedVectors``).
+
+These are the formats of MUSE and fastText's published (aligned) vectors: a header line
+``<count> <dim>`` then one word and its vector per entry, as text (``.vec``, ``.txt``) or
+packed float32 (``.bin``).
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+from gensim.models.keyedvectors import KeyedVectors
+
+from clir.errors import DataNotFoundError, FormatError
+
+BINARY_SUFFIXES = (".bin",)
+
+
+def make_keyed_vectors(words: Sequence[str], vectors: np.ndarray) -> KeyedVectors:
+    """A ``KeyedVectors`` holding ``vectors`` row for row under ``words`` (order kept).
+
+    Raises:
+        FormatError: If the counts differ or a word repeats.
+    """
+    vectors = np.asarray(vectors, dtype=np.float32)
+    if vectors.ndim != 2 or vectors.shape[0] != len(words):
+        raise FormatError("<vectors>", None, f"{len(words)} words but vectors of shape {vectors.shape}")
+    if len(set(words)) != len(words):
+        raise FormatError("<vectors>", None, "duplicate words")
+    kv = KeyedVectors(vector_size=vectors.shape[1], count=len(words), dtype=np.float32)
+    kv.add_vectors(list(words), vectors)
+    return kv
+
+
+def _is_binary(path: Path, binary: bool | None) -> bool:
+    if binary is not None:
+        return binary
+    if path.suffix in BINARY_SUFFIXES:
+        return True
+    with open(path, "rb") as handle:
+        header = handle.readline()
+        sample = handle.read(4096)
+    try:
+        header.decode("ascii")
+        sample.decode("utf-8")
+    except UnicodeDecodeError:
+        return True
+    return False
+
+
+def load_word2vec(path: str | Path, binary: bool | None = None, limit: int | None = None) -> KeyedVectors:
+    """Read vectors in the word2vec text or binary format.
+
+    Args:
+        path: The file (MUSE/fastText ``.vec`` text, or ``.bin`` binary).
+        binary: Force the format; ``None`` guesses from the suffix (``.bin``) or the content.
+        limit: Read only the first ``limit`` vectors (the files are sorted by frequency).
+
+    Returns:
+        The vectors in file order (most frequent first).
+
+    Raises:
+        DataNotFoundError: If the file does not exist.
+        FormatError: If gensim cannot parse it.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise DataNotFoundError(f"{path}: no such word-vector file")
+    is_binary = _is_binary(path, binary)
+    try:
+        return KeyedVectors.load_word2vec_format(str(path), binary=is_binary, limit=limit)
+    except (ValueError, EOFError, UnicodeDecodeError) as exc:
+        kind = "binary" if is_binary else "text"
+        raise FormatError(path, None, f"not a word2vec {kind} file: {exc}") from None
+
+
+def save_word2vec(kv: KeyedVectors, path: str | Path, binary: bool = True) -> Path:
+    """Write vectors in the word2vec text or binary format, atomically, in vocabulary order.
+
+    Args:
+        kv: The vectors.
+        path: The file to write.
+        binary: Binary (``True``) or text format.
+
+    Returns:
+        ``path``.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    try:
+        # sort_attr=None keeps the vocabulary order (gensim otherwise re-sorts by "count").
+        kv.save_word2vec_format(tmp, binary=binary, sort_attr=None)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path

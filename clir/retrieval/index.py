@@ -1,0 +1,363 @@
+"""An inverted index held as scipy sparse arrays: postings, document lengths, df, cf, vocabulary.
+
+The postings are a term-major CSR matrix (``n_terms x n_docs``): row ``t`` lists the documents
+containing term ``t`` and their term frequencies, so gathering the postings of a batch of query
+terms is one sparse product. Documents are stored in docno order (internal id ``i`` is the
+``i``-th docno in sorted order), which makes "ties broken by docno" the same as "ties broken by
+internal id".
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, Union
+
+import numpy as np
+import scipy.sparse as sp
+from tqdm.auto import tqdm
+
+import clir
+from clir.errors import ConfigError, DataNotFoundError, FormatError
+from clir.formats import atomic_directory
+
+DocTerms = Union[Sequence[str], Mapping[str, float]]
+"""A document as index terms: a token list, or a weighted bag ``{term: weight}``."""
+
+_ARRAYS = ("docnos", "indptr", "doc_ids", "tf", "doc_len", "df", "cf")
+
+
+class SparseIndex:
+    """Term-frequency postings and collection statistics of a document collection.
+
+    Build one with :meth:`build` (token lists or weighted bags), :meth:`from_token_ids` (integer
+    arrays, e.g. already-mapped corpora) or load a saved one with :meth:`load`.
+
+    Attributes:
+        docnos: ``(n_docs,)`` unicode array of document ids, sorted ascending.
+        vocab: Term strings; term id ``t`` is ``vocab[t]``.
+        postings: ``n_terms x n_docs`` CSR matrix of term frequencies (float32; may be fractional
+            for weighted-bag documents).
+        doc_len: ``(n_docs,)`` document lengths (tokens, or sum of weights), float64.
+        df: ``(n_terms,)`` document frequencies (number of documents containing the term).
+        cf: ``(n_terms,)`` collection frequencies (sum of the term's tf), float64.
+    """
+
+    def __init__(
+        self,
+        docnos: np.ndarray,
+        vocab: Sequence[str],
+        postings: sp.csr_matrix,
+        doc_len: np.ndarray,
+        df: np.ndarray,
+        cf: np.ndarray,
+    ) -> None:
+        self.docnos = docnos
+        self.vocab = list(vocab)
+        self.postings = postings
+        self.doc_len = doc_len
+        self.df = df
+        self.cf = cf
+        self.term_ids: dict[str, int] = {term: i for i, term in enumerate(self.vocab)}
+        if len(self.term_ids) != len(self.vocab):
+            raise ConfigError("vocab has duplicate terms")
+        if postings.shape != (len(self.vocab), len(docnos)):
+            raise ConfigError(
+                f"postings has shape {postings.shape}, expected (n_terms, n_docs) = "
+                f"{(len(self.vocab), len(docnos))}"
+            )
+        self._docno_ids: dict[str, int] | None = None
+
+    # --- construction -------------------------------------------------------------------------
+
+    @classmethod
+    def build(
+        cls, docnos: Sequence[str], docs: Sequence[DocTerms], progress: bool = True
+    ) -> SparseIndex:
+        """Index documents given as token lists or weighted bags.
+
+        Args:
+            docnos: Unique document ids, one per document.
+            docs: Each document as a list of terms (tf = count) or a ``{term: weight}`` bag (tf =
+                weight, e.g. expected counts of a translated document); weights must be finite
+                and non-negative, zero weights are dropped. Kinds may be mixed.
+            progress: Show a progress bar.
+
+        Returns:
+            The index.
+
+        Raises:
+            ConfigError: On mismatched lengths, duplicate or empty docnos, an empty collection or
+                a bad weight.
+        """
+        _check_docnos(docnos, len(docs))
+        vocab: dict[str, int] = {}
+        ids: list[int] = []
+        weights: list[float] = []
+        counts = np.zeros(len(docs), dtype=np.int64)
+        doc_len = np.zeros(len(docs), dtype=np.float64)
+        weighted = False
+        for i, doc in enumerate(tqdm(docs, desc="indexing", unit="doc", disable=not progress)):
+            if isinstance(doc, Mapping):
+                weighted = True
+                n = 0
+                for term, weight in doc.items():
+                    w = float(weight)
+                    if not (math.isfinite(w) and w >= 0):
+                        raise ConfigError(
+                            f"document {docnos[i]!r}: weight of term {term!r} must be finite and >= 0, "
+                            f"got {weight!r}"
+                        )
+                    if w > 0:
+                        ids.append(vocab.setdefault(term, len(vocab)))
+                        weights.append(w)
+                        doc_len[i] += w
+                        n += 1
+                counts[i] = n
+            elif isinstance(doc, str):
+                raise ConfigError(
+                    f"document {docnos[i]!r} is a str; expected a list of terms or a {{term: weight}} "
+                    "dict (analyze the text first)"
+                )
+            else:
+                ids.extend([vocab.setdefault(term, len(vocab)) for term in doc])
+                counts[i] = len(doc)
+                doc_len[i] = len(doc)
+        if not weighted:
+            weights_arr = np.ones(len(ids), dtype=np.float32)
+        else:
+            # Token-list documents contributed no weights: rebuild the weight array aligned to ids.
+            weights_arr = np.empty(len(ids), dtype=np.float32)
+            pos = 0
+            it = iter(weights)
+            for doc, n in zip(docs, counts):
+                if isinstance(doc, Mapping):
+                    weights_arr[pos : pos + n] = [next(it) for _ in range(n)]
+                else:
+                    weights_arr[pos : pos + n] = 1.0
+                pos += n
+        return cls._from_arrays(
+            docnos, list(vocab), np.asarray(ids, dtype=np.int64), weights_arr, counts, doc_len
+        )
+
+    @classmethod
+    def from_token_ids(
+        cls,
+        docnos: Sequence[str],
+        token_ids: Sequence[np.ndarray],
+        vocab: Sequence[str],
+        progress: bool = True,
+    ) -> SparseIndex:
+        """Index documents already mapped to integer term ids (e.g. a large pre-tokenised corpus).
+
+        Args:
+            docnos: Unique document ids, one per document.
+            token_ids: One integer array of term ids per document (``0 <= id < len(vocab)``).
+            vocab: The term string of each id.
+            progress: Unused (the build is vectorised); kept for a uniform signature.
+
+        Returns:
+            The index (terms that occur in no document keep their ids, with df = cf = 0).
+
+        Raises:
+            ConfigError: On mismatched lengths, duplicate docnos or an id out of range.
+        """
+        del progress
+        _check_docnos(docnos, len(token_ids))
+        counts = np.fromiter((len(d) for d in token_ids), dtype=np.int64, count=len(token_ids))
+        flat = np.concatenate([np.asarray(d) for d in token_ids]) if len(token_ids) else np.zeros(0)
+        flat = flat.astype(np.int64, copy=False)
+        if flat.size and (flat.min() < 0 or flat.max() >= len(vocab)):
+            raise ConfigError(f"token_ids must lie in [0, len(vocab)={len(vocab)}), got [{flat.min()}, {flat.max()}]")
+        weights = np.ones(flat.size, dtype=np.float32)
+        return cls._from_arrays(docnos, list(vocab), flat, weights, counts, counts.astype(np.float64))
+
+    @classmethod
+    def _from_arrays(
+        cls,
+        docnos: Sequence[str],
+        vocab: list[str],
+        ids: np.ndarray,
+        weights: np.ndarray,
+        counts: np.ndarray,
+        doc_len: np.ndarray,
+    ) -> SparseIndex:
+        n_docs, n_terms = len(docnos), len(vocab)
+        docno_arr = np.asarray([str(d) for d in docnos])
+        order = np.argsort(docno_arr, kind="stable")
+        new_id = np.empty(n_docs, dtype=np.int64)
+        new_id[order] = np.arange(n_docs)
+        rows = np.repeat(new_id, counts)
+        coo = sp.coo_matrix((weights, (ids, rows)), shape=(n_terms, n_docs))
+        postings = _canonical_csr(coo.tocsr())
+        df = np.diff(postings.indptr).astype(np.float64)
+        term_of_nnz = np.repeat(np.arange(n_terms), np.diff(postings.indptr))
+        cf = np.bincount(term_of_nnz, weights=postings.data.astype(np.float64), minlength=n_terms)
+        return cls(docno_arr[order], vocab, postings, np.ascontiguousarray(doc_len[order]), df, cf)
+
+    # --- statistics -----------------------------------------------------------------------------
+
+    @property
+    def n_docs(self) -> int:
+        """Number of documents."""
+        return len(self.docnos)
+
+    @property
+    def n_terms(self) -> int:
+        """Vocabulary size."""
+        return len(self.vocab)
+
+    @property
+    def total_len(self) -> float:
+        """Collection length |C| (sum of document lengths)."""
+        return float(self.doc_len.sum())
+
+    @property
+    def avg_doc_len(self) -> float:
+        """Mean document length."""
+        return float(self.doc_len.mean())
+
+    def term_id(self, term: str) -> int:
+        """The id of ``term``, or -1 when it is not in the vocabulary."""
+        return self.term_ids.get(term, -1)
+
+    def doc_id(self, docno: str) -> int:
+        """The internal id (position in :attr:`docnos`) of ``docno``.
+
+        Raises:
+            ConfigError: If the docno is not in the index.
+        """
+        if self._docno_ids is None:
+            self._docno_ids = {str(d): i for i, d in enumerate(self.docnos)}
+        try:
+            return self._docno_ids[docno]
+        except KeyError:
+            raise ConfigError(f"docno {docno!r} is not in the index") from None
+
+    def __len__(self) -> int:
+        return self.n_docs
+
+    def __repr__(self) -> str:
+        return f"SparseIndex(n_docs={self.n_docs}, n_terms={self.n_terms}, nnz={self.postings.nnz})"
+
+    # --- persistence ----------------------------------------------------------------------------
+
+    def save(self, path: str | Path) -> Path:
+        """Save to a directory (``index.json``, ``vocab.json`` and ``.npy`` arrays), atomically.
+
+        Args:
+            path: Directory to create or replace.
+
+        Returns:
+            The directory.
+        """
+        path = Path(path)
+        with atomic_directory(path) as tmp:
+            self.write(tmp)
+        return path
+
+    def write(self, directory: Path) -> None:
+        """Write the index files into an existing directory (non-atomic; see :meth:`save`)."""
+        arrays = {
+            "docnos": self.docnos,
+            "indptr": self.postings.indptr,
+            "doc_ids": self.postings.indices,
+            "tf": self.postings.data,
+            "doc_len": self.doc_len,
+            "df": self.df,
+            "cf": self.cf,
+        }
+        for name, array in arrays.items():
+            np.save(directory / f"{name}.npy", np.ascontiguousarray(array), allow_pickle=False)
+        _write_json(directory / "vocab.json", self.vocab)
+        meta = {
+            "type": "SparseIndex",
+            "clir_version": clir.__version__,
+            "n_docs": self.n_docs,
+            "n_terms": self.n_terms,
+            "nnz": int(self.postings.nnz),
+        }
+        _write_json(directory / "index.json", meta)
+
+    @classmethod
+    def load(cls, path: str | Path, mmap: bool = True) -> SparseIndex:
+        """Load an index saved by :meth:`save`.
+
+        Args:
+            path: The directory.
+            mmap: Memory-map the arrays (read-only) instead of reading them into memory.
+
+        Returns:
+            The index.
+
+        Raises:
+            DataNotFoundError: If the directory or one of its files is missing.
+            FormatError: If ``index.json`` is not a SparseIndex description.
+        """
+        path = Path(path)
+        meta = read_json(path / "index.json")
+        if meta.get("type") != "SparseIndex":
+            raise FormatError(path / "index.json", None, f"type is {meta.get('type')!r}, expected 'SparseIndex'")
+        arrays = {name: _load_array(path / f"{name}.npy", mmap) for name in _ARRAYS}
+        vocab = read_json(path / "vocab.json")
+        shape = (len(vocab), len(arrays["docnos"]))
+        postings = sp.csr_matrix((arrays["tf"], arrays["doc_ids"], arrays["indptr"]), shape=shape, copy=False)
+        postings.has_sorted_indices = True
+        return cls(arrays["docnos"], vocab, postings, arrays["doc_len"], arrays["df"], arrays["cf"])
+
+
+def _check_docnos(docnos: Sequence[str], n_docs: int) -> None:
+    if len(docnos) != n_docs:
+        raise ConfigError(f"got {len(docnos)} docnos for {n_docs} documents")
+    if n_docs == 0:
+        raise ConfigError("cannot index an empty collection (no documents given)")
+    seen: set[str] = set()
+    for docno in docnos:
+        if not isinstance(docno, str) or not docno:
+            raise ConfigError(f"docnos must be non-empty strings, got {docno!r}")
+        if docno in seen:
+            raise ConfigError(f"duplicate docno {docno!r}")
+        seen.add(docno)
+
+
+def _canonical_csr(matrix: sp.csr_matrix) -> sp.csr_matrix:
+    """Sorted, duplicate-free CSR with int32 indices where they fit (what scipy's products keep)."""
+    matrix.sum_duplicates()
+    matrix.sort_indices()
+    if matrix.nnz < np.iinfo(np.int32).max and max(matrix.shape) < np.iinfo(np.int32).max:
+        index_dtype: type = np.int32
+    else:
+        index_dtype = np.int64
+    matrix.indices = matrix.indices.astype(index_dtype, copy=False)
+    matrix.indptr = matrix.indptr.astype(index_dtype, copy=False)
+    matrix.data = matrix.data.astype(np.float32, copy=False)
+    return matrix
+
+
+def _load_array(path: Path, mmap: bool) -> np.ndarray:
+    if not path.is_file():
+        raise DataNotFoundError(f"index file {path} is missing (was the directory written by save()?)")
+    return np.load(path, mmap_mode="r" if mmap else None, allow_pickle=False)
+
+
+def _write_json(path: Path, value: Any) -> None:
+    with open(path, "w", encoding="utf-8") as handle:
+        json.dump(value, handle, ensure_ascii=False)
+
+
+def read_json(path: Path) -> Any:
+    """Read a JSON file of a saved artefact, naming the file when it is missing or malformed."""
+    if not path.is_file():
+        raise DataNotFoundError(f"{path} is missing (was the directory written by save()?)")
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return json.load(handle)
+    except json.JSONDecodeError as exc:
+        raise FormatError(path, exc.lineno, f"invalid JSON: {exc.msg}") from None
+
+
+def write_json(path: Path, value: Any) -> None:
+    """Write a JSON file into a directory being saved."""
+    _write_json(path, value)

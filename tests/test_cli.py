@@ -1,0 +1,73 @@
+"""The command line: the README's hand-written example, and errors reported without a traceback."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from clir.cli import build_parser, main
+
+README = Path(__file__).resolve().parents[1] / "README.md"
+
+
+def _readme_block(label: str) -> str:
+    match = re.search(rf"<!-- example:{label} -->\s*```text\n(.*?)```", README.read_text(), re.S)
+    assert match, f"README has no example:{label} block"
+    return match.group(1)
+
+
+@pytest.fixture
+def readme_example(tmp_path):
+    run, qrels = tmp_path / "my.run", tmp_path / "my.qrels"
+    run.write_text(_readme_block("run"))
+    qrels.write_text(_readme_block("qrels"))
+    return run, qrels
+
+
+def test_every_command_has_help():
+    parser = build_parser()
+    for command in ("data", "evaluate", "compare"):
+        with pytest.raises(SystemExit) as exit_info:
+            parser.parse_args([command, "--help"])
+        assert exit_info.value.code == 0
+
+
+def test_evaluate_readme_example_matches_hand_computed_values(readme_example, capsys):
+    run, qrels = readme_example
+    assert main(["evaluate", str(run), str(qrels), "--collection-size", "10", "--json", "--per-query"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["AP"] == pytest.approx((5 / 6 + 1 / 2) / 2)
+    assert out["P@10"] == pytest.approx(0.15)
+    assert out["nDCG@10"] == pytest.approx(
+        ((2 + 0.5) / (2 + 1 / 1.5849625007211562) + 0.6309297535714575) / 2
+    )
+    assert out["per_query"]["AP"] == pytest.approx({"q1": 5 / 6, "q2": 0.5})
+    # q1: returned 3, relevant 2 (both found), 1 false alarm over 10-2 non-relevant.
+    # q2: returned 2, relevant 1 (found), 1 false alarm over 10-1.
+    assert out["AQWV"] == pytest.approx(((1 - 40 * 1 / 8) + (1 - 40 * 1 / 9)) / 2)
+
+
+def test_evaluate_readme_table_is_what_the_command_prints(readme_example, capsys):
+    run, qrels = readme_example
+    main(["evaluate", str(run), str(qrels), "--collection-size", "10"])
+    printed = capsys.readouterr().out.strip()
+    assert printed in README.read_text()
+
+
+def test_compare_identical_runs(readme_example, capsys):
+    run, qrels = readme_example
+    assert main(["compare", str(run), str(run), str(qrels), "--metrics", "AP", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["AP"]["diff"] == 0.0 and out["AP"]["p_randomization"] == 1.0
+
+
+def test_malformed_run_is_reported_with_file_and_line(tmp_path, capsys):
+    run = tmp_path / "bad.run"
+    run.write_text("q1 Q0 d1 1 3.0 mine\nq1 Q0 d2 2 mine\n")
+    qrels = tmp_path / "qrels"
+    qrels.write_text("q1 0 d1 1\n")
+    assert main(["evaluate", str(run), str(qrels)]) == 2
+    assert f"{run}:2: expected 6 fields" in capsys.readouterr().err
