@@ -156,6 +156,7 @@ class BibleCollectionBuilder:
     def parameters(self) -> dict[str, Any]:
         """The builder's parameters, as written to ``collection.json``."""
         return {
+            "translation": self.source_lang,
             "passage_verses": self.passage_verses,
             "seed": self.seed,
             "n_train": self.sizes["train"],

@@ -11,14 +11,20 @@ linear transformations", AAAI: length normalisation and centring before the mapp
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
+from gensim.models.fasttext import FastTextKeyedVectors
+from gensim.models.keyedvectors import KeyedVectors
 from tqdm.auto import tqdm
 
-from clir.embeddings.base import AlignConfig
+from clir.embeddings.base import PIVOT, AlignConfig
 from clir.embeddings.csls import mean_knn_similarity, translate
 from clir.embeddings.procrustes import procrustes
+from clir.embeddings.space import SharedSpace, SubwordVectors
+from clir.embeddings.vectors_io import make_keyed_vectors
 from clir.errors import ConfigError
 
 logger = logging.getLogger(__name__)
@@ -161,3 +167,75 @@ def align(
         if criterion > best.history[best.best_iteration]["criterion"]:
             best.rotation, best.best_iteration = current, iteration
     return best
+
+
+def _rows(kv: KeyedVectors, pivot_kv: KeyedVectors, pairs: Sequence[tuple[str, str]]) -> np.ndarray:
+    src, tgt = kv.key_to_index, pivot_kv.key_to_index
+    rows = [(src[s], tgt[t]) for s, t in pairs if s in src and t in tgt]
+    return np.asarray(rows, dtype=np.int64).reshape(-1, 2)
+
+
+def _subwords(kv: KeyedVectors, rotation: np.ndarray, mean: np.ndarray, prefix: str) -> SubwordVectors | None:
+    if not isinstance(kv, FastTextKeyedVectors) or kv.vectors_ngrams is None or not kv.bucket:
+        return None
+    return SubwordVectors(kv.vectors_ngrams @ rotation, kv.min_n, kv.max_n, mean @ rotation, prefix)
+
+
+def map_to_pivot(
+    vectors: Mapping[str, KeyedVectors],
+    seeds: Mapping[str, Sequence[tuple[str, str]]] | None = None,
+    config: AlignConfig | None = None,
+    *,
+    pivot: str = PIVOT,
+    prefixes: Mapping[str, str] | None = None,
+    progress: bool = True,
+) -> SharedSpace:
+    """Put every language's vectors into the pivot's space (the Procrustes method).
+
+    Each language is normalised (:func:`normalize_vectors`); every non-pivot language is then
+    mapped onto the pivot with :func:`align` from its seed pairs. FastText n-gram vectors are
+    rotated along, so unseen words still get vectors in the shared space.
+
+    Args:
+        vectors: ``{lang: KeyedVectors}`` (rows by descending frequency), the pivot included.
+        seeds: ``{lang: [(lang word, pivot word), ...]}`` seed lexicons; a language without one
+            starts from the identity map (only sensible when the spaces are already close, as
+            the per-language parts of a joint model are).
+        config: Alignment parameters.
+        pivot: The pivot language code.
+        prefixes: Per language, the prefix FastText hashed the words with (joint models).
+        progress: Show progress bars.
+
+    Returns:
+        The shared space; ``meta["alignment"][lang]`` holds each language's refinement history.
+
+    Raises:
+        ConfigError: If the pivot is missing or a seed lexicon has no pair in the vocabularies.
+    """
+    config = config or AlignConfig()
+    seeds = seeds or {}
+    prefixes = prefixes or {}
+    if pivot not in vectors:
+        raise ConfigError(f"pivot={pivot!r} has no vectors; languages given: {sorted(vectors)}")
+    normalised = {lang: normalize_vectors(kv.vectors, config.centre) for lang, kv in vectors.items()}
+    target = normalised[pivot][0]
+    out: dict[str, KeyedVectors] = {}
+    subwords: dict[str, SubwordVectors] = {}
+    history: dict[str, Any] = {}
+    for lang, kv in vectors.items():
+        matrix, mean = normalised[lang]
+        rotation = np.eye(kv.vector_size, dtype=np.float32)
+        if lang != pivot:
+            pairs = _rows(kv, vectors[pivot], seeds.get(lang, []))
+            if lang in seeds and len(pairs) == 0:
+                raise ConfigError(f"seed lexicon of {lang!r}: none of its {len(seeds[lang])} pairs is in both vocabularies")
+            result = align(matrix, target, pairs, config, progress=progress)
+            rotation = result.rotation
+            history[lang] = {"seed_pairs": len(pairs), "best_iteration": result.best_iteration,
+                             "history": result.history}
+        out[lang] = make_keyed_vectors(kv.index_to_key, matrix @ rotation)
+        sub = _subwords(kv, rotation, mean, prefixes.get(lang, ""))
+        if sub is not None:
+            subwords[lang] = sub
+    meta = {"method": "procrustes", "pivot": pivot, "align_config": config.to_dict(), "alignment": history}
+    return SharedSpace(out, subwords=subwords, meta=meta)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping, Sequence
+from itertools import repeat
 from pathlib import Path
 from typing import Any, Union
 
@@ -98,10 +99,8 @@ class SparseIndex:
         weights: list[float] = []
         counts = np.zeros(len(docs), dtype=np.int64)
         doc_len = np.zeros(len(docs), dtype=np.float64)
-        weighted = False
         for i, doc in enumerate(tqdm(docs, desc="indexing", unit="doc", disable=not progress)):
             if isinstance(doc, Mapping):
-                weighted = True
                 n = 0
                 for term, weight in doc.items():
                     w = float(weight)
@@ -123,21 +122,10 @@ class SparseIndex:
                 )
             else:
                 ids.extend([vocab.setdefault(term, len(vocab)) for term in doc])
+                weights.extend(repeat(1.0, len(doc)))
                 counts[i] = len(doc)
                 doc_len[i] = len(doc)
-        if not weighted:
-            weights_arr = np.ones(len(ids), dtype=np.float32)
-        else:
-            # Token-list documents contributed no weights: rebuild the weight array aligned to ids.
-            weights_arr = np.empty(len(ids), dtype=np.float32)
-            pos = 0
-            it = iter(weights)
-            for doc, n in zip(docs, counts):
-                if isinstance(doc, Mapping):
-                    weights_arr[pos : pos + n] = [next(it) for _ in range(n)]
-                else:
-                    weights_arr[pos : pos + n] = 1.0
-                pos += n
+        weights_arr = np.asarray(weights, dtype=np.float32)
         return cls._from_arrays(
             docnos, list(vocab), np.asarray(ids, dtype=np.int64), weights_arr, counts, doc_len
         )
