@@ -26,15 +26,14 @@ def _data_bible(args: argparse.Namespace) -> int:
 
     collection = build_bible_collection(
         args.pair,
-        out=args.out,
         passage_verses=args.passage_verses,
         n_train=args.n_train,
         n_dev=args.n_dev,
         n_test=args.n_test,
         seed=args.seed,
-        xml=args.xml,
         progress=not args.quiet,
     )
+    collection.save(args.out, xml=args.xml)
     print(json.dumps(collection.stats, indent=2))
     print(f"wrote {args.out}", file=sys.stderr)
     return 0

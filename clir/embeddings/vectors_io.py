@@ -31,7 +31,7 @@ def make_keyed_vectors(words: Sequence[str], vectors: np.ndarray) -> KeyedVector
         raise FormatError("<vectors>", None, f"{len(words)} words but vectors of shape {vectors.shape}")
     if len(set(words)) != len(words):
         raise FormatError("<vectors>", None, "duplicate words")
-    kv = KeyedVectors(vector_size=vectors.shape[1], count=len(words), dtype=np.float32)
+    kv = KeyedVectors(vector_size=vectors.shape[1], count=0, dtype=np.float32)
     kv.add_vectors(list(words), vectors)
     return kv
 

@@ -27,6 +27,7 @@ class Lexicon:
         source_lang: Language code of the headwords.
         target_lang: Language code of the translations.
         name: Where it came from (a path or a dictionary name), for the table's meta.
+        meta: Further facts about the source (e.g. FreeDict's headword count).
     """
 
     entries: list[tuple[str, str, float]]

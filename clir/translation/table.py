@@ -244,8 +244,10 @@ class TranslationTable:
         csr = self.probs
         with atomic_directory(path) as tmp:
             np.save(tmp / "data.npy", np.asarray(csr.data, dtype=np.float64), allow_pickle=False)
-            np.save(tmp / "indices.npy", np.asarray(csr.indices, dtype=np.int32), allow_pickle=False)
-            np.save(tmp / "indptr.npy", np.asarray(csr.indptr, dtype=np.int64), allow_pickle=False)
+            # one index dtype for both, so scipy keeps the memory-mapped arrays instead of casting
+            index_dtype = np.int32 if max(csr.nnz, csr.shape[1]) < 2**31 else np.int64
+            np.save(tmp / "indices.npy", np.asarray(csr.indices, dtype=index_dtype), allow_pickle=False)
+            np.save(tmp / "indptr.npy", np.asarray(csr.indptr, dtype=index_dtype), allow_pickle=False)
             _write_json(tmp / "source_vocab.json", self.source_vocab)
             _write_json(tmp / "target_vocab.json", self.target_vocab)
             _write_json(

@@ -1,0 +1,289 @@
+"""The interaction-model family: one base class, a registry, atomic save and load.
+
+An interaction model scores (query, document) pairs from the similarity of their terms in the
+shared cross-lingual space. It may own a :class:`~clir.rerankers.encoding.FrozenEmbedding`
+(stand-alone use: ``model(PairBatch)``) or own none and be fed
+:class:`~clir.rerankers.encoding.EncodedPair` objects by a model that owns the table (the
+bilingual model does that, so its four components share one matrix).
+
+Persistence: ``save(dir)`` writes ``config.json`` (``"type"``, ``"clir_version"``, the
+constructor arguments) and ``model.safetensors`` atomically (a temporary directory swapped
+into place). The frozen matrix is stored once, as ``embedding.weight``, unless
+``include_embeddings=False`` (then ``load`` needs ``embeddings=`` or yields a model without a
+table, usable through ``score_pair``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, ClassVar, TypeVar
+
+import torch
+from safetensors.torch import load_file, save_file
+from torch import Tensor, nn
+
+import clir
+from clir.errors import ConfigError, DataNotFoundError
+from clir.rerankers.batch import PairBatch
+from clir.rerankers.encoding import EncodedPair, EncodedView, FrozenEmbedding
+
+CONFIG_FILE = "config.json"
+WEIGHTS_FILE = "model.safetensors"
+EMBEDDING_KEY = "embedding.weight"
+
+INTERACTION_MODELS: dict[str, type[InteractionModel]] = {}
+"""Registry: config name -> interaction model class (filled by :func:`register`)."""
+
+M = TypeVar("M", bound="type[InteractionModel]")
+
+
+def register(name: str) -> Callable[[M], M]:
+    """Class decorator adding an interaction model to :data:`INTERACTION_MODELS` under ``name``."""
+
+    def decorate(cls: M) -> M:
+        cls.name = name
+        INTERACTION_MODELS[name] = cls
+        return cls
+
+    return decorate
+
+
+def get_interaction_model(name: str) -> type[InteractionModel]:
+    """The class registered under ``name``.
+
+    Raises:
+        ConfigError: If ``name`` is unknown; the message lists the registered names.
+    """
+    try:
+        return INTERACTION_MODELS[name]
+    except (KeyError, TypeError):
+        raise ConfigError(
+            f"unknown interaction model {name!r}; expected one of {sorted(INTERACTION_MODELS)}"
+        ) from None
+
+
+def build_interaction_model(
+    name: str, embedding_dim: int, embeddings: Tensor | None = None, seed: int = 0, **kwargs: Any
+) -> InteractionModel:
+    """Build a registered model from its name and keyword arguments (a config entry)."""
+    return get_interaction_model(name)(embedding_dim, embeddings, seed=seed, **kwargs)
+
+
+@contextmanager
+def torch_seed(seed: int) -> Iterator[None]:
+    """Run a block under ``torch.manual_seed(seed)`` without disturbing the global CPU generator."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        yield
+
+
+def masked_softmax(logits: Tensor, mask: Tensor, dim: int = -1) -> Tensor:
+    """Softmax over the True positions of ``mask``; masked positions (and all-masked rows) get 0."""
+    logits = logits.float()
+    weights = torch.softmax(logits.masked_fill(~mask, torch.finfo(logits.dtype).min), dim=dim)
+    return weights * mask
+
+
+def check_choice(name: str, value: object, choices: tuple[str, ...]) -> None:
+    """Raise :class:`ConfigError` unless ``value`` is one of ``choices``."""
+    if value not in choices:
+        raise ConfigError(f"{name} must be one of {list(choices)}, got {value!r}")
+
+
+def check_positive(name: str, value: object) -> None:
+    """Raise :class:`ConfigError` unless ``value`` is a positive int."""
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise ConfigError(f"{name} must be a positive integer, got {value!r}")
+
+
+# ----------------------------------------------------------------------------------- persistence
+
+
+def write_model_dir(path: str | Path, config: dict[str, Any], tensors: dict[str, Tensor]) -> None:
+    """Write ``config.json`` + ``model.safetensors`` into ``path`` atomically.
+
+    The directory is built under a temporary name beside ``path`` and swapped into place with
+    ``os.replace``; an interrupted save leaves an older artefact at ``path`` intact.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent))
+    try:
+        (tmp / CONFIG_FILE).write_text(json.dumps(config, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+        cpu = {k: v.detach().to("cpu").contiguous() for k, v in tensors.items()}
+        save_file(cpu, str(tmp / WEIGHTS_FILE), metadata={"clir_version": clir.__version__})
+        if path.exists():
+            old = path.with_name(f".{path.name}.old")
+            shutil.rmtree(old, ignore_errors=True)
+            os.replace(path, old)
+            os.replace(tmp, path)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            os.replace(tmp, path)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+def read_model_dir(path: str | Path) -> tuple[dict[str, Any], dict[str, Tensor]]:
+    """Read what :func:`write_model_dir` wrote: (config, tensors on CPU).
+
+    Raises:
+        DataNotFoundError: If ``path`` or one of its two files is missing.
+    """
+    path = Path(path)
+    for name in (CONFIG_FILE, WEIGHTS_FILE):
+        if not (path / name).is_file():
+            raise DataNotFoundError(f"{path / name} not found: {path} is not a saved clir reranker")
+    config = json.loads((path / CONFIG_FILE).read_text(encoding="utf-8"))
+    return config, load_file(str(path / WEIGHTS_FILE), device="cpu")
+
+
+# -------------------------------------------------------------------------------------- the base
+
+
+class InteractionModel(nn.Module, ABC):
+    """Base of the term-interaction models: shared-space term vectors in, one score per pair out.
+
+    Subclasses implement :meth:`score_pair` and list their constructor keyword arguments in
+    ``config_keys`` (stored as attributes of the same name).
+
+    Args:
+        embedding_dim: Dimension of the shared space.
+        embeddings: Optional frozen matrix (V, embedding_dim), row 0 = padding. Without it the
+            model scores :class:`EncodedPair` objects built by an owner of the table.
+        seed: Seed of the weight initialisation.
+
+    Raises:
+        ConfigError: If ``embedding_dim`` is not positive or does not match ``embeddings``.
+    """
+
+    name: ClassVar[str] = ""
+    config_keys: ClassVar[tuple[str, ...]] = ()
+    needs_vectors: ClassVar[bool] = False
+    """Whether :meth:`score_pair` reads raw vectors (a second lookup)."""
+    needs_exact: bool = True
+    """Whether :meth:`score_pair` reads the exact-match matrix."""
+
+    def __init__(self, embedding_dim: int, embeddings: Tensor | None = None, seed: int = 0) -> None:
+        super().__init__()
+        check_positive("embedding_dim", embedding_dim)
+        if not isinstance(seed, int):
+            raise ConfigError(f"seed must be an int, got {seed!r}")
+        self.embedding_dim = embedding_dim
+        self.seed = seed
+        self.embedding: FrozenEmbedding | None = None
+        if embeddings is not None:
+            self.embedding = FrozenEmbedding(embeddings)
+            if self.embedding.dim != embedding_dim:
+                raise ConfigError(
+                    f"embeddings have dimension {self.embedding.dim} but embedding_dim={embedding_dim}"
+                )
+
+    @abstractmethod
+    def score_pair(self, pair: EncodedPair) -> Tensor:
+        """Score encoded pairs.
+
+        Args:
+            pair: Query/document tensors and their similarity matrix.
+
+        Returns:
+            Float tensor (B,).
+        """
+
+    def encode(self, batch: PairBatch) -> EncodedPair:
+        """Look a :class:`PairBatch` up in the model's own table.
+
+        Raises:
+            ConfigError: If the model holds no embedding matrix.
+        """
+        if self.embedding is None:
+            raise ConfigError(
+                f"{type(self).__name__} holds no embedding matrix: pass embeddings= when building or "
+                "loading it, or score EncodedPair objects with score_pair()"
+            )
+        if not isinstance(batch, PairBatch):
+            raise ConfigError(f"expected a PairBatch, got {type(batch).__name__}")
+        q = EncodedView.encode(self.embedding, batch.q_tokens, batch.q_surface, self.needs_vectors)
+        d = EncodedView.encode(self.embedding, batch.d_tokens, batch.d_surface, self.needs_vectors)
+        return EncodedPair.build(q, d, batch.q_idf, exact=self.needs_exact)
+
+    def forward(self, batch: PairBatch) -> Tensor:
+        """Score a batch of pairs: float tensor (B,)."""
+        return self.score_pair(self.encode(batch))
+
+    @torch.inference_mode()
+    def predict(self, batch: PairBatch) -> Tensor:
+        """Scores in eval mode without autograd (the training flag is restored afterwards)."""
+        was_training = self.training
+        self.eval()
+        try:
+            return self(batch)
+        finally:
+            self.train(was_training)
+
+    def get_config(self) -> dict[str, Any]:
+        """Constructor arguments (JSON-serialisable) that rebuild this model, without the matrix."""
+        config = {"embedding_dim": self.embedding_dim, "seed": self.seed}
+        config.update({key: getattr(self, key) for key in self.config_keys})
+        return config
+
+    def save(self, path: str | Path, include_embeddings: bool = True) -> None:
+        """Save atomically to the directory ``path`` (config.json + model.safetensors).
+
+        Args:
+            path: Target directory (replaced if present).
+            include_embeddings: Store the frozen matrix as ``embedding.weight``.
+        """
+        state = {k: v for k, v in self.state_dict().items() if include_embeddings or k != EMBEDDING_KEY}
+        config = {
+            "type": self.name,
+            "clir_version": clir.__version__,
+            "config": self.get_config(),
+            "has_embeddings": EMBEDDING_KEY in state,
+        }
+        write_model_dir(path, config, state)
+
+    @classmethod
+    def load(
+        cls, path: str | Path, embeddings: Tensor | None = None, device: torch.device | str | None = None
+    ) -> InteractionModel:
+        """Rebuild a saved model from its config, then load its weights.
+
+        Called on the base class, dispatches on the saved ``"type"``.
+
+        Args:
+            path: Directory written by :meth:`save`.
+            embeddings: Frozen matrix to use instead of (or in the absence of) a saved one.
+            device: Where to put the model (default CPU).
+
+        Raises:
+            DataNotFoundError: If ``path`` is not a saved model.
+            ConfigError: If the saved type is unknown or not a ``cls``.
+        """
+        config, tensors = read_model_dir(path)
+        model_cls = get_interaction_model(config.get("type"))
+        if not issubclass(model_cls, cls):
+            raise ConfigError(f"{path} holds a {config.get('type')!r} model, not a {cls.__name__}")
+        saved = tensors.pop(EMBEDDING_KEY, None)
+        table = embeddings if embeddings is not None else saved
+        model = model_cls(embeddings=table, **config["config"])
+        model.load_state_dict(tensors, strict=False)
+        missing = set(model.state_dict()) - set(tensors) - {EMBEDDING_KEY}
+        unexpected = set(tensors) - set(model.state_dict())
+        if missing or unexpected:
+            raise ConfigError(
+                f"{path}: weights do not fit the config (missing {sorted(missing)}, "
+                f"unexpected {sorted(unexpected)})"
+            )
+        return model.to(device) if device is not None else model
+
+    def extra_repr(self) -> str:
+        return ", ".join(f"{k}={v!r}" for k, v in self.get_config().items())

@@ -1,0 +1,549 @@
+"""The retriever interface, its registry, and the batched sparse scoring both models share.
+
+Every lexical model in clir scores a document ``D`` for a query ``q`` as
+
+    score(q, D) = alpha_q - beta_q * prior(D) + sum_t coef(q, t) * w(t, D)
+
+where the sum runs over the query terms present in ``D`` (``w(t, D) = 0`` for a term absent
+from ``D``), ``prior`` is a per-document array (``None`` meaning zero) and ``alpha_q``,
+``beta_q >= 0`` are per-query constants. BM25 has ``alpha = beta = 0``, ``coef = idf`` and
+``w`` its saturated tf; Dirichlet query likelihood has ``beta_q = |q|``, ``prior = log(|D| + mu)``
+and ``w = log(1 + tf / (mu P(t|C)))``. The sparse part of all queries is one product of a
+query-term matrix with the term-major weight matrix; ranking uses the fact that the documents
+matching no query term are ordered by ``prior`` alone, so only the matching documents and the
+``k`` best non-matching ones are ever compared.
+
+A query term is a string, or a weighted set ``{doc_term: p}`` (probabilistic structured query,
+PSQ; Darwish & Oard 2003): its tf in ``D`` is ``sum p * tf(t, D)``, its df ``sum p * df(t)`` and
+its cf ``sum p * cf(t)``. ``{t: 1.0}`` is the plain term ``t``.
+"""
+
+from __future__ import annotations
+
+import math
+from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, Callable, ClassVar, NamedTuple, TypeVar, Union
+
+import numpy as np
+import scipy.sparse as sp
+from tqdm.auto import tqdm
+
+import clir
+from clir.errors import ConfigError, FormatError
+from clir.formats import atomic_directory
+from clir.retrieval.index import DocTerms, SparseIndex, read_json, write_json
+from clir.types import Run
+
+QueryTerm = Union[str, Mapping[str, float]]
+"""A query term: a plain term, or a PSQ weighted set ``{doc_term: p}``."""
+
+QueryTerms = Sequence[QueryTerm]
+"""A query as index terms (plain terms and/or PSQ sets)."""
+
+RETRIEVERS: dict[str, type[Retriever]] = {}
+"""Registry of retriever classes by config name (filled by :func:`register`)."""
+
+R = TypeVar("R", bound="Retriever")
+
+_CHUNK_WORK = 1 << 23
+"""Postings entries gathered per batch of queries (bounds the memory of one sparse product)."""
+
+
+class Results(NamedTuple):
+    """Top-k results of a batch of queries (row ``i`` answers query ``i``), best first.
+
+    Attributes:
+        docnos: ``(n_queries, k)`` array of docnos (``k`` capped at the collection size).
+        scores: ``(n_queries, k)`` float64 scores.
+    """
+
+    docnos: np.ndarray
+    scores: np.ndarray
+
+
+def register(name: str) -> Callable[[type[R]], type[R]]:
+    """Class decorator adding a retriever to :data:`RETRIEVERS` under ``name``."""
+
+    def decorate(cls: type[R]) -> type[R]:
+        cls.name = name
+        RETRIEVERS[name] = cls
+        return cls
+
+    return decorate
+
+
+def get_retriever(name: str, **params: Any) -> Retriever:
+    """Construct a registered retriever by name.
+
+    Args:
+        name: A key of :data:`RETRIEVERS` (``"bm25"``, ``"ql"``).
+        **params: Constructor arguments of that retriever.
+
+    Raises:
+        ConfigError: For an unknown name (the message lists the known ones).
+    """
+    return retriever_class(name)(**params)
+
+
+def retriever_class(name: str) -> type[Retriever]:
+    """The registered retriever class called ``name``.
+
+    Raises:
+        ConfigError: For an unknown name (the message lists the known ones).
+    """
+    try:
+        return RETRIEVERS[name]
+    except KeyError:
+        raise ConfigError(f"unknown retriever {name!r}; expected one of {sorted(RETRIEVERS)}") from None
+
+
+class Retriever(ABC):
+    """Base class of lexical retrievers over a :class:`SparseIndex` (bm25s-shaped interface).
+
+    ``retriever.index(docnos, docs)`` (or ``.use_index(index)``) then ``.retrieve(queries, k)``,
+    ``.search({qid: query}, k)``, ``.score(queries)``; ``.save(dir)`` and
+    ``Retriever.load(dir, mmap=True)``.
+
+    Attributes:
+        index_: The index in use (``None`` before indexing).
+    """
+
+    name: ClassVar[str] = ""
+
+    def __init__(self) -> None:
+        self.index_: SparseIndex | None = None
+        self._weights: sp.csr_matrix | None = None
+        self._order: np.ndarray | None = None
+        self._prior_order: np.ndarray | None = None
+        self._mask: np.ndarray | None = None
+
+    # --- what a model defines ---------------------------------------------------------------------
+
+    @abstractmethod
+    def get_params(self) -> dict[str, Any]:
+        """The constructor arguments (JSON-serialisable)."""
+
+    @abstractmethod
+    def _prepare(self, index: SparseIndex) -> None:
+        """Compute the collection-level statistics the model needs from ``index``."""
+
+    @abstractmethod
+    def _term_params(self, df: np.ndarray, cf: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Per query term with the given (PSQ-weighted) df and cf: ``(coef, alpha, beta)``."""
+
+    @abstractmethod
+    def _transform(self, tf: np.ndarray, doc_ids: np.ndarray, df: np.ndarray, cf: np.ndarray) -> np.ndarray:
+        """The weight ``w`` of (term, document) entries from their tf and the term's df and cf."""
+
+    def _prior(self) -> np.ndarray | None:
+        """The per-document ``prior`` (``None``: zero for every document)."""
+        return None
+
+    # --- indexing ---------------------------------------------------------------------------------
+
+    def index(self: R, docnos: Sequence[str], docs: Sequence[DocTerms], progress: bool = True) -> R:
+        """Build an index of ``docs`` and use it.
+
+        Args:
+            docnos: Unique document ids.
+            docs: Token lists or weighted bags ``{term: weight}`` (see :meth:`SparseIndex.build`).
+            progress: Show a progress bar.
+
+        Returns:
+            ``self``.
+        """
+        return self.use_index(SparseIndex.build(docnos, docs, progress=progress))
+
+    def use_index(self: R, index: SparseIndex, weights: np.ndarray | None = None) -> R:
+        """Use an existing index, precomputing the model's weight of every posting.
+
+        Args:
+            index: The index.
+            weights: Precomputed weights aligned with ``index.postings.data`` (as saved by
+                :meth:`save`); computed when ``None``.
+
+        Returns:
+            ``self``.
+        """
+        self._prepare(index)
+        postings = index.postings
+        if weights is None:
+            term_of_nnz = np.repeat(np.arange(index.n_terms), np.diff(postings.indptr))
+            weights = self._transform(
+                postings.data.astype(np.float64), postings.indices, index.df[term_of_nnz], index.cf[term_of_nnz]
+            )
+        elif weights.shape != postings.data.shape:
+            raise ConfigError(f"weights has shape {weights.shape}, expected {postings.data.shape}")
+        self._weights = sp.csr_matrix((weights, postings.indices, postings.indptr), shape=postings.shape, copy=False)
+        self._weights.has_sorted_indices = True
+        self.index_ = index
+        self._order = np.arange(index.n_docs)
+        prior = self._prior()
+        self._prior_order = None if prior is None else np.argsort(prior, kind="stable")
+        self._mask = np.zeros(index.n_docs, dtype=bool)
+        return self
+
+    def _require_index(self) -> SparseIndex:
+        if self.index_ is None:
+            raise ConfigError(f"{type(self).__name__} has no index: call .index(docnos, docs) or .use_index() first")
+        return self.index_
+
+    # --- scoring ----------------------------------------------------------------------------------
+
+    def score(self, queries: Sequence[QueryTerms]) -> np.ndarray:
+        """Dense scores of every document for every query (for tests and small collections).
+
+        Args:
+            queries: Queries as term lists (plain and/or PSQ terms).
+
+        Returns:
+            ``(n_queries, n_docs)`` float64; column ``j`` is document ``index_.docnos[j]``.
+        """
+        index = self._require_index()
+        plan = self._compile(queries)
+        sparse = plan.product(0, len(queries))
+        dense = sparse.toarray() + plan.alpha[:, None]
+        prior = self._prior()
+        if prior is not None:
+            dense -= plan.beta[:, None] * prior[None, :]
+        assert dense.shape == (len(queries), index.n_docs)
+        return dense
+
+    def retrieve(self, queries: Sequence[QueryTerms], k: int = 1000, progress: bool = False) -> Results:
+        """The ``k`` best documents of each query, best first; ties broken by docno ascending.
+
+        Args:
+            queries: Queries as term lists (plain and/or PSQ terms).
+            k: Depth (capped at the collection size).
+            progress: Show a progress bar over query batches.
+
+        Returns:
+            :class:`Results` with ``(n_queries, min(k, n_docs))`` arrays.
+
+        Raises:
+            ConfigError: For ``k < 1`` or a malformed query.
+        """
+        index = self._require_index()
+        if not isinstance(k, (int, np.integer)) or k < 1:
+            raise ConfigError(f"k must be a positive integer, got {k!r}")
+        kk = min(int(k), index.n_docs)
+        plan = self._compile(queries)
+        ids = np.empty((len(queries), kk), dtype=np.int64)
+        scores = np.empty((len(queries), kk), dtype=np.float64)
+        prior = self._prior()
+        chunks = plan.chunks()
+        for start, stop in tqdm(chunks, desc="retrieving", unit="batch", disable=not progress):
+            sparse = plan.product(start, stop)
+            self._topk(sparse, plan.alpha[start:stop], plan.beta[start:stop], prior, kk, ids[start:stop], scores[start:stop])
+        return Results(index.docnos[ids], scores)
+
+    def search(self, queries: Mapping[str, QueryTerms], k: int = 1000, progress: bool = False) -> Run:
+        """Retrieve for named queries and return a run ``{qid: {docno: score}}``.
+
+        Args:
+            queries: ``{qid: query terms}``.
+            k: Depth.
+            progress: Show a progress bar.
+
+        Returns:
+            The run.
+        """
+        qids = list(queries)
+        results = self.retrieve([queries[q] for q in qids], k=k, progress=progress)
+        return {
+            qid: dict(zip(row_docnos.tolist(), row_scores.tolist()))
+            for qid, row_docnos, row_scores in zip(qids, results.docnos, results.scores)
+        }
+
+    def _compile(self, queries: Sequence[QueryTerms]) -> _Plan:
+        """Turn queries into the sparse query-term matrices of one batched product."""
+        index = self._require_index()
+        if isinstance(queries, (str, Mapping)):
+            raise ConfigError("queries must be a list of queries (each a list of terms)")
+        keys: dict[Any, int] = {}
+        pair_q: list[int] = []
+        pair_v: list[int] = []
+        pair_m: list[int] = []
+        for qi, query in enumerate(queries):
+            if isinstance(query, (str, Mapping)):
+                raise ConfigError(
+                    f"query {qi} is a {type(query).__name__}; expected a list of terms (str or {{term: p}})"
+                )
+            counts: dict[int, int] = {}
+            for term in query:
+                key = _term_key(term, qi)
+                vt = keys.get(key)
+                if vt is None:
+                    vt = keys[key] = len(keys)
+                counts[vt] = counts.get(vt, 0) + 1
+            pair_q.extend([qi] * len(counts))
+            pair_v.extend(counts)
+            pair_m.extend(counts.values())
+        n_v = len(keys)
+        eager_tid = np.full(n_v, -1, dtype=np.int64)
+        df = np.zeros(n_v)
+        cf = np.zeros(n_v)
+        complex_rows: list[tuple[int, list[int], list[float]]] = []
+        for key, vt in keys.items():
+            if isinstance(key, str):
+                tid = index.term_ids.get(key, -1)
+                if tid >= 0:
+                    eager_tid[vt] = tid
+                    df[vt] = index.df[tid]
+                    cf[vt] = index.cf[tid]
+                continue
+            tids, ps = [], []
+            for term, p in key:
+                tid = index.term_ids.get(term, -1)
+                if tid >= 0 and p > 0:
+                    tids.append(tid)
+                    ps.append(p)
+            if tids:
+                complex_rows.append((vt, tids, ps))
+                df[vt] = float(np.dot(ps, index.df[tids]))
+                cf[vt] = float(np.dot(ps, index.cf[tids]))
+        coef, alpha, beta = self._term_params(df, cf)
+        q = np.asarray(pair_q, dtype=np.int64)
+        v = np.asarray(pair_v, dtype=np.int64)
+        m = np.asarray(pair_m, dtype=np.float64)
+        n_q = len(queries)
+        plan = _Plan(
+            n_q=n_q,
+            alpha=np.bincount(q, weights=m * alpha[v], minlength=n_q),
+            beta=np.bincount(q, weights=m * beta[v], minlength=n_q),
+        )
+        eager = eager_tid[v] >= 0
+        plan.eager = _csr(m[eager] * coef[v[eager]], q[eager], eager_tid[v[eager]], (n_q, index.n_terms))
+        plan.weights = self._weights
+        cost = np.bincount(q[eager], weights=df[v[eager]], minlength=n_q)
+        if complex_rows:
+            slot = np.full(n_v, -1, dtype=np.int64)
+            rows, cols, vals = [], [], []
+            for c, (vt, tids, ps) in enumerate(complex_rows):
+                slot[vt] = c
+                rows.extend([c] * len(tids))
+                cols.extend(tids)
+                vals.extend(ps)
+            n_c = len(complex_rows)
+            mix = _csr(np.asarray(vals), np.asarray(rows), np.asarray(cols), (n_c, index.n_terms))
+            pseudo = (mix @ index.postings).tocsr()
+            row_of_nnz = np.repeat(np.arange(n_c), np.diff(pseudo.indptr))
+            c_vt = np.fromiter((vt for vt, _, _ in complex_rows), dtype=np.int64, count=n_c)
+            pseudo.data = self._transform(pseudo.data, pseudo.indices, df[c_vt][row_of_nnz], cf[c_vt][row_of_nnz])
+            is_c = slot[v] >= 0
+            plan.complex = _csr(m[is_c] * coef[v[is_c]], q[is_c], slot[v[is_c]], (n_q, n_c))
+            plan.pseudo = pseudo
+            cost += np.bincount(q[is_c], weights=df[v[is_c]] + 1, minlength=n_q)
+        plan.cost = cost
+        return plan
+
+    def _topk(
+        self,
+        sparse: sp.csr_matrix,
+        alpha: np.ndarray,
+        beta: np.ndarray,
+        prior: np.ndarray | None,
+        k: int,
+        out_ids: np.ndarray,
+        out_scores: np.ndarray,
+    ) -> None:
+        """Fill ``out_ids``/``out_scores`` with each row's exact top ``k`` (see module docstring)."""
+        n_docs = sparse.shape[1]
+        indptr, indices, data = sparse.indptr, sparse.indices, sparse.data
+        mask = self._mask
+        assert mask is not None and self._order is not None
+        for r in range(sparse.shape[0]):
+            s, e = indptr[r], indptr[r + 1]
+            a, b = float(alpha[r]), float(beta[r])
+            use_prior = prior is not None and b != 0.0
+            idx = indices[s:e]
+            val = data[s:e] + a
+            if use_prior:
+                val -= b * prior[idx]
+            m = e - s
+            if m > k:
+                top = _select(val, idx, k)
+                idx, val = idx[top], val[top]
+            o = _sort_desc(val, idx)
+            idx, val = idx[o], val[o]
+            # The k best documents matching no query term: first in prior order (then docno).
+            order = self._prior_order if use_prior else self._order
+            span = min(n_docs, k + m)
+            pre = order[:span]
+            if m:
+                matched = indices[s:e]
+                mask[matched] = True
+                un = pre[~mask[pre]][:k]
+                mask[matched] = False
+            else:
+                un = pre[:k]
+            uval = a - b * prior[un] if use_prior else np.full(len(un), a)
+            ids_r, val_r = _merge(idx, val, un, uval, k)
+            out_ids[r] = ids_r
+            out_scores[r] = val_r
+
+    # --- persistence ------------------------------------------------------------------------------
+
+    def save(self, path: str | Path) -> Path:
+        """Save the retriever (parameters, index and precomputed weights) to a directory, atomically.
+
+        Args:
+            path: Directory to create or replace.
+
+        Returns:
+            The directory.
+        """
+        index = self._require_index()
+        assert self._weights is not None
+        path = Path(path)
+        with atomic_directory(path) as tmp:
+            (tmp / "index").mkdir()
+            index.write(tmp / "index")
+            np.save(tmp / "weights.npy", np.ascontiguousarray(self._weights.data), allow_pickle=False)
+            meta = {"type": self.name, "clir_version": clir.__version__, "params": self.get_params()}
+            write_json(tmp / "retriever.json", meta)
+        return path
+
+    @classmethod
+    def load(cls: type[R], path: str | Path, mmap: bool = True) -> R:
+        """Load a retriever saved by :meth:`save` (``Retriever.load`` picks the saved type).
+
+        Args:
+            path: The directory.
+            mmap: Memory-map the arrays.
+
+        Returns:
+            The retriever, ready to search.
+
+        Raises:
+            DataNotFoundError: If a file is missing.
+            FormatError: If the saved type is unknown or not a ``cls``.
+        """
+        path = Path(path)
+        meta = read_json(path / "retriever.json")
+        kind = meta.get("type")
+        if kind not in RETRIEVERS:
+            raise FormatError(path / "retriever.json", None, f"unknown retriever type {kind!r}; expected one of {sorted(RETRIEVERS)}")
+        klass = RETRIEVERS[kind]
+        if not issubclass(klass, cls):
+            raise FormatError(path / "retriever.json", None, f"holds a {klass.__name__}, not a {cls.__name__}")
+        retriever = klass(**meta.get("params", {}))
+        index = SparseIndex.load(path / "index", mmap=mmap)
+        weights = np.load(path / "weights.npy", mmap_mode="r" if mmap else None, allow_pickle=False)
+        return retriever.use_index(index, weights=weights)  # type: ignore[return-value]
+
+    def __repr__(self) -> str:
+        params = ", ".join(f"{k}={v!r}" for k, v in self.get_params().items())
+        return f"{type(self).__name__}({params})"
+
+
+class _Plan:
+    """Sparse query-term matrices of a batch of queries and their per-query constants."""
+
+    def __init__(self, n_q: int, alpha: np.ndarray, beta: np.ndarray) -> None:
+        self.n_q = n_q
+        self.alpha = alpha
+        self.beta = beta
+        self.eager: sp.csr_matrix
+        self.weights: sp.csr_matrix | None = None
+        self.complex: sp.csr_matrix | None = None
+        self.pseudo: sp.csr_matrix | None = None
+        self.cost = np.zeros(n_q)
+
+    def product(self, start: int, stop: int) -> sp.csr_matrix:
+        """The sparse part of the scores of queries ``start:stop`` (``(stop-start) x n_docs``)."""
+        eager = self.eager[start:stop] if (start, stop) != (0, self.n_q) else self.eager
+        result = eager @ self.weights
+        if self.complex is not None:
+            part = self.complex[start:stop] if (start, stop) != (0, self.n_q) else self.complex
+            result = result + part @ self.pseudo
+        return result.tocsr()
+
+    def chunks(self) -> list[tuple[int, int]]:
+        """Consecutive query ranges whose gathered postings stay under the work budget."""
+        out, start, work = [], 0, 0.0
+        for i, c in enumerate(self.cost.tolist()):
+            if i > start and work + c > _CHUNK_WORK:
+                out.append((start, i))
+                start, work = i, 0.0
+            work += c
+        if start < self.n_q:
+            out.append((start, self.n_q))
+        return out
+
+
+def _term_key(term: QueryTerm, qi: int) -> Any:
+    """A hashable key of a query term; ``{t: 1.0}`` is keyed as the plain term ``t``."""
+    if isinstance(term, str):
+        return term
+    if isinstance(term, Mapping):
+        items = []
+        for t, p in term.items():
+            w = float(p)
+            if not isinstance(t, str) or not (math.isfinite(w) and w >= 0):
+                raise ConfigError(f"query {qi}: PSQ term {dict(term)!r} needs str keys and finite weights >= 0")
+            items.append((t, w))
+        if len(items) == 1 and items[0][1] == 1.0:
+            return items[0][0]
+        return tuple(sorted(items))
+    raise ConfigError(f"query {qi}: term {term!r} is a {type(term).__name__}; expected str or {{term: p}}")
+
+
+def _csr(data: np.ndarray, rows: np.ndarray, cols: np.ndarray, shape: tuple[int, int]) -> sp.csr_matrix:
+    """A CSR matrix with int32 indices (matching the index's, so products do not copy it)."""
+    matrix = sp.csr_matrix((np.asarray(data, dtype=np.float64), (rows, cols)), shape=shape)
+    matrix.sum_duplicates()
+    if matrix.nnz < np.iinfo(np.int32).max:
+        matrix.indices = matrix.indices.astype(np.int32, copy=False)
+        matrix.indptr = matrix.indptr.astype(np.int32, copy=False)
+    return matrix
+
+
+def _select(val: np.ndarray, idx: np.ndarray, k: int) -> np.ndarray:
+    """Positions of the ``k`` best values; ties at the boundary go to the smaller doc id."""
+    part = np.argpartition(-val, k - 1)
+    thr = val[part[k - 1]]
+    top = part[:k]
+    if np.count_nonzero(val >= thr) > k:
+        gt = np.flatnonzero(val > thr)
+        eq = np.flatnonzero(val == thr)
+        eq = eq[np.argsort(idx[eq], kind="stable")[: k - len(gt)]]
+        top = np.concatenate([gt, eq])
+    return top
+
+
+def _sort_desc(val: np.ndarray, idx: np.ndarray) -> np.ndarray:
+    """Order by value descending, then doc id ascending."""
+    o = np.argsort(-val)
+    v = val[o]
+    if v.size > 1 and np.any(v[1:] == v[:-1]):
+        o = np.lexsort((idx, -val))
+    return o
+
+
+def _merge(
+    a_ids: np.ndarray, a_val: np.ndarray, b_ids: np.ndarray, b_val: np.ndarray, k: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Merge two disjoint lists sorted by (value desc, id asc); keep the first ``k``."""
+    if not len(b_ids):
+        return a_ids[:k], a_val[:k]
+    if not len(a_ids):
+        return b_ids[:k], b_val[:k]
+    neg_b = -b_val
+    before = np.searchsorted(neg_b, -a_val, side="left")
+    upto = np.searchsorted(neg_b, -a_val, side="right")
+    for i in np.flatnonzero(upto > before):
+        before[i] += np.searchsorted(b_ids[before[i] : upto[i]], a_ids[i])
+    pos_a = before + np.arange(len(a_ids))
+    n = len(a_ids) + len(b_ids)
+    is_a = np.zeros(n, dtype=bool)
+    is_a[pos_a] = True
+    ids = np.empty(n, dtype=np.int64)
+    val = np.empty(n, dtype=np.float64)
+    ids[pos_a] = a_ids
+    val[pos_a] = a_val
+    ids[~is_a] = b_ids
+    val[~is_a] = b_val
+    return ids[:k], val[:k]

@@ -1,0 +1,204 @@
+"""First-stage cross-lingual search over a collection: query translation (QT), probabilistic
+structured queries (PSQ) or document translation (DT), each scored by a registered retriever."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from tqdm.auto import tqdm
+
+import clir
+from clir.errors import ConfigError, FormatError
+from clir.formats import atomic_directory
+from clir.retrieval.base import QueryTerms, Retriever, get_retriever
+from clir.retrieval.index import DocTerms, read_json, write_json
+from clir.text import Analyzer, analyzer_from_config, get_analyzer
+from clir.translation.document import translate_tokens_expected, translate_tokens_top1
+from clir.translation.query import translate_query_psq, translate_query_qt
+from clir.translation.table import TranslationTable
+from clir.types import Document, Query, Run
+
+MODES = ("dt", "psq", "qt")
+"""``qt``: the English query translated into the document language (top-k terms per word);
+``psq``: each English word becomes a weighted set of translations; ``dt``: documents translated
+word by word into English, the English query used as is."""
+
+DT_VARIANTS = ("expected", "top1")
+
+
+class FirstStage:
+    """Cross-lingual first-stage retrieval in one of the three modes of Zhang et al. (2019).
+
+    Zhang et al. (2019). Improving Low-Resource Cross-lingual Document Retrieval by Reranking
+    with Deep Bilingual Representations. ACL. Queries are English; documents are in the
+    document language.
+
+    Args:
+        mode: ``"qt"``, ``"psq"`` or ``"dt"`` (see :data:`MODES`).
+        model: Retriever name (``"ql"``, ``"bm25"``); ``**model_params`` go to its constructor.
+        en_analyzer: English analyzer or its language code.
+        doc_analyzer: Document-language analyzer or its language code.
+        table_en_doc: p(document term | English term); needed by ``qt`` and ``psq``.
+        table_doc_en: p(English term | document term); needed by ``dt`` when indexing.
+        qt_k: Translations kept per query word in ``qt``.
+        psq_top_k: Translations kept per query word in ``psq`` (``None``: all of the table's).
+        psq_cumulative: Keep the smallest prefix of translations reaching this mass in ``psq``.
+        dt: ``"top1"`` (each word becomes its best translation) or ``"expected"`` (expected
+            translation counts, a weighted bag).
+        progress: Show progress bars.
+        **model_params: Retriever parameters (``k1``, ``b``, ``idf``, ``mu``).
+
+    Raises:
+        ConfigError: For an unknown mode, model or dt variant, or a missing table.
+    """
+
+    def __init__(
+        self,
+        mode: str = "qt",
+        model: str = "ql",
+        *,
+        en_analyzer: Analyzer | str = "en",
+        doc_analyzer: Analyzer | str,
+        table_en_doc: TranslationTable | None = None,
+        table_doc_en: TranslationTable | None = None,
+        qt_k: int = 1,
+        psq_top_k: int | None = None,
+        psq_cumulative: float | None = None,
+        dt: str = "top1",
+        progress: bool = True,
+        **model_params: Any,
+    ) -> None:
+        if mode not in MODES:
+            raise ConfigError(f"unknown mode {mode!r}; expected one of {sorted(MODES)}")
+        if dt not in DT_VARIANTS:
+            raise ConfigError(f"unknown dt variant {dt!r}; expected one of {sorted(DT_VARIANTS)}")
+        if mode in ("qt", "psq") and table_en_doc is None:
+            raise ConfigError(f"mode {mode!r} needs table_en_doc (p(document term | English term))")
+        self.mode = mode
+        self.model = model
+        self.retriever: Retriever = get_retriever(model, **model_params)
+        self.en_analyzer = get_analyzer(en_analyzer) if isinstance(en_analyzer, str) else en_analyzer
+        self.doc_analyzer = get_analyzer(doc_analyzer) if isinstance(doc_analyzer, str) else doc_analyzer
+        self.table_en_doc = table_en_doc
+        self.table_doc_en = table_doc_en
+        self.qt_k = qt_k
+        self.psq_top_k = psq_top_k
+        self.psq_cumulative = psq_cumulative
+        self.dt = dt
+        self.progress = progress
+
+    # --- terms --------------------------------------------------------------------------------
+
+    def document_terms(self, document: Document) -> DocTerms:
+        """The index terms of a document in this mode (translated into English in ``dt``)."""
+        tokens = self.doc_analyzer.analyze(document.text)
+        if self.mode != "dt":
+            return tokens
+        if self.table_doc_en is None:
+            raise ConfigError("mode 'dt' needs table_doc_en (p(English term | document term)) to index")
+        if self.dt == "expected":
+            return translate_tokens_expected(tokens, self.table_doc_en)
+        return translate_tokens_top1(tokens, self.table_doc_en)
+
+    def query_terms(self, query: Query) -> QueryTerms:
+        """The query's terms in the index language (translated in ``qt`` and ``psq``)."""
+        tokens = self.en_analyzer.analyze(query.text)
+        if self.mode == "dt":
+            return tokens
+        assert self.table_en_doc is not None
+        if self.mode == "qt":
+            return translate_query_qt(tokens, self.table_en_doc, k=self.qt_k)
+        return translate_query_psq(tokens, self.table_en_doc, top_k=self.psq_top_k, cumulative=self.psq_cumulative)
+
+    # --- index and search ---------------------------------------------------------------------
+
+    def index(self, documents: Sequence[Document]) -> FirstStage:
+        """Analyze (and in ``dt`` translate) the documents and index them.
+
+        Returns:
+            ``self``.
+        """
+        terms = [
+            self.document_terms(doc)
+            for doc in tqdm(documents, desc=f"analyzing ({self.mode})", unit="doc", disable=not self.progress)
+        ]
+        self.retriever.index([doc.docno for doc in documents], terms, progress=self.progress)
+        return self
+
+    def search(self, queries: Sequence[Query], k: int = 1000) -> Run:
+        """Rank the collection for each query.
+
+        Args:
+            queries: English queries (their ``text`` is searched).
+            k: Depth of each ranking.
+
+        Returns:
+            The run ``{qid: {docno: score}}``.
+
+        Raises:
+            ConfigError: On duplicate qids or before :meth:`index`.
+        """
+        named: dict[str, QueryTerms] = {}
+        for query in queries:
+            if query.qid in named:
+                raise ConfigError(f"duplicate qid {query.qid!r}")
+            named[query.qid] = self.query_terms(query)
+        return self.retriever.search(named, k=k, progress=self.progress)
+
+    # --- persistence --------------------------------------------------------------------------
+
+    def save(self, path: str | Path) -> Path:
+        """Save settings, analyzers' configs, the retriever and (qt/psq) the query table, atomically.
+
+        Returns:
+            The directory.
+        """
+        path = Path(path)
+        with atomic_directory(path) as tmp:
+            self.retriever.save(tmp / "retriever")
+            if self.table_en_doc is not None and self.mode != "dt":
+                self.table_en_doc.save(tmp / "table_en_doc")
+            meta = {
+                "type": "FirstStage",
+                "clir_version": clir.__version__,
+                "mode": self.mode,
+                "model": self.model,
+                "qt_k": self.qt_k,
+                "psq_top_k": self.psq_top_k,
+                "psq_cumulative": self.psq_cumulative,
+                "dt": self.dt,
+                "en_analyzer": self.en_analyzer.to_config(),
+                "doc_analyzer": self.doc_analyzer.to_config(),
+            }
+            write_json(tmp / "first_stage.json", meta)
+        return path
+
+    @classmethod
+    def load(cls, path: str | Path, mmap: bool = True, progress: bool = True) -> FirstStage:
+        """Load a first stage saved by :meth:`save`, ready to search.
+
+        Raises:
+            DataNotFoundError: If a file is missing.
+            FormatError: If the directory does not hold a FirstStage.
+        """
+        path = Path(path)
+        meta = read_json(path / "first_stage.json")
+        if meta.get("type") != "FirstStage":
+            raise FormatError(path / "first_stage.json", None, f"type is {meta.get('type')!r}, expected 'FirstStage'")
+        table = TranslationTable.load(path / "table_en_doc", mmap=mmap) if meta["mode"] != "dt" else None
+        stage = cls(
+            meta["mode"],
+            meta["model"],
+            en_analyzer=analyzer_from_config(meta["en_analyzer"]),
+            doc_analyzer=analyzer_from_config(meta["doc_analyzer"]),
+            table_en_doc=table,
+            qt_k=meta["qt_k"],
+            psq_top_k=meta["psq_top_k"],
+            psq_cumulative=meta["psq_cumulative"],
+            dt=meta["dt"],
+            progress=progress,
+        )
+        stage.retriever = Retriever.load(path / "retriever", mmap=mmap)
+        return stage

