@@ -47,6 +47,64 @@ def _data_check(args: argparse.Namespace) -> int:
     return 0
 
 
+# --------------------------------------------------------------------------- first stage
+
+
+def _tables(args: argparse.Namespace) -> int:
+    from clir.datasets import Collection
+    from clir.pipeline.tables import learn_tables
+
+    collection = Collection.load(args.collection)
+    en_doc, doc_en = learn_tables(collection, args.out, iterations=args.iterations, seed=args.seed)
+    print(
+        f"wrote {args.out}: en->{collection.doc_lang} {len(en_doc)} words, {collection.doc_lang}->en {len(doc_en)}"
+    )
+    return 0
+
+
+def _index(args: argparse.Namespace) -> int:
+    from clir.datasets import Collection
+    from clir.pipeline.baselines import BaselineConfig, first_stage
+    from clir.pipeline.tables import load_tables
+
+    collection = Collection.load(args.collection)
+    params = {"ql": {"mu": args.mu}, "bm25": {"k1": args.k1, "b": args.b}}
+    config = BaselineConfig(psq_top_k=args.psq_top_k, psq_cumulative=args.psq_cumulative, model_params=params)
+    stage = first_stage(args.mode, args.model, collection, load_tables(args.tables), config, not args.quiet)
+    stage.save(args.out)
+    print(f"wrote {args.out}: {args.mode}-{args.model} over {len(collection.documents)} documents")
+    return 0
+
+
+def _retrieve(args: argparse.Namespace) -> int:
+    from clir.datasets import Collection
+    from clir.formats import read_topics, write_run
+    from clir.retrieval import FirstStage
+
+    if args.topics is not None:
+        queries = read_topics(args.topics)
+    else:
+        queries = Collection.load(args.collection).split(args.split)
+    stage = FirstStage.load(args.index, progress=not args.quiet)
+    run = stage.search(queries, k=args.k)
+    write_run(args.out, run, tag=args.tag or f"{stage.mode}-{stage.model}")
+    print(f"wrote {args.out}: {len(run)} queries, depth {args.k}")
+    return 0
+
+
+def _baselines(args: argparse.Namespace) -> int:
+    from clir.datasets import Collection
+    from clir.evaluation import DEFAULT_MEASURES, format_table
+    from clir.pipeline.baselines import BaselineConfig, run_baselines
+
+    collection = Collection.load(args.collection)
+    config = BaselineConfig(modes=tuple(args.modes), models=tuple(args.models), split=args.split, k=args.k)
+    results = run_baselines(collection, args.out, config, progress=not args.quiet)
+    print(f"{collection.name}, {args.split} queries")
+    print(format_table(results, list(DEFAULT_MEASURES)))
+    return 0
+
+
 # --------------------------------------------------------------------------- evaluation
 
 
@@ -193,6 +251,61 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("dir", type=Path)
     check.add_argument("--doc-lang", help="document language when there is no collection.json")
     check.set_defaults(handler=_data_check)
+
+    tables = commands.add_parser(
+        "tables",
+        help="learn IBM Model 1 translation tables (both directions) from a collection's parallel side",
+    )
+    tables.add_argument("--collection", required=True, type=Path)
+    tables.add_argument("--out", required=True, type=Path, help="directory for en-doc/ and doc-en/")
+    tables.add_argument("--iterations", type=int, default=10, help="EM iterations (default 10)")
+    tables.add_argument("--seed", type=int, default=0)
+    tables.set_defaults(handler=_tables)
+
+    index = commands.add_parser(
+        "index",
+        help="index a collection's documents for one first-stage mode and model",
+        description="qt: English query translated word by word (top translation); psq: probabilistic "
+        "structured queries; dt: documents translated word by word into English. bm25: rank-bm25's "
+        "BM25Okapi; ql: query likelihood with Dirichlet smoothing.",
+    )
+    index.add_argument("--collection", required=True, type=Path)
+    index.add_argument("--tables", required=True, type=Path, help="directory written by 'clir tables'")
+    index.add_argument("--mode", choices=("qt", "psq", "dt"), required=True)
+    index.add_argument("--model", choices=("bm25", "ql"), default="bm25")
+    index.add_argument("--out", required=True, type=Path)
+    index.add_argument("--k1", type=float, default=1.5)
+    index.add_argument("--b", type=float, default=0.75)
+    index.add_argument("--mu", type=float, default=2500.0)
+    index.add_argument("--psq-top-k", type=int, default=10)
+    index.add_argument("--psq-cumulative", type=float, default=0.9)
+    index.add_argument("--quiet", action="store_true")
+    index.set_defaults(handler=_index)
+
+    retrieve = commands.add_parser("retrieve", help="search an index and write a TREC run")
+    retrieve.add_argument("--index", required=True, type=Path, help="directory written by 'clir index'")
+    source = retrieve.add_mutually_exclusive_group(required=True)
+    source.add_argument("--collection", type=Path, help="take the queries of this collection's --split")
+    source.add_argument("--topics", type=Path, help="a topics TSV file (qid, text[, description])")
+    retrieve.add_argument("--split", default="test")
+    retrieve.add_argument("--k", type=int, default=1000, help="depth of the run (default 1000)")
+    retrieve.add_argument("--out", required=True, type=Path)
+    retrieve.add_argument("--tag", help="run tag (default MODE-MODEL)")
+    retrieve.add_argument("--quiet", action="store_true")
+    retrieve.set_defaults(handler=_retrieve)
+
+    baselines = commands.add_parser(
+        "baselines",
+        help="run and evaluate the lexical baselines {QT, PSQ, DT} x {BM25, QL} on a collection",
+    )
+    baselines.add_argument("--collection", required=True, type=Path)
+    baselines.add_argument("--out", required=True, type=Path)
+    baselines.add_argument("--modes", nargs="+", default=["qt", "psq", "dt"], choices=("qt", "psq", "dt"))
+    baselines.add_argument("--models", nargs="+", default=["bm25", "ql"], choices=("bm25", "ql"))
+    baselines.add_argument("--split", default="test")
+    baselines.add_argument("--k", type=int, default=1000)
+    baselines.add_argument("--quiet", action="store_true")
+    baselines.set_defaults(handler=_baselines)
 
     evaluate = commands.add_parser(
         "evaluate",

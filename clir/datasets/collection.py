@@ -7,6 +7,7 @@ On disk a collection is a directory (written atomically) of standard formats:
 ``topics.<split>.tsv`` ``qid<TAB>short keyword query<TAB>long description``, per split
 ``topics.<split>.xml`` the same topics in TREC XML (optional, ``save(xml=True)``)
 ``qrels.txt``          TREC qrels for the queries of every split
+``qrels.<split>.txt``  the same, for the queries of one split (what ``clir evaluate`` wants)
 ``parallel.tsv``       ``pair_id<TAB>English<TAB>doc language`` (optional)
 ``stats.json``         counts (see :func:`collection_stats`)
 ``collection.json``    ``type``, ``clir_version``, ``name``, languages, source, parameters
@@ -112,6 +113,7 @@ class Collection:
                 write_topics(tmp / f"topics.{name}.tsv", queries)
                 if xml:
                     write_topics_xml(tmp / f"topics.{name}.xml", queries)
+                write_qrels(tmp / f"qrels.{name}.txt", self.qrels_of(name))
             write_qrels(tmp / "qrels.txt", self.qrels)
             if self.parallel:
                 write_parallel(tmp / "parallel.tsv", self.parallel)

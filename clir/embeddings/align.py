@@ -21,7 +21,7 @@ from gensim.models.keyedvectors import KeyedVectors
 from tqdm.auto import tqdm
 
 from clir.embeddings.base import PIVOT, AlignConfig
-from clir.embeddings.csls import mean_knn_similarity, translate
+from clir.embeddings.csls import translate
 from clir.embeddings.procrustes import procrustes
 from clir.embeddings.space import SharedSpace, SubwordVectors
 from clir.embeddings.vectors_io import make_keyed_vectors
@@ -231,16 +231,25 @@ def map_to_pivot(
         if lang != pivot:
             pairs = _rows(kv, vectors[pivot], seeds.get(lang, []))
             if lang in seeds and len(pairs) == 0:
-                raise ConfigError(f"seed lexicon of {lang!r}: none of its {len(seeds[lang])} pairs is in both vocabularies")
+                raise ConfigError(
+                    f"seed lexicon of {lang!r}: none of its {len(seeds[lang])} pairs is in both vocabularies"
+                )
             result = align(matrix, target, pairs, config, progress=progress)
             rotation = result.rotation
-            history[lang] = {"seed_pairs": len(pairs), "best_iteration": result.best_iteration,
-                             "history": result.history}
+            history[lang] = {
+                "seed_pairs": len(pairs),
+                "best_iteration": result.best_iteration,
+                "history": result.history,
+            }
         out[lang] = make_keyed_vectors(kv.index_to_key, matrix @ rotation)
         sub = raw_subwords.get(lang)
         if sub is not None:
             mapped_subwords[lang] = SubwordVectors(
-                sub.ngrams @ rotation, sub.min_n, sub.max_n, np.vstack([sub.mean, mean]) @ rotation, sub.prefix
+                sub.ngrams @ rotation,
+                sub.min_n,
+                sub.max_n,
+                np.vstack([sub.mean, mean]) @ rotation,
+                sub.prefix,
             )
     meta = {"method": "procrustes", "pivot": pivot, "align_config": config.to_dict(), "alignment": history}
     return SharedSpace(out, subwords=mapped_subwords, meta=meta)

@@ -3,6 +3,7 @@ dictionary, by nearest neighbour and by CSLS (Conneau et al. 2018)."""
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 
@@ -117,8 +118,9 @@ def bli_predictions(
     hit = np.full(len(words), -1, dtype=np.int64)
     predictions: list[list[str]] = []
     if words:
-        _, top = translate(src_all[ranks], space.array(target), k, method=method, csls_k=csls_k,
-                           source_background=src_all)
+        _, top = translate(
+            src_all[ranks], space.array(target), k, method=method, csls_k=csls_k, source_background=src_all
+        )
         for i, w in enumerate(words):
             cands = [tgt_vocab[j] for j in top[i]]
             predictions.append(cands)
@@ -157,12 +159,18 @@ def evaluate_bli(
     rows = []
     for method in methods:
         pred = bli_predictions(space, source, target, gold_dict, method=method, k=5, csls_k=csls_k)
-        rows.append(BLIResult(dictionary, source, target, method, len(pred.words), pred.precision(1), pred.precision(5)))
+        rows.append(
+            BLIResult(
+                dictionary, source, target, method, len(pred.words), pred.precision(1), pred.precision(5)
+            )
+        )
     return rows
 
 
 def precision_by_frequency(
-    predictions: BLIPredictions, bins: Sequence[int] = (0, 500, 1000, 2000, 5000, 10000, 20000, 10**9), k: int = 1
+    predictions: BLIPredictions,
+    bins: Sequence[int] = (0, 500, 1000, 2000, 5000, 10000, 20000, 10**9),
+    k: int = 1,
 ) -> list[dict[str, float]]:
     """Precision@k within bins of source-word frequency rank.
 
@@ -176,8 +184,10 @@ def precision_by_frequency(
     """
     out = []
     correct = (predictions.hit_rank >= 0) & (predictions.hit_rank < k)
-    for lo, hi in zip(bins[:-1], bins[1:]):
+    for lo, hi in itertools.pairwise(bins):
         mask = (predictions.ranks >= lo) & (predictions.ranks < hi)
         if mask.any():
-            out.append({"lo": lo, "hi": hi, "words": int(mask.sum()), "precision": float(correct[mask].mean())})
+            out.append(
+                {"lo": lo, "hi": hi, "words": int(mask.sum()), "precision": float(correct[mask].mean())}
+            )
     return out

@@ -55,7 +55,9 @@ class ContextualEncoder:
             raise DataNotFoundError(f"{path}: no local encoder checkpoint directory (nothing is downloaded)")
         self.tokenizer: Any = AutoTokenizer.from_pretrained(str(path), local_files_only=True)
         if not getattr(self.tokenizer, "is_fast", False):
-            raise ConfigError(f"{path}: the tokenizer is not a fast tokenizer; word_ids() is needed to pool pieces")
+            raise ConfigError(
+                f"{path}: the tokenizer is not a fast tokenizer; word_ids() is needed to pool pieces"
+            )
         self.model: Any = AutoModel.from_pretrained(str(path), local_files_only=True).to(device).eval()
         self.layer = layer
         self.max_length = max_length
@@ -107,7 +109,9 @@ class ContextualEncoder:
                     vectors[seen] /= counts[seen, None]
                     if self.normalize:
                         norms = np.linalg.norm(vectors, axis=1, keepdims=True)
-                        vectors = np.where(norms > 0, vectors / np.maximum(norms, 1e-12), 0).astype(np.float32)
+                        vectors = np.where(norms > 0, vectors / np.maximum(norms, 1e-12), 0).astype(
+                            np.float32
+                        )
                     out.append(vectors)
         return out
 

@@ -41,7 +41,9 @@ def _merge(a: list[str], b: list[str], mix: str, rng: random.Random) -> list[str
     # "ratio": keep each side's order and interleave by position (length-ratio merge).
     if not a or not b:
         return a + b
-    keyed = [((i + 0.5) / len(a), 0, t) for i, t in enumerate(a)] + [((j + 0.5) / len(b), 1, t) for j, t in enumerate(b)]
+    keyed = [((i + 0.5) / len(a), 0, t) for i, t in enumerate(a)] + [
+        ((j + 0.5) / len(b), 1, t) for j, t in enumerate(b)
+    ]
     return [t for _, _, t in sorted(keyed, key=lambda x: (x[0], x[1]))]
 
 
@@ -139,7 +141,9 @@ def joint_space(
         out[lang] = make_keyed_vectors(lang_kv.index_to_key, matrix)
         if lang in raw_subwords:
             sub = raw_subwords[lang]
-            subwords[lang] = SubwordVectors(sub.ngrams, sub.min_n, sub.max_n, np.vstack([sub.mean, mean]), sub.prefix)
+            subwords[lang] = SubwordVectors(
+                sub.ngrams, sub.min_n, sub.max_n, np.vstack([sub.mean, mean]), sub.prefix
+            )
     return SharedSpace(out, subwords=subwords, meta={"method": "joint", "centre": centre, **(meta or {})})
 
 
@@ -171,9 +175,17 @@ def train_joint(
         :func:`~clir.embeddings.align.map_to_pivot` via :func:`split_joint`).
     """
     config = config or EmbeddingConfig(method="word2vec")
-    corpus = pseudo_bilingual_corpus(parallel, monolingual, pivot=pivot, mix=mix, copies=copies, seed=config.seed)
+    corpus = pseudo_bilingual_corpus(
+        parallel, monolingual, pivot=pivot, mix=mix, copies=copies, seed=config.seed
+    )
     kv = train_vectors(corpus, config, progress=progress, desc="train joint")
     languages = sorted({pivot, *parallel, *(monolingual or {})})
-    meta = {"embedding_config": config.to_dict(), "mix": mix, "copies": copies, "pivot": pivot,
-            "sentences": len(corpus), "tokens": int(np.sum([len(s) for s in corpus]))}
+    meta = {
+        "embedding_config": config.to_dict(),
+        "mix": mix,
+        "copies": copies,
+        "pivot": pivot,
+        "sentences": len(corpus),
+        "tokens": int(np.sum([len(s) for s in corpus])),
+    }
     return joint_space(kv, languages, centre, meta), kv

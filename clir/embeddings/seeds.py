@@ -111,7 +111,9 @@ def as_dictionary(pairs: Iterable[tuple[str, str]]) -> dict[str, set[str]]:
     return dict(gold)
 
 
-def split_pairs(pairs: Sequence[tuple[str, str]], test_size: float | int = 0.2, seed: int = 0) -> tuple[Pairs, Pairs]:
+def split_pairs(
+    pairs: Sequence[tuple[str, str]], test_size: float | int = 0.2, seed: int = 0
+) -> tuple[Pairs, Pairs]:
     """Split a lexicon by source word into train (seed) and held-out test pairs.
 
     All pairs of a source word go to the same side, so no test word was seen during alignment.

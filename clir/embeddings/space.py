@@ -102,7 +102,9 @@ class SharedSpace:
         dims = {lang: kv.vector_size for lang, kv in vectors.items()}
         dim = dim if dim is not None else next(iter(dims.values()))
         wrong = {lang: d for lang, d in dims.items() if d != dim}
-        wrong.update({lang: sw.ngrams.shape[1] for lang, sw in (subwords or {}).items() if sw.ngrams.shape[1] != dim})
+        wrong.update(
+            {lang: sw.ngrams.shape[1] for lang, sw in (subwords or {}).items() if sw.ngrams.shape[1] != dim}
+        )
         if wrong:
             raise ConfigError(f"dim={dim} but these languages have other dimensions: {wrong}")
         unknown = sorted(set(subwords or {}) - set(vectors))
@@ -200,7 +202,13 @@ class SharedSpace:
         return out
 
     def translate(
-        self, words: Sequence[str], source: str, target: str, k: int = 5, method: str = "csls", csls_k: int = 10
+        self,
+        words: Sequence[str],
+        source: str,
+        target: str,
+        k: int = 5,
+        method: str = "csls",
+        csls_k: int = 10,
     ) -> list[list[tuple[str, float]]]:
         """The ``k`` nearest ``target``-language words of each ``source``-language word.
 
@@ -221,10 +229,11 @@ class SharedSpace:
         scores, indices = translate(
             queries, self.array(target), k, method=method, csls_k=csls_k, source_background=self.array(source)
         )
-        return [
-            [] if oov[i] else [(target_vocab[j], float(s)) for s, j in zip(scores[i], indices[i])]
-            for i in range(len(words))
-        ]
+        out: list[list[tuple[str, float]]] = []
+        for i in range(len(words)):
+            pairs = zip(indices[i], scores[i], strict=True)
+            out.append([] if oov[i] else [(target_vocab[j], float(s)) for j, s in pairs])
+        return out
 
     # --- persistence --------------------------------------------------------------------------
 

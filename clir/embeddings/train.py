@@ -73,9 +73,7 @@ def train_vectors(
         workers=config.workers,
     )
     if config.method == "fasttext":
-        model: Word2Vec = FastText(
-            min_n=config.min_n, max_n=config.max_n, bucket=config.bucket, **common
-        )
+        model: Word2Vec = FastText(min_n=config.min_n, max_n=config.max_n, bucket=config.bucket, **common)
     else:
         model = Word2Vec(**common)
     model.build_vocab(sentences)

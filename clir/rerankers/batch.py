@@ -158,7 +158,9 @@ class TokenView:
 
     def to(self, device: torch.device | str) -> TokenView:
         """The same view with every tensor moved to ``device``."""
-        return TokenView(*(None if t is None else t.to(device) for t in (self.tokens, self.surface, self.idf)))
+        return TokenView(
+            *(None if t is None else t.to(device) for t in (self.tokens, self.surface, self.idf))
+        )
 
     @classmethod
     def from_lists(

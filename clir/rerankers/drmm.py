@@ -9,7 +9,14 @@ import torch
 from torch import Tensor, nn
 
 from clir.errors import ConfigError
-from clir.rerankers.base import InteractionModel, check_choice, check_positive, masked_softmax, register, torch_seed
+from clir.rerankers.base import (
+    InteractionModel,
+    check_choice,
+    check_positive,
+    masked_softmax,
+    register,
+    torch_seed,
+)
 from clir.rerankers.encoding import EncodedPair
 
 HISTOGRAMS = ("lch", "nh", "ch")
@@ -94,7 +101,9 @@ class DRMM(InteractionModel):
         check_choice("gating", gating, GATINGS)
         self.n_bins, self.hidden, self.histogram, self.gating = n_bins, hidden, histogram, gating
         with torch_seed(seed):
-            self.term_net = nn.Sequential(nn.Linear(n_bins, hidden), nn.Tanh(), nn.Linear(hidden, 1), nn.Tanh())
+            self.term_net = nn.Sequential(
+                nn.Linear(n_bins, hidden), nn.Tanh(), nn.Linear(hidden, 1), nn.Tanh()
+            )
             self.gate = nn.Linear(1 if gating == "idf" else embedding_dim, 1, bias=False)
 
     def term_scores(self, pair: EncodedPair) -> Tensor:

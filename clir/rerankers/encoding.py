@@ -136,7 +136,9 @@ class EncodedPair:
     def build(cls, query: EncodedView, doc: EncodedView, q_idf: Tensor, exact: bool = True) -> EncodedPair:
         """Pair two encoded views: one ``bmm`` for the cosine matrix, one comparison for exact match."""
         if query.mask.shape[0] != doc.mask.shape[0]:
-            raise ConfigError(f"query batch has {query.mask.shape[0]} rows, document batch {doc.mask.shape[0]}")
+            raise ConfigError(
+                f"query batch has {query.mask.shape[0]} rows, document batch {doc.mask.shape[0]}"
+            )
         sim = torch.bmm(query.unit, doc.unit.transpose(1, 2))
         match = None
         if exact:

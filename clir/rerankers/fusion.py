@@ -42,7 +42,9 @@ class Fusion(nn.Module):
     def forward(self, inputs: Tensor) -> Tensor:
         """Fuse (B, n_inputs) into scores (B,)."""
         if inputs.dim() != 2 or inputs.shape[1] != self.n_inputs:
-            raise ConfigError(f"fusion expects inputs of shape (B, {self.n_inputs}), got {tuple(inputs.shape)}")
+            raise ConfigError(
+                f"fusion expects inputs of shape (B, {self.n_inputs}), got {tuple(inputs.shape)}"
+            )
         first = self.net if self.kind == "linear" else self.net[0]
         return self.net(inputs.to(first.weight.dtype)).squeeze(-1)
 

@@ -11,7 +11,9 @@ from clir.rerankers.base import check_choice
 REDUCTIONS = ("mean", "sum", "none")
 
 
-def hinge_loss(pos_scores: Tensor, neg_scores: Tensor, margin: float = 1.0, reduction: str = "mean") -> Tensor:
+def hinge_loss(
+    pos_scores: Tensor, neg_scores: Tensor, margin: float = 1.0, reduction: str = "mean"
+) -> Tensor:
     """Pairwise hinge loss ``max(0, margin - s(q, d+) + s(q, d-))``.
 
     The objective of DRMM, PACRR and POSIT-DRMM training (margin 1).

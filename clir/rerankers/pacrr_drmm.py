@@ -85,7 +85,7 @@ class PACRRDRMM(InteractionModel):
         self.max_ngram, self.n_filters, self.k_max, self.hidden = max_ngram, n_filters, k_max, hidden
         with torch_seed(seed):
             self.convs = nn.ModuleList(
-                nn.Conv2d(1, n_filters, kernel_size=n, padding="same") for n in range(1, max_ngram + 1)
+                nn.Conv2d(1, n_filters, kernel_size=n) for n in range(1, max_ngram + 1)
             )
             self.term_net = nn.Sequential(
                 nn.Linear(max_ngram * k_max + 1, hidden), nn.ReLU(), nn.Linear(hidden, 1)
@@ -97,8 +97,10 @@ class PACRRDRMM(InteractionModel):
         valid = pair.q_mask.unsqueeze(2) & pair.d_mask.unsqueeze(1)
         sim = pair.sim.masked_fill(~valid, 0.0).unsqueeze(1)
         pooled = []
-        for conv in self.convs:
-            grid = F.relu(conv(sim.to(conv.weight.dtype))).amax(dim=1)
+        for n, conv in enumerate(self.convs, start=1):
+            # "same" zero padding, the extra row/column of an even size at the end (as torch's "same")
+            before, after = (n - 1) // 2, n - 1 - (n - 1) // 2
+            grid = F.relu(conv(F.pad(sim, (before, after, before, after)).to(conv.weight.dtype))).amax(dim=1)
             pooled.append(kmax_pool(grid, pair.d_mask, self.k_max))
         idf = masked_softmax(pair.q_idf, pair.q_mask).unsqueeze(-1)
         return torch.cat([*(p.float() for p in pooled), idf], dim=-1)

@@ -125,9 +125,13 @@ class POSITDRMM(InteractionModel):
                 embedding_dim, lstm_hidden, num_layers=lstm_layers, batch_first=True, bidirectional=True
             )
             self.project: nn.Module = (
-                nn.Identity() if 2 * lstm_hidden == embedding_dim else nn.Linear(2 * lstm_hidden, embedding_dim)
+                nn.Identity()
+                if 2 * lstm_hidden == embedding_dim
+                else nn.Linear(2 * lstm_hidden, embedding_dim)
             )
-            self.term_mlp = nn.Sequential(nn.Linear(6, mlp_hidden), nn.LeakyReLU(0.1), nn.Linear(mlp_hidden, 1))
+            self.term_mlp = nn.Sequential(
+                nn.Linear(6, mlp_hidden), nn.LeakyReLU(0.1), nn.Linear(mlp_hidden, 1)
+            )
             self.gate = nn.Linear(embedding_dim + 1, 1, bias=False)
         self.drop = nn.Dropout(self.dropout)
 

@@ -349,29 +349,48 @@ class Retriever(ABC):
         out_ids: np.ndarray,
         out_scores: np.ndarray,
     ) -> None:
-        """Fill ``out_ids``/``out_scores`` with each row's exact top ``k`` (see module docstring)."""
+        """Fill ``out_ids``/``out_scores`` with each row's exact top ``k`` (see module docstring).
+
+        Scores are ranked without ``alpha`` (a per-query constant), added at the end.
+        """
         n_docs = sparse.shape[1]
         indptr, indices, data = sparse.indptr, sparse.indices, sparse.data
         mask = self._mask
         assert mask is not None and self._order is not None
+        best_prior = 0.0 if prior is None else float(prior[self._prior_order[0]])  # type: ignore[index]
         for r in range(sparse.shape[0]):
             s, e = indptr[r], indptr[r + 1]
-            a, b = float(alpha[r]), float(beta[r])
+            m = e - s
+            b = float(beta[r])
             use_prior = prior is not None and b != 0.0
             idx = indices[s:e]
-            val = data[s:e] + a
+            val = data[s:e]
+            # Documents matching no query term are ranked by prior, then docno.
+            order = self._prior_order if use_prior else self._order
             if use_prior:
-                val -= b * prior[idx]
-            m = e - s
+                val = val - b * prior[idx]
+                best_unmatched = -b * best_prior
+            else:
+                best_unmatched = 0.0
             if m > k:
                 top = _select(val, idx, k)
                 idx, val = idx[top], val[top]
-            o = _sort_desc(val, idx)
+            o = _sort_desc(val, idx, n_docs)
             idx, val = idx[o], val[o]
-            # The k best documents matching no query term: first in prior order (then docno).
-            order = self._prior_order if use_prior else self._order
-            span = min(n_docs, k + m)
-            pre = order[:span]
+            n = len(idx)
+            if n and val[-1] > best_unmatched:
+                # Every kept matching document beats every other document: no merge needed.
+                out_ids[r, :n] = idx
+                out_scores[r, :n] = val
+                if n < k:
+                    mask[idx] = True
+                    pre = order[:k]
+                    un = pre[~mask[pre]][: k - n]
+                    mask[idx] = False
+                    out_ids[r, n:] = un
+                    out_scores[r, n:] = -b * prior[un] if use_prior else 0.0
+                continue
+            pre = order[: min(n_docs, k + m)]
             if m:
                 matched = indices[s:e]
                 mask[matched] = True
@@ -379,10 +398,9 @@ class Retriever(ABC):
                 mask[matched] = False
             else:
                 un = pre[:k]
-            uval = a - b * prior[un] if use_prior else np.full(len(un), a)
-            ids_r, val_r = _merge(idx, val, un, uval, k)
-            out_ids[r] = ids_r
-            out_scores[r] = val_r
+            uval = -b * prior[un] if use_prior else np.zeros(len(un))
+            out_ids[r], out_scores[r] = _merge(idx, val, un, uval, k)
+        out_scores += alpha[:, None]
 
     # --- persistence ------------------------------------------------------------------------------
 
@@ -514,12 +532,16 @@ def _select(val: np.ndarray, idx: np.ndarray, k: int) -> np.ndarray:
     return top
 
 
-def _sort_desc(val: np.ndarray, idx: np.ndarray) -> np.ndarray:
+def _sort_desc(val: np.ndarray, idx: np.ndarray, n_docs: int) -> np.ndarray:
     """Order by value descending, then doc id ascending."""
     o = np.argsort(-val)
     v = val[o]
-    if v.size > 1 and np.any(v[1:] == v[:-1]):
-        o = np.lexsort((idx, -val))
+    if v.size > 1:
+        new_value = v[1:] != v[:-1]
+        if not new_value.all():
+            group = np.zeros(v.size, dtype=np.int64)
+            np.cumsum(new_value, out=group[1:])
+            o = o[np.argsort(group * n_docs + idx[o])]
     return o
 
 

@@ -92,7 +92,9 @@ def load_trainable_state(model: nn.Module, state: dict[str, Tensor]) -> None:
     expected = set(model.state_dict()) - frozen_keys(model)
     missing, unexpected = expected - set(state), set(state) - expected
     if missing or unexpected:
-        raise ConfigError(f"weights do not fit the model: missing {sorted(missing)}, unexpected {sorted(unexpected)}")
+        raise ConfigError(
+            f"weights do not fit the model: missing {sorted(missing)}, unexpected {sorted(unexpected)}"
+        )
     model.load_state_dict(state, strict=False)
 
 
@@ -166,7 +168,9 @@ def save_checkpoint(
     tensors, optim_meta = _optimizer_to_files(optimizer)
     with atomic_directory(path) as tmp:
         (tmp / LAST_DIR).mkdir()
-        save_file(last, str(tmp / LAST_DIR / "model.safetensors"), metadata={"clir_version": clir.__version__})
+        save_file(
+            last, str(tmp / LAST_DIR / "model.safetensors"), metadata={"clir_version": clir.__version__}
+        )
         save_file(tensors, str(tmp / LAST_DIR / "optimizer.safetensors"))
         (tmp / LAST_DIR / "optimizer.json").write_text(json.dumps(optim_meta, indent=1), encoding="utf-8")
         save_file(_rng_tensors(), str(tmp / LAST_DIR / "rng.safetensors"))
@@ -205,7 +209,9 @@ def read_state(path: str | Path) -> TrainingState:
         raise DataNotFoundError(f"{path / CHECKPOINT_FILE} not found: {path} is not a reranker checkpoint")
     meta = json.loads((path / CHECKPOINT_FILE).read_text(encoding="utf-8"))
     if meta.get("type") != CHECKPOINT_TYPE:
-        raise FormatError(path / CHECKPOINT_FILE, None, f"type is {meta.get('type')!r}, expected {CHECKPOINT_TYPE!r}")
+        raise FormatError(
+            path / CHECKPOINT_FILE, None, f"type is {meta.get('type')!r}, expected {CHECKPOINT_TYPE!r}"
+        )
     curve = json.loads((path / CURVE_FILE).read_text(encoding="utf-8"))
     fields = {k: meta[k] for k in ("epoch", "best_epoch", "best_score", "bad_epochs", "finished", "info")}
     return TrainingState(curve=curve, **fields)
@@ -216,7 +222,9 @@ def read_config(path: str | Path) -> TrainConfig:
     return load_config(Path(path) / CONFIG_FILE)
 
 
-def restore_training(path: str | Path, model: nn.Module, optimizer: torch.optim.Optimizer) -> tuple[TrainingState, dict[str, Tensor]]:
+def restore_training(
+    path: str | Path, model: nn.Module, optimizer: torch.optim.Optimizer
+) -> tuple[TrainingState, dict[str, Tensor]]:
     """Put a model and its optimiser back in the state of a checkpoint's last epoch.
 
     Also restores the torch RNG states.

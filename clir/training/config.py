@@ -6,8 +6,9 @@ A config file has five sections and two top-level keys::
       interaction: knrm          # registry name of the per-component interaction model
       interaction_kwargs: {}     # keyword arguments of that model
       shared_weights: false      # one interaction model for all four components
-      components: [en-src, en-en, src-src, src-en]
+      components: [en_src, en_en, src_src, src_en]
       fusion: linear             # "linear" | "mlp"
+      fusion_hidden: 8           # hidden units of the "mlp" fusion
       features: true             # feed the first-stage / overlap features to the fusion layer
     data:
       first_stage: psq-ql        # which first-stage run supplies the candidates
@@ -21,7 +22,7 @@ A config file has five sections and two top-level keys::
       epochs: 10
       batch_size: 32
       margin: 1.0
-      dropout: 0.3
+      dropout: 0.0               # passed to interaction models that take one (posit_drmm)
       weight_decay: 0.0
       seed: 0
       patience: 3                # epochs without dev improvement before stopping (0: never)
@@ -50,13 +51,13 @@ import yaml
 
 from clir.errors import ConfigError, DataNotFoundError
 from clir.formats import atomic_write
+from clir.rerankers.bilingual import COMPONENTS as BILINGUAL_COMPONENTS
+from clir.rerankers.fusion import FUSIONS
 
-COMPONENTS: tuple[str, ...] = ("en-src", "en-en", "src-src", "src-en")
+COMPONENTS: tuple[str, ...] = tuple(BILINGUAL_COMPONENTS)
 """The four (query, document) pairings of the bilingual reranker (Zhang et al., 2019):
-``en-src`` = (Q_en, D_src), ``en-en`` = (Q_en, D̂_en), ``src-src`` = (Q̂_src, D_src),
-``src-en`` = (Q̂_src, D̂_en). ``src`` is the document language, a hat marks a translation."""
-
-FUSIONS: tuple[str, ...] = ("linear", "mlp")
+``en_src`` = (Q_en, D_src), ``en_en`` = (Q_en, D̂_en), ``src_src`` = (Q̂_src, D_src),
+``src_en`` = (Q̂_src, D̂_en). ``src`` is the document language, a hat marks a translation."""
 FEATURE_NORMS: tuple[str, ...] = ("zscore", "minmax")
 DEVICES: tuple[str, ...] = ("cpu", "cuda", "auto")
 
@@ -72,6 +73,7 @@ class ModelConfig:
         shared_weights: One interaction model shared by the components instead of one each.
         components: Which of :data:`COMPONENTS` are on.
         fusion: The layer combining component scores and features: ``"linear"`` or ``"mlp"``.
+        fusion_hidden: Hidden units of the ``"mlp"`` fusion.
         features: Whether the fusion layer sees the extra (first-stage, overlap) features.
     """
 
@@ -80,6 +82,7 @@ class ModelConfig:
     shared_weights: bool = False
     components: list[str] = field(default_factory=lambda: list(COMPONENTS))
     fusion: str = "linear"
+    fusion_hidden: int = 8
     features: bool = True
 
 
@@ -115,7 +118,9 @@ class OptimConfig:
         epochs: Maximum number of epochs.
         batch_size: (positive, negative) pairs per step.
         margin: Hinge margin.
-        dropout: Dropout of the reranker.
+        dropout: Dropout of the interaction models that have one (``dropout`` among their
+            config keys, e.g. ``posit_drmm``); must be 0 for the others. A ``dropout`` in
+            ``model.interaction_kwargs`` takes precedence.
         weight_decay: Adam weight decay (L2).
         seed: Seed of initialisation, dropout, sampling and shuffling.
         patience: Stop after this many epochs without a better dev score (0: run all epochs).
@@ -125,7 +130,7 @@ class OptimConfig:
     epochs: int = 10
     batch_size: int = 32
     margin: float = 1.0
-    dropout: float = 0.3
+    dropout: float = 0.0
     weight_decay: float = 0.0
     seed: int = 0
     patience: int = 3
@@ -184,10 +189,14 @@ class TrainConfig:
 
         model, data, optim = self.model, self.data, self.optim
         unknown = [c for c in model.components if c not in COMPONENTS]
-        if unknown or not model.components or len(set(model.components)) != len(model.components):
+        if unknown or len(set(model.components)) != len(model.components):
             raise bad("model.components", model.components, f"distinct names among {list(COMPONENTS)}")
         if model.fusion not in FUSIONS:
             raise bad("model.fusion", model.fusion, f"one of {list(FUSIONS)}")
+        if model.fusion_hidden < 1:
+            raise bad("model.fusion_hidden", model.fusion_hidden, "an integer >= 1")
+        if not model.components and not model.features:
+            raise bad("model.components", model.components, "at least one component when features are off")
         if data.feature_norm not in FEATURE_NORMS:
             raise bad("data.feature_norm", data.feature_norm, f"one of {list(FEATURE_NORMS)}")
         for key in ("depth", "negatives_per_positive", "max_query_len", "max_doc_len"):

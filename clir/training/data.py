@@ -139,9 +139,21 @@ class RerankData:
             dict(self.meta),
         )
 
+    def without_features(self) -> RerankData:
+        """The same queries and candidates with no extra features."""
+        queries = [
+            RerankQuery(
+                q.qid, q.query_en, q.query_src, q.idf_en, q.idf_src, q.docnos, q.scores, q.features[:, :0]
+            )
+            for q in self.queries
+        ]
+        return RerankData(
+            self.doc_lang, queries, self.doc_src, self.doc_en, [], self.query_lang, dict(self.meta)
+        )
+
     def first_stage_run(self) -> dict[str, dict[str, float]]:
         """The candidates with their first-stage scores, as a run."""
-        return {q.qid: {d: float(s) for d, s in zip(q.docnos, q.scores)} for q in self.queries}
+        return {q.qid: {d: float(s) for d, s in zip(q.docnos, q.scores, strict=True)} for q in self.queries}
 
     def save(self, path: str | Path) -> Path:
         """Write as a directory (atomically): ``rerank_data.json`` (tokens, docnos, meta) and
@@ -208,7 +220,9 @@ class RerankData:
         total = sum(len(q["docnos"]) for q in info["queries"])
         if scores.shape != (total,) or features.shape[0] != total:
             raise FormatError(
-                path, None, f"{total} candidates in rerank_data.json but arrays {scores.shape}, {features.shape}"
+                path,
+                None,
+                f"{total} candidates in rerank_data.json but arrays {scores.shape}, {features.shape}",
             )
         queries, start = [], 0
         for q in info["queries"]:
@@ -303,7 +317,9 @@ class Vocabulary:
             rows = [self._rows[(lang, t)] for t in tokens]
         except KeyError as error:
             raise ConfigError(f"token {error.args[0]!r} is not in the vocabulary; add it first") from None
-        return np.asarray(rows, dtype=np.int64), np.asarray([self._surfaces[t] for t in tokens], dtype=np.int64)
+        return np.asarray(rows, dtype=np.int64), np.asarray(
+            [self._surfaces[t] for t in tokens], dtype=np.int64
+        )
 
     @classmethod
     def build(cls, datasets: Iterable[RerankData]) -> Vocabulary:
@@ -361,7 +377,9 @@ class Tensorizer:
         self, vocab: Vocabulary, data: RerankData, max_query_len: int, max_doc_len: int, min_len: int = 3
     ) -> None:
         if max_query_len < 1 or max_doc_len < 1:
-            raise ConfigError(f"max_query_len and max_doc_len must be >= 1, got {max_query_len}, {max_doc_len}")
+            raise ConfigError(
+                f"max_query_len and max_doc_len must be >= 1, got {max_query_len}, {max_doc_len}"
+            )
         self.vocab = vocab
         self.data = data
         self.max_query_len = max_query_len

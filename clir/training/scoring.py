@@ -10,8 +10,22 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from clir.errors import ConfigError
+from clir.rerankers.encoding import FrozenEmbedding
 from clir.training.data import RerankData, Tensorizer
 from clir.types import Run
+
+
+def set_embeddings(model: nn.Module, matrix: torch.Tensor | None) -> None:
+    """Lend a frozen embedding matrix to a reranker (``None`` takes it back).
+
+    The matrix is built for the vocabulary of the data being scored, so one trained model
+    scores data of any vocabulary (and language) of the shared space.
+    """
+    if matrix is None:
+        model.embedding = None
+        return
+    device = next(iter(model.parameters()), torch.empty(0)).device
+    model.embedding = FrozenEmbedding(matrix).to(device)
 
 
 def resolve_device(device: str) -> torch.device:
@@ -97,11 +111,11 @@ def scores_to_run(
     if len(scores) != len(data.queries):
         raise ConfigError(f"{len(scores)} score arrays for {len(data.queries)} queries")
     out: Run = {}
-    for query, values in zip(data.queries, scores):
+    for query, values in zip(data.queries, scores, strict=True):
         values = np.asarray(values, dtype=np.float64)
         if len(values) > len(query.docnos):
             raise ConfigError(f"query {query.qid!r}: {len(values)} scores for {len(query.docnos)} candidates")
-        ranking = {d: float(s) for d, s in zip(query.docnos, values)}
+        ranking = {d: float(s) for d, s in zip(query.docnos, values, strict=False)}
         rest = list(query.docnos[len(values) :])
         if run is not None and query.qid in run:
             seen = set(query.docnos)

@@ -25,9 +25,14 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from clir.errors import ConfigError
+from clir.rerankers import drmm, knrm, pacrr_drmm, posit_drmm  # noqa: F401  (fill the registry)
+from clir.rerankers.base import get_interaction_model
+from clir.rerankers.bilingual import BilingualReranker
+from clir.rerankers.losses import hinge_loss
 from clir.training.checkpoint import (
     TrainingState,
     is_checkpoint,
+    load_trainable_state,
     read_config,
     restore_training,
     save_checkpoint,
@@ -53,7 +58,13 @@ class EpochInfo:
     checkpoint: Path
 
 
-def build_reranker(config: TrainConfig, embeddings: np.ndarray, n_features: int, seed: int) -> nn.Module:
+def build_reranker(
+    config: TrainConfig,
+    embeddings: np.ndarray,
+    n_features: int,
+    seed: int,
+    feature_names: Sequence[str] | None = None,
+) -> BilingualReranker:
     """The bilingual reranker a config describes.
 
     Args:
@@ -61,33 +72,38 @@ def build_reranker(config: TrainConfig, embeddings: np.ndarray, n_features: int,
         embeddings: The frozen matrix ``(V, dim)`` (row 0 = padding).
         n_features: Width of the extra feature vector (0 when ``model.features`` is off).
         seed: Seed of the weight initialisation.
+        feature_names: Names of the features (kept in the model's config, for ``explain``).
 
     Returns:
-        A :class:`clir.rerankers.BilingualReranker`.
-    """
-    from clir.rerankers.bilingual import BilingualReranker
+        A :class:`~clir.rerankers.bilingual.BilingualReranker`.
 
+    Raises:
+        ConfigError: If ``optim.dropout`` is set for a model without dropout.
+    """
     m = config.model
+    kwargs = dict(m.interaction_kwargs)
+    if config.optim.dropout > 0 and "dropout" not in kwargs:
+        takes = "dropout" in get_interaction_model(m.interaction).config_keys
+        if not takes:
+            raise ConfigError(
+                f"optim.dropout={config.optim.dropout} but interaction model {m.interaction!r} has no dropout; "
+                "set optim.dropout: 0"
+            )
+        kwargs["dropout"] = config.optim.dropout
+    matrix = torch.from_numpy(np.asarray(embeddings, dtype=np.float32))
     return BilingualReranker(
-        embeddings=torch.from_numpy(np.asarray(embeddings, dtype=np.float32)),
-        interaction=m.interaction,
-        interaction_kwargs=dict(m.interaction_kwargs),
+        int(matrix.shape[1]),
+        matrix,
+        model=m.interaction,
+        model_kwargs=kwargs,
         components=list(m.components),
-        shared_weights=m.shared_weights,
-        fusion=m.fusion,
+        share_weights=m.shared_weights,
         n_features=n_features,
-        dropout=config.optim.dropout,
+        feature_names=list(feature_names) if feature_names is not None else None,
+        fusion=m.fusion,
+        fusion_hidden=m.fusion_hidden,
         seed=seed,
     )
-
-
-def hinge(positive: torch.Tensor, negative: torch.Tensor, margin: float) -> torch.Tensor:
-    """Mean pairwise hinge loss ``max(0, margin - s+ + s-)`` (the rerankers' one when present)."""
-    try:
-        from clir.rerankers.losses import hinge_loss
-    except ImportError:  # pragma: no cover - rerankers without losses.py
-        return torch.clamp(margin - positive + negative, min=0).mean()
-    return hinge_loss(positive, negative, margin=margin)
 
 
 @contextmanager
@@ -141,11 +157,7 @@ class Trainer:
         """The data without its features when the config turns them off."""
         if data is None or self.config.model.features:
             return data
-        queries = [
-            type(q)(q.qid, q.query_en, q.query_src, q.idf_en, q.idf_src, q.docnos, q.scores, q.features[:, :0])
-            for q in data.queries
-        ]
-        return RerankData(data.doc_lang, queries, data.doc_src, data.doc_en, [], data.query_lang, data.meta)
+        return data.without_features()
 
     def fit(
         self,
@@ -181,7 +193,9 @@ class Trainer:
         if dev is not None and self.metric is None:
             raise ConfigError("a dev set needs metric=(run, qrels) -> float to select the best epoch")
         if dev is not None and dev.feature_names != train.feature_names:
-            raise ConfigError(f"train features {train.feature_names} differ from dev features {dev.feature_names}")
+            raise ConfigError(
+                f"train features {train.feature_names} differ from dev features {dev.feature_names}"
+            )
         train, dev = self._strip(train), self._strip(dev)
         assert train is not None
         dev_qrels = {q: dict(qrels[q]) for q in (dev.qids if dev else []) if q in qrels}
@@ -191,7 +205,9 @@ class Trainer:
         tensorizer = Tensorizer(vocab, train, cfg.data.max_query_len, cfg.data.max_doc_len)
         dev_tensorizer = Tensorizer(vocab, dev, cfg.data.max_query_len, cfg.data.max_doc_len) if dev else None
 
-        model = build_reranker(cfg, embeddings, self._features(train), self.seed).to(self.device)
+        model = build_reranker(cfg, embeddings, self._features(train), self.seed, train.feature_names).to(
+            self.device
+        )
         parameters = [p for p in model.parameters() if p.requires_grad]
         optimizer = torch.optim.Adam(parameters, lr=cfg.optim.lr, weight_decay=cfg.optim.weight_decay)
         state = TrainingState(
@@ -208,10 +224,14 @@ class Trainer:
         if resume and is_checkpoint(out_dir):
             saved = read_config(out_dir)
             if saved.to_dict() != cfg.to_dict():
-                raise ConfigError(f"{out_dir} was trained with another config; resume with the same one or a new out_dir")
+                raise ConfigError(
+                    f"{out_dir} was trained with another config; resume with the same one or a new out_dir"
+                )
             state, best_state = restore_training(out_dir, model, optimizer)
             if state.info.get("seed") != self.seed:
-                raise ConfigError(f"{out_dir} was trained with seed {state.info.get('seed')}, not {self.seed}")
+                raise ConfigError(
+                    f"{out_dir} was trained with seed {state.info.get('seed')}, not {self.seed}"
+                )
             if state.finished:
                 self.model_, self.state_ = model, state
                 return out_dir
@@ -244,7 +264,9 @@ class Trainer:
                 )
                 patience = cfg.optim.patience
                 state.finished = epoch == cfg.optim.epochs or (patience > 0 and state.bad_epochs >= patience)
-                save_checkpoint(out_dir, model=model, best_state=best_state, optimizer=optimizer, state=state, config=cfg)
+                save_checkpoint(
+                    out_dir, model=model, best_state=best_state, optimizer=optimizer, state=state, config=cfg
+                )
                 info = EpochInfo(epoch, loss, score, state.best_epoch, out_dir)
                 for callback in self.callbacks:
                     callback(info)
@@ -252,15 +274,20 @@ class Trainer:
                     break
         if not state.finished:  # zero epochs left to run
             state.finished = True
-            save_checkpoint(out_dir, model=model, best_state=best_state, optimizer=optimizer, state=state, config=cfg)
-        from clir.training.checkpoint import load_trainable_state
-
+            save_checkpoint(
+                out_dir, model=model, best_state=best_state, optimizer=optimizer, state=state, config=cfg
+            )
         load_trainable_state(model, best_state)
         self.model_, self.state_ = model, state
         return out_dir
 
     def _epoch(
-        self, model: nn.Module, optimizer: torch.optim.Optimizer, tensorizer: Tensorizer, qrels: Qrels, epoch: int
+        self,
+        model: nn.Module,
+        optimizer: torch.optim.Optimizer,
+        tensorizer: Tensorizer,
+        qrels: Qrels,
+        epoch: int,
     ) -> tuple[float, int]:
         """One epoch: fresh negatives, shuffled pairs, Adam steps. Returns (mean loss, pairs)."""
         cfg = self.config
@@ -284,7 +311,7 @@ class Trainer:
             pairs = [(qi, pos) for qi, pos, _ in chunk] + [(qi, neg) for qi, _, neg in chunk]
             batch = tensorizer.batch(pairs).to(self.device)
             scores = model(batch)
-            loss = hinge(scores[: len(chunk)], scores[len(chunk) :], cfg.optim.margin)
+            loss = hinge_loss(scores[: len(chunk)], scores[len(chunk) :], margin=cfg.optim.margin)
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             optimizer.step()

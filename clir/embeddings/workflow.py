@@ -1,0 +1,356 @@
+"""The steps behind ``clir embed train | align | eval``, over collection directories.
+
+A collection directory (built by :mod:`clir.datasets`) holds ``documents.jsonl`` (documents in
+the collection's language) and ``parallel.tsv`` (pair_id, English, document-language text). The
+monolingual text of a language is its collections' documents plus the document side of their
+parallel pairs; English's is the English side of every collection's pairs (deduplicated).
+All text is analyzed with :func:`clir.text.get_analyzer`, the token level of the whole system.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tqdm.auto import tqdm
+
+from clir.embeddings.align import map_to_pivot
+from clir.embeddings.base import PIVOT, AlignConfig, EmbeddingConfig
+from clir.embeddings.bli import evaluate_bli
+from clir.embeddings.joint import train_joint
+from clir.embeddings.seeds import (
+    Pairs,
+    as_dictionary,
+    identical_pairs,
+    invert,
+    pairs_from_lexicon,
+    seed_from_tables,
+    split_pairs,
+)
+from clir.embeddings.space import SharedSpace
+from clir.embeddings.train import train_vectors
+from clir.errors import ConfigError, DataNotFoundError
+from clir.formats import atomic_write, read_documents, read_parallel
+from clir.text import get_analyzer
+from clir.translation.table import TranslationTable
+
+logger = logging.getLogger(__name__)
+
+FREEDICT_PAIRS: dict[str, tuple[str, str]] = {"sw": ("swh-eng", "eng-swh")}
+"""FreeDict dictionaries per language: (language->English, English->language)."""
+
+
+@dataclass
+class Corpora:
+    """Analyzed text per language.
+
+    Attributes:
+        parallel: ``{lang: [(English tokens, lang tokens), ...]}``.
+        monolingual: ``{lang: [tokens, ...]}``, English included.
+    """
+
+    parallel: dict[str, list[tuple[list[str], list[str]]]] = field(default_factory=dict)
+    monolingual: dict[str, list[list[str]]] = field(default_factory=dict)
+
+
+def load_corpora(
+    collections: Mapping[str, Sequence[str | Path] | str | Path],
+    *,
+    documents: bool = True,
+    progress: bool = True,
+) -> Corpora:
+    """Read and analyze the text of collection directories.
+
+    Args:
+        collections: ``{lang: collection dir or dirs}`` for the non-English languages.
+        documents: Include each collection's documents in its language's monolingual text.
+        progress: Show progress bars.
+
+    Returns:
+        The analyzed corpora.
+
+    Raises:
+        DataNotFoundError: If a directory has no ``parallel.tsv``.
+    """
+    corpora = Corpora()
+    english = get_analyzer(PIVOT)
+    seen_english: set[str] = set()
+    english_mono: list[list[str]] = []
+    for lang in sorted(collections):
+        dirs = collections[lang]
+        dirs = [dirs] if isinstance(dirs, str | Path) else list(dirs)
+        analyzer = get_analyzer(lang)
+        pairs_out = corpora.parallel.setdefault(lang, [])
+        mono = corpora.monolingual.setdefault(lang, [])
+        for directory in dirs:
+            directory = Path(directory)
+            parallel_path = directory / "parallel.tsv"
+            if not parallel_path.is_file():
+                raise DataNotFoundError(f"{parallel_path}: the collection has no parallel side")
+            for pair in tqdm(
+                read_parallel(parallel_path), desc=f"analyze {directory.name}", disable=not progress
+            ):
+                en_tokens, doc_tokens = english.analyze(pair.source), analyzer.analyze(pair.target)
+                pairs_out.append((en_tokens, doc_tokens))
+                mono.append(doc_tokens)
+                if pair.source not in seen_english:
+                    seen_english.add(pair.source)
+                    english_mono.append(en_tokens)
+            docs_path = directory / "documents.jsonl"
+            if documents and docs_path.is_file():
+                for doc in tqdm(
+                    read_documents(docs_path), desc=f"analyze {directory.name} docs", disable=not progress
+                ):
+                    mono.append(analyzer.analyze(doc.text))
+    corpora.monolingual[PIVOT] = english_mono
+    return corpora
+
+
+def train_embeddings(
+    collections: Mapping[str, Sequence[str | Path] | str | Path],
+    out_dir: str | Path,
+    config: EmbeddingConfig | None = None,
+    *,
+    joint: bool = False,
+    mix: str = "shuffle",
+    copies: int = 1,
+    progress: bool = True,
+) -> SharedSpace:
+    """``clir embed train``: monolingual vectors per language, or one joint space.
+
+    Monolingual vectors are saved as an *unaligned* SharedSpace (``meta["method"] ==
+    "monolingual"``), the input of :func:`align_embeddings`; a joint model is saved as a usable
+    shared space directly.
+
+    Args:
+        collections: ``{lang: collection dir(s)}``.
+        out_dir: Where to save the space.
+        config: Training parameters.
+        joint: Train one model on the pseudo-bilingual corpus instead of one per language.
+        mix: Pair merging of the joint corpus.
+        copies: Shuffled copies per pair in the joint corpus.
+        progress: Show progress bars.
+
+    Returns:
+        The saved space.
+    """
+    config = config or EmbeddingConfig()
+    corpora = load_corpora(collections, progress=progress)
+    if joint:
+        space, _ = train_joint(
+            corpora.parallel, corpora.monolingual, config, mix=mix, copies=copies, progress=progress
+        )
+    else:
+        from clir.embeddings.align import subwords_of
+
+        vectors = {}
+        subwords = {}
+        for lang in sorted(corpora.monolingual):
+            kv = train_vectors(corpora.monolingual[lang], config, progress=progress, desc=f"train {lang}")
+            vectors[lang] = kv
+            sub = subwords_of(kv)
+            if sub is not None:
+                subwords[lang] = sub
+        space = SharedSpace(vectors, subwords=subwords, meta={"method": "monolingual"})
+    space.meta["embedding_config"] = config.to_dict()
+    space.save(out_dir)
+    return space
+
+
+def seed_lexicon(
+    lang: str,
+    config: AlignConfig,
+    space: SharedSpace,
+    *,
+    tables: tuple[TranslationTable, TranslationTable] | None = None,
+    tsv: str | Path | None = None,
+) -> Pairs:
+    """The seed pairs ``(lang word, English word)`` of one language for ``config.seed_source``.
+
+    Args:
+        lang: The language mapped onto English.
+        config: ``seed_source``, ``seed_min_prob``, ``seed_with_identical``.
+        space: The (unaligned) space, for identical strings.
+        tables: ``(lang->en, en->lang)`` IBM Model 1 tables (``"ibm1"``).
+        tsv: A ``lang<TAB>English`` file (``"tsv"``).
+
+    Raises:
+        ConfigError: If the source needs an input that was not given.
+    """
+    from clir.translation.lexicon import read_tsv_lexicon
+
+    source = config.seed_source
+    pairs: Pairs
+    if source == "ibm1":
+        if tables is None:
+            raise ConfigError(
+                f"seed_source='ibm1' for {lang!r} needs IBM Model 1 tables (lang->en, en->lang)"
+            )
+        pairs = seed_from_tables(tables[0], tables[1], config.seed_min_prob)
+    elif source == "tsv":
+        if tsv is None:
+            raise ConfigError(f"seed_source='tsv' for {lang!r} needs a TSV lexicon path")
+        pairs = pairs_from_lexicon(
+            read_tsv_lexicon(tsv, lang, PIVOT), get_analyzer(lang), get_analyzer(PIVOT)
+        )
+    elif source == "freedict":
+        pairs = freedict_pairs(lang)
+        if not pairs:
+            raise ConfigError(f"seed_source='freedict': no FreeDict dictionary for {lang!r} is installed")
+    else:
+        pairs = []
+    if source == "identical" or config.seed_with_identical:
+        pairs = pairs + identical_pairs(space.vocabulary(lang), space.vocabulary(PIVOT))
+    return list(dict.fromkeys(pairs))
+
+
+def freedict_pairs(lang: str) -> Pairs:
+    """``(lang word, English word)`` pairs of the installed FreeDict dictionaries of ``lang``
+    (both directions, analyzed); ``[]`` with a logged message when none is installed."""
+    from clir.translation.freedict import load_freedict
+
+    if lang not in FREEDICT_PAIRS:
+        logger.warning("no FreeDict dictionary is known for %r", lang)
+        return []
+    forward_name, backward_name = FREEDICT_PAIRS[lang]
+    analyzer, english = get_analyzer(lang), get_analyzer(PIVOT)
+    pairs: Pairs = []
+    for name, inverted in ((forward_name, False), (backward_name, True)):
+        try:
+            lexicon = load_freedict(name)
+        except DataNotFoundError as exc:
+            logger.warning("skipping FreeDict %s: %s", name, exc)
+            continue
+        if inverted:
+            pairs.extend(invert(pairs_from_lexicon(lexicon, english, analyzer)))
+        else:
+            pairs.extend(pairs_from_lexicon(lexicon, analyzer, english))
+    return list(dict.fromkeys(pairs))
+
+
+def _write_pairs(path: Path, pairs: Pairs) -> None:
+    with atomic_write(path) as out:
+        writer = csv.writer(out, delimiter="\t", lineterminator="\n")
+        writer.writerows(pairs)
+
+
+def read_pairs(path: str | Path) -> Pairs:
+    """Read ``source<TAB>target`` pairs (as written for held-out test pairs)."""
+    with open(path, encoding="utf-8") as handle:
+        return [(row[0], row[1]) for row in csv.reader(handle, delimiter="\t") if len(row) >= 2]
+
+
+def align_embeddings(
+    vectors_dir: str | Path,
+    out_dir: str | Path,
+    config: AlignConfig | None = None,
+    *,
+    tables: Mapping[str, tuple[TranslationTable, TranslationTable]] | None = None,
+    tsv: Mapping[str, str | Path] | None = None,
+    test_size: float = 0.2,
+    seed: int = 0,
+    progress: bool = True,
+) -> SharedSpace:
+    """``clir embed align``: map every language of a saved space onto English.
+
+    A share of each seed lexicon is held out (``heldout.<lang>.tsv`` in ``out_dir``) for
+    :func:`evaluate_embeddings`.
+
+    Args:
+        vectors_dir: A space from :func:`train_embeddings` (monolingual, or joint to refine).
+        out_dir: Where to save the aligned space.
+        config: Alignment parameters.
+        tables: ``{lang: (lang->en, en->lang)}`` IBM Model 1 tables for ``seed_source="ibm1"``
+            (e.g. ``clir.translation.train_ibm1_both`` output, reversed order: doc->en first).
+        tsv: ``{lang: path}`` lexicons for ``seed_source="tsv"``.
+        test_size: Share of seed source words held out for evaluation (0 keeps all).
+        seed: Seed of the held-out split.
+        progress: Show progress bars.
+
+    Returns:
+        The aligned space (saved).
+    """
+    config = config or AlignConfig()
+    raw = SharedSpace.load(vectors_dir, mmap=False)
+    if PIVOT not in raw.vectors:
+        raise ConfigError(f"{vectors_dir}: the space has no {PIVOT!r} vectors to align to")
+    seeds: dict[str, Pairs] = {}
+    held_out: dict[str, Pairs] = {}
+    for lang in raw.languages:
+        if lang == PIVOT:
+            continue
+        pairs = seed_lexicon(lang, config, raw, tables=(tables or {}).get(lang), tsv=(tsv or {}).get(lang))
+        seeds[lang], held_out[lang] = split_pairs(pairs, test_size, seed) if test_size else (pairs, [])
+        logger.info("%s: %d seed pairs, %d held out", lang, len(seeds[lang]), len(held_out[lang]))
+    space = map_to_pivot(raw.vectors, seeds, config, subwords=raw.subwords, progress=progress)
+    space.meta["input"] = raw.meta
+    space.save(out_dir)
+    for lang, pairs in held_out.items():
+        if pairs:
+            _write_pairs(Path(out_dir) / f"heldout.{lang}.tsv", pairs)
+    return space
+
+
+def evaluate_embeddings(
+    space: SharedSpace | str | Path,
+    languages: Sequence[str] | None = None,
+    *,
+    test_pairs: Mapping[str, str | Path | Pairs] | None = None,
+    freedict: bool = True,
+    csls_k: int = 10,
+) -> list[dict[str, Any]]:
+    """``clir embed eval``: BLI precision@1/@5 (NN and CSLS), language -> English.
+
+    Test dictionaries: the held-out seed pairs saved by :func:`align_embeddings` (or given in
+    ``test_pairs``) and, when installed, FreeDict (skipped with a logged message otherwise).
+
+    Args:
+        space: A space or its directory.
+        languages: Languages to evaluate (default: all but English).
+        test_pairs: ``{lang: pairs or TSV path}`` held-out pairs; by default
+            ``<space dir>/heldout.<lang>.tsv`` when present.
+        freedict: Also evaluate on FreeDict where installed.
+        csls_k: CSLS neighbourhood size.
+
+    Returns:
+        Table rows: ``{"dictionary", "source", "target", "method", "queries", "p_at_1", "p_at_5"}``.
+    """
+    directory = None
+    if not isinstance(space, SharedSpace):
+        directory = Path(space)
+        space = SharedSpace.load(directory)
+    languages = [lang for lang in (languages or space.languages) if lang != PIVOT]
+    rows: list[dict[str, Any]] = []
+    for lang in languages:
+        given = (test_pairs or {}).get(lang)
+        if given is None and directory is not None and (directory / f"heldout.{lang}.tsv").is_file():
+            given = directory / f"heldout.{lang}.tsv"
+        if given is not None:
+            pairs = read_pairs(given) if isinstance(given, str | Path) else list(given)
+            rows += [
+                r.to_dict()
+                for r in evaluate_bli(
+                    space, lang, PIVOT, as_dictionary(pairs), dictionary="heldout", csls_k=csls_k
+                )
+            ]
+        if freedict and lang in FREEDICT_PAIRS:
+            pairs = freedict_pairs(lang)
+            if pairs:
+                rows += [
+                    r.to_dict()
+                    for r in evaluate_bli(
+                        space, lang, PIVOT, as_dictionary(pairs), dictionary="freedict", csls_k=csls_k
+                    )
+                ]
+    return rows
+
+
+def write_rows(path: str | Path, rows: Sequence[Mapping[str, Any]]) -> None:
+    """Write BLI rows as JSON (atomically)."""
+    with atomic_write(path) as out:
+        json.dump(list(rows), out, indent=2)

@@ -1,0 +1,61 @@
+"""Translation tables of a collection: IBM Model 1 in both directions over its parallel side."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from clir.datasets import Collection
+from clir.errors import ConfigError
+from clir.text import get_analyzer
+from clir.translation import TranslationTable, train_ibm1_both
+
+EN_DOC, DOC_EN = "en-doc", "doc-en"
+
+
+def learn_tables(
+    collection: Collection,
+    out: str | Path | None = None,
+    *,
+    iterations: int = 10,
+    seed: int = 0,
+    progress: bool = True,
+) -> tuple[TranslationTable, TranslationTable]:
+    """Learn p(doc term | English term) and p(English term | doc term) from the parallel side.
+
+    Tables are learned over the analyzers' terms (English stems, document-language lemmas), the
+    vocabulary of the indexes. When ``out`` already holds both tables they are loaded instead.
+
+    Args:
+        collection: A collection with parallel pairs (never its collection side).
+        out: Directory to save the tables to (``out/en-doc``, ``out/doc-en``), or ``None``.
+        iterations: EM iterations of IBM Model 1.
+        seed: Seed of the model.
+        progress: Show progress bars.
+
+    Returns:
+        ``(en->doc, doc->en)`` tables.
+
+    Raises:
+        ConfigError: If the collection has no parallel text.
+    """
+    if out is not None and all((Path(out) / name / "meta.json").is_file() for name in (EN_DOC, DOC_EN)):
+        return load_tables(out)
+    if not collection.parallel:
+        raise ConfigError(f"collection {collection.name!r} has no parallel text to learn tables from")
+    en_doc, doc_en = train_ibm1_both(
+        collection.parallel,
+        get_analyzer(collection.query_lang),
+        get_analyzer(collection.doc_lang),
+        iterations=iterations,
+        seed=seed,
+        progress=progress,
+    )
+    if out is not None:
+        en_doc.save(Path(out) / EN_DOC)
+        doc_en.save(Path(out) / DOC_EN)
+    return en_doc, doc_en
+
+
+def load_tables(path: str | Path) -> tuple[TranslationTable, TranslationTable]:
+    """Load the ``(en->doc, doc->en)`` tables saved by :func:`learn_tables`."""
+    return TranslationTable.load(Path(path) / EN_DOC), TranslationTable.load(Path(path) / DOC_EN)

@@ -1,0 +1,338 @@
+"""The bilingual reranker of Zhang et al. (ACL 2019): four term-interaction components and a fusion.
+
+Zhang, Westerfield, Shim, Bingham, Fabbri, Verma, Hu, Radev. "Improving Low-Resource
+Cross-lingual Document Retrieval by Reranking with Deep Bilingual Representations". ACL 2019.
+
+Each component pairs one query view with one document view, all read in one shared
+cross-lingual space; names are ``<query view>_<document view>``:
+
+- ``en_src``: the English query with the document in its own language (Q_en, D_src);
+- ``en_en``: the English query with the document translated into English (Q_en, D̂_en);
+- ``src_src``: the translated query with the original document (Q̂_src, D_src);
+- ``src_en``: the translated query with the translated document (Q̂_src, D̂_en).
+
+The model owns the one frozen embedding matrix; each view is looked up once and the
+components (which hold no matrix) score :class:`EncodedPair` objects built from those views.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+import clir
+from clir.errors import ConfigError
+from clir.rerankers.base import (
+    EMBEDDING_KEY,
+    InteractionModel,
+    build_interaction_model,
+    check_positive,
+    read_model_dir,
+    write_model_dir,
+)
+from clir.rerankers.batch import BilingualBatch
+from clir.rerankers.encoding import EncodedPair, EncodedView, FrozenEmbedding
+from clir.rerankers.fusion import Fusion
+
+COMPONENTS: dict[str, tuple[str, str]] = {
+    "en_src": ("en", "src"),
+    "en_en": ("en", "en"),
+    "src_src": ("src", "src"),
+    "src_en": ("src", "en"),
+}
+"""Component name -> (query view, document view)."""
+
+SHARED = "shared"
+
+
+@dataclass
+class Explanation:
+    """What :meth:`BilingualReranker.explain` returns, for B pairs.
+
+    Attributes:
+        score: Final scores (B,).
+        input_names: Names of the fusion inputs: the active components, then the features.
+        inputs: Fusion inputs (B, n).
+        contributions: Each input's additive part of the score before the bias (B, n); exact for
+            linear fusion, gradient × input for MLP fusion.
+        shares: ``|contribution| / Σ |contributions|`` (B, n); rows sum to 1 (or are 0).
+        component_scores: Component name -> scores (B,).
+        similarity: Component name -> cosine matrix (B, Lq, Ld), 0 at padding.
+    """
+
+    score: Tensor
+    input_names: list[str]
+    inputs: Tensor
+    contributions: Tensor
+    shares: Tensor
+    component_scores: dict[str, Tensor]
+    similarity: dict[str, Tensor]
+
+
+class BilingualReranker(nn.Module):
+    """Four-component bilingual reranker with a learned fusion layer (Zhang et al., ACL 2019).
+
+    Args:
+        embedding_dim: Dimension of the shared space.
+        embeddings: The frozen matrix (V, embedding_dim), row 0 = padding; may be ``None`` when
+            the model is only built to be filled by :meth:`load`.
+        model: Registered interaction model of every component (see
+            :data:`~clir.rerankers.base.INTERACTION_MODELS`).
+        model_kwargs: Keyword arguments of that model.
+        components: Active components, a subset of :data:`COMPONENTS` (empty: fusion over the
+            features alone, the lexical-fusion ablation).
+        share_weights: One interaction model for all components instead of one each.
+        component_models: Per-component overrides ``{name: {"model": ..., "kwargs": {...}}}``
+            (not with ``share_weights``).
+        n_features: Number F of extra features per pair (``BilingualBatch.features``).
+        feature_names: Optional names of the F features (for :meth:`explain`).
+        fusion: ``"linear"`` or ``"mlp"``.
+        fusion_hidden: Hidden units of the MLP fusion.
+        seed: Seed of the initialisation (component k uses ``seed + k`` unless weights are shared).
+
+    Raises:
+        ConfigError: On an unknown component or model, no inputs at all, or inconsistent options.
+    """
+
+    name = "bilingual"
+
+    def __init__(
+        self,
+        embedding_dim: int,
+        embeddings: Tensor | None = None,
+        *,
+        model: str = "knrm",
+        model_kwargs: Mapping[str, Any] | None = None,
+        components: Sequence[str] = tuple(COMPONENTS),
+        share_weights: bool = False,
+        component_models: Mapping[str, Mapping[str, Any]] | None = None,
+        n_features: int = 0,
+        feature_names: Sequence[str] | None = None,
+        fusion: str = "linear",
+        fusion_hidden: int = 8,
+        seed: int = 0,
+    ) -> None:
+        super().__init__()
+        check_positive("embedding_dim", embedding_dim)
+        components = list(components)
+        unknown = [c for c in components if c not in COMPONENTS]
+        if unknown or len(set(components)) != len(components):
+            raise ConfigError(
+                f"components must be distinct names from {sorted(COMPONENTS)}, got {components}"
+            )
+        if not isinstance(n_features, int) or n_features < 0:
+            raise ConfigError(f"n_features must be a non-negative int, got {n_features!r}")
+        if feature_names is not None and len(feature_names) != n_features:
+            raise ConfigError(f"feature_names has {len(feature_names)} names but n_features={n_features}")
+        component_models = {k: dict(v) for k, v in (component_models or {}).items()}
+        if set(component_models) - set(components):
+            raise ConfigError(
+                f"component_models names {sorted(set(component_models) - set(components))} "
+                f"are not active components {components}"
+            )
+        if share_weights and component_models:
+            raise ConfigError("component_models cannot be combined with share_weights=True")
+        if not components and n_features == 0:
+            raise ConfigError("no active component and n_features=0: the model would have no input")
+
+        self.embedding_dim = embedding_dim
+        self.model, self.model_kwargs = model, dict(model_kwargs or {})
+        self.components, self.share_weights = components, bool(share_weights)
+        self.component_models = component_models
+        self.n_features = n_features
+        self.feature_names = list(feature_names) if feature_names is not None else None
+        self.fusion_kind, self.fusion_hidden, self.seed = fusion, fusion_hidden, seed
+
+        self.embedding: FrozenEmbedding | None = None
+        if embeddings is not None:
+            self.embedding = FrozenEmbedding(embeddings)
+            if self.embedding.dim != embedding_dim:
+                raise ConfigError(
+                    f"embeddings have dimension {self.embedding.dim} but embedding_dim={embedding_dim}"
+                )
+        self.scorers = nn.ModuleDict()
+        if share_weights and components:
+            self.scorers[SHARED] = build_interaction_model(
+                model, embedding_dim, seed=seed, **self.model_kwargs
+            )
+        elif not share_weights:
+            for k, comp in enumerate(components):
+                spec = component_models.get(comp, {})
+                self.scorers[comp] = build_interaction_model(
+                    spec.get("model", model),
+                    embedding_dim,
+                    seed=seed + k,
+                    **dict(spec.get("kwargs", self.model_kwargs)),
+                )
+        self.fusion = Fusion(len(components) + n_features, fusion, fusion_hidden, seed=seed + 100)
+
+    # --------------------------------------------------------------------------------- scoring
+
+    @property
+    def input_names(self) -> list[str]:
+        """Names of the fusion inputs: active components then features."""
+        features = self.feature_names or [f"feature_{i}" for i in range(self.n_features)]
+        return [*self.components, *features]
+
+    def scorer(self, component: str) -> InteractionModel:
+        """The interaction model of ``component``."""
+        return self.scorers[SHARED if self.share_weights else component]  # type: ignore[return-value]
+
+    def encode(self, batch: BilingualBatch) -> dict[str, EncodedPair]:
+        """Look every needed view up once and pair them: component name -> EncodedPair.
+
+        Raises:
+            ConfigError: If the model holds no embedding matrix or ``batch`` has the wrong type.
+        """
+        if self.embedding is None:
+            raise ConfigError(
+                "BilingualReranker holds no embedding matrix: pass embeddings= when building it"
+            )
+        if not isinstance(batch, BilingualBatch):
+            raise ConfigError(f"expected a BilingualBatch, got {type(batch).__name__}")
+        wants_vectors: dict[tuple[str, str], bool] = {}
+        for comp in self.components:
+            q, d = COMPONENTS[comp]
+            need = self.scorer(comp).needs_vectors
+            for key in (("q", q), ("d", d)):
+                wants_vectors[key] = wants_vectors.get(key, False) or need
+        views: dict[tuple[str, str], EncodedView] = {}
+        for (side, view), vectors in wants_vectors.items():
+            tv = batch.query(view) if side == "q" else batch.doc(view)
+            views[side, view] = EncodedView.encode(self.embedding, tv.tokens, tv.surface, vectors)
+        pairs = {}
+        for comp in self.components:
+            q, d = COMPONENTS[comp]
+            idf = batch.query(q).idf
+            pairs[comp] = EncodedPair.build(
+                views["q", q],
+                views["d", d],
+                idf,
+                exact=self.scorer(comp).needs_exact,  # type: ignore[arg-type]
+            )
+        return pairs
+
+    def _inputs(
+        self, batch: BilingualBatch, pairs: dict[str, EncodedPair]
+    ) -> tuple[Tensor, dict[str, Tensor]]:
+        scores = {comp: self.scorer(comp).score_pair(pair).float() for comp, pair in pairs.items()}
+        columns = [s.unsqueeze(1) for s in scores.values()]
+        if self.n_features:
+            if batch.features is None or batch.features.shape[1] != self.n_features:
+                got = None if batch.features is None else tuple(batch.features.shape)
+                raise ConfigError(f"the model expects features of shape (B, {self.n_features}), got {got}")
+            columns.append(batch.features.float())
+        return torch.cat(columns, dim=1), scores
+
+    def component_scores(self, batch: BilingualBatch) -> dict[str, Tensor]:
+        """Component name -> scores (B,)."""
+        return self._inputs(batch, self.encode(batch))[1]
+
+    def forward(self, batch: BilingualBatch) -> Tensor:
+        """Score a batch: float tensor (B,)."""
+        inputs, _ = self._inputs(batch, self.encode(batch))
+        return self.fusion(inputs)
+
+    @torch.inference_mode()
+    def predict(self, batch: BilingualBatch) -> Tensor:
+        """Scores in eval mode without autograd (the training flag is restored afterwards)."""
+        was_training = self.training
+        self.eval()
+        try:
+            return self(batch)
+        finally:
+            self.train(was_training)
+
+    @torch.no_grad()
+    def explain(self, batch: BilingualBatch) -> Explanation:
+        """Component scores, each fusion input's contribution and share, and similarity matrices.
+
+        Runs in eval mode (the training flag is restored afterwards).
+        """
+        was_training = self.training
+        self.eval()
+        try:
+            pairs = self.encode(batch)
+            inputs, scores = self._inputs(batch, pairs)
+            contributions = self.fusion.contributions(inputs)
+            total = contributions.abs().sum(1, keepdim=True)
+            shares = torch.where(total > 0, contributions.abs() / total.clamp(min=1e-30), 0.0)
+            return Explanation(
+                score=self.fusion(inputs),
+                input_names=self.input_names,
+                inputs=inputs,
+                contributions=contributions,
+                shares=shares,
+                component_scores=scores,
+                similarity={comp: pair.sim for comp, pair in pairs.items()},
+            )
+        finally:
+            self.train(was_training)
+
+    # ----------------------------------------------------------------------------- persistence
+
+    def get_config(self) -> dict[str, Any]:
+        """Constructor arguments (JSON-serialisable) that rebuild this model, without the matrix."""
+        return {
+            "embedding_dim": self.embedding_dim,
+            "model": self.model,
+            "model_kwargs": self.model_kwargs,
+            "components": self.components,
+            "share_weights": self.share_weights,
+            "component_models": self.component_models,
+            "n_features": self.n_features,
+            "feature_names": self.feature_names,
+            "fusion": self.fusion_kind,
+            "fusion_hidden": self.fusion_hidden,
+            "seed": self.seed,
+        }
+
+    def save(self, path: str | Path, include_embeddings: bool = True) -> None:
+        """Save atomically to ``path``: config.json + model.safetensors (matrix stored once).
+
+        Args:
+            path: Target directory (replaced if present).
+            include_embeddings: Store the frozen matrix as ``embedding.weight``.
+        """
+        state = {k: v for k, v in self.state_dict().items() if include_embeddings or k != EMBEDDING_KEY}
+        config = {
+            "type": self.name,
+            "clir_version": clir.__version__,
+            "config": self.get_config(),
+            "has_embeddings": EMBEDDING_KEY in state,
+        }
+        write_model_dir(path, config, state)
+
+    @classmethod
+    def load(
+        cls, path: str | Path, embeddings: Tensor | None = None, device: torch.device | str | None = None
+    ) -> BilingualReranker:
+        """Rebuild a saved model from its config, then load its weights.
+
+        Args:
+            path: Directory written by :meth:`save`.
+            embeddings: Frozen matrix to use instead of (or in the absence of) a saved one.
+            device: Where to put the model (default CPU).
+
+        Raises:
+            DataNotFoundError: If ``path`` is not a saved model.
+            ConfigError: If it holds another type or the weights do not fit the config.
+        """
+        config, tensors = read_model_dir(path)
+        if config.get("type") != cls.name:
+            raise ConfigError(f"{path} holds a {config.get('type')!r} model, not a {cls.name!r}")
+        saved = tensors.pop(EMBEDDING_KEY, None)
+        model = cls(embeddings=embeddings if embeddings is not None else saved, **config["config"])
+        expected = set(model.state_dict()) - {EMBEDDING_KEY}
+        if expected != set(tensors):
+            raise ConfigError(
+                f"{path}: weights do not fit the config (missing {sorted(expected - set(tensors))}, "
+                f"unexpected {sorted(set(tensors) - expected)})"
+            )
+        model.load_state_dict(tensors, strict=False)
+        return model.to(device) if device is not None else model

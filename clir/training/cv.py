@@ -1,0 +1,159 @@
+"""Several models from few labels: seed ensembles and k-fold cross-validation over queries.
+
+With few judged queries, every one is precious: :func:`cross_validate` splits the training
+queries into ``k`` folds, trains ``len(seeds)`` models on each ``k - 1`` folds (early stopping
+on the held-out fold, or on a separate dev set when one is given), and reranks each held-out
+fold with its own models — an out-of-fold run over all training queries. All ``k × seeds``
+models together form the ensemble applied to new queries.
+
+Selecting the epoch on the held-out fold makes the out-of-fold scores slightly optimistic; pass
+a dev set to keep them honest.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from clir.errors import ConfigError
+from clir.formats import write_run
+from clir.training.config import TrainConfig
+from clir.training.data import RerankData
+from clir.training.ensemble import TrainedReranker, member_scores, combine, write_ensemble
+from clir.training.scoring import scores_to_run
+from clir.training.trainer import MetricFn, Trainer
+from clir.types import Qrels, Run
+
+
+@dataclass
+class CVResult:
+    """What :func:`cross_validate` made.
+
+    Attributes:
+        path: The ensemble directory.
+        members: Checkpoint directories, fold by fold, seed by seed.
+        folds: The qids of each fold.
+        oof_run: Each training query reranked by the models that did not train on it.
+    """
+
+    path: Path
+    members: list[Path]
+    folds: list[list[str]]
+    oof_run: Run
+
+
+def kfold_qids(qids: Sequence[str], folds: int, seed: int = 0) -> list[list[str]]:
+    """Split qids into ``folds`` folds of near-equal size after a seeded shuffle.
+
+    Raises:
+        ConfigError: If there are fewer qids than folds or ``folds < 2``.
+    """
+    if folds < 2:
+        raise ConfigError(f"folds must be >= 2 for cross-validation, got {folds}")
+    if len(qids) < folds:
+        raise ConfigError(f"{len(qids)} queries cannot make {folds} folds")
+    order = np.random.default_rng(seed).permutation(len(qids))
+    return [sorted(qids[i] for i in part) for part in np.array_split(order, folds)]
+
+
+def train_ensemble(
+    config: TrainConfig,
+    train: RerankData,
+    dev: RerankData | None,
+    qrels: Qrels,
+    out_dir: str | Path,
+    *,
+    space: Any,
+    metric: MetricFn | None = None,
+    resume: bool = False,
+) -> Path:
+    """One model per seed of ``config.ensemble.seeds`` (or a cross-validated ensemble when
+    ``config.cv.folds > 1``), written as an ensemble directory.
+
+    Args:
+        config: The training config.
+        train: Training queries.
+        dev: Dev queries for early stopping (optional with cross-validation).
+        qrels: Judgements.
+        out_dir: The ensemble directory: ``seed<s>/`` checkpoints (or ``fold<f>/seed<s>/``)
+            and ``ensemble.json``.
+        space: The shared space.
+        metric: ``metric(run, qrels) -> float`` for early stopping.
+        resume: Resume interrupted members (finished ones are kept).
+
+    Returns:
+        ``out_dir`` as a :class:`~pathlib.Path` (load it with
+        :func:`~clir.training.ensemble.load_models`).
+    """
+    if config.cv.folds > 1:
+        return cross_validate(
+            config, train, qrels, out_dir, space=space, metric=metric, dev=dev, resume=resume
+        ).path
+    out_dir = Path(out_dir)
+    members = []
+    for seed in config.ensemble.seeds:
+        trainer = Trainer(config, metric=metric, seed=seed)
+        members.append(trainer.fit(train, dev, qrels, out_dir / f"seed{seed}", space=space, resume=resume))
+    return write_ensemble(out_dir, members, {"seeds": list(config.ensemble.seeds)})
+
+
+def cross_validate(
+    config: TrainConfig,
+    data: RerankData,
+    qrels: Qrels,
+    out_dir: str | Path,
+    *,
+    space: Any,
+    metric: MetricFn | None,
+    dev: RerankData | None = None,
+    resume: bool = False,
+) -> CVResult:
+    """k-fold cross-validation over the queries of ``data`` (``config.cv.folds`` folds, split
+    with ``config.optim.seed``), ``config.ensemble.seeds`` models per fold.
+
+    Args:
+        config: The training config.
+        data: The labelled queries.
+        qrels: Their judgements (and the dev queries').
+        out_dir: The ensemble directory: ``fold<f>/seed<s>/`` checkpoints, ``ensemble.json``
+            and ``oof.run`` (the out-of-fold run, TREC format).
+        space: The shared space.
+        metric: ``metric(run, qrels) -> float`` for early stopping (required).
+        dev: Early-stop on this set instead of the held-out fold.
+        resume: Resume interrupted members.
+
+    Returns:
+        A :class:`CVResult`.
+
+    Raises:
+        ConfigError: Without a metric, or with too few queries for the folds.
+    """
+    if metric is None:
+        raise ConfigError("cross-validation needs metric=(run, qrels) -> float for early stopping")
+    out_dir = Path(out_dir)
+    folds = kfold_qids(data.qids, config.cv.folds, config.optim.seed)
+    members: list[Path] = []
+    oof_scores: dict[str, np.ndarray] = {}
+    for f, held_out in enumerate(folds):
+        train_part = data.subset([q for q in data.qids if q not in set(held_out)])
+        held = data.subset(held_out)
+        fold_members = []
+        for seed in config.ensemble.seeds:
+            trainer = Trainer(config, metric=metric, seed=seed)
+            path = trainer.fit(
+                train_part, dev if dev is not None else held, qrels, out_dir / f"fold{f}" / f"seed{seed}",
+                space=space, resume=resume,
+            )  # fmt: skip
+            fold_members.append(path)
+        models = [TrainedReranker.load(p) for p in fold_members]
+        scores = combine(member_scores(models, held, space=space, depth=config.data.depth))
+        oof_scores.update(zip(held.qids, scores, strict=True))
+        members.extend(fold_members)
+    oof_run = scores_to_run(data, [oof_scores[q] for q in data.qids])
+    write_ensemble(out_dir, members, {"folds": folds, "seeds": list(config.ensemble.seeds)})
+    write_run(out_dir / "oof.run", oof_run, "clir-cv-oof")
+    return CVResult(out_dir, members, folds, oof_run)

