@@ -18,8 +18,8 @@ from clir.training import (
     RerankData,
     RerankQuery,
     Tensorizer,
-    Trainer,
     TrainConfig,
+    Trainer,
     Vocabulary,
     cross_validate,
     load_config,
@@ -237,7 +237,7 @@ def test_scores_to_run_keeps_the_rest_beneath():
     )
     ranked = sorted(run[query.qid], key=lambda d: -run[query.qid][d])
     assert ranked[:3] == [query.docnos[1], query.docnos[2], query.docnos[0]]
-    assert ranked[3:] == query.docnos[3:] + ["zz"]
+    assert ranked[3:] == [*query.docnos[3:], "zz"]
     assert len(set(run[query.qid].values())) == len(run[query.qid])
 
 

@@ -23,7 +23,7 @@ from clir.errors import ConfigError
 from clir.formats import write_run
 from clir.training.config import TrainConfig
 from clir.training.data import RerankData
-from clir.training.ensemble import TrainedReranker, member_scores, combine, write_ensemble
+from clir.training.ensemble import TrainedReranker, combine, member_scores, write_ensemble
 from clir.training.scoring import scores_to_run
 from clir.training.trainer import MetricFn, Trainer
 from clir.types import Qrels, Run
