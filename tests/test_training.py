@@ -66,7 +66,7 @@ def make_data(
     """
     rng = np.random.default_rng(seed)
     doc_concepts = [list(rng.integers(0, n_concepts, size=12)) for _ in range(n_docs)]
-    docnos = [f"d{i:03d}" for i in range(n_docs)]
+    docnos = [f"s{seed}d{i:03d}" for i in range(n_docs)]
     queries, qrels = [], {}
     for qi in range(n_queries):
         concepts = list(rng.choice(n_concepts, size=3, replace=False))
@@ -81,7 +81,7 @@ def make_data(
         order = np.argsort(-scores, kind="stable")
         cands = [docnos[candidates[i]] for i in order]
         sc = scores[order]
-        qid = f"q{qi:02d}"
+        qid = f"s{seed}q{qi:02d}"
         qrels[qid] = {docnos[d]: 1 for d in relevant}
         qrels[qid].update({c: 0 for c in cands[:5] if c not in qrels[qid]})
         queries.append(
@@ -176,7 +176,9 @@ def test_tensorisation_pads_and_truncates():
     )
     vocab = Vocabulary.build([data])
     assert vocab.entries[0] == ("", "")
-    assert len(vocab) == 1 + 3 + 3 + 0 + 0  # en a b c, xx x a y, then xx z, en: nothing new... see below
+    # queries first (en a b c; xx x a y), then documents (xx z; their English adds nothing)
+    assert vocab.entries[1:] == [("en", "a"), ("en", "b"), ("en", "c"), ("xx", "x"), ("xx", "a"), ("xx", "y"),
+                                 ("xx", "z")]  # fmt: skip
     tz = Tensorizer(vocab, data, max_query_len=2, max_doc_len=3, min_len=1)
     batch = tz.batch([(0, "d1"), (1, "d2")])
     # queries truncated to 2 tokens, q2 padded with 0
@@ -250,7 +252,7 @@ def test_training_improves_over_first_stage(tmp_path):
     dev, dev_qrels = make_data(n_queries=15, seed=2)
     qrels.update(dev_qrels)
     first = map_metric(dev.first_stage_run(), dev_qrels)
-    trainer = Trainer(tiny_config(epochs=4), metric=map_metric)
+    trainer = Trainer(tiny_config(epochs=6, patience=0), metric=map_metric)
     path = trainer.fit(train, dev, qrels, tmp_path / "ckpt", space=space)
     state = read_state(path)
     reranked = map_metric(rerank(path, dev, space=space), dev_qrels)

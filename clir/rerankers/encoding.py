@@ -75,7 +75,7 @@ class EncodedView:
 
     Attributes:
         mask: ``bool`` (B, L), True at real terms.
-        surface: ``long`` (B, L) ids compared for exact match.
+        surface: ``long`` (B, L) ids (>= 0) compared for exact match.
         unit: (B, L, dim) unit-normalised vectors, zero at padding.
         vectors: (B, L, dim) raw vectors, zero at padding; ``None`` unless requested.
     """
@@ -142,9 +142,10 @@ class EncodedPair:
         sim = torch.bmm(query.unit, doc.unit.transpose(1, 2))
         match = None
         if exact:
-            match = (query.surface.unsqueeze(2) == doc.surface.unsqueeze(1)) & (
-                query.mask.unsqueeze(2) & doc.mask.unsqueeze(1)
-            )
+            # padding gets surface ids -1 (query) and -2 (document), so it matches nothing
+            q_surface = query.surface.masked_fill(~query.mask, -1)
+            d_surface = doc.surface.masked_fill(~doc.mask, -2)
+            match = q_surface.unsqueeze(2) == d_surface.unsqueeze(1)
         return cls(
             q_mask=query.mask,
             d_mask=doc.mask,

@@ -53,16 +53,32 @@ def kernel_sums(sim: Tensor, d_mask: Tensor, mus: list[float], sigmas: list[floa
     """
     s = sim.float().masked_fill(~d_mask.unsqueeze(1), _PAD_SIMILARITY)
     inplace = not s.requires_grad
+    squares: dict[float, Tensor] = {}
+    buffer: Tensor | None = None
     sums = []
     for mu, sigma in zip(mus, sigmas, strict=True):
         scale = -0.5 / (sigma * sigma)
-        if inplace:
-            arg = (s - mu).square_().mul_(scale)
-            values = F.threshold(arg, _MIN_EXPONENT, -math.inf, inplace=True).exp_()
+        offset = -scale * mu * mu  # exp(scale (s - mu)^2) = exp(scale s^2 - 2 scale mu s) * exp(-offset)
+        if offset < 60.0 and abs(mu) <= 1.0:
+            # expanded form, 4 passes: exp(base + a s) with base = scale s^2 shared by equal sigmas;
+            # the argument stays <= offset < 60, so no overflow; exp(-offset) leaves the sum.
+            if scale not in squares:
+                squares[scale] = s.square() * scale
+            if inplace:  # one scratch buffer for all kernels: no allocation (and page faults) per kernel
+                buffer = torch.empty_like(s) if buffer is None else buffer
+                arg = torch.add(squares[scale], s, alpha=-2.0 * scale * mu, out=buffer)
+            else:
+                arg = torch.add(squares[scale], s, alpha=-2.0 * scale * mu)
+            factor = math.exp(-offset)
+            limit = _MIN_EXPONENT + offset
         else:
-            arg = (s - mu).square() * scale
-            values = F.threshold(arg, _MIN_EXPONENT, -math.inf).exp()
-        sums.append(values.sum(-1))
+            arg = (s - mu).square_() if inplace else (s - mu).square()
+            arg = arg.mul_(scale) if inplace else arg * scale
+            factor, limit = 1.0, _MIN_EXPONENT
+        values = F.threshold(arg, limit, -math.inf, inplace=inplace)
+        values = values.exp_() if inplace else values.exp()
+        total = values.sum(-1)
+        sums.append(total * factor if factor != 1.0 else total)
     return torch.stack(sums, dim=-1)
 
 
@@ -150,6 +166,52 @@ class KNRM(InteractionModel):
             self.similarity(pair), pair.q_mask, pair.d_mask, self.mus, self.sigmas, self.eps, self.log_scale
         )
 
-    def score_pair(self, pair: EncodedPair) -> Tensor:
-        score = self.dense(self.features(pair)).squeeze(-1)
+    @property
+    def kernel_signature(self) -> tuple:
+        """Models with equal signatures compute equal features (see :func:`stacked_features`)."""
+        return (tuple(self.mus), tuple(self.sigmas), self.exact_match, self.eps, self.log_scale)
+
+    def score_features(self, features: Tensor) -> Tensor:
+        """Scores (B,) from kernel features (B, n_kernels)."""
+        score = self.dense(features.to(self.dense.weight.dtype)).squeeze(-1)
         return torch.tanh(score) if self.output == "tanh" else score
+
+    def score_pair(self, pair: EncodedPair) -> Tensor:
+        return self.score_features(self.features(pair))
+
+
+def stacked_features(model: KNRM, pairs: list[EncodedPair]) -> list[Tensor]:
+    """Kernel features of several pair batches in one pass (fewer, larger operations).
+
+    The pairs are padded to a common shape and stacked along the batch; padding changes no
+    feature, so the result equals ``[model.features(p) for p in pairs]``.
+
+    Args:
+        model: Supplies the kernels (any model with the same ``kernel_signature`` would do).
+        pairs: Encoded pair batches, possibly of different lengths.
+
+    Returns:
+        One (B_i, n_kernels) tensor per pair batch.
+    """
+    if len(pairs) == 1:
+        return [model.features(pairs[0])]
+    lq = max(p.sim.shape[1] for p in pairs)
+    ld = max(p.sim.shape[2] for p in pairs)
+
+    def grow(t: Tensor, value: float | bool) -> Tensor:
+        return F.pad(t, (0, ld - t.shape[2], 0, lq - t.shape[1]), value=value)
+
+    sims, exacts, q_masks, d_masks = [], [], [], []
+    for p in pairs:
+        sims.append(grow(p.sim.float(), 0.0))
+        q_masks.append(F.pad(p.q_mask, (0, lq - p.q_mask.shape[1]), value=False))
+        d_masks.append(F.pad(p.d_mask, (0, ld - p.d_mask.shape[1]), value=False))
+        if model.exact_match and p.exact is not None:
+            exacts.append(grow(p.exact, False))
+    sim = torch.cat(sims)
+    if exacts and len(exacts) == len(pairs):
+        sim = sim.masked_fill_(torch.cat(exacts), 1.0)
+    phi = kernel_pooling(
+        sim, torch.cat(q_masks), torch.cat(d_masks), model.mus, model.sigmas, model.eps, model.log_scale
+    )
+    return list(phi.split([p.sim.shape[0] for p in pairs]))

@@ -117,7 +117,6 @@ class Retriever(ABC):
         self._weights: sp.csr_matrix | None = None
         self._order: np.ndarray | None = None
         self._prior_order: np.ndarray | None = None
-        self._mask: np.ndarray | None = None
 
     # --- what a model defines ---------------------------------------------------------------------
 
@@ -172,22 +171,28 @@ class Retriever(ABC):
         if weights is None:
             term_of_nnz = np.repeat(np.arange(index.n_terms), np.diff(postings.indptr))
             weights = self._transform(
-                postings.data.astype(np.float64), postings.indices, index.df[term_of_nnz], index.cf[term_of_nnz]
+                postings.data.astype(np.float64),
+                postings.indices,
+                index.df[term_of_nnz],
+                index.cf[term_of_nnz],
             )
         elif weights.shape != postings.data.shape:
             raise ConfigError(f"weights has shape {weights.shape}, expected {postings.data.shape}")
-        self._weights = sp.csr_matrix((weights, postings.indices, postings.indptr), shape=postings.shape, copy=False)
+        self._weights = sp.csr_matrix(
+            (weights, postings.indices, postings.indptr), shape=postings.shape, copy=False
+        )
         self._weights.has_sorted_indices = True
         self.index_ = index
         self._order = np.arange(index.n_docs)
         prior = self._prior()
         self._prior_order = None if prior is None else np.argsort(prior, kind="stable")
-        self._mask = np.zeros(index.n_docs, dtype=bool)
         return self
 
     def _require_index(self) -> SparseIndex:
         if self.index_ is None:
-            raise ConfigError(f"{type(self).__name__} has no index: call .index(docnos, docs) or .use_index() first")
+            raise ConfigError(
+                f"{type(self).__name__} has no index: call .index(docnos, docs) or .use_index() first"
+            )
         return self.index_
 
     # --- scoring ----------------------------------------------------------------------------------
@@ -204,10 +209,11 @@ class Retriever(ABC):
         index = self._require_index()
         plan = self._compile(queries)
         sparse = plan.product(0, len(queries))
-        dense = sparse.toarray() + plan.alpha[:, None]
+        dense = sparse.toarray()
         prior = self._prior()
         if prior is not None:
             dense -= plan.beta[:, None] * prior[None, :]
+        dense += plan.alpha[:, None]  # last, in the same order of operations as retrieve()
         assert dense.shape == (len(queries), index.n_docs)
         return dense
 
@@ -236,7 +242,15 @@ class Retriever(ABC):
         chunks = plan.chunks()
         for start, stop in tqdm(chunks, desc="retrieving", unit="batch", disable=not progress):
             sparse = plan.product(start, stop)
-            self._topk(sparse, plan.alpha[start:stop], plan.beta[start:stop], prior, kk, ids[start:stop], scores[start:stop])
+            self._topk(
+                sparse,
+                plan.alpha[start:stop],
+                plan.beta[start:stop],
+                prior,
+                kk,
+                ids[start:stop],
+                scores[start:stop],
+            )
         return Results(index.docnos[ids], scores)
 
     def search(self, queries: Mapping[str, QueryTerms], k: int = 1000, progress: bool = False) -> Run:
@@ -317,7 +331,7 @@ class Retriever(ABC):
         eager = eager_tid[v] >= 0
         plan.eager = _csr(m[eager] * coef[v[eager]], q[eager], eager_tid[v[eager]], (n_q, index.n_terms))
         plan.weights = self._weights
-        cost = np.bincount(q[eager], weights=df[v[eager]], minlength=n_q)
+        cost = np.bincount(q[eager], weights=df[v[eager]], minlength=n_q).astype(np.float64)
         if complex_rows:
             slot = np.full(n_v, -1, dtype=np.int64)
             rows, cols, vals = [], [], []
@@ -331,7 +345,9 @@ class Retriever(ABC):
             pseudo = (mix @ index.postings).tocsr()
             row_of_nnz = np.repeat(np.arange(n_c), np.diff(pseudo.indptr))
             c_vt = np.fromiter((vt for vt, _, _ in complex_rows), dtype=np.int64, count=n_c)
-            pseudo.data = self._transform(pseudo.data, pseudo.indices, df[c_vt][row_of_nnz], cf[c_vt][row_of_nnz])
+            pseudo.data = self._transform(
+                pseudo.data, pseudo.indices, df[c_vt][row_of_nnz], cf[c_vt][row_of_nnz]
+            )
             is_c = slot[v] >= 0
             plan.complex = _csr(m[is_c] * coef[v[is_c]], q[is_c], slot[v[is_c]], (n_q, n_c))
             plan.pseudo = pseudo
@@ -355,8 +371,8 @@ class Retriever(ABC):
         """
         n_docs = sparse.shape[1]
         indptr, indices, data = sparse.indptr, sparse.indices, sparse.data
-        mask = self._mask
-        assert mask is not None and self._order is not None
+        mask = np.zeros(n_docs, dtype=bool)  # per call, so concurrent retrieve() calls are safe
+        assert self._order is not None
         best_prior = 0.0 if prior is None else float(prior[self._prior_order[0]])  # type: ignore[index]
         for r in range(sparse.shape[0]):
             s, e = indptr[r], indptr[r + 1]
@@ -443,10 +459,16 @@ class Retriever(ABC):
         meta = read_json(path / "retriever.json")
         kind = meta.get("type")
         if kind not in RETRIEVERS:
-            raise FormatError(path / "retriever.json", None, f"unknown retriever type {kind!r}; expected one of {sorted(RETRIEVERS)}")
+            raise FormatError(
+                path / "retriever.json",
+                None,
+                f"unknown retriever type {kind!r}; expected one of {sorted(RETRIEVERS)}",
+            )
         klass = RETRIEVERS[kind]
         if not issubclass(klass, cls):
-            raise FormatError(path / "retriever.json", None, f"holds a {klass.__name__}, not a {cls.__name__}")
+            raise FormatError(
+                path / "retriever.json", None, f"holds a {klass.__name__}, not a {cls.__name__}"
+            )
         retriever = klass(**meta.get("params", {}))
         index = SparseIndex.load(path / "index", mmap=mmap)
         weights = np.load(path / "weights.npy", mmap_mode="r" if mmap else None, allow_pickle=False)
@@ -501,7 +523,9 @@ def _term_key(term: QueryTerm, qi: int) -> Any:
         for t, p in term.items():
             w = float(p)
             if not isinstance(t, str) or not (math.isfinite(w) and w >= 0):
-                raise ConfigError(f"query {qi}: PSQ term {dict(term)!r} needs str keys and finite weights >= 0")
+                raise ConfigError(
+                    f"query {qi}: PSQ term {dict(term)!r} needs str keys and finite weights >= 0"
+                )
             items.append((t, w))
         if len(items) == 1 and items[0][1] == 1.0:
             return items[0][0]

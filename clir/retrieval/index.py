@@ -74,9 +74,7 @@ class SparseIndex:
     # --- construction -------------------------------------------------------------------------
 
     @classmethod
-    def build(
-        cls, docnos: Sequence[str], docs: Sequence[DocTerms], progress: bool = True
-    ) -> SparseIndex:
+    def build(cls, docnos: Sequence[str], docs: Sequence[DocTerms], progress: bool = True) -> SparseIndex:
         """Index documents given as token lists or weighted bags.
 
         Args:
@@ -156,9 +154,12 @@ class SparseIndex:
         _check_docnos(docnos, len(token_ids))
         counts = np.fromiter((len(d) for d in token_ids), dtype=np.int64, count=len(token_ids))
         flat = np.concatenate([np.asarray(d) for d in token_ids]) if len(token_ids) else np.zeros(0)
-        flat = flat.astype(np.int64, copy=False)
+        if flat.size and not np.issubdtype(flat.dtype, np.integer):
+            raise ConfigError(f"token_ids must be integer arrays, got dtype {flat.dtype}")
         if flat.size and (flat.min() < 0 or flat.max() >= len(vocab)):
-            raise ConfigError(f"token_ids must lie in [0, len(vocab)={len(vocab)}), got [{flat.min()}, {flat.max()}]")
+            raise ConfigError(
+                f"token_ids must lie in [0, len(vocab)={len(vocab)}), got [{flat.min()}, {flat.max()}]"
+            )
         weights = np.ones(flat.size, dtype=np.float32)
         return cls._from_arrays(docnos, list(vocab), flat, weights, counts, counts.astype(np.float64))
 
@@ -175,9 +176,12 @@ class SparseIndex:
         n_docs, n_terms = len(docnos), len(vocab)
         docno_arr = np.asarray([str(d) for d in docnos])
         order = np.argsort(docno_arr, kind="stable")
-        new_id = np.empty(n_docs, dtype=np.int64)
-        new_id[order] = np.arange(n_docs)
+        small = max(n_docs, n_terms) < np.iinfo(np.int32).max
+        index_dtype = np.int32 if small else np.int64
+        new_id = np.empty(n_docs, dtype=index_dtype)
+        new_id[order] = np.arange(n_docs, dtype=index_dtype)
         rows = np.repeat(new_id, counts)
+        ids = ids.astype(index_dtype, copy=False)
         coo = sp.coo_matrix((weights, (ids, rows)), shape=(n_terms, n_docs))
         postings = _canonical_csr(coo.tocsr())
         df = np.diff(postings.indptr).astype(np.float64)
@@ -287,7 +291,9 @@ class SparseIndex:
         path = Path(path)
         meta = read_json(path / "index.json")
         if meta.get("type") != "SparseIndex":
-            raise FormatError(path / "index.json", None, f"type is {meta.get('type')!r}, expected 'SparseIndex'")
+            raise FormatError(
+                path / "index.json", None, f"type is {meta.get('type')!r}, expected 'SparseIndex'"
+            )
         arrays = {name: _load_array(path / f"{name}.npy", mmap) for name in _ARRAYS}
         vocab = read_json(path / "vocab.json")
         shape = (len(vocab), len(arrays["docnos"]))

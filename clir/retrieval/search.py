@@ -110,7 +110,9 @@ class FirstStage:
         assert self.table_en_doc is not None
         if self.mode == "qt":
             return translate_query_qt(tokens, self.table_en_doc, k=self.qt_k)
-        return translate_query_psq(tokens, self.table_en_doc, top_k=self.psq_top_k, cumulative=self.psq_cumulative)
+        return translate_query_psq(
+            tokens, self.table_en_doc, top_k=self.psq_top_k, cumulative=self.psq_cumulative
+        )
 
     # --- index and search ---------------------------------------------------------------------
 
@@ -186,7 +188,9 @@ class FirstStage:
         path = Path(path)
         meta = read_json(path / "first_stage.json")
         if meta.get("type") != "FirstStage":
-            raise FormatError(path / "first_stage.json", None, f"type is {meta.get('type')!r}, expected 'FirstStage'")
+            raise FormatError(
+                path / "first_stage.json", None, f"type is {meta.get('type')!r}, expected 'FirstStage'"
+            )
         table = TranslationTable.load(path / "table_en_doc", mmap=mmap) if meta["mode"] != "dt" else None
         stage = cls(
             meta["mode"],

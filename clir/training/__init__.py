@@ -2,9 +2,10 @@
 sampling, the trainer with early stopping, resumable checkpoints, seed ensembles and k-fold
 cross-validation.
 
->>> config = load_config("configs/reranker-knrm.yaml")                              # doctest: +SKIP
->>> path = Trainer(config, metric=map_metric).fit(train, dev, qrels, "out/knrm", space=space)  # doctest: +SKIP
->>> run = rerank(path, test, space=space, run=first_stage_run)                      # doctest: +SKIP
+>>> config = load_config("configs/reranker-knrm.yaml")                      # doctest: +SKIP
+>>> trainer = Trainer(config, metric=map_metric)                            # doctest: +SKIP
+>>> path = trainer.fit(train, dev, qrels, "out/knrm", space=space)          # doctest: +SKIP
+>>> run = rerank(path, test, space=space, run=first_stage_run)              # doctest: +SKIP
 
 The data records (:class:`RerankData`) are built from a collection by
 :mod:`clir.pipeline.features`, which also supplies ``map_metric``.

