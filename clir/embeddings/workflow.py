@@ -19,7 +19,7 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
-from clir.embeddings.align import map_to_pivot
+from clir.embeddings.align import map_to_pivot, subwords_of
 from clir.embeddings.base import PIVOT, AlignConfig, EmbeddingConfig
 from clir.embeddings.bli import evaluate_bli
 from clir.embeddings.joint import train_joint
@@ -37,6 +37,9 @@ from clir.embeddings.train import train_vectors
 from clir.errors import ConfigError, DataNotFoundError
 from clir.formats import atomic_write, read_documents, read_parallel
 from clir.text import get_analyzer
+from clir.translation.freedict import load_freedict
+from clir.translation.ibm1 import train_ibm1_both
+from clir.translation.lexicon import read_tsv_lexicon
 from clir.translation.table import TranslationTable
 
 logger = logging.getLogger(__name__)
@@ -51,17 +54,36 @@ class Corpora:
 
     Attributes:
         parallel: ``{lang: [(English tokens, lang tokens), ...]}``.
-        monolingual: ``{lang: [tokens, ...]}``, English included.
+        monolingual: ``{lang: [tokens, ...]}``: text beyond the parallel pairs (a collection's
+            documents, extra text), English included.
     """
 
     parallel: dict[str, list[tuple[list[str], list[str]]]] = field(default_factory=dict)
     monolingual: dict[str, list[list[str]]] = field(default_factory=dict)
+
+    def languages(self) -> list[str]:
+        """Every language with text, English included when there is any."""
+        langs = set(self.parallel) | set(self.monolingual)
+        return sorted(langs | ({PIVOT} if self.parallel else set()))
+
+    def text(self, lang: str) -> list[list[str]]:
+        """All text of ``lang`` for monolingual training: its side of the parallel pairs
+        (English: each distinct English text once) plus its monolingual text."""
+        if lang == PIVOT:
+            seen: dict[tuple[str, ...], None] = {}
+            for pairs in self.parallel.values():
+                seen.update((tuple(en), None) for en, _ in pairs)
+            sides = [list(tokens) for tokens in seen]
+        else:
+            sides = [tokens for _, tokens in self.parallel.get(lang, [])]
+        return sides + self.monolingual.get(lang, [])
 
 
 def load_corpora(
     collections: Mapping[str, Sequence[str | Path] | str | Path],
     *,
     documents: bool = True,
+    extra_text: Mapping[str, Sequence[str]] | None = None,
     progress: bool = True,
 ) -> Corpora:
     """Read and analyze the text of collection directories.
@@ -69,6 +91,8 @@ def load_corpora(
     Args:
         collections: ``{lang: collection dir or dirs}`` for the non-English languages.
         documents: Include each collection's documents in its language's monolingual text.
+        extra_text: ``{lang: [text, ...]}`` further raw text per language (e.g. more English
+            Bibles), analyzed and added to the monolingual text.
         progress: Show progress bars.
 
     Returns:
@@ -79,35 +103,28 @@ def load_corpora(
     """
     corpora = Corpora()
     english = get_analyzer(PIVOT)
-    seen_english: set[str] = set()
-    english_mono: list[list[str]] = []
     for lang in sorted(collections):
         dirs = collections[lang]
         dirs = [dirs] if isinstance(dirs, str | Path) else list(dirs)
         analyzer = get_analyzer(lang)
         pairs_out = corpora.parallel.setdefault(lang, [])
-        mono = corpora.monolingual.setdefault(lang, [])
-        for directory in dirs:
-            directory = Path(directory)
+        for directory in map(Path, dirs):
             parallel_path = directory / "parallel.tsv"
             if not parallel_path.is_file():
                 raise DataNotFoundError(f"{parallel_path}: the collection has no parallel side")
-            for pair in tqdm(
-                read_parallel(parallel_path), desc=f"analyze {directory.name}", disable=not progress
-            ):
-                en_tokens, doc_tokens = english.analyze(pair.source), analyzer.analyze(pair.target)
-                pairs_out.append((en_tokens, doc_tokens))
-                mono.append(doc_tokens)
-                if pair.source not in seen_english:
-                    seen_english.add(pair.source)
-                    english_mono.append(en_tokens)
+            pairs = read_parallel(parallel_path)
+            for pair in tqdm(pairs, desc=f"analyze {directory.name}", disable=not progress):
+                pairs_out.append((english.analyze(pair.source), analyzer.analyze(pair.target)))
             docs_path = directory / "documents.jsonl"
             if documents and docs_path.is_file():
-                for doc in tqdm(
-                    read_documents(docs_path), desc=f"analyze {directory.name} docs", disable=not progress
-                ):
-                    mono.append(analyzer.analyze(doc.text))
-    corpora.monolingual[PIVOT] = english_mono
+                docs = read_documents(docs_path)
+                corpora.monolingual.setdefault(lang, []).extend(
+                    analyzer.analyze(doc.text)
+                    for doc in tqdm(docs, desc=f"analyze {directory.name} docs", disable=not progress)
+                )
+    for lang, texts in sorted((extra_text or {}).items()):
+        analyzer = get_analyzer(lang)
+        corpora.monolingual.setdefault(lang, []).extend(analyzer.analyze(t) for t in texts)
     return corpora
 
 
@@ -119,6 +136,7 @@ def train_embeddings(
     joint: bool = False,
     mix: str = "shuffle",
     copies: int = 1,
+    extra_text: Mapping[str, Sequence[str]] | None = None,
     progress: bool = True,
 ) -> SharedSpace:
     """``clir embed train``: monolingual vectors per language, or one joint space.
@@ -134,24 +152,23 @@ def train_embeddings(
         joint: Train one model on the pseudo-bilingual corpus instead of one per language.
         mix: Pair merging of the joint corpus.
         copies: Shuffled copies per pair in the joint corpus.
+        extra_text: ``{lang: [text, ...]}`` more raw monolingual text (e.g. other English Bibles).
         progress: Show progress bars.
 
     Returns:
         The saved space.
     """
     config = config or EmbeddingConfig()
-    corpora = load_corpora(collections, progress=progress)
+    corpora = load_corpora(collections, extra_text=extra_text, progress=progress)
     if joint:
         space, _ = train_joint(
             corpora.parallel, corpora.monolingual, config, mix=mix, copies=copies, progress=progress
         )
     else:
-        from clir.embeddings.align import subwords_of
-
         vectors = {}
         subwords = {}
-        for lang in sorted(corpora.monolingual):
-            kv = train_vectors(corpora.monolingual[lang], config, progress=progress, desc=f"train {lang}")
+        for lang in corpora.languages():
+            kv = train_vectors(corpora.text(lang), config, progress=progress, desc=f"train {lang}")
             vectors[lang] = kv
             sub = subwords_of(kv)
             if sub is not None:
@@ -182,8 +199,6 @@ def seed_lexicon(
     Raises:
         ConfigError: If the source needs an input that was not given.
     """
-    from clir.translation.lexicon import read_tsv_lexicon
-
     source = config.seed_source
     pairs: Pairs
     if source == "ibm1":
@@ -212,8 +227,6 @@ def seed_lexicon(
 def freedict_pairs(lang: str) -> Pairs:
     """``(lang word, English word)`` pairs of the installed FreeDict dictionaries of ``lang``
     (both directions, analyzed); ``[]`` with a logged message when none is installed."""
-    from clir.translation.freedict import load_freedict
-
     if lang not in FREEDICT_PAIRS:
         logger.warning("no FreeDict dictionary is known for %r", lang)
         return []
@@ -245,12 +258,32 @@ def read_pairs(path: str | Path) -> Pairs:
         return [(row[0], row[1]) for row in csv.reader(handle, delimiter="\t") if len(row) >= 2]
 
 
+def ibm1_tables(
+    lang: str, collection: Sequence[str | Path] | str | Path, iterations: int = 5, progress: bool = True
+) -> tuple[TranslationTable, TranslationTable]:
+    """IBM Model 1 tables ``(lang->en, en->lang)`` from collections' parallel side.
+
+    Args:
+        lang: The document language.
+        collection: Collection dir(s) with ``parallel.tsv``.
+        iterations: EM iterations per direction.
+        progress: Show progress bars.
+    """
+    dirs = [collection] if isinstance(collection, str | Path) else list(collection)
+    pairs = [pair for d in dirs for pair in read_parallel(Path(d) / "parallel.tsv")]
+    en_to_doc, doc_to_en = train_ibm1_both(
+        pairs, get_analyzer(PIVOT), get_analyzer(lang), iterations=iterations, progress=progress
+    )
+    return doc_to_en, en_to_doc
+
+
 def align_embeddings(
     vectors_dir: str | Path,
     out_dir: str | Path,
     config: AlignConfig | None = None,
     *,
     tables: Mapping[str, tuple[TranslationTable, TranslationTable]] | None = None,
+    collections: Mapping[str, Sequence[str | Path] | str | Path] | None = None,
     tsv: Mapping[str, str | Path] | None = None,
     test_size: float = 0.2,
     seed: int = 0,
@@ -266,7 +299,9 @@ def align_embeddings(
         out_dir: Where to save the aligned space.
         config: Alignment parameters.
         tables: ``{lang: (lang->en, en->lang)}`` IBM Model 1 tables for ``seed_source="ibm1"``
-            (e.g. ``clir.translation.train_ibm1_both`` output, reversed order: doc->en first).
+            (note the order: ``train_ibm1_both`` returns en->doc first).
+        collections: ``{lang: collection dir(s)}``: for ``seed_source="ibm1"``, languages
+            without ``tables`` get IBM Model 1 trained on these collections' parallel side.
         tsv: ``{lang: path}`` lexicons for ``seed_source="tsv"``.
         test_size: Share of seed source words held out for evaluation (0 keeps all).
         seed: Seed of the held-out split.
@@ -281,10 +316,13 @@ def align_embeddings(
         raise ConfigError(f"{vectors_dir}: the space has no {PIVOT!r} vectors to align to")
     seeds: dict[str, Pairs] = {}
     held_out: dict[str, Pairs] = {}
+    tables = dict(tables or {})
     for lang in raw.languages:
         if lang == PIVOT:
             continue
-        pairs = seed_lexicon(lang, config, raw, tables=(tables or {}).get(lang), tsv=(tsv or {}).get(lang))
+        if config.seed_source == "ibm1" and lang not in tables and lang in (collections or {}):
+            tables[lang] = ibm1_tables(lang, (collections or {})[lang], progress=progress)
+        pairs = seed_lexicon(lang, config, raw, tables=tables.get(lang), tsv=(tsv or {}).get(lang))
         seeds[lang], held_out[lang] = split_pairs(pairs, test_size, seed) if test_size else (pairs, [])
         logger.info("%s: %d seed pairs, %d held out", lang, len(seeds[lang]), len(held_out[lang]))
     space = map_to_pivot(raw.vectors, seeds, config, subwords=raw.subwords, progress=progress)

@@ -22,9 +22,9 @@ from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Callable, ClassVar, NamedTuple, TypeVar, Union
+from typing import Any, ClassVar, NamedTuple, TypeVar
 
 import numpy as np
 import scipy.sparse as sp
@@ -36,7 +36,7 @@ from clir.formats import atomic_directory
 from clir.retrieval.index import DocTerms, SparseIndex, read_json, write_json
 from clir.types import Run
 
-QueryTerm = Union[str, Mapping[str, float]]
+QueryTerm = str | Mapping[str, float]
 """A query term: a plain term, or a PSQ weighted set ``{doc_term: p}``."""
 
 QueryTerms = Sequence[QueryTerm]
@@ -267,8 +267,8 @@ class Retriever(ABC):
         qids = list(queries)
         results = self.retrieve([queries[q] for q in qids], k=k, progress=progress)
         return {
-            qid: dict(zip(row_docnos.tolist(), row_scores.tolist()))
-            for qid, row_docnos, row_scores in zip(qids, results.docnos, results.scores)
+            qid: dict(zip(row_docnos.tolist(), row_scores.tolist(), strict=True))
+            for qid, row_docnos, row_scores in zip(qids, results.docnos, results.scores, strict=True)
         }
 
     def _compile(self, queries: Sequence[QueryTerms]) -> _Plan:
@@ -374,10 +374,12 @@ class Retriever(ABC):
         mask = np.zeros(n_docs, dtype=bool)  # per call, so concurrent retrieve() calls are safe
         assert self._order is not None
         best_prior = 0.0 if prior is None else float(prior[self._prior_order[0]])  # type: ignore[index]
+        bounds = indptr.tolist()  # Python ints: cheaper to index in the loop than numpy scalars
+        betas = beta.tolist()
         for r in range(sparse.shape[0]):
-            s, e = indptr[r], indptr[r + 1]
+            s, e = bounds[r], bounds[r + 1]
             m = e - s
-            b = float(beta[r])
+            b = betas[r]
             use_prior = prior is not None and b != 0.0
             idx = indices[s:e]
             val = data[s:e]

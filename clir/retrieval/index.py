@@ -14,7 +14,7 @@ import math
 from collections.abc import Mapping, Sequence
 from itertools import repeat
 from pathlib import Path
-from typing import Any, Union
+from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
@@ -24,7 +24,7 @@ import clir
 from clir.errors import ConfigError, DataNotFoundError, FormatError
 from clir.formats import atomic_directory
 
-DocTerms = Union[Sequence[str], Mapping[str, float]]
+DocTerms = Sequence[str] | Mapping[str, float]
 """A document as index terms: a token list, or a weighted bag ``{term: weight}``."""
 
 _ARRAYS = ("docnos", "indptr", "doc_ids", "tf", "doc_len", "df", "cf")

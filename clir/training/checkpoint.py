@@ -33,6 +33,7 @@ from torch import Tensor, nn
 import clir
 from clir.errors import ConfigError, DataNotFoundError, FormatError
 from clir.formats import atomic_directory
+from clir.rerankers.base import read_model_dir
 from clir.rerankers.encoding import FrozenEmbedding
 from clir.training.config import TrainConfig, load_config, save_config
 
@@ -244,14 +245,8 @@ def restore_training(
     meta = json.loads((path / LAST_DIR / "optimizer.json").read_text(encoding="utf-8"))
     optimizer.load_state_dict(_optimizer_from_files(tensors, meta))
     _restore_rng(load_file(str(path / LAST_DIR / "rng.safetensors")))
-    _, best = _read_model_weights(path / MODEL_DIR)
+    _, best = read_model_dir(path / MODEL_DIR)
     return state, best
-
-
-def _read_model_weights(path: Path) -> tuple[dict[str, Any], dict[str, Tensor]]:
-    from clir.rerankers.base import read_model_dir
-
-    return read_model_dir(path)
 
 
 def model_dir(path: str | Path) -> Path:

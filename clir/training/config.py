@@ -51,7 +51,8 @@ import yaml
 
 from clir.errors import ConfigError, DataNotFoundError
 from clir.formats import atomic_write
-from clir.rerankers.bilingual import COMPONENTS as BILINGUAL_COMPONENTS
+from clir.rerankers import COMPONENTS as BILINGUAL_COMPONENTS
+from clir.rerankers import INTERACTION_MODELS
 from clir.rerankers.fusion import FUSIONS
 
 COMPONENTS: tuple[str, ...] = tuple(BILINGUAL_COMPONENTS)
@@ -191,6 +192,14 @@ class TrainConfig:
         unknown = [c for c in model.components if c not in COMPONENTS]
         if unknown or len(set(model.components)) != len(model.components):
             raise bad("model.components", model.components, f"distinct names among {list(COMPONENTS)}")
+        if model.interaction not in INTERACTION_MODELS:
+            raise bad("model.interaction", model.interaction, f"one of {sorted(INTERACTION_MODELS)}")
+        takes = INTERACTION_MODELS[model.interaction].config_keys
+        unknown = sorted(set(model.interaction_kwargs) - set(takes))
+        if unknown:
+            raise bad(
+                "model.interaction_kwargs", model.interaction_kwargs, f"arguments among {sorted(takes)}"
+            )
         if model.fusion not in FUSIONS:
             raise bad("model.fusion", model.fusion, f"one of {list(FUSIONS)}")
         if model.fusion_hidden < 1:

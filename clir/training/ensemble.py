@@ -146,6 +146,7 @@ def member_scores(
             vocab, prepared, member.config.data.max_query_len, member.config.data.max_doc_len
         )
         model = member.model
+        lent_back = getattr(model, "embedding", None)
         set_embeddings(model, matrix)
         model.to(target)
         try:
@@ -160,7 +161,7 @@ def member_scores(
                 )
             )
         finally:
-            set_embeddings(model, None)
+            model.embedding = lent_back
     return out
 
 

@@ -25,10 +25,7 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from clir.errors import ConfigError
-from clir.rerankers import drmm, knrm, pacrr_drmm, posit_drmm  # noqa: F401  (fill the registry)
-from clir.rerankers.base import get_interaction_model
-from clir.rerankers.bilingual import BilingualReranker
-from clir.rerankers.losses import hinge_loss
+from clir.rerankers import BilingualReranker, get_interaction_model, hinge_loss
 from clir.training.checkpoint import (
     TrainingState,
     is_checkpoint,
@@ -78,13 +75,20 @@ def build_reranker(
         A :class:`~clir.rerankers.bilingual.BilingualReranker`.
 
     Raises:
-        ConfigError: If ``optim.dropout`` is set for a model without dropout.
+        ConfigError: On an unknown interaction model, an argument it does not take, or
+            ``optim.dropout`` set for a model without dropout.
     """
     m = config.model
     kwargs = dict(m.interaction_kwargs)
+    keys = get_interaction_model(m.interaction).config_keys
+    unknown = sorted(set(kwargs) - set(keys))
+    if unknown:
+        raise ConfigError(
+            f"model.interaction_kwargs {unknown} are not arguments of {m.interaction!r}; "
+            f"it takes {sorted(keys)}"
+        )
     if config.optim.dropout > 0 and "dropout" not in kwargs:
-        takes = "dropout" in get_interaction_model(m.interaction).config_keys
-        if not takes:
+        if "dropout" not in keys:
             raise ConfigError(
                 f"optim.dropout={config.optim.dropout} but interaction model {m.interaction!r} "
                 "has no dropout; set optim.dropout: 0"
@@ -222,8 +226,9 @@ class Trainer:
         )
         best_state = trainable_state(model)
         if resume and is_checkpoint(out_dir):
-            saved = read_config(out_dir)
-            if saved.to_dict() != cfg.to_dict():
+            ignored = ("device", "progress")  # where and how verbosely: not what is trained
+            saved = {k: v for k, v in read_config(out_dir).to_dict().items() if k not in ignored}
+            if saved != {k: v for k, v in cfg.to_dict().items() if k not in ignored}:
                 raise ConfigError(
                     f"{out_dir} was trained with another config; resume with the same one or a new out_dir"
                 )
@@ -233,6 +238,7 @@ class Trainer:
                     f"{out_dir} was trained with seed {state.info.get('seed')}, not {self.seed}"
                 )
             if state.finished:
+                load_trainable_state(model, best_state)
                 self.model_, self.state_ = model, state
                 return out_dir
 
@@ -335,6 +341,8 @@ class Trainer:
         """
         if self.model_ is None:
             raise ConfigError("call fit() before predict()")
-        from clir.training.ensemble import rerank
+        from clir.training.ensemble import TrainedReranker, rerank
 
-        return rerank([self.model_], data, space=space, run=run, config=self.config)
+        names = list(data.feature_names) if self.config.model.features else []
+        member = TrainedReranker(self.model_, self.config, names)
+        return rerank([member], data, space=space, run=run)
