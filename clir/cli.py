@@ -56,9 +56,8 @@ def _tables(args: argparse.Namespace) -> int:
 
     collection = Collection.load(args.collection)
     en_doc, doc_en = learn_tables(collection, args.out, iterations=args.iterations, seed=args.seed)
-    print(
-        f"wrote {args.out}: en->{collection.doc_lang} {len(en_doc)} words, {collection.doc_lang}->en {len(doc_en)}"
-    )
+    lang = collection.doc_lang
+    print(f"wrote {args.out}: en->{lang} {len(en_doc)} words, {lang}->en {len(doc_en)} words")
     return 0
 
 
@@ -102,6 +101,46 @@ def _baselines(args: argparse.Namespace) -> int:
     results = run_baselines(collection, args.out, config, progress=not args.quiet)
     print(f"{collection.name}, {args.split} queries")
     print(format_table(results, list(DEFAULT_MEASURES)))
+    return 0
+
+
+# --------------------------------------------------------------------------- reranker
+
+
+def _train(args: argparse.Namespace) -> int:
+    from clir.datasets import Collection
+    from clir.pipeline.features import train_reranker
+    from clir.training import load_config
+
+    config = load_config(args.config)
+    path = train_reranker(
+        config,
+        Collection.load(args.collection),
+        args.space,
+        args.out,
+        tables_dir=args.tables,
+        resume=args.resume,
+    )
+    print(f"wrote {path}")
+    return 0
+
+
+def _rerank(args: argparse.Namespace) -> int:
+    from clir.datasets import Collection
+    from clir.formats import read_run, write_run
+    from clir.pipeline.features import rerank_collection
+
+    run = rerank_collection(
+        args.model,
+        Collection.load(args.collection),
+        args.space,
+        split=args.split,
+        run=read_run(args.run) if args.run is not None else None,
+        tables_dir=args.tables,
+        depth=args.depth,
+    )
+    write_run(args.out, run, tag=args.tag)
+    print(f"wrote {args.out}: {len(run)} queries")
     return 0
 
 
@@ -306,6 +345,36 @@ def build_parser() -> argparse.ArgumentParser:
     baselines.add_argument("--k", type=int, default=1000)
     baselines.add_argument("--quiet", action="store_true")
     baselines.set_defaults(handler=_baselines)
+
+    train = commands.add_parser(
+        "train",
+        help="train the bilingual reranker on a collection's train split (early stop on dev MAP)",
+        description="Writes a checkpoint (or ensemble) directory: model.safetensors + config.json per "
+        "member, the training config, the training curve; re-running with --resume continues an "
+        "interrupted run from its last epoch.",
+    )
+    train.add_argument("--config", required=True, type=Path, help="YAML training config (see configs/)")
+    train.add_argument("--collection", required=True, type=Path)
+    train.add_argument("--space", required=True, type=Path, help="shared embedding space directory")
+    train.add_argument("--tables", type=Path, help="translation tables directory (learned there if absent)")
+    train.add_argument("--out", required=True, type=Path)
+    train.add_argument("--resume", action="store_true", help="continue from the last checkpoint")
+    train.set_defaults(handler=_train)
+
+    rerank = commands.add_parser(
+        "rerank",
+        help="rerank a first-stage run with a trained model (zero-shot on another language pair too)",
+    )
+    rerank.add_argument("--model", required=True, type=Path, help="checkpoint or ensemble directory")
+    rerank.add_argument("--collection", required=True, type=Path)
+    rerank.add_argument("--space", required=True, type=Path)
+    rerank.add_argument("--run", type=Path, help="the run to rerank (default: the model's first stage)")
+    rerank.add_argument("--split", default="test")
+    rerank.add_argument("--tables", type=Path, help="translation tables directory (learned there if absent)")
+    rerank.add_argument("--depth", type=int, help="candidates reranked (default: the model's)")
+    rerank.add_argument("--out", required=True, type=Path)
+    rerank.add_argument("--tag", default="reranked")
+    rerank.set_defaults(handler=_rerank)
 
     evaluate = commands.add_parser(
         "evaluate",
