@@ -144,6 +144,23 @@ def _rerank(args: argparse.Namespace) -> int:
     return 0
 
 
+# --------------------------------------------------------------------------- experiment
+
+
+def _experiment(args: argparse.Namespace) -> int:
+    from clir.pipeline.config import load_experiment
+    from clir.pipeline.experiment import MEASURES, run_experiment
+    from clir.pipeline.report import results_table
+
+    config = load_experiment(args.config)
+    results = run_experiment(config, args.out, progress=not args.quiet)
+    for pair in results["systems"]:
+        print(f"\n{pair}{'' if pair == config.train_pair else ' (zero-shot)'}, {config.split} queries\n")
+        print(results_table(results, pair, MEASURES))
+    print(f"\nreport: {args.out / 'report.md'}")
+    return 0
+
+
 # --------------------------------------------------------------------------- evaluation
 
 
@@ -375,6 +392,19 @@ def build_parser() -> argparse.ArgumentParser:
     rerank.add_argument("--out", required=True, type=Path)
     rerank.add_argument("--tag", default="reranked")
     rerank.set_defaults(handler=_rerank)
+
+    experiment = commands.add_parser(
+        "experiment",
+        help="run an experiment config end to end (cached steps) and write its report",
+        description="collection -> translation tables -> first-stage runs -> shared embeddings -> "
+        "reranker training -> reranking -> evaluation -> report. Each step is cached under "
+        "OUT/steps by a hash of its inputs and parameters: a re-run skips what is done and a "
+        "change re-runs only what depends on it.",
+    )
+    experiment.add_argument("config", type=Path, help="experiment YAML (see configs/)")
+    experiment.add_argument("--out", required=True, type=Path)
+    experiment.add_argument("--quiet", action="store_true", help="no progress bars")
+    experiment.set_defaults(handler=_experiment)
 
     evaluate = commands.add_parser(
         "evaluate",

@@ -71,6 +71,7 @@ def run_baselines(
     out: str | Path,
     config: BaselineConfig = BaselineConfig(),
     *,
+    tables: tuple[TranslationTable, TranslationTable] | None = None,
     progress: bool = True,
 ) -> dict[str, dict[str, float]]:
     """Run and evaluate every mode x model; write runs, ``results.json`` and ``results.md``.
@@ -80,13 +81,15 @@ def run_baselines(
         out: Output directory: ``tables/``, ``runs/<mode>-<model>.run``, ``results.json``,
             ``results.md``.
         config: What to run.
+        tables: ``(en->doc, doc->en)`` tables; learned into ``out/tables`` when not given.
         progress: Show progress bars.
 
     Returns:
         ``{"<mode>-<model>": {measure: value}}`` on the configured split.
     """
     out = Path(out)
-    tables = learn_tables(collection, out / "tables", iterations=config.iterations, progress=progress)
+    if tables is None:
+        tables = learn_tables(collection, out / "tables", iterations=config.iterations, progress=progress)
     queries = collection.split(config.split)
     qrels = collection.qrels_of(config.split)
     results: dict[str, dict[str, float]] = {}

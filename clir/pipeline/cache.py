@@ -2,15 +2,18 @@
 
 A step is ``(name, params, inputs)``; its key hashes the clir version, the name, the params and
 the keys of the steps it reads, so a change anywhere re-runs exactly what depends on it. The
-output is built in a temporary directory and renamed into place when the step succeeds, so a
+output is built in ``<name>-<key>.partial/`` and renamed into place when the step succeeds, so a
 failed or interrupted step leaves every finished step's output intact and a re-run picks up
-from there.
+from there. A resumable step (training) keeps its partial directory between attempts so that it
+can continue from its last checkpoint; any other step starts its partial directory afresh.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import os
+import shutil
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -18,7 +21,6 @@ from pathlib import Path
 from typing import Any
 
 import clir
-from clir.formats import atomic_directory
 
 DONE = "step.json"
 
@@ -65,14 +67,17 @@ class StepRunner:
         params: Mapping[str, Any],
         build: Callable[[Path], None],
         inputs: Sequence[StepResult] = (),
+        *,
+        resumable: bool = False,
     ) -> StepResult:
-        """Run ``build(tmp_dir)`` unless a finished output with the same key exists.
+        """Run ``build(work_dir)`` unless a finished output with the same key exists.
 
         Args:
             name: The step's name (also its directory prefix), e.g. ``"tables-en-sw"``.
             params: Everything the step's output depends on besides its inputs (JSON-able).
             build: Writes the step's output into the directory it is given.
             inputs: The steps whose outputs ``build`` reads.
+            resumable: Keep the work directory of a failed attempt for the next one.
 
         Returns:
             The step's result; ``cached`` is true when it was skipped.
@@ -84,12 +89,18 @@ class StepRunner:
             self.log(f"[cached] {name}")
             self.timings.setdefault(name, 0.0)
             return StepResult(name, key, path, True, seconds)
-        self.log(f"[run]    {name}")
+        work = path.with_name(f"{path.name}.partial")
+        resuming = resumable and work.is_dir()
+        self.log(f"[{'resume' if resuming else 'run'}]{' ' if resuming else '    '}{name}")
+        if not resumable:
+            shutil.rmtree(work, ignore_errors=True)
+        work.mkdir(parents=True, exist_ok=True)
         start = time.perf_counter()
-        with atomic_directory(path) as tmp:
-            build(tmp)
-            seconds = time.perf_counter() - start
-            record = {"name": name, "key": key, "params": params, "seconds": seconds}
-            (tmp / DONE).write_text(json.dumps(record, indent=2, default=str))
+        build(work)
+        seconds = time.perf_counter() - start
+        record = {"name": name, "key": key, "params": params, "seconds": seconds}
+        (work / DONE).write_text(json.dumps(record, indent=2, default=str))
+        shutil.rmtree(path, ignore_errors=True)
+        os.replace(work, path)
         self.timings[name] = seconds
         return StepResult(name, key, path, False, seconds)

@@ -1,0 +1,302 @@
+"""``clir experiment``: the whole system on real data, step by step, each step cached.
+
+Steps, in order (each under ``OUT/steps/<name>-<hash>/``, skipped when already done):
+collection (per pair) -> translation tables (per pair) -> lexical baselines (per pair) ->
+shared embedding space (all languages) -> rerank data (per pair) -> reranker training (per
+system, on the trained pair) -> reranking (per pair) -> evaluation and report (always redone:
+cheap). The report is ``OUT/results.json``, ``OUT/report.md`` and PNG plots.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from clir.datasets import Collection, build_bible_collection
+from clir.embeddings import EmbeddingConfig, SharedSpace
+from clir.embeddings.base import PIVOT
+from clir.embeddings.bli import bli_predictions, evaluate_bli, precision_by_frequency
+from clir.embeddings.seeds import as_dictionary, seed_from_tables
+from clir.embeddings.workflow import FREEDICT_PAIRS, freedict_pairs, train_embeddings
+from clir.errors import DataNotFoundError
+from clir.evaluation import DEFAULT_MEASURES
+from clir.formats import read_run, write_run
+from clir.pipeline.baselines import BaselineConfig, run_baselines
+from clir.pipeline.cache import StepResult, StepRunner
+from clir.pipeline.config import ExperimentConfig
+from clir.pipeline.features import (
+    DEFAULT_FEATURES,
+    OVERLAP_FEATURES,
+    CollectionFeatures,
+    collection_rerank_data,
+    map_metric,
+)
+from clir.pipeline.report import write_report
+from clir.pipeline.tables import learn_tables, load_tables
+from clir.training import RerankData, TrainConfig, load_models, rerank, train_ensemble
+from clir.translation.freedict import find_freedict
+from clir.types import Run
+
+MEASURES = ("AP", "P@10", "nDCG@10", "R@100", "AQWV")
+"""The columns of the experiment table."""
+
+
+@dataclass
+class PairSteps:
+    """The finished steps of one language pair."""
+
+    collection: StepResult
+    tables: StepResult
+    baselines: StepResult
+
+
+def _split_queries(config: ExperimentConfig, pair: str) -> list[str]:
+    return ["train", "dev", config.split] if pair == config.train_pair else [config.split]
+
+
+def run_experiment(
+    config: ExperimentConfig,
+    out: str | Path,
+    *,
+    progress: bool = True,
+    log: Callable[[str], None] = print,
+) -> dict[str, Any]:
+    """Run every step of an experiment (reusing finished ones) and write its report.
+
+    Args:
+        config: What to run.
+        out: The experiment directory.
+        progress: Show progress bars.
+        log: Receives one line per step.
+
+    Returns:
+        The ``results.json`` content: ``systems``, ``significance``, ``config``, ``timings``.
+    """
+    out = Path(out)
+    runner = StepRunner(out, log=log)
+    train_config = TrainConfig.from_dict(config.reranker_config(next(iter(config.systems))), "reranker")
+    baseline = BaselineConfig(
+        **{"split": config.split, **config.baselines, "iterations": config.tables.get("iterations", 10)}
+    )
+    pairs = {pair: _pair_steps(runner, config, pair, baseline, progress) for pair in config.pairs}
+    space_step = _space_step(runner, config, pairs, progress)
+    data_steps = {
+        pair: _data_step(runner, config, pair, steps, train_config, progress) for pair, steps in pairs.items()
+    }
+    train_steps = {
+        system: _train_step(runner, config, system, data_steps[config.train_pair], space_step, pairs)
+        for system in config.systems
+    }
+    rerank_steps = {
+        pair: _rerank_step(runner, config, pair, data_steps[pair], space_step, train_steps, progress)
+        for pair in config.pairs
+    }
+    runs: dict[str, dict[str, Run]] = {}
+    for pair in config.pairs:
+        runs[pair] = {
+            path.stem: read_run(path) for path in sorted((pairs[pair].baselines.path / "runs").glob("*.run"))
+        }
+        runs[pair].update(
+            {path.stem: read_run(path) for path in sorted((rerank_steps[pair].path / "runs").glob("*.run"))}
+        )
+    return write_report(
+        out,
+        config,
+        runs,
+        collections={pair: Collection.load(steps.collection.path) for pair, steps in pairs.items()},
+        curves={system: step.path for system, step in train_steps.items()},
+        bli=json.loads((_bli_step(runner, space_step, pairs).path / "bli.json").read_text()),
+        timings=runner.timings,
+        measures=MEASURES,
+    )
+
+
+def _pair_steps(
+    runner: StepRunner, config: ExperimentConfig, pair: str, baseline: BaselineConfig, progress: bool
+) -> PairSteps:
+    def build_collection(work: Path) -> None:
+        build_bible_collection(pair, progress=progress, **config.collection).save(work / "collection")
+
+    collection = runner.run(f"collection-{pair}", {"pair": pair, **config.collection}, build_collection)
+
+    def build_tables(work: Path) -> None:
+        learn_tables(
+            Collection.load(collection.path / "collection"), work, progress=progress, **config.tables
+        )
+
+    tables = runner.run(f"tables-{pair}", dict(config.tables), build_tables, [collection])
+    tables_path = tables.path
+
+    def build_baselines(work: Path) -> None:
+        run_baselines(
+            Collection.load(collection.path / "collection"),
+            work,
+            baseline,
+            tables=load_tables(tables_path),
+            progress=progress,
+        )
+
+    params = json.loads(json.dumps(baseline.__dict__, default=list))
+    baselines = runner.run(f"baselines-{pair}", params, build_baselines, [collection, tables])
+    return PairSteps(_sub(collection, "collection"), tables, baselines)
+
+
+def _sub(step: StepResult, child: str) -> StepResult:
+    return StepResult(step.name, step.key, step.path / child, step.cached, step.seconds)
+
+
+def _space_step(
+    runner: StepRunner, config: ExperimentConfig, pairs: dict[str, PairSteps], progress: bool
+) -> StepResult:
+    options = dict(config.embeddings)
+    joint = options.pop("joint", True)
+    copies = options.pop("copies", 1)
+    embedding = EmbeddingConfig(**options)
+
+    def build(work: Path) -> None:
+        collections = {
+            Collection.load(steps.collection.path).doc_lang: [steps.collection.path]
+            for steps in pairs.values()
+        }
+        train_embeddings(collections, work, embedding, joint=joint, copies=copies, progress=progress)
+
+    params = {"joint": joint, "copies": copies, **embedding.to_dict()}
+    return runner.run("space", params, build, [steps.collection for steps in pairs.values()])
+
+
+def _stage_names(train_config: TrainConfig) -> list[str]:
+    return list(
+        dict.fromkeys(
+            [train_config.data.first_stage, *[f for f in DEFAULT_FEATURES if f not in OVERLAP_FEATURES]]
+        )
+    )
+
+
+def _data_step(
+    runner: StepRunner,
+    config: ExperimentConfig,
+    pair: str,
+    steps: PairSteps,
+    train_config: TrainConfig,
+    progress: bool,
+) -> StepResult:
+    data = train_config.data
+    splits = _split_queries(config, pair)
+
+    def build(work: Path) -> None:
+        collection = Collection.load(steps.collection.path)
+        features = CollectionFeatures.build(
+            collection,
+            stage_names=_stage_names(train_config),
+            tables=load_tables(steps.tables.path),
+            progress=progress,
+        )
+        for split in splits:
+            queries = collection.split(split)
+            full = features.stages[data.first_stage].search(queries, k=1000)
+            write_run(work / f"candidates.{split}.run", full, tag=data.first_stage)
+            collection_rerank_data(
+                features,
+                queries,
+                candidates=full,
+                feature_names=DEFAULT_FEATURES,
+                depth=data.depth,
+                feature_norm=data.feature_norm,
+                progress=progress,
+            ).save(work / split)
+
+    params = {
+        "first_stage": data.first_stage,
+        "depth": data.depth,
+        "norm": data.feature_norm,
+        "splits": splits,
+    }
+    return runner.run(f"data-{pair}", params, build, [steps.collection, steps.tables])
+
+
+def _train_step(
+    runner: StepRunner,
+    config: ExperimentConfig,
+    system: str,
+    data_step: StepResult,
+    space_step: StepResult,
+    pairs: dict[str, PairSteps],
+) -> StepResult:
+    values = config.reranker_config(system)
+    train_config = TrainConfig.from_dict(values, f"system {system!r}")
+
+    def build(work: Path) -> None:
+        collection = Collection.load(pairs[config.train_pair].collection.path)
+        train_ensemble(
+            train_config,
+            RerankData.load(data_step.path / "train"),
+            RerankData.load(data_step.path / "dev"),
+            collection.qrels,
+            work,
+            space=SharedSpace.load(space_step.path),
+            metric=map_metric,
+            resume=True,
+        )
+
+    return runner.run(f"train-{system}", values, build, [data_step, space_step], resumable=True)
+
+
+def _rerank_step(
+    runner: StepRunner,
+    config: ExperimentConfig,
+    pair: str,
+    data_step: StepResult,
+    space_step: StepResult,
+    train_steps: dict[str, StepResult],
+    progress: bool,
+) -> StepResult:
+    def build(work: Path) -> None:
+        space = SharedSpace.load(space_step.path)
+        data = RerankData.load(data_step.path / config.split)
+        full = read_run(data_step.path / f"candidates.{config.split}.run")
+        for system, step in train_steps.items():
+            members = load_models(step.path)
+            outputs = {system: members[:1]}
+            if system == "full" and len(members) > 1:
+                outputs["full-ensemble"] = members
+            for name, models in outputs.items():
+                run = rerank(models, data, space=space, run=full, progress=progress)
+                write_run(work / "runs" / f"{name}.run", run, tag=name)
+
+    return runner.run(
+        f"rerank-{pair}", {"split": config.split}, build, [data_step, space_step, *train_steps.values()]
+    )
+
+
+def _bli_step(runner: StepRunner, space_step: StepResult, pairs: dict[str, PairSteps]) -> StepResult:
+    """BLI of every language onto English: IBM1 mutual pairs (and FreeDict where installed)."""
+
+    def build(work: Path) -> None:
+        space = SharedSpace.load(space_step.path)
+        rows: list[dict[str, Any]] = []
+        by_frequency: dict[str, list[dict[str, float]]] = {}
+        for steps in pairs.values():
+            lang = Collection.load(steps.collection.path).doc_lang
+            en_doc, doc_en = load_tables(steps.tables.path)
+            gold = as_dictionary(seed_from_tables(doc_en, en_doc))
+            rows += [r.to_dict() for r in evaluate_bli(space, lang, PIVOT, gold, dictionary="ibm1-mutual")]
+            by_frequency[lang] = precision_by_frequency(bli_predictions(space, lang, PIVOT, gold))
+            if lang in FREEDICT_PAIRS and (freedict := freedict_pairs(lang)):
+                gold = as_dictionary(freedict)
+                rows += [r.to_dict() for r in evaluate_bli(space, lang, PIVOT, gold, dictionary="freedict")]
+        (work / "bli.json").write_text(json.dumps({"rows": rows, "by_frequency": by_frequency}, indent=2))
+
+    inputs = [space_step, *[s.tables for s in pairs.values()]]
+    installed = []
+    for names in FREEDICT_PAIRS.values():
+        for name in names:
+            with contextlib.suppress(DataNotFoundError):
+                installed.append(str(find_freedict(name)[0]))
+    return runner.run("bli", {"freedict": installed}, build, inputs)
+
+
+__all__ = ["DEFAULT_MEASURES", "MEASURES", "run_experiment"]

@@ -1,0 +1,214 @@
+"""The experiment's report: ``results.json``, ``report.md`` and PNG plots."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from clir.datasets import Collection
+from clir.evaluation import compare, evaluate, evaluate_per_query, markdown_table
+from clir.formats import atomic_write
+from clir.types import Run
+
+BASELINE_PREFIXES = ("qt-", "psq-", "dt-")
+LEXICAL_FUSION = "lexical-fusion"
+ALPHA = 0.05
+
+
+def is_baseline(name: str) -> bool:
+    """Whether a system name is a lexical first-stage run."""
+    return name.startswith(BASELINE_PREFIXES)
+
+
+def write_report(
+    out: Path,
+    config: Any,
+    runs: Mapping[str, Mapping[str, Run]],
+    *,
+    collections: Mapping[str, Collection],
+    curves: Mapping[str, Path],
+    bli: Mapping[str, Any],
+    timings: Mapping[str, float],
+    measures: Sequence[str],
+) -> dict[str, Any]:
+    """Evaluate every run of every pair, test significance, write the report and plots.
+
+    Significance: each system against the best lexical baseline of its pair (by MAP on the
+    evaluated split, the strongest, i.e. most conservative, reference) and against the lexical
+    fusion, with the paired randomization test (and t-test) per measure.
+
+    Returns:
+        The ``results.json`` content.
+    """
+    systems: dict[str, dict[str, dict[str, float]]] = {}
+    significance: dict[str, dict[str, Any]] = {}
+    per_query_ap: dict[str, dict[str, dict[str, float]]] = {}
+    for pair, pair_runs in runs.items():
+        collection = collections[pair]
+        qrels = collection.qrels_of(config.split)
+        size = len(collection.documents)
+        systems[pair] = {
+            name: evaluate(run, qrels, measures, collection_size=size) for name, run in pair_runs.items()
+        }
+        per_query_ap[pair] = {
+            name: evaluate_per_query(run, qrels, ["AP"], collection_size=size)["AP"]
+            for name, run in pair_runs.items()
+        }
+        best = max((n for n in pair_runs if is_baseline(n)), key=lambda n: systems[pair][n]["AP"])
+        references = [best] + ([LEXICAL_FUSION] if LEXICAL_FUSION in pair_runs else [])
+        significance[pair] = {"best_baseline": best}
+        for name, run in pair_runs.items():
+            if is_baseline(name):
+                continue
+            significance[pair][name] = {
+                reference: {
+                    measure: {
+                        "diff": c.diff,
+                        "p_ttest": _finite(c.p_ttest),
+                        "p_randomization": c.p_randomization,
+                    }
+                    for measure, c in compare(
+                        pair_runs[reference],
+                        run,
+                        qrels,
+                        measures,
+                        collection_size=size,
+                        n_permutations=config.permutations,
+                    ).items()
+                }
+                for reference in references
+                if reference != name
+            }
+    results = {
+        "systems": systems,
+        "significance": significance,
+        "bli": bli,
+        "config": config.to_dict(),
+        "timings": dict(timings),
+    }
+    with atomic_write(out / "results.json") as handle:
+        json.dump(results, handle, indent=2)
+    plots = _plots(out, config, per_query_ap, significance, curves, bli)
+    with atomic_write(out / "report.md") as handle:
+        handle.write(_markdown(config, results, measures, plots))
+    return results
+
+
+def _finite(value: float) -> float | None:
+    return None if math.isnan(value) else value
+
+
+def results_table(results: Mapping[str, Any], pair: str, measures: Sequence[str]) -> str:
+    """The Markdown table of one pair, significance marked: ``*`` p < 0.05 against the best
+    lexical baseline, ``†`` against the lexical fusion (paired randomization test)."""
+    rows = results["systems"][pair]
+    sig = results["significance"][pair]
+    markers: dict[str, dict[str, str]] = {}
+    for name in rows:
+        for reference, mark in ((sig["best_baseline"], "*"), (LEXICAL_FUSION, "†")):
+            tests = sig.get(name, {}).get(reference, {})
+            for measure, test in tests.items():
+                if test["p_randomization"] < ALPHA:
+                    markers.setdefault(name, {})
+                    markers[name][measure] = markers[name].get(measure, "") + mark
+    return markdown_table(rows, list(measures), markers=markers)
+
+
+def _markdown(config: Any, results: Mapping[str, Any], measures: Sequence[str], plots: list[str]) -> str:
+    lines = [f"# {config.name}", ""]
+    lines.append(
+        f"Reranker trained on **{config.train_pair}** ({config.split} queries evaluated); "
+        f"zero-shot on {', '.join(config.zero_shot_pairs) or 'no other pair'}. "
+        "`*`: p < 0.05 against the best lexical baseline, `†`: against the lexical fusion "
+        "(paired randomization test)."
+    )
+    for pair in results["systems"]:
+        best = results["significance"][pair]["best_baseline"]
+        lines += ["", f"## {pair}" + (" (zero-shot)" if pair != config.train_pair else ""), ""]
+        lines += [f"Best lexical baseline: `{best}`.", "", results_table(results, pair, measures)]
+    if results["bli"].get("rows"):
+        lines += ["", "## Shared space: bilingual lexicon induction (to English)", ""]
+        lines += [
+            "| dictionary | language | method | words | P@1 | P@5 |",
+            "| --- | --- | --- | ---: | ---: | ---: |",
+        ]
+        for row in results["bli"]["rows"]:
+            lines.append(
+                f"| {row['dictionary']} | {row['source']} | {row['method']} | {row['queries']} "
+                f"| {row['p_at_1']:.3f} | {row['p_at_5']:.3f} |"
+            )
+    lines += ["", "## Timings", "", "| step | seconds |", "| --- | ---: |"]
+    lines += [f"| {step} | {seconds:.1f} |" for step, seconds in results["timings"].items()]
+    if plots:
+        lines += ["", "## Plots", ""] + [f"![{p}]({p})" for p in plots]
+    return "\n".join(lines) + "\n"
+
+
+def _plots(
+    out: Path,
+    config: Any,
+    per_query_ap: Mapping[str, Mapping[str, Mapping[str, float]]],
+    significance: Mapping[str, Any],
+    curves: Mapping[str, Path],
+    bli: Mapping[str, Any],
+) -> list[str]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = []
+    for pair, by_system in per_query_ap.items():
+        system = "full-ensemble" if "full-ensemble" in by_system else "full"
+        if system not in by_system:
+            continue
+        best = significance[pair]["best_baseline"]
+        diffs = sorted(by_system[system][q] - by_system[best][q] for q in by_system[best])
+        fig, ax = plt.subplots(figsize=(8, 3.2))
+        ax.bar(range(len(diffs)), diffs, width=1.0, color=["#c0392b" if d < 0 else "#2e86c1" for d in diffs])
+        ax.axhline(0, color="black", linewidth=0.6)
+        ax.set(xlabel="queries (sorted)", ylabel="AP difference", title=f"{pair}: {system} minus {best}")
+        name = f"ap_diff_{pair}.png"
+        _save(fig, out / name)
+        names.append(name)
+    fig, (loss_ax, map_ax) = plt.subplots(1, 2, figsize=(10, 3.5))
+    plotted = False
+    for system, path in curves.items():
+        for curve_file in sorted(Path(path).glob("**/curve.json")):
+            curve = json.loads(curve_file.read_text())
+            epochs = [row["epoch"] for row in curve]
+            label = f"{system}/{curve_file.parent.name}"
+            loss_ax.plot(epochs, [row["loss"] for row in curve], label=label)
+            map_ax.plot(epochs, [row.get("dev") for row in curve], label=label)
+            plotted = True
+    if plotted:
+        loss_ax.set(xlabel="epoch", ylabel="training hinge loss")
+        map_ax.set(xlabel="epoch", ylabel="dev MAP")
+        map_ax.legend(fontsize=6)
+        _save(fig, out / "training_curves.png")
+        names.append("training_curves.png")
+    else:
+        plt.close(fig)
+    if bli.get("by_frequency"):
+        fig, ax = plt.subplots(figsize=(6, 3.5))
+        for lang, bins in bli["by_frequency"].items():
+            labels = [f"{b['lo']}-{b['hi'] if b['hi'] < 10**8 else ''}" for b in bins]
+            ax.plot(labels, [b["precision"] for b in bins], marker="o", label=f"{lang}->en")
+        ax.set(xlabel="source-word frequency rank", ylabel="P@1 (CSLS)", title="BLI by word frequency")
+        ax.tick_params(axis="x", labelrotation=30)
+        ax.legend()
+        _save(fig, out / "bli_frequency.png")
+        names.append("bli_frequency.png")
+    return names
+
+
+def _save(fig: Any, path: Path) -> None:
+    import matplotlib.pyplot as plt
+
+    fig.tight_layout()
+    with atomic_write(path, "wb") as handle:
+        fig.savefig(handle, format="png", dpi=120)
+    plt.close(fig)
