@@ -1,0 +1,105 @@
+"""The experiment end to end on the fast config; cached steps; resuming after a failure."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from clir.errors import ConfigError
+from clir.pipeline import experiment as experiment_module
+from clir.pipeline.cache import StepRunner
+from clir.pipeline.config import load_experiment
+
+CONFIGS = Path(__file__).resolve().parents[1] / "configs"
+
+
+def test_step_runner_skips_done_steps_and_reruns_what_changed(tmp_path):
+    calls = []
+    runner = StepRunner(tmp_path, log=calls.append)
+
+    def build(work: Path) -> None:
+        (work / "out.txt").write_text("x")
+
+    first = runner.run("a", {"p": 1}, build)
+    again = runner.run("a", {"p": 1}, build)
+    changed = runner.run("a", {"p": 2}, build)
+    child = runner.run("b", {}, build, [changed])
+    assert (first.cached, again.cached, changed.cached) == (False, True, False)
+    assert first.path == again.path != changed.path
+    assert (first.path / "out.txt").read_text() == "x"
+    assert child.key != runner.run("b", {}, build, [first]).key
+
+
+def test_failed_step_leaves_finished_steps_and_resumable_work(tmp_path):
+    runner = StepRunner(tmp_path, log=lambda line: None)
+    done = runner.run("a", {}, lambda work: (work / "f").write_text("1"))
+
+    def fail(work: Path) -> None:
+        (work / "checkpoint").write_text("epoch 2")
+        raise RuntimeError("interrupted")
+
+    with pytest.raises(RuntimeError):
+        runner.run("train", {}, fail, [done], resumable=True)
+    seen = []
+
+    def resume(work: Path) -> None:
+        seen.append((work / "checkpoint").read_text())
+
+    result = runner.run("train", {}, resume, [done], resumable=True)
+    assert seen == ["epoch 2"] and not result.cached
+    assert (done.path / "f").read_text() == "1"
+
+
+def test_experiment_config_rejects_unknown_keys_and_data_overrides(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("train_pair: en-sw\nepochs: 3\n")
+    with pytest.raises(ConfigError, match=r"bad\.yaml: unknown key\(s\) \['epochs'\]"):
+        load_experiment(bad)
+    config = load_experiment(CONFIGS / "experiment-fast.yaml")
+    assert config.reranker["model"]["interaction"] == "knrm"
+    with pytest.raises(ConfigError, match="overrides 'data'"):
+        type(config)(**{**config.__dict__, "systems": {"x": {"data": {"depth": 5}}}}).reranker_config("x")
+
+
+@pytest.mark.slow
+def test_fast_experiment_end_to_end_then_resume_after_interruption(tmp_path, monkeypatch):
+    config = load_experiment(CONFIGS / "experiment-fast.yaml")
+    out = tmp_path / "fast"
+    real_train = experiment_module.train_ensemble
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt("stopped during training")
+
+    monkeypatch.setattr(experiment_module, "train_ensemble", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        experiment_module.run_experiment(config, out, progress=False, log=lambda line: None)
+    finished = sorted(p.name for p in (out / "steps").iterdir() if (p / "step.json").is_file())
+    assert [name.rsplit("-", 1)[0] for name in finished] == [
+        "baselines-en-sw", "baselines-en-tl", "collection-en-sw", "collection-en-tl",
+        "data-en-sw", "data-en-tl", "space", "tables-en-sw", "tables-en-tl",
+    ]  # fmt: skip
+
+    monkeypatch.setattr(experiment_module, "train_ensemble", real_train)
+    lines: list[str] = []
+    results = experiment_module.run_experiment(config, out, progress=False, log=lines.append)
+    assert sum(line.startswith("[cached]") for line in lines) == 9
+    assert {"[run]    train-full", "[run]    rerank-en-sw", "[run]    bli"} <= set(lines)
+
+    saved = json.loads((out / "results.json").read_text())
+    assert saved == json.loads(json.dumps(results))
+    assert set(saved) == {"systems", "significance", "bli", "config", "timings"}
+    for pair in ("en-sw", "en-tl"):
+        rows = saved["systems"][pair]
+        assert {"full", "full-ensemble", "lexical-fusion", "qt-ql", "psq-ql", "dt-ql"} <= set(rows)
+        for name in ("full", "full-ensemble", "lexical-fusion"):
+            assert set(rows[name]) == set(experiment_module.MEASURES)
+            assert all(math.isfinite(v) for v in rows[name].values())
+        best = saved["significance"][pair]["best_baseline"]
+        p = saved["significance"][pair]["full"][best]["AP"]["p_randomization"]
+        assert 0 < p <= 1
+    assert saved["timings"]["train-full"] > 0
+    for plot in ("ap_diff_en-sw.png", "training_curves.png", "report.md"):
+        assert (out / plot).stat().st_size > 0
