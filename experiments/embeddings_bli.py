@@ -1,6 +1,7 @@
 """Bilingual lexicon induction of the shared-space methods on the Bibles (sw, tl, ny -> en).
 
-Methods: monolingual FastText mapped by Procrustes + CSLS refinement (IBM Model 1 seeds);
+Methods: monolingual word2vec / FastText mapped by Procrustes + CSLS refinement (IBM Model 1
+seeds);
 joint word2vec and joint FastText on the merge-and-shuffle corpus; the joint space refined by
 Procrustes on the IBM1 seeds. Tests: held-out IBM1 pairs (never used as seeds) and, for
 Swahili, the FreeDict dictionaries when installed. Writes ``runs/embeddings/bli.json`` and a
@@ -54,7 +55,7 @@ def chichewa() -> dict[tuple[int, int, int], str]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--languages", nargs="+", default=["sw", "tl"])
+    parser.add_argument("--languages", nargs="+", default=["sw", "tl", "ny"])
     parser.add_argument("--epochs", type=int, default=10)
     parser.add_argument("--quick", action="store_true", help="2 epochs (a smoke run)")
     parser.add_argument("--no-progress", action="store_true")
@@ -104,17 +105,15 @@ def main() -> None:
 
     epochs = 2 if args.quick else args.epochs
     spaces = {}
-    t = time.time()
-    ft = EmbeddingConfig(method="fasttext", dim=100, window=5, epochs=epochs)
-    mono_kv = {
-        lang: train_vectors(mono[lang], ft, progress=progress, desc=f"fasttext {lang}") for lang in mono
-    }
-    timings["train_monolingual_fasttext"] = time.time() - t
-    t = time.time()
-    spaces["procrustes_fasttext"] = map_to_pivot(
-        mono_kv, seeds, AlignConfig(refine_iterations=5), progress=progress
-    )
-    timings["align_procrustes"] = time.time() - t
+    refine = AlignConfig(refine_iterations=5)
+    for method in ("word2vec", "fasttext"):
+        t = time.time()
+        config = EmbeddingConfig(method=method, dim=100, window=5, epochs=epochs)
+        mono_kv = {lang: train_vectors(mono[lang], config, progress=progress, desc=lang) for lang in mono}
+        timings[f"train_monolingual_{method}"] = time.time() - t
+        t = time.time()
+        spaces[f"procrustes_{method}"] = map_to_pivot(mono_kv, seeds, refine, progress=progress)
+        timings[f"align_procrustes_{method}"] = time.time() - t
     joint_mono = {"en": mono["en"][len(en_tokens) :]}  # KJV: the WEB side is already in the pairs
     for method in ("word2vec", "fasttext"):
         t = time.time()
@@ -138,8 +137,11 @@ def main() -> None:
                 pred = bli_predictions(space, lang, "en", gold, method="csls", k=1)
                 by_frequency[f"{name}/{lang}/{dictionary}"] = precision_by_frequency(pred)
     timings["total"] = time.time() - start
+    alignment = {
+        name: space.meta.get("alignment") for name, space in spaces.items() if "alignment" in space.meta
+    }
     result = {"rows": rows, "precision_by_frequency": by_frequency, "seconds": timings,
-              "seed_pairs": {lang: len(p) for lang, p in seeds.items()}}  # fmt: skip
+              "seed_pairs": {lang: len(p) for lang, p in seeds.items()}, "alignment": alignment}  # fmt: skip
     OUT.mkdir(parents=True, exist_ok=True)
     (OUT / "bli.json").write_text(json.dumps(result, indent=2), encoding="utf-8")
     plot(by_frequency, OUT / "bli_by_frequency.png")

@@ -14,6 +14,7 @@ from clir.embeddings import (
     AlignConfig,
     EmbeddingConfig,
     SharedSpace,
+    TokenVectors,
     align,
     csls_scores,
     evaluate_bli,
@@ -282,6 +283,7 @@ def test_shared_space_matrix_rows():
     np.testing.assert_array_equal(matrix, np.array([[0, 1], [0.6, 0.8], [0, 0], [1, 0]], dtype=np.float32))
     assert matrix.dtype == np.float32
     assert ("sw", "mungu") in space and ("en", "mungu") not in space
+    assert isinstance(space, TokenVectors)
     with pytest.raises(ConfigError, match="dim=3"):
         SharedSpace({"en": en}, dim=3)
 

@@ -6,7 +6,7 @@ from clir.embeddings.align import Alignment, align, map_to_pivot, normalize_vect
 from clir.embeddings.base import EMBEDDING_MODELS, SPACE_METHODS, AlignConfig, EmbeddingConfig, TokenVectors
 from clir.embeddings.bli import BLIResult, bli_predictions, evaluate_bli, precision_by_frequency
 from clir.embeddings.csls import csls_scores, knn, translate
-from clir.embeddings.joint import pseudo_bilingual_corpus, split_joint, train_joint
+from clir.embeddings.joint import JOINT_CONFIG, pseudo_bilingual_corpus, split_joint, train_joint
 from clir.embeddings.procrustes import procrustes
 from clir.embeddings.seeds import identical_pairs, pairs_from_lexicon, seed_from_tables, split_pairs
 from clir.embeddings.space import SharedSpace, SubwordVectors
@@ -25,6 +25,7 @@ def __getattr__(name: str) -> object:
 
 __all__ = [
     "EMBEDDING_MODELS",
+    "JOINT_CONFIG",
     "SPACE_METHODS",
     "AlignConfig",
     "Alignment",

@@ -84,7 +84,8 @@ class EmbeddingConfig(_Config):
         min_count: Words rarer than this are dropped.
         epochs: Passes over the corpus.
         negative: Negative samples per positive.
-        sample: Down-sampling threshold of frequent words.
+        sample: Down-sampling threshold of frequent words (gensim's default 1e-3; 1e-4 starves a
+            Bible-sized corpus: all vectors stay near one direction and Procrustes fails).
         min_n: Shortest character n-gram (FastText only).
         max_n: Longest character n-gram (FastText only).
         bucket: Hash buckets of the n-grams (FastText only).
@@ -98,7 +99,7 @@ class EmbeddingConfig(_Config):
     min_count: int = 2
     epochs: int = 10
     negative: int = 5
-    sample: float = 1e-4
+    sample: float = 1e-3
     min_n: int = 3
     max_n: int = 6
     bucket: int = 200_000

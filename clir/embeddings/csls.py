@@ -15,8 +15,6 @@ import numpy as np
 
 from clir.errors import ConfigError
 
-_BATCH = 4096
-
 
 def _f32(x: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(x, dtype=np.float32)
@@ -110,17 +108,9 @@ def translate(
     background = source if source_background is None else source_background
     r_target = mean_knn_similarity(target, background, csls_k)
     r_source = mean_knn_similarity(source, target, csls_k)
-    k = min(k, target.shape[0])
-    all_scores = np.empty((source.shape[0], k), dtype=np.float32)
-    all_indices = np.empty((source.shape[0], k), dtype=np.int64)
-    for start in range(0, source.shape[0], _BATCH):
-        stop = start + _BATCH
-        scores = csls_scores(
-            source[start:stop], target, csls_k, r_source=r_source[start:stop], r_target=r_target
-        )
-        top = np.argpartition(-scores, k - 1, axis=1)[:, :k]
-        top_scores = np.take_along_axis(scores, top, axis=1)
-        order = np.argsort(-top_scores, axis=1, kind="stable")
-        all_indices[start:stop] = np.take_along_axis(top, order, axis=1)
-        all_scores[start:stop] = np.take_along_axis(top_scores, order, axis=1)
-    return all_scores, all_indices
+    # For a fixed source row, CSLS ranks targets by 2 x·y - r_S(y) = [2x, -1]·[y, r_S(y)]: an
+    # exact inner-product search over augmented vectors, no dense (n, m) matrix needed.
+    queries = np.hstack([2 * _f32(source), -np.ones((source.shape[0], 1), np.float32)])
+    base = np.hstack([_f32(target), r_target[:, None].astype(np.float32)])
+    scores, indices = knn(queries, base, k)
+    return scores - r_source[:, None], indices

@@ -24,6 +24,9 @@ from clir.embeddings.train import train_vectors
 from clir.embeddings.vectors_io import make_keyed_vectors
 from clir.errors import ConfigError
 
+JOINT_CONFIG = EmbeddingConfig(method="word2vec", window=20, epochs=10)
+"""The default of joint training (best sw->en BLI on the Bibles, see experiments/embeddings_bli.py)."""
+
 MIXES = ("shuffle", "ratio")
 """How a pair's two sides are merged: random shuffle, or interleaved by their length ratio."""
 
@@ -177,7 +180,7 @@ def train_joint(
         ``(space, joint_vectors)``: the space and the raw tagged model (to refine with
         :func:`~clir.embeddings.align.map_to_pivot` via :func:`split_joint`).
     """
-    config = config or EmbeddingConfig(method="word2vec", window=20, epochs=10)
+    config = config or JOINT_CONFIG
     corpus = pseudo_bilingual_corpus(
         parallel, monolingual, pivot=pivot, mix=mix, copies=copies, seed=config.seed
     )

@@ -22,7 +22,7 @@ from tqdm.auto import tqdm
 from clir.embeddings.align import map_to_pivot, subwords_of
 from clir.embeddings.base import PIVOT, AlignConfig, EmbeddingConfig
 from clir.embeddings.bli import evaluate_bli
-from clir.embeddings.joint import train_joint
+from clir.embeddings.joint import JOINT_CONFIG, train_joint
 from clir.embeddings.seeds import (
     Pairs,
     as_dictionary,
@@ -148,7 +148,8 @@ def train_embeddings(
     Args:
         collections: ``{lang: collection dir(s)}``.
         out_dir: Where to save the space.
-        config: Training parameters.
+        config: Training parameters (default: FastText, or :data:`~clir.embeddings.joint.JOINT_CONFIG`
+            for ``joint``).
         joint: Train one model on the pseudo-bilingual corpus instead of one per language.
         mix: Pair merging of the joint corpus.
         copies: Shuffled copies per pair in the joint corpus.
@@ -158,7 +159,7 @@ def train_embeddings(
     Returns:
         The saved space.
     """
-    config = config or EmbeddingConfig()
+    config = config or (JOINT_CONFIG if joint else EmbeddingConfig())
     corpora = load_corpora(collections, extra_text=extra_text, progress=progress)
     if joint:
         space, _ = train_joint(

@@ -133,8 +133,18 @@ class Retriever(ABC):
         """Per query term with the given (PSQ-weighted) df and cf: ``(coef, alpha, beta)``."""
 
     @abstractmethod
-    def _transform(self, tf: np.ndarray, doc_ids: np.ndarray, df: np.ndarray, cf: np.ndarray) -> np.ndarray:
-        """The weight ``w`` of (term, document) entries from their tf and the term's df and cf."""
+    def _transform(
+        self, tf: np.ndarray, doc_ids: np.ndarray, indptr: np.ndarray, df: np.ndarray, cf: np.ndarray
+    ) -> np.ndarray:
+        """The weights ``w`` of the entries of a term-major CSR matrix (row ``t`` = one term).
+
+        Args:
+            tf: float64 entry values (term frequencies); may be overwritten.
+            doc_ids: The entries' document ids.
+            indptr: Row pointers of the matrix.
+            df: Per-row document frequency.
+            cf: Per-row collection frequency.
+        """
 
     def _prior(self) -> np.ndarray | None:
         """The per-document ``prior`` (``None``: zero for every document)."""
@@ -169,12 +179,8 @@ class Retriever(ABC):
         self._prepare(index)
         postings = index.postings
         if weights is None:
-            term_of_nnz = np.repeat(np.arange(index.n_terms), np.diff(postings.indptr))
             weights = self._transform(
-                postings.data.astype(np.float64),
-                postings.indices,
-                index.df[term_of_nnz],
-                index.cf[term_of_nnz],
+                postings.data.astype(np.float64), postings.indices, postings.indptr, index.df, index.cf
             )
         elif weights.shape != postings.data.shape:
             raise ConfigError(f"weights has shape {weights.shape}, expected {postings.data.shape}")
@@ -343,11 +349,8 @@ class Retriever(ABC):
             n_c = len(complex_rows)
             mix = _csr(np.asarray(vals), np.asarray(rows), np.asarray(cols), (n_c, index.n_terms))
             pseudo = (mix @ index.postings).tocsr()
-            row_of_nnz = np.repeat(np.arange(n_c), np.diff(pseudo.indptr))
             c_vt = np.fromiter((vt for vt, _, _ in complex_rows), dtype=np.int64, count=n_c)
-            pseudo.data = self._transform(
-                pseudo.data, pseudo.indices, df[c_vt][row_of_nnz], cf[c_vt][row_of_nnz]
-            )
+            pseudo.data = self._transform(pseudo.data, pseudo.indices, pseudo.indptr, df[c_vt], cf[c_vt])
             is_c = slot[v] >= 0
             plan.complex = _csr(m[is_c] * coef[v[is_c]], q[is_c], slot[v[is_c]], (n_q, n_c))
             plan.pseudo = pseudo
@@ -408,14 +411,21 @@ class Retriever(ABC):
                     out_ids[r, n:] = un
                     out_scores[r, n:] = -b * prior[un] if use_prior else 0.0
                 continue
-            pre = order[: min(n_docs, k + m)]
             if m:
                 matched = indices[s:e]
                 mask[matched] = True
-                un = pre[~mask[pre]][:k]
+                # A prefix of k + m documents always holds k unmatched ones; start with a
+                # prefix sized for the expected share of matched documents and grow it.
+                span = min(n_docs, k + m, k + 16 + (2 * k * m) // max(n_docs - m, 1))
+                while True:
+                    pre = order[:span]
+                    un = pre[~mask[pre]][:k]
+                    if len(un) == k or span >= min(n_docs, k + m):
+                        break
+                    span = min(n_docs, k + m, 2 * span)
                 mask[matched] = False
             else:
-                un = pre[:k]
+                un = order[:k]
             uval = -b * prior[un] if use_prior else np.zeros(len(un))
             out_ids[r], out_scores[r] = _merge(idx, val, un, uval, k)
         out_scores += alpha[:, None]

@@ -81,5 +81,11 @@ class BM25(Retriever):
         zeros = np.zeros_like(df)
         return self.idf_of(df), zeros, zeros
 
-    def _transform(self, tf: np.ndarray, doc_ids: np.ndarray, df: np.ndarray, cf: np.ndarray) -> np.ndarray:
-        return tf * (self.k1 + 1.0) / (tf + self._length_norm[doc_ids])
+    def _transform(
+        self, tf: np.ndarray, doc_ids: np.ndarray, indptr: np.ndarray, df: np.ndarray, cf: np.ndarray
+    ) -> np.ndarray:
+        denominator = self._length_norm[doc_ids]
+        denominator += tf
+        tf *= self.k1 + 1.0
+        tf /= denominator
+        return tf

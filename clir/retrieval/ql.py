@@ -57,5 +57,9 @@ class QueryLikelihood(Retriever):
         ones = np.ones_like(cf)
         return ones, np.log(self.mu * self.collection_prob(cf)), ones
 
-    def _transform(self, tf: np.ndarray, doc_ids: np.ndarray, df: np.ndarray, cf: np.ndarray) -> np.ndarray:
-        return np.log1p(tf / (self.mu * self.collection_prob(cf)))
+    def _transform(
+        self, tf: np.ndarray, doc_ids: np.ndarray, indptr: np.ndarray, df: np.ndarray, cf: np.ndarray
+    ) -> np.ndarray:
+        scale = 1.0 / (self.mu * self.collection_prob(cf))
+        tf *= np.repeat(scale, np.diff(indptr))
+        return np.log1p(tf, out=tf)
