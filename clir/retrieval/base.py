@@ -9,9 +9,10 @@ from ``D``), ``prior`` is a per-document array (``None`` meaning zero) and ``alp
 ``beta_q >= 0`` are per-query constants. BM25 has ``alpha = beta = 0``, ``coef = idf`` and
 ``w`` its saturated tf; Dirichlet query likelihood has ``beta_q = |q|``, ``prior = log(|D| + mu)``
 and ``w = log(1 + tf / (mu P(t|C)))``. The sparse part of all queries is one product of a
-query-term matrix with the term-major weight matrix; ranking uses the fact that the documents
-matching no query term are ordered by ``prior`` alone, so only the matching documents and the
-``k`` best non-matching ones are ever compared.
+query-term matrix with the term-major weight matrix. Ranking (:mod:`clir.retrieval.topk`) either
+densifies blocks of queries and selects every row's top ``k`` at once (small collections, or
+queries matching a large share of the documents), or, per query, compares only the matching
+documents and the ``k`` best non-matching ones, which are ordered by ``prior`` alone.
 
 A query term is a string, or a weighted set ``{doc_term: p}`` (probabilistic structured query,
 PSQ; Darwish & Oard 2003): its tf in ``D`` is ``sum p * tf(t, D)``, its df ``sum p * df(t)`` and
@@ -34,6 +35,7 @@ import clir
 from clir.errors import ConfigError, FormatError
 from clir.formats import atomic_directory
 from clir.retrieval.index import DocTerms, SparseIndex, read_json, write_json
+from clir.retrieval.topk import dense_rows, dense_topk, prefer_dense, sparse_topk
 from clir.types import Run
 
 QueryTerm = str | Mapping[str, float]
@@ -115,7 +117,6 @@ class Retriever(ABC):
     def __init__(self) -> None:
         self.index_: SparseIndex | None = None
         self._weights: sp.csr_matrix | None = None
-        self._order: np.ndarray | None = None
         self._prior_order: np.ndarray | None = None
 
     # --- what a model defines ---------------------------------------------------------------------
@@ -189,7 +190,6 @@ class Retriever(ABC):
         )
         self._weights.has_sorted_indices = True
         self.index_ = index
-        self._order = np.arange(index.n_docs)
         prior = self._prior()
         self._prior_order = None if prior is None else np.argsort(prior, kind="stable")
         return self
@@ -245,18 +245,27 @@ class Retriever(ABC):
         ids = np.empty((len(queries), kk), dtype=np.int64)
         scores = np.empty((len(queries), kk), dtype=np.float64)
         prior = self._prior()
-        chunks = plan.chunks()
-        for start, stop in tqdm(chunks, desc="retrieving", unit="batch", disable=not progress):
-            sparse = plan.product(start, stop)
-            self._topk(
-                sparse,
-                plan.alpha[start:stop],
-                plan.beta[start:stop],
-                prior,
-                kk,
-                ids[start:stop],
-                scores[start:stop],
-            )
+        for start, stop in tqdm(plan.chunks(), desc="retrieving", unit="batch", disable=not progress):
+            matches = float(plan.cost[start:stop].mean()) if stop > start else 0.0
+            if prefer_dense(index.n_docs, min(matches, index.n_docs)):
+                step = dense_rows(index.n_docs)
+                for s in range(start, stop, step):
+                    e = min(stop, s + step)
+                    dense = plan.product(s, e).toarray()
+                    if prior is not None:
+                        dense -= plan.beta[s:e, None] * prior[None, :]
+                    ids[s:e], scores[s:e] = dense_topk(dense, kk)
+            else:
+                sparse_topk(
+                    plan.product(start, stop),
+                    plan.beta[start:stop],
+                    prior,
+                    self._prior_order,
+                    kk,
+                    ids[start:stop],
+                    scores[start:stop],
+                )
+        scores += plan.alpha[:, None]
         return Results(index.docnos[ids], scores)
 
     def search(self, queries: Mapping[str, QueryTerms], k: int = 1000, progress: bool = False) -> Run:
@@ -357,78 +366,6 @@ class Retriever(ABC):
             cost += np.bincount(q[is_c], weights=df[v[is_c]] + 1, minlength=n_q)
         plan.cost = cost
         return plan
-
-    def _topk(
-        self,
-        sparse: sp.csr_matrix,
-        alpha: np.ndarray,
-        beta: np.ndarray,
-        prior: np.ndarray | None,
-        k: int,
-        out_ids: np.ndarray,
-        out_scores: np.ndarray,
-    ) -> None:
-        """Fill ``out_ids``/``out_scores`` with each row's exact top ``k`` (see module docstring).
-
-        Scores are ranked without ``alpha`` (a per-query constant), added at the end.
-        """
-        n_docs = sparse.shape[1]
-        indptr, indices, data = sparse.indptr, sparse.indices, sparse.data
-        mask = np.zeros(n_docs, dtype=bool)  # per call, so concurrent retrieve() calls are safe
-        assert self._order is not None
-        best_prior = 0.0 if prior is None else float(prior[self._prior_order[0]])  # type: ignore[index]
-        bounds = indptr.tolist()  # Python ints: cheaper to index in the loop than numpy scalars
-        betas = beta.tolist()
-        for r in range(sparse.shape[0]):
-            s, e = bounds[r], bounds[r + 1]
-            m = e - s
-            b = betas[r]
-            use_prior = prior is not None and b != 0.0
-            idx = indices[s:e]
-            val = data[s:e]
-            # Documents matching no query term are ranked by prior, then docno.
-            order = self._prior_order if use_prior else self._order
-            if use_prior:
-                val = val - b * prior[idx]
-                best_unmatched = -b * best_prior
-            else:
-                best_unmatched = 0.0
-            if m > k:
-                top = _select(val, idx, k)
-                idx, val = idx[top], val[top]
-            o = _sort_desc(val, idx, n_docs)
-            idx, val = idx[o], val[o]
-            n = len(idx)
-            if n and val[-1] > best_unmatched:
-                # Every kept matching document beats every other document: no merge needed.
-                out_ids[r, :n] = idx
-                out_scores[r, :n] = val
-                if n < k:
-                    mask[idx] = True
-                    pre = order[:k]
-                    un = pre[~mask[pre]][: k - n]
-                    mask[idx] = False
-                    out_ids[r, n:] = un
-                    out_scores[r, n:] = -b * prior[un] if use_prior else 0.0
-                continue
-            if m:
-                matched = indices[s:e]
-                mask[matched] = True
-                # A prefix of k + m documents always holds k unmatched ones; start with a
-                # prefix sized for the expected share of matched documents and grow it.
-                span = min(n_docs, k + m, k + 16 + (2 * k * m) // max(n_docs - m, 1))
-                while True:
-                    pre = order[:span]
-                    un = pre[~mask[pre]][:k]
-                    if len(un) == k or span >= min(n_docs, k + m):
-                        break
-                    span = min(n_docs, k + m, 2 * span)
-                mask[matched] = False
-            else:
-                un = order[:k]
-            uval = -b * prior[un] if use_prior else np.zeros(len(un))
-            out_ids[r], out_scores[r] = _merge(idx, val, un, uval, k)
-        out_scores += alpha[:, None]
 
     # --- persistence ------------------------------------------------------------------------------
 
@@ -553,55 +490,3 @@ def _csr(data: np.ndarray, rows: np.ndarray, cols: np.ndarray, shape: tuple[int,
         matrix.indices = matrix.indices.astype(np.int32, copy=False)
         matrix.indptr = matrix.indptr.astype(np.int32, copy=False)
     return matrix
-
-
-def _select(val: np.ndarray, idx: np.ndarray, k: int) -> np.ndarray:
-    """Positions of the ``k`` best values; ties at the boundary go to the smaller doc id."""
-    part = np.argpartition(-val, k - 1)
-    thr = val[part[k - 1]]
-    top = part[:k]
-    if np.count_nonzero(val >= thr) > k:
-        gt = np.flatnonzero(val > thr)
-        eq = np.flatnonzero(val == thr)
-        eq = eq[np.argsort(idx[eq], kind="stable")[: k - len(gt)]]
-        top = np.concatenate([gt, eq])
-    return top
-
-
-def _sort_desc(val: np.ndarray, idx: np.ndarray, n_docs: int) -> np.ndarray:
-    """Order by value descending, then doc id ascending."""
-    o = np.argsort(-val)
-    v = val[o]
-    if v.size > 1:
-        new_value = v[1:] != v[:-1]
-        if not new_value.all():
-            group = np.zeros(v.size, dtype=np.int64)
-            np.cumsum(new_value, out=group[1:])
-            o = o[np.argsort(group * n_docs + idx[o])]
-    return o
-
-
-def _merge(
-    a_ids: np.ndarray, a_val: np.ndarray, b_ids: np.ndarray, b_val: np.ndarray, k: int
-) -> tuple[np.ndarray, np.ndarray]:
-    """Merge two disjoint lists sorted by (value desc, id asc); keep the first ``k``."""
-    if not len(b_ids):
-        return a_ids[:k], a_val[:k]
-    if not len(a_ids):
-        return b_ids[:k], b_val[:k]
-    neg_b = -b_val
-    before = np.searchsorted(neg_b, -a_val, side="left")
-    upto = np.searchsorted(neg_b, -a_val, side="right")
-    for i in np.flatnonzero(upto > before):
-        before[i] += np.searchsorted(b_ids[before[i] : upto[i]], a_ids[i])
-    pos_a = before + np.arange(len(a_ids))
-    n = len(a_ids) + len(b_ids)
-    is_a = np.zeros(n, dtype=bool)
-    is_a[pos_a] = True
-    ids = np.empty(n, dtype=np.int64)
-    val = np.empty(n, dtype=np.float64)
-    ids[pos_a] = a_ids
-    val[pos_a] = a_val
-    ids[~is_a] = b_ids
-    val[~is_a] = b_val
-    return ids[:k], val[:k]
