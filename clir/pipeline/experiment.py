@@ -214,6 +214,7 @@ def _data_step(
         "depth": data.depth,
         "norm": data.feature_norm,
         "splits": splits,
+        "features": list(DEFAULT_FEATURES),
     }
     return runner.run(f"data-{pair}", params, build, [steps.collection, steps.tables])
 
