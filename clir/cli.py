@@ -104,6 +104,79 @@ def _baselines(args: argparse.Namespace) -> int:
     return 0
 
 
+# --------------------------------------------------------------------------- embeddings
+
+
+def _collections_by_language(paths: Sequence[Path]) -> dict[str, list[Path]]:
+    from clir.datasets import Collection
+
+    by_lang: dict[str, list[Path]] = {}
+    for path in paths:
+        by_lang.setdefault(Collection.load(path).doc_lang, []).append(path)
+    return by_lang
+
+
+def _embed_train(args: argparse.Namespace) -> int:
+    from clir.embeddings import EmbeddingConfig, train_embeddings
+
+    config = EmbeddingConfig(
+        method=args.method, dim=args.dim, window=args.window, min_count=args.min_count, epochs=args.epochs,
+        seed=args.seed,
+    )  # fmt: skip
+    space = train_embeddings(
+        _collections_by_language(args.collections),
+        args.out,
+        config,
+        joint=args.joint,
+        progress=not args.quiet,
+    )
+    kind = "joint shared space" if args.joint else "monolingual vectors (align them with 'clir embed align')"
+    print(f"wrote {args.out}: {kind} for {', '.join(space.languages)}")
+    return 0
+
+
+def _embed_align(args: argparse.Namespace) -> int:
+    from clir.embeddings import AlignConfig, align_embeddings
+
+    config = AlignConfig(
+        refine_iterations=args.refine, csls_k=args.csls_k, seed_source=args.seed_source,
+        seed_with_identical=args.identical,
+    )  # fmt: skip
+    tsv = dict(item.split("=", 1) for item in args.lexicon) if args.lexicon else None
+    space = align_embeddings(
+        args.vectors,
+        args.out,
+        config,
+        collections=_collections_by_language(args.collections) if args.collections else None,
+        tsv=tsv,
+        test_size=args.test_size,
+        progress=not args.quiet,
+    )
+    print(f"wrote {args.out}: {', '.join(space.languages)} mapped onto English")
+    return 0
+
+
+def _embed_eval(args: argparse.Namespace) -> int:
+    from clir.embeddings import evaluate_embeddings
+    from clir.evaluation import format_table
+
+    rows = evaluate_embeddings(args.space, args.languages, freedict=not args.no_freedict)
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return 0
+    if not rows:
+        print("no test dictionary: held-out pairs come from 'clir embed align'; FreeDict needs apt packages")
+        return 1
+    table = {
+        f"{r['dictionary']} {r['source']}->{r['target']} {r['method']} (n={r['queries']})": {
+            "P@1": r["p_at_1"], "P@5": r["p_at_5"],
+        }
+        for r in rows
+    }  # fmt: skip
+    print(format_table(table, ["P@1", "P@5"], digits=3))
+    return 0
+
+
 # --------------------------------------------------------------------------- reranker
 
 
@@ -362,6 +435,54 @@ def build_parser() -> argparse.ArgumentParser:
     baselines.add_argument("--k", type=int, default=1000)
     baselines.add_argument("--quiet", action="store_true")
     baselines.set_defaults(handler=_baselines)
+
+    embed = commands.add_parser("embed", help="train, align and evaluate the shared cross-lingual space")
+    embed_commands = embed.add_subparsers(dest="embed_command", metavar="STEP", required=True)
+    embed_train = embed_commands.add_parser(
+        "train",
+        help="train word vectors from collections' text (monolingual per language, or one joint space)",
+        description="Monolingual text per language: its collections' documents and parallel side; "
+        "English: the English side. --joint trains one model over a pseudo-bilingual corpus (each "
+        "aligned verse pair merged and shuffled, tokens tagged by language): a shared space directly.",
+    )
+    embed_train.add_argument("collections", nargs="+", type=Path, help="collection directories")
+    embed_train.add_argument("--out", required=True, type=Path)
+    embed_train.add_argument("--joint", action="store_true", help="one joint space (no mapping step)")
+    embed_train.add_argument("--method", choices=("fasttext", "word2vec"), default="fasttext")
+    embed_train.add_argument("--dim", type=int, default=100)
+    embed_train.add_argument("--window", type=int, default=5)
+    embed_train.add_argument("--min-count", type=int, default=2)
+    embed_train.add_argument("--epochs", type=int, default=10)
+    embed_train.add_argument("--seed", type=int, default=0)
+    embed_train.add_argument("--quiet", action="store_true")
+    embed_train.set_defaults(handler=_embed_train)
+    embed_align = embed_commands.add_parser(
+        "align",
+        help="map every language onto English: Procrustes from a seed lexicon + CSLS refinement",
+    )
+    embed_align.add_argument("vectors", type=Path, help="directory written by 'clir embed train'")
+    embed_align.add_argument("--out", required=True, type=Path)
+    embed_align.add_argument(
+        "--collections", nargs="+", type=Path, help="collections whose parallel side gives IBM1 seed pairs"
+    )
+    embed_align.add_argument(
+        "--seed-source", choices=("ibm1", "tsv", "freedict", "identical"), default="ibm1"
+    )
+    embed_align.add_argument("--lexicon", nargs="+", metavar="LANG=FILE", help="TSV seed lexicons")
+    embed_align.add_argument("--identical", action="store_true", help="add identical strings as seeds")
+    embed_align.add_argument("--refine", type=int, default=5, help="refinement iterations (default 5)")
+    embed_align.add_argument("--csls-k", type=int, default=10)
+    embed_align.add_argument("--test-size", type=float, default=0.2, help="seed share held out for BLI")
+    embed_align.add_argument("--quiet", action="store_true")
+    embed_align.set_defaults(handler=_embed_align)
+    embed_eval = embed_commands.add_parser(
+        "eval", help="bilingual lexicon induction: P@1 and P@5, nearest neighbour and CSLS"
+    )
+    embed_eval.add_argument("space", type=Path)
+    embed_eval.add_argument("--languages", nargs="+")
+    embed_eval.add_argument("--no-freedict", action="store_true", help="skip the FreeDict dictionaries")
+    embed_eval.add_argument("--json", action="store_true")
+    embed_eval.set_defaults(handler=_embed_eval)
 
     train = commands.add_parser(
         "train",

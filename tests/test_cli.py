@@ -71,3 +71,41 @@ def test_malformed_run_is_reported_with_file_and_line(tmp_path, capsys):
     qrels.write_text("q1 0 d1 1\n")
     assert main(["evaluate", str(run), str(qrels)]) == 2
     assert f"{run}:2: expected 6 fields" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_command_chain_on_a_small_real_collection(tmp_path, capsys):
+    from clir.datasets import BibleCollectionBuilder
+
+    collection = tmp_path / "en-sw"
+    BibleCollectionBuilder(
+        "sw", collection_books=[8, 32], parallel_books=[62], n_train=5, n_dev=5, n_test=20, progress=False
+    ).build().save(collection)
+    assert main(["data", "check", str(collection)]) == 0
+    assert json.loads(capsys.readouterr().out)["queries"]["test"] == 20
+
+    tables, index, run = tmp_path / "tables", tmp_path / "index", tmp_path / "psq.run"
+    assert main(["tables", "--collection", str(collection), "--out", str(tables), "--iterations", "3"]) == 0
+    for args in (
+        ["index", "--collection", str(collection), "--tables", str(tables), "--mode", "psq", "--out", str(index)],  # noqa: E501
+        ["retrieve", "--index", str(index), "--collection", str(collection), "--k", "25", "--out", str(run)],
+    ):
+        assert main([*args, "--quiet"]) == 0
+    assert len(run.read_text().splitlines()) == 20 * 25  # 30 documents: every query fills its 25
+    capsys.readouterr()
+    qrels = collection / "qrels.test.txt"
+    assert main(["evaluate", str(run), str(qrels), "--collection", str(collection), "--json"]) == 0
+    values = json.loads(capsys.readouterr().out)
+    assert set(values) == {"AP", "P@10", "nDCG@10", "nDCG@20", "R@100", "R@1000", "AQWV"}
+    assert 0.05 < values["AP"] <= 1  # 2 short books: the psq run finds most verses' passages
+
+    space = tmp_path / "space"
+    assert main(["embed", "train", str(collection), "--joint", "--method", "word2vec", "--dim", "8",
+                 "--epochs", "1", "--out", str(space), "--quiet"]) == 0  # fmt: skip
+    assert main(["embed", "eval", str(space), "--json"]) == 0
+
+
+def test_errors_are_reported_without_traceback(tmp_path, capsys):
+    assert main(["data", "bible", "--pair", "en-xx", "--out", str(tmp_path / "c"), "--quiet"]) == 2
+    assert "clir: error:" in capsys.readouterr().err
+    assert main(["data", "check", str(tmp_path / "absent")]) == 2

@@ -70,79 +70,102 @@ def dense_topk(scores: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
     # Rank costs (smallest first): numpy's introselect is several times faster on -scores than
     # on scores when most cells are 0 (BM25's unmatched documents), measured with numpy 2.4.
     costs = np.negative(scores)
+    rows = np.arange(n_rows, dtype=np.int64)
     if k < n_cols:
         cols = np.argpartition(costs, k - 1, axis=1)[:, :k]
-        rows = np.arange(n_rows, dtype=np.int64)
-        values = costs.reshape(-1)[cols + (rows * n_cols)[:, None]]
-        threshold = costs[rows, cols[:, k - 1]]  # each row's k-th smallest cost
-        # argpartition keeps every cell below the threshold and an arbitrary subset of the
-        # cells equal to it; where more cells are equal than kept, keep those of the smallest
-        # columns instead.
-        kept_equal = values == threshold[:, None]
-        equal = costs == threshold[:, None]
-        tied = np.flatnonzero(np.count_nonzero(equal, axis=1) > np.count_nonzero(kept_equal, axis=1))
-        if tied.size:
-            _repair_cut(cols, kept_equal, equal, tied)
+        values = np.take(costs, cols + (rows * n_cols)[:, None])
+        threshold = values[:, k - 1].copy()  # each row's k-th smallest cost
     else:
         cols = np.broadcast_to(np.arange(n_cols, dtype=np.int64), (n_rows, n_cols))
         values = costs
-    cols, values = sort_rows(cols, values, n_cols)
-    return cols, np.negative(values, out=values)
+        threshold = values.max(axis=1)
+    # Every kept cell is below the threshold or equal to it, and argpartition kept an arbitrary
+    # subset of the cells equal to it: they are replaced by the first ``need`` such columns,
+    # placed last in column order. Only the cells below the threshold are sorted.
+    at_threshold = values == threshold[:, None]
+    need = np.count_nonzero(at_threshold, axis=1)
+    threshold_cols = _first_columns(costs == threshold[:, None], need)
+    values[at_threshold] = np.inf
+    order = np.argsort(values, axis=1)  # unstable (SIMD) sort; equal values fixed below
+    order += (rows * k)[:, None]
+    sorted_values = np.take(values, order)
+    sorted_cols = np.take(cols, order)
+    _sort_runs_by_column(sorted_cols, sorted_values, n_cols)
+    slots = _slots(rows * k + (k - need), need)  # the last need[r] slots of each row r
+    sorted_cols.reshape(-1)[slots] = threshold_cols
+    sorted_values.reshape(-1)[slots] = np.repeat(threshold, need)
+    return sorted_cols, np.negative(sorted_values, out=sorted_values)
 
 
-def _repair_cut(cols: np.ndarray, kept_equal: np.ndarray, equal: np.ndarray, tied: np.ndarray) -> None:
-    """In rows ``tied``, replace the kept cells equal to the threshold by the first such columns.
+def _sort_runs_by_column(cols: np.ndarray, values: np.ndarray, n_cols: int) -> None:
+    """Within each row sorted by value, order the runs of equal finite values by column (in place).
 
-    Args:
-        cols: ``(n_rows, k)`` kept columns, updated in place.
-        kept_equal: ``(n_rows, k)`` which kept cells equal their row's threshold.
-        equal: ``(n_rows, n_cols)`` which cells equal their row's threshold.
-        tied: The rows to repair.
-    """
-    n_cols = equal.shape[1]
-    slots = np.flatnonzero(kept_equal[tied])  # row-major: need[r] slots per repaired row
-    need = np.count_nonzero(kept_equal[tied], axis=1)
-    cells = np.flatnonzero(equal[tied])  # row-major, columns ascending within a row
-    row = cells // n_cols
-    start = np.zeros(len(tied), dtype=np.int64)
-    np.cumsum(np.bincount(row, minlength=len(tied))[:-1], out=start[1:])
-    first = np.arange(cells.size) - start[row] < need[row]
-    repaired = cols[tied]
-    repaired.reshape(-1)[slots] = cells[first] - row[first] * n_cols
-    cols[tied] = repaired
-
-
-def sort_rows(cols: np.ndarray, values: np.ndarray, n_cols: int) -> tuple[np.ndarray, np.ndarray]:
-    """Sort each row by value ascending, then column ascending.
-
-    Args:
-        cols: ``(n_rows, m)`` distinct columns of each row (each ``< n_cols``).
-        values: ``(n_rows, m)`` their float64 values.
-        n_cols: A bound on the columns.
-
-    Returns:
-        ``(cols, values)`` sorted, as new ``(n_rows, m)`` int64 / float64 arrays.
+    All runs are sorted by one argsort of ``(run, column)`` keys: runs never span rows, and a
+    run's cells stay in the run's own positions.
     """
     n_rows, m = values.shape
-    base = np.arange(n_rows, dtype=np.int64)[:, None] * m
-    order = np.argsort(values, axis=1)  # unstable (SIMD) sort; equal values fixed below
-    order += base
-    sorted_values = values.reshape(-1)[order.reshape(-1)].reshape(n_rows, m)
-    sorted_cols = np.ascontiguousarray(cols).reshape(-1)[order.reshape(-1)]
-    same = sorted_values[:, 1:] == sorted_values[:, :-1]
-    if same.any():
-        # Runs of equal values: sort their cells by (run, column) in one argsort. Runs never
-        # span rows, and a run's cells stay in the run's own positions.
-        new_run = np.ones((n_rows, m), dtype=bool)
-        np.logical_not(same, out=new_run[:, 1:])
-        in_run = np.zeros((n_rows, m), dtype=bool)
-        in_run[:, 1:] = same
-        in_run[:, :-1] |= same
-        run = np.cumsum(new_run.reshape(-1))
-        cells = np.flatnonzero(in_run.reshape(-1))
-        tied_cols = sorted_cols[cells]
-        sorted_cols[cells] = tied_cols[np.argsort(run[cells] * np.int64(n_cols) + tied_cols)]
-    return sorted_cols.reshape(n_rows, m), sorted_values
+    same = values[:, 1:] == values[:, :-1]
+    same &= values[:, 1:] != np.inf
+    if not same.any():
+        return
+    new_run = np.ones((n_rows, m), dtype=bool)
+    np.logical_not(same, out=new_run[:, 1:])
+    in_run = np.zeros((n_rows, m), dtype=bool)
+    in_run[:, 1:] = same
+    in_run[:, :-1] |= same
+    cells = np.flatnonzero(in_run)
+    run = np.cumsum(new_run.reshape(-1))[cells]
+    flat = cols.reshape(-1)
+    tied = flat[cells]
+    flat[cells] = tied[np.argsort(run * np.int64(n_cols) + tied)]
+
+
+def _first_columns(equal: np.ndarray, need: np.ndarray) -> np.ndarray:
+    """Row by row, the first ``need[r]`` columns where ``equal[r]`` holds, concatenated.
+
+    Rows with many more true cells than needed (BM25's unmatched documents at the cut) are
+    first scanned over a prefix sized to likely hold enough of them.
+    """
+    n_rows, n_cols = equal.shape
+    out = np.empty(int(need.sum()), dtype=np.int64)
+    row_start = np.zeros(n_rows, dtype=np.int64)
+    np.cumsum(need[:-1], out=row_start[1:])
+    todo = np.arange(n_rows)
+    n_true = np.count_nonzero(equal, axis=1)
+    wide = np.flatnonzero(n_true > 4 * need)
+    if wide.size:
+        prefix = int((need[wide] * (n_cols / n_true[wide])).max() * 1.5) + 64
+        if prefix < n_cols:
+            found, ok = _first_true(equal[wide, :prefix], need[wide])
+            out[_slots(row_start[wide[ok]], need[wide[ok]])] = found
+            todo = np.concatenate([np.flatnonzero(n_true <= 4 * need), wide[~ok]])
+    if todo.size:
+        found, _ = _first_true(equal[todo] if todo.size < n_rows else equal, need[todo])
+        out[_slots(row_start[todo], need[todo])] = found
+    return out
+
+
+def _first_true(mask: np.ndarray, need: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The first ``need[r]`` true columns of each row that has that many (concatenated), and
+    which rows have."""
+    n_rows, width = mask.shape
+    cells = np.flatnonzero(mask)
+    row = cells // width
+    count = np.bincount(row, minlength=n_rows)
+    start = np.zeros(n_rows, dtype=np.int64)
+    np.cumsum(count[:-1], out=start[1:])
+    ok = count >= need
+    keep = np.arange(cells.size) - start[row] < need[row]
+    keep &= ok[row]
+    return cells[keep] - row[keep] * width, ok
+
+
+def _slots(start: np.ndarray, count: np.ndarray) -> np.ndarray:
+    """``concatenate([arange(s, s + c) for s, c in zip(start, count)])``, vectorised."""
+    total = int(count.sum())
+    offset = np.zeros(len(count), dtype=np.int64)
+    np.cumsum(count[:-1], out=offset[1:])
+    return np.repeat(start - offset, count) + np.arange(total)
 
 
 def sparse_topk(
