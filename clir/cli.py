@@ -217,6 +217,29 @@ def _rerank(args: argparse.Namespace) -> int:
     return 0
 
 
+def _explain(args: argparse.Namespace) -> int:
+    from clir.datasets import Collection
+    from clir.pipeline.explain import explain_pair
+
+    result = explain_pair(
+        args.model,
+        Collection.load(args.collection),
+        args.space,
+        args.qid,
+        args.docno,
+        tables_dir=args.tables,
+        png=args.png,
+    )
+    print(f"{result.qid} / {result.docno}: score {result.score:.4f}, rank {result.rank} among the candidates")
+    width = max(len(name) for name in result.inputs)
+    print(f"{'fusion input':<{width}}     value   share")
+    for name, value in result.inputs.items():
+        print(f"{name:<{width}}  {value:8.4f}  {result.shares[name]:6.1%}")
+    if result.heatmap is not None:
+        print(f"similarity heatmaps: {result.heatmap}")
+    return 0
+
+
 # --------------------------------------------------------------------------- experiment
 
 
@@ -513,6 +536,19 @@ def build_parser() -> argparse.ArgumentParser:
     rerank.add_argument("--out", required=True, type=Path)
     rerank.add_argument("--tag", default="reranked")
     rerank.set_defaults(handler=_rerank)
+
+    explain = commands.add_parser(
+        "explain",
+        help="why a document ranked where it did: component scores, fusion shares, similarity heatmaps",
+    )
+    explain.add_argument("--model", required=True, type=Path, help="checkpoint or ensemble directory")
+    explain.add_argument("--collection", required=True, type=Path)
+    explain.add_argument("--space", required=True, type=Path)
+    explain.add_argument("--qid", required=True)
+    explain.add_argument("--docno", required=True)
+    explain.add_argument("--tables", type=Path, help="translation tables directory (learned there if absent)")
+    explain.add_argument("--png", type=Path, help="write the similarity heatmaps to this PNG")
+    explain.set_defaults(handler=_explain)
 
     experiment = commands.add_parser(
         "experiment",

@@ -19,11 +19,10 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
-DENSE_BLOCK_BYTES = 64 << 20
-"""Memory budget of one dense block (its scores and the arrays ranking them)."""
-
-_DENSE_BYTES_PER_CELL = 8 + 8 + 2
-"""float64 score + int64 argpartition output + boolean masks, per cell of a dense block."""
+DENSE_BLOCK_BYTES = 2 << 20
+"""Size of the float64 scores of one dense block. Small blocks keep the temporaries of the
+ranking in cache (and out of the page-fault path of fresh large allocations): on the Bible
+collection 16-64 rows ran 1.6x faster than 128-500."""
 
 _DENSE_NS_PER_CELL = 5.0
 _SPARSE_NS_PER_ROW = 60_000.0
@@ -50,8 +49,8 @@ def prefer_dense(n_docs: int, matches_per_row: float) -> bool:
 
 
 def dense_rows(n_docs: int, budget: int = DENSE_BLOCK_BYTES) -> int:
-    """Rows of a dense block of ``n_docs`` columns that fit the memory ``budget`` (at least 1)."""
-    return max(1, budget // (n_docs * _DENSE_BYTES_PER_CELL))
+    """Rows of a dense block of ``n_docs`` float64 columns that fit ``budget`` bytes (at least 1)."""
+    return max(1, budget // (n_docs * 8))
 
 
 def dense_topk(scores: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
@@ -138,7 +137,7 @@ def _first_columns(equal: np.ndarray, need: np.ndarray) -> np.ndarray:
         if prefix < n_cols:
             found, ok = _first_true(equal[wide, :prefix], need[wide])
             out[_slots(row_start[wide[ok]], need[wide[ok]])] = found
-            todo = np.concatenate([np.flatnonzero(n_true <= 4 * need), wide[~ok]])
+            todo = np.sort(np.concatenate([np.flatnonzero(n_true <= 4 * need), wide[~ok]]))
     if todo.size:
         found, _ = _first_true(equal[todo] if todo.size < n_rows else equal, need[todo])
         out[_slots(row_start[todo], need[todo])] = found
