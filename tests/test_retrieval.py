@@ -411,3 +411,73 @@ def test_first_stage_terms_and_errors(bilingual):
         FirstStage("qt", doc_analyzer=sw)
     with pytest.raises(ConfigError, match="unknown retriever"):
         FirstStage("dt", "tfidf", doc_analyzer=sw)
+
+
+# --- batched (dense) and per-query (sparse) top-k ---------------------------------------------------
+
+
+def _stable_topk(scores: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """Reference: a stable sort of -scores (ties by column), first k."""
+    cols = np.argsort(-scores, axis=1, kind="stable")[:, :k]
+    return cols, np.take_along_axis(scores, cols, axis=1)
+
+
+def test_dense_and_sparse_topk_agree_with_stable_sort_on_tied_scores():
+    from clir.retrieval.topk import dense_topk, sparse_topk
+
+    rng = np.random.default_rng(11)
+    for trial in range(40):
+        n_rows, n_cols = int(rng.integers(1, 8)), int(rng.integers(1, 400))
+        # Few distinct values (many ties), zeros for the unmatched cells, an all-zero row, and a
+        # row whose zeros all lie past a long run of positive values (the prefix scan misses).
+        sparse_part = rng.integers(0, 4, size=(n_rows, n_cols)) * (rng.random((n_rows, n_cols)) < 0.3)
+        sparse_part = sparse_part.astype(np.float64) / 3
+        sparse_part[0] = 0.0
+        if n_rows > 1:
+            sparse_part[1, : 3 * n_cols // 4] = rng.integers(1, 4, size=3 * n_cols // 4)
+            sparse_part[1, 3 * n_cols // 4 :] = 0.0
+        use_prior = trial % 2 == 1
+        prior = rng.integers(0, 3, size=n_cols).astype(np.float64) / 2 if use_prior else None
+        beta = rng.integers(0, 3, size=n_rows).astype(np.float64)
+        dense = sparse_part - (beta[:, None] * prior[None, :] if use_prior else 0.0)
+        csr = sp.csr_matrix(sparse_part)
+        csr.sort_indices()
+        prior_order = np.argsort(prior, kind="stable") if use_prior else None
+        for k in sorted({1, 2, 3, max(1, n_cols // 2), max(1, 3 * n_cols // 4 + 2), n_cols}):
+            k = min(k, n_cols)
+            ref_cols, ref_vals = _stable_topk(dense, k)
+            cols, vals = dense_topk(dense.copy(), k)
+            np.testing.assert_array_equal(cols, ref_cols, err_msg=f"dense {trial} {k}")
+            np.testing.assert_array_equal(vals, ref_vals)
+            ids = np.empty((n_rows, k), dtype=np.int64)
+            out = np.empty((n_rows, k))
+            sparse_topk(csr, beta, prior, prior_order, k, ids, out)
+            np.testing.assert_array_equal(ids, ref_cols, err_msg=f"sparse {trial} {k}")
+            np.testing.assert_array_equal(out, ref_vals)
+
+
+@pytest.mark.parametrize("model", ["bm25", "ql"])
+@pytest.mark.parametrize("path", ["dense", "sparse", "dense-one-row-blocks"])
+def test_retrieve_paths_match_dense_scores_and_full_sort(monkeypatch, model, path):
+    import clir.retrieval.base as base
+
+    monkeypatch.setattr(base, "prefer_dense", lambda n_docs, matches: path != "sparse")
+    if path == "dense-one-row-blocks":
+        monkeypatch.setattr(base, "dense_rows", lambda n_docs: 1)
+    rng = np.random.default_rng(5)
+    for trial in range(8):
+        n_docs = int(rng.integers(1, 60))
+        vocab = [f"t{i}" for i in range(int(rng.integers(1, 5)))]
+        docs = [list(rng.choice(vocab, size=int(rng.integers(0, 4)))) for _ in range(n_docs)]
+        docnos = [f"d{int(x)}" for x in rng.permutation(1000)[:n_docs]]
+        params = {"mu": 2.0} if model == "ql" else {"idf": ["okapi", "lucene"][trial % 2]}
+        retriever = get_retriever(model, **params).index(docnos, docs, progress=False)
+        queries = [list(rng.choice([*vocab, "unseen"], size=int(rng.integers(0, 4)))) for _ in range(9)]
+        queries.append([{vocab[0]: 0.4, vocab[-1]: 0.6}])
+        dense = retriever.score(queries)
+        cols = np.argsort(-dense, axis=1, kind="stable")  # full sort, ties by docno (= column)
+        for k in (1, 3, max(1, n_docs - 1), n_docs, n_docs + 5):
+            results = retriever.retrieve(queries, k=k)
+            kk = min(k, n_docs)
+            np.testing.assert_array_equal(results.docnos, retriever.index_.docnos[cols[:, :kk]])
+            np.testing.assert_array_equal(results.scores, np.take_along_axis(dense, cols[:, :kk], axis=1))

@@ -3,10 +3,11 @@
 Two ways to the same result (the same columns, the same float64 values, in the same order):
 
 - :func:`dense_topk` ranks a dense ``(n_rows, n_cols)`` block of scores for every row at once:
-  ``np.argpartition`` along the rows, a repair of the rows whose ``k``-th value is tied beyond
-  the cut, then an (unstable, SIMD) ``argsort`` of the ``k`` kept values and a repair of the
-  runs of equal values by column. A handful of numpy calls per block, whatever its number of
-  rows, at a cost proportional to ``n_rows * n_cols``.
+  ``np.argpartition`` along the rows; the kept cells tied with the ``k``-th value are replaced
+  by the first such columns of the row (placed last); the others get an (unstable, SIMD)
+  ``argsort`` and one more argsort puts the runs of equal values in column order. A fixed
+  number of numpy calls per block, whatever its number of rows, at a cost proportional to
+  ``n_rows * n_cols``.
 - :func:`sparse_topk` ranks the matching documents of each row of a sparse block and fills in
   the non-matching ones from a precomputed order, at a cost proportional to the number of
   matches plus ``k``, but with a loop of small numpy calls per row.
@@ -24,19 +25,21 @@ DENSE_BLOCK_BYTES = 2 << 20
 ranking in cache (and out of the page-fault path of fresh large allocations): on the Bible
 collection 16-64 rows ran 1.6x faster than 128-500."""
 
-_DENSE_NS_PER_CELL = 5.0
-_SPARSE_NS_PER_ROW = 60_000.0
-_SPARSE_NS_PER_MATCH = 25.0
+_DENSE_NS_PER_CELL = 7.0
+_SPARSE_NS_PER_ROW = 35_000.0
+_SPARSE_NS_PER_MATCH = 35.0
 
 
 def prefer_dense(n_docs: int, matches_per_row: float) -> bool:
-    """Whether :func:`dense_topk` is expected to beat :func:`sparse_topk`.
+    """Whether :func:`dense_topk` is expected to be at least as fast as :func:`sparse_topk`.
 
-    The rule compares the per-row costs measured single-threaded (Swahili Bible, synthetic Zipf
-    collections of 10^5 and 10^6 documents, k = 1000): about 5 ns per document for the dense
-    path (densify, QL prior, argpartition, tie check) against about 60 us of per-row Python
-    overhead plus 25 ns per matching document for the sparse path. So collections up to ~12,000
-    documents always go dense, larger ones only when queries match a large share of them.
+    A cost model fitted to single-threaded runs at k = 1000 (numpy 2.4, AVX-512): the dense
+    path costs about 7 ns per document per row (the block is densified and passed over ~15
+    times), the sparse path about 35 us per row (its loop of small numpy calls) plus 35 ns per
+    matching document. On a synthetic Zipf collection of 10^5 documents (~4,200 matches a
+    query) the sparse path ran 3.5x faster; on the Swahili Bible (6,221 passages, ~1,900
+    matches a query) the two ran at parity. So the dense path takes small collections
+    (n_docs <= 5 * matches + 5,000).
 
     Args:
         n_docs: Columns of a dense row.
