@@ -6,6 +6,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 CLIR := $(VENV)/bin/clir
 OUT ?= runs/default
+CONFIG ?= configs/default.yaml
 STAMP := $(VENV)/.installed
 
 .PHONY: run test lint lexicons clean
@@ -25,10 +26,9 @@ lexicons:
 		|| echo "note: FreeDict dictionaries not installed (needs apt-get as root); continuing without them"; \
 	fi
 
+# The main job: en-sw trained, en-tl and en-ny zero-shot; cached steps under $(OUT)/steps.
 run: $(STAMP) lexicons
-	$(CLIR) data bible --pair en-sw --out data/en-sw
-	$(CLIR) data bible --pair en-tl --out data/en-tl
-	$(CLIR) run-baselines --collection data/en-sw --out $(OUT)/en-sw
+	$(CLIR) experiment $(CONFIG) --out $(OUT)
 
 test: $(STAMP)
 	$(PY) -m pytest -q
