@@ -117,12 +117,13 @@ def _collections_by_language(paths: Sequence[Path]) -> dict[str, list[Path]]:
 
 
 def _embed_train(args: argparse.Namespace) -> int:
-    from clir.embeddings import EmbeddingConfig, train_embeddings
+    from clir.embeddings import JOINT_CONFIG, EmbeddingConfig, train_embeddings
 
-    config = EmbeddingConfig(
-        method=args.method, dim=args.dim, window=args.window, min_count=args.min_count, epochs=args.epochs,
-        seed=args.seed,
-    )  # fmt: skip
+    defaults = JOINT_CONFIG if args.joint else EmbeddingConfig()
+    given = {k: getattr(args, k) for k in ("method", "dim", "window", "min_count", "epochs", "seed")}
+    config = EmbeddingConfig.from_dict(
+        {**defaults.to_dict(), **{k: v for k, v in given.items() if v is not None}}
+    )
     space = train_embeddings(
         _collections_by_language(args.collections),
         args.out,
@@ -471,12 +472,15 @@ def build_parser() -> argparse.ArgumentParser:
     embed_train.add_argument("collections", nargs="+", type=Path, help="collection directories")
     embed_train.add_argument("--out", required=True, type=Path)
     embed_train.add_argument("--joint", action="store_true", help="one joint space (no mapping step)")
-    embed_train.add_argument("--method", choices=("fasttext", "word2vec"), default="fasttext")
-    embed_train.add_argument("--dim", type=int, default=100)
-    embed_train.add_argument("--window", type=int, default=5)
-    embed_train.add_argument("--min-count", type=int, default=2)
-    embed_train.add_argument("--epochs", type=int, default=10)
-    embed_train.add_argument("--seed", type=int, default=0)
+    embed_train.add_argument(
+        "--method", choices=("fasttext", "word2vec"), help="default fasttext; word2vec with --joint"
+    )
+    embed_train.add_argument("--dim", type=int, help="default 100")
+    embed_train.add_argument("--window", type=int, help="default 5; 20 with --joint")
+    embed_train.add_argument("--min-count", type=int, help="default 2")
+    embed_train.add_argument("--epochs", type=int, help="default 10")
+    embed_train.add_argument("--seed", type=int, help="default 0")
+    embed_train.add_argument("--no-centre", action="store_true", help="keep a joint space uncentred")
     embed_train.add_argument("--quiet", action="store_true")
     embed_train.set_defaults(handler=_embed_train)
     embed_align = embed_commands.add_parser(

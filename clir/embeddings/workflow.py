@@ -136,6 +136,7 @@ def train_embeddings(
     joint: bool = False,
     mix: str = "shuffle",
     copies: int = 1,
+    centre: bool = True,
     extra_text: Mapping[str, Sequence[str]] | None = None,
     progress: bool = True,
 ) -> SharedSpace:
@@ -153,6 +154,8 @@ def train_embeddings(
         joint: Train one model on the pseudo-bilingual corpus instead of one per language.
         mix: Pair merging of the joint corpus.
         copies: Shuffled copies per pair in the joint corpus.
+        centre: Centre each language of a joint space (monolingual vectors are centred when
+            aligned).
         extra_text: ``{lang: [text, ...]}`` more raw monolingual text (e.g. other English Bibles).
         progress: Show progress bars.
 
@@ -163,7 +166,13 @@ def train_embeddings(
     corpora = load_corpora(collections, extra_text=extra_text, progress=progress)
     if joint:
         space, _ = train_joint(
-            corpora.parallel, corpora.monolingual, config, mix=mix, copies=copies, progress=progress
+            corpora.parallel,
+            corpora.monolingual,
+            config,
+            mix=mix,
+            copies=copies,
+            centre=centre,
+            progress=progress,
         )
     else:
         vectors = {}

@@ -155,6 +155,7 @@ def _space_step(
     options = dict(config.embeddings)
     joint = options.pop("joint", True)
     copies = options.pop("copies", 1)
+    centre = options.pop("centre", True)
     embedding = EmbeddingConfig(**options)
 
     def build(work: Path) -> None:
@@ -162,9 +163,11 @@ def _space_step(
             Collection.load(steps.collection.path).doc_lang: [steps.collection.path]
             for steps in pairs.values()
         }
-        train_embeddings(collections, work, embedding, joint=joint, copies=copies, progress=progress)
+        train_embeddings(
+            collections, work, embedding, joint=joint, copies=copies, centre=centre, progress=progress
+        )
 
-    params = {"joint": joint, "copies": copies, **embedding.to_dict()}
+    params = {"joint": joint, "copies": copies, "centre": centre, **embedding.to_dict()}
     return runner.run("space", params, build, [steps.collection for steps in pairs.values()])
 
 
