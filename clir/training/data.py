@@ -141,14 +141,33 @@ class RerankData:
 
     def without_features(self) -> RerankData:
         """The same queries and candidates with no extra features."""
+        return self.select_features([])
+
+    def select_features(self, names: Sequence[str]) -> RerankData:
+        """The same queries and candidates with only the named feature columns, in that order.
+
+        Raises:
+            ConfigError: If a name is not a feature of the data.
+        """
+        unknown = [n for n in names if n not in self.feature_names]
+        if unknown:
+            raise ConfigError(f"features {unknown} are not among the data's {self.feature_names}")
+        columns = [self.feature_names.index(n) for n in names]
         queries = [
             RerankQuery(
-                q.qid, q.query_en, q.query_src, q.idf_en, q.idf_src, q.docnos, q.scores, q.features[:, :0]
+                q.qid,
+                q.query_en,
+                q.query_src,
+                q.idf_en,
+                q.idf_src,
+                q.docnos,
+                q.scores,
+                q.features[:, columns],
             )
             for q in self.queries
         ]
         return RerankData(
-            self.doc_lang, queries, self.doc_src, self.doc_en, [], self.query_lang, dict(self.meta)
+            self.doc_lang, queries, self.doc_src, self.doc_en, list(names), self.query_lang, dict(self.meta)
         )
 
     def first_stage_run(self) -> dict[str, dict[str, float]]:
