@@ -98,7 +98,9 @@ def run_experiment(
         for pair, steps in pairs.items()
     }
     train_steps = {
-        system: _train_step(runner, config, system, data_steps[config.train_pair], space_step, pairs)
+        system: _train_step(
+            runner, config, system, data_steps[config.train_pair], space_step, pairs, progress
+        )
         for system in config.systems
     }
     rerank_steps = {
@@ -265,9 +267,11 @@ def _train_step(
     data_step: StepResult,
     space_step: StepResult,
     pairs: dict[str, PairSteps],
+    progress: bool,
 ) -> StepResult:
     values = config.reranker_config(system)
-    train_config = TrainConfig.from_dict(values, f"system {system!r}")
+    shown = {**values, "progress": progress and values.get("progress", True)}  # not part of the key
+    train_config = TrainConfig.from_dict(shown, f"system {system!r}")
 
     def build(work: Path) -> None:
         collection = Collection.load(pairs[config.train_pair].collection.path)
