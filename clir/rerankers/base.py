@@ -16,9 +16,6 @@ table, usable through ``score_pair``).
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import tempfile
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -31,6 +28,7 @@ from torch import Tensor, nn
 
 import clir
 from clir.errors import ConfigError, DataNotFoundError
+from clir.formats.atomic import atomic_directory
 from clir.rerankers.batch import PairBatch
 from clir.rerankers.encoding import EncodedPair, EncodedView, FrozenEmbedding
 
@@ -107,29 +105,37 @@ def check_positive(name: str, value: object) -> None:
 
 
 def write_model_dir(path: str | Path, config: dict[str, Any], tensors: dict[str, Tensor]) -> None:
-    """Write ``config.json`` + ``model.safetensors`` into ``path`` atomically.
-
-    The directory is built under a temporary name beside ``path`` and swapped into place with
-    ``os.replace``; an interrupted save leaves an older artefact at ``path`` intact.
-    """
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent))
-    try:
+    """Write ``config.json`` + ``model.safetensors`` into ``path`` atomically (an interrupted save
+    leaves an older artefact at ``path`` intact)."""
+    with atomic_directory(path) as tmp:
         (tmp / CONFIG_FILE).write_text(json.dumps(config, indent=2, sort_keys=True) + "\n", encoding="utf-8")
         cpu = {k: v.detach().to("cpu").contiguous() for k, v in tensors.items()}
         save_file(cpu, str(tmp / WEIGHTS_FILE), metadata={"clir_version": clir.__version__})
-        if path.exists():
-            old = path.with_name(f".{path.name}.old")
-            shutil.rmtree(old, ignore_errors=True)
-            os.replace(path, old)
-            os.replace(tmp, path)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            os.replace(tmp, path)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+
+
+class SavedModule:
+    """``save`` for clir's torch models: the registry name, the constructor config and weights."""
+
+    name: ClassVar[str]
+
+    def get_config(self) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def save(self, path: str | Path, include_embeddings: bool = True) -> None:
+        """Save atomically to the directory ``path`` (config.json + model.safetensors).
+
+        Args:
+            path: Target directory (replaced if present).
+            include_embeddings: Store the frozen matrix (once) as ``embedding.weight``.
+        """
+        state = {k: v for k, v in self.state_dict().items() if include_embeddings or k != EMBEDDING_KEY}  # type: ignore[attr-defined]
+        config = {
+            "type": self.name,
+            "clir_version": clir.__version__,
+            "config": self.get_config(),
+            "has_embeddings": EMBEDDING_KEY in state,
+        }
+        write_model_dir(path, config, state)
 
 
 def read_model_dir(path: str | Path) -> tuple[dict[str, Any], dict[str, Tensor]]:
@@ -149,7 +155,7 @@ def read_model_dir(path: str | Path) -> tuple[dict[str, Any], dict[str, Tensor]]
 # -------------------------------------------------------------------------------------- the base
 
 
-class InteractionModel(nn.Module, ABC):
+class InteractionModel(SavedModule, nn.Module, ABC):
     """Base of the term-interaction models: shared-space term vectors in, one score per pair out.
 
     Subclasses implement :meth:`score_pair` and list their constructor keyword arguments in
@@ -234,22 +240,6 @@ class InteractionModel(nn.Module, ABC):
         config = {"embedding_dim": self.embedding_dim, "seed": self.seed}
         config.update({key: getattr(self, key) for key in self.config_keys})
         return config
-
-    def save(self, path: str | Path, include_embeddings: bool = True) -> None:
-        """Save atomically to the directory ``path`` (config.json + model.safetensors).
-
-        Args:
-            path: Target directory (replaced if present).
-            include_embeddings: Store the frozen matrix as ``embedding.weight``.
-        """
-        state = {k: v for k, v in self.state_dict().items() if include_embeddings or k != EMBEDDING_KEY}
-        config = {
-            "type": self.name,
-            "clir_version": clir.__version__,
-            "config": self.get_config(),
-            "has_embeddings": EMBEDDING_KEY in state,
-        }
-        write_model_dir(path, config, state)
 
     @classmethod
     def load(

@@ -25,15 +25,14 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-import clir
 from clir.errors import ConfigError
 from clir.rerankers.base import (
     EMBEDDING_KEY,
     InteractionModel,
+    SavedModule,
     build_interaction_model,
     check_positive,
     read_model_dir,
-    write_model_dir,
 )
 from clir.rerankers.batch import BilingualBatch
 from clir.rerankers.encoding import EncodedPair, EncodedView, FrozenEmbedding
@@ -75,7 +74,7 @@ class Explanation:
     similarity: dict[str, Tensor]
 
 
-class BilingualReranker(nn.Module):
+class BilingualReranker(SavedModule, nn.Module):
     """Four-component bilingual reranker with a learned fusion layer (Zhang et al., ACL 2019).
 
     Args:
@@ -310,22 +309,6 @@ class BilingualReranker(nn.Module):
             "fusion_hidden": self.fusion_hidden,
             "seed": self.seed,
         }
-
-    def save(self, path: str | Path, include_embeddings: bool = True) -> None:
-        """Save atomically to ``path``: config.json + model.safetensors (matrix stored once).
-
-        Args:
-            path: Target directory (replaced if present).
-            include_embeddings: Store the frozen matrix as ``embedding.weight``.
-        """
-        state = {k: v for k, v in self.state_dict().items() if include_embeddings or k != EMBEDDING_KEY}
-        config = {
-            "type": self.name,
-            "clir_version": clir.__version__,
-            "config": self.get_config(),
-            "has_embeddings": EMBEDDING_KEY in state,
-        }
-        write_model_dir(path, config, state)
 
     @classmethod
     def load(
