@@ -121,3 +121,10 @@ def test_fast_experiment_end_to_end_then_resume_after_interruption(tmp_path, mon
     assert saved["timings"]["train-full"] > 0
     for plot in ("ap_diff_en-sw.png", "training_curves.png", "report.md"):
         assert (out / plot).stat().st_size > 0
+
+
+def test_only_mode_model_runs_count_as_lexical_baselines():
+    from clir.pipeline.report import is_baseline
+
+    assert all(is_baseline(name) for name in ("qt-bm25", "psq-ql", "dt-bm25"))
+    assert not any(is_baseline(name) for name in ("dt-mono", "e5-dense", "full", "lexical-fusion"))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -13,14 +14,14 @@ from clir.evaluation import compare, evaluate, evaluate_per_query, markdown_tabl
 from clir.formats import atomic_write
 from clir.types import Run
 
-BASELINE_PREFIXES = ("qt-", "psq-", "dt-")
+BASELINE = re.compile(r"^(qt|psq|dt)-(bm25|ql)$")
 LEXICAL_FUSION = "lexical-fusion"
 ALPHA = 0.05
 
 
 def is_baseline(name: str) -> bool:
     """Whether a system name is a lexical first-stage run."""
-    return name.startswith(BASELINE_PREFIXES)
+    return BASELINE.match(name) is not None
 
 
 def write_report(
