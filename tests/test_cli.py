@@ -109,3 +109,11 @@ def test_errors_are_reported_without_traceback(tmp_path, capsys):
     assert main(["data", "bible", "--pair", "en-xx", "--out", str(tmp_path / "c"), "--quiet"]) == 2
     assert "clir: error:" in capsys.readouterr().err
     assert main(["data", "check", str(tmp_path / "absent")]) == 2
+
+
+def test_public_names_resolve_lazily():
+    import subprocess
+    import sys
+
+    code = "import clir, sys; assert 'torch' not in sys.modules; [getattr(clir, n) for n in clir.__all__]"
+    subprocess.run([sys.executable, "-c", code], check=True)
