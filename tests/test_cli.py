@@ -87,7 +87,17 @@ def test_command_chain_on_a_small_real_collection(tmp_path, capsys):
     tables, index, run = tmp_path / "tables", tmp_path / "index", tmp_path / "psq.run"
     assert main(["tables", "--collection", str(collection), "--out", str(tables), "--iterations", "3"]) == 0
     for args in (
-        ["index", "--collection", str(collection), "--tables", str(tables), "--mode", "psq", "--out", str(index)],  # noqa: E501
+        [
+            "index",
+            "--collection",
+            str(collection),
+            "--tables",
+            str(tables),
+            "--mode",
+            "psq",
+            "--out",
+            str(index),
+        ],
         ["retrieve", "--index", str(index), "--collection", str(collection), "--k", "25", "--out", str(run)],
     ):
         assert main([*args, "--quiet"]) == 0

@@ -103,8 +103,9 @@ def _finite(value: float) -> float | None:
 
 
 def results_table(results: Mapping[str, Any], pair: str, measures: Sequence[str]) -> str:
-    """The Markdown table of one pair, significance marked: ``*`` p < 0.05 against the best
-    lexical baseline, ``†`` against the lexical fusion (paired randomization test)."""
+    """The Markdown table of one pair with significant improvements marked: ``*`` better than
+    the best lexical baseline, ``†`` better than the lexical fusion (paired randomization test,
+    p < 0.05). Significant losses are not marked; ``results.json`` holds every p-value."""
     rows = results["systems"][pair]
     sig = results["significance"][pair]
     markers: dict[str, dict[str, str]] = {}
@@ -112,7 +113,7 @@ def results_table(results: Mapping[str, Any], pair: str, measures: Sequence[str]
         for reference, mark in ((sig["best_baseline"], "*"), (LEXICAL_FUSION, "†")):
             tests = sig.get(name, {}).get(reference, {})
             for measure, test in tests.items():
-                if test["p_randomization"] < ALPHA:
+                if test["p_randomization"] < ALPHA and test["diff"] > 0:
                     markers.setdefault(name, {})
                     markers[name][measure] = markers[name].get(measure, "") + mark
     return markdown_table(rows, list(measures), markers=markers)
@@ -123,8 +124,8 @@ def _markdown(config: Any, results: Mapping[str, Any], measures: Sequence[str], 
     lines.append(
         f"Reranker trained on **{config.train_pair}** ({config.split} queries evaluated); "
         f"zero-shot on {', '.join(config.zero_shot_pairs) or 'no other pair'}. "
-        "`*`: p < 0.05 against the best lexical baseline, `†`: against the lexical fusion "
-        "(paired randomization test)."
+        "`*`: significantly better than the best lexical baseline, `†`: than the lexical fusion "
+        "(paired randomization test, p < 0.05)."
     )
     for pair in results["systems"]:
         best = results["significance"][pair]["best_baseline"]
