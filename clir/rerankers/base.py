@@ -114,7 +114,8 @@ def write_model_dir(path: str | Path, config: dict[str, Any], tensors: dict[str,
 
 
 class SavedModule:
-    """``save`` for clir's torch models: the registry name, the constructor config and weights."""
+    """What clir's torch models share: ``save`` (registry name, constructor config, weights) and
+    ``predict``."""
 
     name: ClassVar[str]
 
@@ -136,6 +137,16 @@ class SavedModule:
             "has_embeddings": EMBEDDING_KEY in state,
         }
         write_model_dir(path, config, state)
+
+    @torch.inference_mode()
+    def predict(self, batch: Any) -> Tensor:
+        """Scores in eval mode without autograd (the training flag is restored afterwards)."""
+        was_training = self.training  # type: ignore[attr-defined]
+        self.eval()  # type: ignore[attr-defined]
+        try:
+            return self(batch)  # type: ignore[operator]
+        finally:
+            self.train(was_training)  # type: ignore[attr-defined]
 
 
 def read_model_dir(path: str | Path) -> tuple[dict[str, Any], dict[str, Tensor]]:
@@ -224,16 +235,6 @@ class InteractionModel(SavedModule, nn.Module, ABC):
     def forward(self, batch: PairBatch) -> Tensor:
         """Score a batch of pairs: float tensor (B,)."""
         return self.score_pair(self.encode(batch))
-
-    @torch.inference_mode()
-    def predict(self, batch: PairBatch) -> Tensor:
-        """Scores in eval mode without autograd (the training flag is restored afterwards)."""
-        was_training = self.training
-        self.eval()
-        try:
-            return self(batch)
-        finally:
-            self.train(was_training)
 
     def get_config(self) -> dict[str, Any]:
         """Constructor arguments (JSON-serialisable) that rebuild this model, without the matrix."""

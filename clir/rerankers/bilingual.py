@@ -256,16 +256,6 @@ class BilingualReranker(SavedModule, nn.Module):
         inputs, _ = self._inputs(batch, self.encode(batch))
         return self.fusion(inputs)
 
-    @torch.inference_mode()
-    def predict(self, batch: BilingualBatch) -> Tensor:
-        """Scores in eval mode without autograd (the training flag is restored afterwards)."""
-        was_training = self.training
-        self.eval()
-        try:
-            return self(batch)
-        finally:
-            self.train(was_training)
-
     @torch.no_grad()
     def explain(self, batch: BilingualBatch) -> Explanation:
         """Component scores, each fusion input's contribution and share, and similarity matrices.
