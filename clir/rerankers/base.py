@@ -40,6 +40,7 @@ INTERACTION_MODELS: dict[str, type[InteractionModel]] = {}
 """Registry: config name -> interaction model class (filled by :func:`register`)."""
 
 M = TypeVar("M", bound="type[InteractionModel]")
+ModuleT = TypeVar("ModuleT", bound=nn.Module)
 
 
 def register(name: str) -> Callable[[M], M]:
@@ -111,6 +112,32 @@ def write_model_dir(path: str | Path, config: dict[str, Any], tensors: dict[str,
         (tmp / CONFIG_FILE).write_text(json.dumps(config, indent=2, sort_keys=True) + "\n", encoding="utf-8")
         cpu = {k: v.detach().to("cpu").contiguous() for k, v in tensors.items()}
         save_file(cpu, str(tmp / WEIGHTS_FILE), metadata={"clir_version": clir.__version__})
+
+
+def restore(
+    model_cls: type[ModuleT],
+    path: str | Path,
+    config: dict[str, Any],
+    tensors: dict[str, Tensor],
+    embeddings: Tensor | None,
+    device: torch.device | str | None,
+) -> ModuleT:
+    """Build ``model_cls`` from a saved config and load its weights (the saved embedding matrix
+    unless ``embeddings`` is given).
+
+    Raises:
+        ConfigError: If the weights do not fit the config.
+    """
+    saved = tensors.pop(EMBEDDING_KEY, None)
+    model = model_cls(embeddings=embeddings if embeddings is not None else saved, **config["config"])
+    expected = set(model.state_dict()) - {EMBEDDING_KEY}
+    if expected != set(tensors):
+        raise ConfigError(
+            f"{path}: weights do not fit the config (missing {sorted(expected - set(tensors))}, "
+            f"unexpected {sorted(set(tensors) - expected)})"
+        )
+    model.load_state_dict(tensors, strict=False)
+    return model.to(device) if device is not None else model
 
 
 class SavedModule:
@@ -263,18 +290,7 @@ class InteractionModel(SavedModule, nn.Module, ABC):
         model_cls = get_interaction_model(config.get("type"))
         if not issubclass(model_cls, cls):
             raise ConfigError(f"{path} holds a {config.get('type')!r} model, not a {cls.__name__}")
-        saved = tensors.pop(EMBEDDING_KEY, None)
-        table = embeddings if embeddings is not None else saved
-        model = model_cls(embeddings=table, **config["config"])
-        model.load_state_dict(tensors, strict=False)
-        missing = set(model.state_dict()) - set(tensors) - {EMBEDDING_KEY}
-        unexpected = set(tensors) - set(model.state_dict())
-        if missing or unexpected:
-            raise ConfigError(
-                f"{path}: weights do not fit the config (missing {sorted(missing)}, "
-                f"unexpected {sorted(unexpected)})"
-            )
-        return model.to(device) if device is not None else model
+        return restore(model_cls, path, config, tensors, embeddings, device)
 
     def extra_repr(self) -> str:
         return ", ".join(f"{k}={v!r}" for k, v in self.get_config().items())

@@ -27,12 +27,12 @@ from torch import Tensor, nn
 
 from clir.errors import ConfigError
 from clir.rerankers.base import (
-    EMBEDDING_KEY,
     InteractionModel,
     SavedModule,
     build_interaction_model,
     check_positive,
     read_model_dir,
+    restore,
 )
 from clir.rerankers.batch import BilingualBatch
 from clir.rerankers.encoding import EncodedPair, EncodedView, FrozenEmbedding
@@ -318,13 +318,4 @@ class BilingualReranker(SavedModule, nn.Module):
         config, tensors = read_model_dir(path)
         if config.get("type") != cls.name:
             raise ConfigError(f"{path} holds a {config.get('type')!r} model, not a {cls.name!r}")
-        saved = tensors.pop(EMBEDDING_KEY, None)
-        model = cls(embeddings=embeddings if embeddings is not None else saved, **config["config"])
-        expected = set(model.state_dict()) - {EMBEDDING_KEY}
-        if expected != set(tensors):
-            raise ConfigError(
-                f"{path}: weights do not fit the config (missing {sorted(expected - set(tensors))}, "
-                f"unexpected {sorted(set(tensors) - expected)})"
-            )
-        model.load_state_dict(tensors, strict=False)
-        return model.to(device) if device is not None else model
+        return restore(cls, path, config, tensors, embeddings, device)
