@@ -5,6 +5,7 @@ allows it) GPU numbers are added, eager and ``torch.compile`` under bf16 autocas
 
     python experiments/bench_rerank.py --device cpu --quick
     python experiments/bench_rerank.py --device cuda --compile-models bilingual_knrm,knrm
+    python experiments/bench_rerank.py --device cuda --models bilingual_knrm --gpu-profile --no-train
 
 Model names: the interaction models (``knrm``, ``drmm``, ``pacrr_drmm``, ``posit_drmm``:
 one component on one (query, document) pair) and ``bilingual_<model>`` (the four-component
@@ -114,22 +115,34 @@ def train_epoch(
     }
 
 
-def profile_summary(model: Any, batch: Any, rows: int = 12) -> list[dict[str, Any]]:
-    """Top operators by self CPU time over a few inference calls."""
+def profile_summary(
+    model: Any, batch: Any, device: str = "cpu", autocast: bool = False, rows: int = 12
+) -> list[dict[str, Any]]:
+    """Top operators (CPU) or kernels (CUDA) by self time over a few inference calls."""
     from torch.profiler import ProfilerActivity, profile
 
-    with torch.inference_mode():
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device == "cuda" else [])
+    with torch.inference_mode(), torch.autocast(device, dtype=torch.bfloat16, enabled=autocast):
         model(batch)
-        with profile(activities=[ProfilerActivity.CPU]) as prof:
+        sync(device)
+        with profile(activities=activities) as prof:
             for _ in range(3):
                 model(batch)
-    events = sorted(prof.key_averages(), key=lambda e: e.self_cpu_time_total, reverse=True)
-    total = sum(e.self_cpu_time_total for e in events) or 1.0
+            sync(device)
+
+    def self_time(e: Any) -> float:
+        return e.self_device_time_total if device == "cuda" else e.self_cpu_time_total
+
+    def counted(e: Any) -> bool:  # on CUDA the kernels alone (their launching ops repeat them)
+        return self_time(e) > 0 and (device != "cuda" or e.device_type == torch.autograd.DeviceType.CUDA)
+
+    events = sorted(filter(counted, prof.key_averages()), key=self_time, reverse=True)
+    total = sum(self_time(e) for e in events) or 1.0
     return [
         {
-            "op": e.key,
-            "self_ms_per_call": round(e.self_cpu_time_total / 1000 / 3, 2),
-            "share": round(e.self_cpu_time_total / total, 3),
+            "op": e.key[:120],
+            "self_ms_per_call": round(self_time(e) / 1000 / 3, 3),
+            "share": round(self_time(e) / total, 3),
         }
         for e in events[:rows]
     ]
@@ -154,6 +167,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--no-train", action="store_true")
     parser.add_argument("--no-profile", action="store_true")
+    parser.add_argument(
+        "--gpu-profile", action="store_true", help="add the kernel profile of each compiled model on the GPU"
+    )
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
 
@@ -200,6 +216,8 @@ def main(argv: list[str] | None = None) -> int:
                     key = f"{device}/{mode}/{name}/d{d_len}"
                     result["pairs_per_second"][key] = round(rate)
                     print(f"{key}: {rate:,.0f} pairs/s (batch {size})", file=sys.stderr, flush=True)
+                    if args.gpu_profile and mode == "compile_bf16":
+                        result[f"cuda_profile/{key}"] = profile_summary(runner, batch, device, autocast=True)
 
     if "cpu" in devices and not args.no_profile and "bilingual_knrm" in models:
         model = make_model("bilingual_knrm", embeddings).eval()

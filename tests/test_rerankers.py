@@ -26,6 +26,8 @@ from clir.rerankers import (
     matching_histogram,
     posit_features,
 )
+from clir.rerankers.batch import concat_views
+from clir.rerankers.knrm import grid_kernel_pooling
 from clir.rerankers.pacrr_drmm import PACRRDRMM
 
 DIM = 8
@@ -275,6 +277,36 @@ def test_knrm_kernels_agree_with_the_direct_formula() -> None:
     torch.testing.assert_close(got, direct, rtol=1e-5, atol=1e-30)
 
 
+def test_knrm_kernel_sums_in_place_equals_functional() -> None:
+    # eager inference computes the kernels in place; autograd (and torch.compile) take the
+    # functional path: both must give the same sums
+    gen = torch.Generator().manual_seed(3)
+    sim = torch.rand(3, 4, 2, 25, generator=gen) * 2 - 1
+    d_mask = torch.rand(3, 2, 25, generator=gen) > 0.3
+    mus, sigmas = kernel_mus(11), [0.001] + [0.1] * 10
+    in_place = kernel_sums(sim, d_mask, mus, sigmas)
+    functional = kernel_sums(sim.clone().requires_grad_(True), d_mask, mus, sigmas)
+    assert in_place.shape == (3, 4, 2, 11)
+    torch.testing.assert_close(functional.detach(), in_place, rtol=0, atol=0)
+
+
+def test_knrm_grid_pooling_equals_pooling_of_each_block() -> None:
+    gen = torch.Generator().manual_seed(4)
+    size, lq, ld, n_q, n_d = 3, 4, 9, 2, 3
+    sim_t = torch.rand(size, n_d, ld, n_q * lq, generator=gen) * 2 - 1
+    q_mask = torch.rand(size, n_q * lq, generator=gen) > 0.3
+    d_mask = torch.rand(size, n_d, ld, generator=gen) > 0.3
+    mus, sigmas = kernel_mus(11), [0.001] + [0.1] * 10
+    grid = grid_kernel_pooling(sim_t, q_mask, d_mask, n_q, mus, sigmas)
+    assert grid.shape == (size, n_q, n_d, 11)
+    for i in range(n_q):
+        rows = slice(i * lq, (i + 1) * lq)
+        for j in range(n_d):
+            block = sim_t[:, j, :, rows].transpose(1, 2)
+            alone = kernel_pooling(block, q_mask[:, rows], d_mask[:, j], mus, sigmas)
+            torch.testing.assert_close(grid[:, i, j], alone, rtol=1e-5, atol=1e-7)
+
+
 def test_knrm_score_is_tanh_of_linear_features() -> None:
     model = build_interaction_model("knrm", DIM, table()).eval()
     lin = build_interaction_model("knrm", DIM, table(), output="linear").eval()
@@ -434,6 +466,64 @@ def test_bilingual_shared_and_mixed_weights() -> None:
     assert mixed.predict(bilingual_batch(0)).shape == (2,)
 
 
+def random_view(gen: torch.Generator, size: int, length: int, surface: bool, idf: bool) -> TokenView:
+    """A view with rows of random real lengths (padding at the end) and colliding surface ids."""
+    lengths = torch.randint(1, length + 1, (size,), generator=gen)
+    real = torch.arange(length) < lengths[:, None]
+    tokens = torch.randint(1, VOCAB, (size, length), generator=gen) * real
+    return TokenView(
+        tokens,
+        (tokens % 7 + 100) * (tokens != 0) if surface else None,
+        torch.rand(size, length, generator=gen) * 3 if idf else None,
+    )
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {},
+        {"share_weights": True},
+        {"components": ["en_src", "src_en"]},
+        {"components": ["src_en", "en_en"]},
+        {"model_kwargs": {"exact_match": False, "output": "linear"}},
+        {"component_models": {"en_en": {"model": "knrm", "kwargs": {"sigma": 0.2}}}},
+    ],
+)
+def test_bilingual_knrm_grid_equals_per_component_pairs(options: dict) -> None:
+    # The bilingual model scores its K-NRM components together (queries side by side, one
+    # product per document view, one kernel pass); each component must score exactly as the
+    # stand-alone model on its own pair, whatever the view lengths, surfaces and subsets.
+    gen = torch.Generator().manual_seed(5)
+    size = 6
+    batch = BilingualBatch(
+        q_en=random_view(gen, size, 5, surface=True, idf=True),
+        q_src=random_view(gen, size, 3, surface=False, idf=True),
+        d_src=random_view(gen, size, 17, surface=False, idf=False),
+        d_en=random_view(gen, size, 11, surface=True, idf=False),
+    )
+    model = BilingualReranker(DIM, table(), model="knrm", **options).eval()
+    scores = model.component_scores(batch)
+    assert list(scores) == model.components
+    for comp in model.components:
+        scorer = model.scorer(comp)
+        alone = type(scorer)(embeddings=table(), **scorer.get_config()).eval()
+        alone.load_state_dict(scorer.state_dict(), strict=False)
+        expected = alone.predict(batch.pair(*COMPONENTS[comp]))
+        torch.testing.assert_close(scores[comp], expected, rtol=1e-5, atol=1e-6)
+
+
+def test_concat_views_pads_each_view() -> None:
+    a = TokenView.from_lists([[1, 2], [3]], surface=[[11, 12], [13]], idf=[[0.5, 1.0], [2.0]])
+    b = TokenView.from_lists([[4, 5, 6], [7]], idf=[[1.0, 1.0, 1.0], [3.0]])
+    joint = concat_views([a, b])
+    assert joint.tokens.tolist() == [[1, 2, 0, 4, 5, 6], [3, 0, 0, 7, 0, 0]]
+    assert joint.surface.tolist() == [[11, 12, 0, 4, 5, 6], [13, 0, 0, 7, 0, 0]]
+    assert joint.idf.tolist() == [[0.5, 1.0, 0.0, 1.0, 1.0, 1.0], [2.0, 0.0, 0.0, 3.0, 0.0, 0.0]]
+    assert concat_views([b, TokenView(b.tokens)]).idf is None
+    assert b.pad_to(3) is b
+    assert b.pad_to(5).tokens.tolist() == [[4, 5, 6, 0, 0], [7, 0, 0, 0, 0]]
+
+
 def test_bilingual_padding_invariance() -> None:
     model = BilingualReranker(DIM, table(), model="posit_drmm", n_features=2).eval()
     batch = bilingual_batch()
@@ -493,8 +583,9 @@ def test_bilingual_trains_with_hinge_loss() -> None:
 
 
 @CUDA
-def test_bilingual_cuda_matches_cpu() -> None:
-    model = BilingualReranker(DIM, table(), model="posit_drmm", n_features=2).eval()
+@pytest.mark.parametrize("name", ["posit_drmm", "knrm"])
+def test_bilingual_cuda_matches_cpu(name: str) -> None:
+    model = BilingualReranker(DIM, table(), model=name, n_features=2).eval()
     cpu = model.predict(bilingual_batch())
     gpu = model.to("cuda").predict(bilingual_batch().to("cuda"))
     torch.testing.assert_close(gpu.cpu(), cpu, rtol=1e-4, atol=1e-5)

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, fields, replace
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor
 from torch.nn.utils.rnn import pad_sequence
 
@@ -162,6 +163,15 @@ class TokenView:
             *(None if t is None else t.to(device) for t in (self.tokens, self.surface, self.idf))
         )
 
+    def pad_to(self, length: int) -> TokenView:
+        """This view with its columns padded with 0 up to ``length`` (itself if it has as many)."""
+        extra = length - self.tokens.shape[1]
+        if extra == 0:
+            return self
+        return TokenView(
+            *(None if t is None else F.pad(t, (0, extra)) for t in (self.tokens, self.surface, self.idf))
+        )
+
     @classmethod
     def from_lists(
         cls,
@@ -175,6 +185,34 @@ class TokenView:
             surface=None if surface is None else pad_ids(surface),
             idf=None if idf is None else pad_floats(idf),
         )
+
+
+def pad_views(views: Sequence[TokenView]) -> list[TokenView]:
+    """The views padded with 0 to the longest of their lengths (see :meth:`TokenView.pad_to`)."""
+    length = max(v.tokens.shape[1] for v in views)
+    return [v.pad_to(length) for v in views]
+
+
+def concat_views(views: Sequence[TokenView]) -> TokenView:
+    """Views of the same B rows side by side: view i takes columns [i·L, (i+1)·L), each view
+    padded with 0 to the longest length L.
+
+    A view without surface ids contributes its token ids (what it compares for exact match);
+    the result has idf only if every view has it.
+
+    Args:
+        views: At least one view, all with B rows.
+
+    Returns:
+        A view of shape (B, len(views) · L).
+    """
+    views = pad_views(views)
+    surface = None
+    if any(v.surface is not None for v in views):
+        surface = torch.cat([v.tokens if v.surface is None else v.surface for v in views], dim=1)
+    idfs = [v.idf for v in views if v.idf is not None]
+    idf = torch.cat(idfs, dim=1) if len(idfs) == len(views) else None
+    return TokenView(torch.cat([v.tokens for v in views], dim=1), surface, idf)
 
 
 @dataclass(frozen=True)

@@ -11,8 +11,10 @@ cross-lingual space; names are ``<query view>_<document view>``:
 - ``src_src``: the translated query with the original document (Q̂_src, D_src);
 - ``src_en``: the translated query with the translated document (Q̂_src, D̂_en).
 
-The model owns the one frozen embedding matrix; each view is looked up once and the
-components (which hold no matrix) score :class:`EncodedPair` objects built from those views.
+The model owns the one frozen embedding matrix; the components hold none. K-NRM components
+with equal kernels are scored together: both query views side by side against each document
+view, one lookup per side and one kernel pass in all (:meth:`KNRM.grid_features`); other
+models score :class:`EncodedPair` objects built from views looked up once each.
 """
 
 from __future__ import annotations
@@ -34,10 +36,10 @@ from clir.rerankers.base import (
     read_model_dir,
     restore,
 )
-from clir.rerankers.batch import BilingualBatch
+from clir.rerankers.batch import DOC_VIEWS, QUERY_VIEWS, BilingualBatch, concat_views, pad_views
 from clir.rerankers.encoding import EncodedPair, EncodedView, FrozenEmbedding
 from clir.rerankers.fusion import Fusion
-from clir.rerankers.knrm import KNRM, stacked_features
+from clir.rerankers.knrm import KNRM
 
 COMPONENTS: dict[str, tuple[str, str]] = {
     "en_src": ("en", "src"),
@@ -183,20 +185,32 @@ class BilingualReranker(SavedModule, nn.Module):
         """The interaction model of ``component``."""
         return self.scorers[SHARED if self.share_weights else component]  # type: ignore[return-value]
 
-    def encode(self, batch: BilingualBatch) -> dict[str, EncodedPair]:
-        """Look every needed view up once and pair them: component name -> EncodedPair.
-
-        Raises:
-            ConfigError: If the model holds no embedding matrix or ``batch`` has the wrong type.
-        """
+    def _check(self, batch: BilingualBatch) -> FrozenEmbedding:
+        """The embedding table, after checking that there is one and that ``batch`` fits."""
         if self.embedding is None:
             raise ConfigError(
                 "BilingualReranker holds no embedding matrix: pass embeddings= when building it"
             )
         if not isinstance(batch, BilingualBatch):
             raise ConfigError(f"expected a BilingualBatch, got {type(batch).__name__}")
+        return self.embedding
+
+    def encode(
+        self, batch: BilingualBatch, components: Sequence[str] | None = None
+    ) -> dict[str, EncodedPair]:
+        """Look every needed view up once and pair them: component name -> EncodedPair.
+
+        Args:
+            batch: The batch.
+            components: The components to pair (default: all active ones).
+
+        Raises:
+            ConfigError: If the model holds no embedding matrix or ``batch`` has the wrong type.
+        """
+        embedding = self._check(batch)
+        components = self.components if components is None else components
         wants_vectors: dict[tuple[str, str], bool] = {}
-        for comp in self.components:
+        for comp in components:
             q, d = COMPONENTS[comp]
             need = self.scorer(comp).needs_vectors
             for key in (("q", q), ("d", d)):
@@ -204,9 +218,9 @@ class BilingualReranker(SavedModule, nn.Module):
         views: dict[tuple[str, str], EncodedView] = {}
         for (side, view), vectors in wants_vectors.items():
             tv = batch.query(view) if side == "q" else batch.doc(view)
-            views[side, view] = EncodedView.encode(self.embedding, tv.tokens, tv.surface, vectors)
+            views[side, view] = EncodedView.encode(embedding, tv.tokens, tv.surface, vectors)
         pairs = {}
-        for comp in self.components:
+        for comp in components:
             q, d = COMPONENTS[comp]
             idf = batch.query(q).idf
             pairs[comp] = EncodedPair.build(
@@ -217,10 +231,8 @@ class BilingualReranker(SavedModule, nn.Module):
             )
         return pairs
 
-    def _inputs(
-        self, batch: BilingualBatch, pairs: dict[str, EncodedPair]
-    ) -> tuple[Tensor, dict[str, Tensor]]:
-        scores = self._scores(pairs)
+    def _inputs(self, batch: BilingualBatch) -> tuple[Tensor, dict[str, Tensor]]:
+        scores = self._scores(batch)
         columns = [s.unsqueeze(1) for s in scores.values()]
         if self.n_features:
             if batch.features is None or batch.features.shape[1] != self.n_features:
@@ -229,32 +241,52 @@ class BilingualReranker(SavedModule, nn.Module):
             columns.append(batch.features.float())
         return torch.cat(columns, dim=1), scores
 
-    def _scores(self, pairs: dict[str, EncodedPair]) -> dict[str, Tensor]:
-        # K-NRM components with equal kernels share one kernel-pooling pass over their stacked
-        # similarity matrices (same result, a quarter of the operations); others score alone.
+    def _scores(self, batch: BilingualBatch) -> dict[str, Tensor]:
+        # K-NRM components with equal kernels are scored together (same result: one gather per
+        # side, one product per document view, one kernel pass); other models score their pairs.
         groups: dict[tuple, list[str]] = {}
-        for comp in pairs:
+        for comp in self.components:
             scorer = self.scorer(comp)
             if isinstance(scorer, KNRM):
                 groups.setdefault(scorer.kernel_signature, []).append(comp)
         scores: dict[str, Tensor] = {}
         for comps in groups.values():
-            features = stacked_features(self.scorer(comps[0]), [pairs[c] for c in comps])  # type: ignore[arg-type]
-            for comp, phi in zip(comps, features, strict=True):
-                scores[comp] = self.scorer(comp).score_features(phi)  # type: ignore[operator]
-        for comp, pair in pairs.items():
-            if comp not in scores:
+            scores.update(self._knrm_scores(batch, comps))
+        rest = [comp for comp in self.components if comp not in scores]
+        if rest:
+            for comp, pair in self.encode(batch, rest).items():
                 scores[comp] = self.scorer(comp).score_pair(pair)
-        return {comp: scores[comp].float() for comp in pairs}
+        return {comp: scores[comp].float() for comp in self.components}
+
+    def _knrm_scores(self, batch: BilingualBatch, components: list[str]) -> dict[str, Tensor]:
+        """Scores of K-NRM components with one kernel signature: their query views side by side
+        against each of their document views (see :meth:`KNRM.grid_features`), one gather per
+        side, one product per document view and one kernel pass in all."""
+        embedding = self._check(batch)
+        q_views = [v for v in QUERY_VIEWS if any(COMPONENTS[c][0] == v for c in components)]
+        d_views = [v for v in DOC_VIEWS if any(COMPONENTS[c][1] == v for c in components)]
+        query = concat_views([batch.query(v) for v in q_views])
+        docs = pad_views([batch.doc(v) for v in d_views])
+        scorer: KNRM = self.scorer(components[0])  # type: ignore[assignment]
+        phi = scorer.grid_features(
+            EncodedView.encode(embedding, query.tokens, query.surface),
+            [EncodedView.encode(embedding, d.tokens, d.surface) for d in docs],
+            len(q_views),
+        )
+        scores = {}
+        for comp in components:
+            q, d = COMPONENTS[comp]
+            features = phi[:, q_views.index(q), d_views.index(d)]
+            scores[comp] = self.scorer(comp).score_features(features)  # type: ignore[operator]
+        return scores
 
     def component_scores(self, batch: BilingualBatch) -> dict[str, Tensor]:
         """Component name -> scores (B,)."""
-        return self._inputs(batch, self.encode(batch))[1]
+        return self._inputs(batch)[1]
 
     def forward(self, batch: BilingualBatch) -> Tensor:
         """Score a batch: float tensor (B,)."""
-        inputs, _ = self._inputs(batch, self.encode(batch))
-        return self.fusion(inputs)
+        return self.fusion(self._inputs(batch)[0])
 
     @torch.no_grad()
     def explain(self, batch: BilingualBatch) -> Explanation:
@@ -265,8 +297,7 @@ class BilingualReranker(SavedModule, nn.Module):
         was_training = self.training
         self.eval()
         try:
-            pairs = self.encode(batch)
-            inputs, scores = self._inputs(batch, pairs)
+            inputs, scores = self._inputs(batch)
             contributions = self.fusion.contributions(inputs)
             total = contributions.abs().sum(1, keepdim=True)
             shares = torch.where(total > 0, contributions.abs() / total.clamp(min=1e-30), 0.0)
@@ -277,7 +308,7 @@ class BilingualReranker(SavedModule, nn.Module):
                 contributions=contributions,
                 shares=shares,
                 component_scores=scores,
-                similarity={comp: pair.sim for comp, pair in pairs.items()},
+                similarity={comp: pair.sim for comp, pair in self.encode(batch).items()},
             )
         finally:
             self.train(was_training)

@@ -106,6 +106,14 @@ class EncodedView:
         )
 
 
+def exact_matches(rows: EncodedView, cols: EncodedView) -> Tensor:
+    """``bool`` (B, L_rows, L_cols): True where two real terms have the same surface id."""
+    # padding gets surface ids -1 (rows) and -2 (columns), so it matches nothing
+    row_surface = rows.surface.masked_fill(~rows.mask, -1)
+    col_surface = cols.surface.masked_fill(~cols.mask, -2)
+    return row_surface.unsqueeze(2) == col_surface.unsqueeze(1)
+
+
 @dataclass
 class EncodedPair:
     """What an interaction model scores: a query side, a document side and their interactions.
@@ -139,21 +147,14 @@ class EncodedPair:
             raise ConfigError(
                 f"query batch has {query.mask.shape[0]} rows, document batch {doc.mask.shape[0]}"
             )
-        sim = torch.bmm(query.unit, doc.unit.transpose(1, 2))
-        match = None
-        if exact:
-            # padding gets surface ids -1 (query) and -2 (document), so it matches nothing
-            q_surface = query.surface.masked_fill(~query.mask, -1)
-            d_surface = doc.surface.masked_fill(~doc.mask, -2)
-            match = q_surface.unsqueeze(2) == d_surface.unsqueeze(1)
         return cls(
             q_mask=query.mask,
             d_mask=doc.mask,
             q_idf=q_idf * query.mask,
             q_unit=query.unit,
             d_unit=doc.unit,
-            sim=sim,
-            exact=match,
+            sim=torch.bmm(query.unit, doc.unit.transpose(1, 2)),
+            exact=exact_matches(query, doc) if exact else None,
             q_vectors=query.vectors,
             d_vectors=doc.vectors,
         )

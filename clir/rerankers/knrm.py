@@ -14,7 +14,7 @@ from torch import Tensor, nn
 
 from clir.errors import ConfigError
 from clir.rerankers.base import InteractionModel, check_choice, register, torch_seed
-from clir.rerankers.encoding import EncodedPair
+from clir.rerankers.encoding import EncodedPair, EncodedView, exact_matches
 
 OUTPUTS = ("tanh", "linear")
 
@@ -39,20 +39,23 @@ def kernel_sums(sim: Tensor, d_mask: Tensor, mus: list[float], sigmas: list[floa
     """Soft-TF of each query term in each kernel: ``K_k(i) = Σ_j exp(-(M_ij - μ_k)² / 2σ_k²)``.
 
     Padded document positions contribute exactly 0. Terms below ``exp(-85)`` are dropped (set
-    to 0; see ``_MIN_EXPONENT``). The kernels are computed one at a time over (B, Lq, Ld), so
-    (B, Lq, Ld, K) is never materialised.
+    to 0; see ``_MIN_EXPONENT``). The kernels are computed one at a time over the similarities,
+    so (B, Lq, Ld, K) is never materialised.
 
     Args:
-        sim: (B, Lq, Ld) similarities (computed in float32 whatever its dtype).
-        d_mask: ``bool`` (B, Ld).
+        sim: (B, Lq, Ld) similarities (computed in float32 whatever its dtype), or (B, Lq, n, Ld)
+            for n documents per query, each summed on its own.
+        d_mask: ``bool`` (B, Ld), or (B, n, Ld) with a 4-D ``sim``.
         mus: Kernel centres.
         sigmas: Kernel widths.
 
     Returns:
-        Float32 (B, Lq, K).
+        Float32 (B, Lq, K), or (B, Lq, n, K) with a 4-D ``sim``.
     """
     s = sim.float().masked_fill(~d_mask.unsqueeze(1), _PAD_SIMILARITY)
-    inplace = not s.requires_grad
+    # in place (one scratch buffer) in eager inference; functional under autograd and under
+    # torch.compile, which fuses all kernels into one pass that in-place updates would split
+    inplace = not s.requires_grad and not torch.compiler.is_compiling()
     squares: dict[float, Tensor] = {}
     buffer: Tensor | None = None
     sums = []
@@ -82,6 +85,41 @@ def kernel_sums(sim: Tensor, d_mask: Tensor, mus: list[float], sigmas: list[floa
     return torch.stack(sums, dim=-1)
 
 
+def grid_kernel_pooling(
+    sim_t: Tensor,
+    q_mask: Tensor,
+    d_mask: Tensor,
+    n_queries: int,
+    mus: list[float],
+    sigmas: list[float],
+    eps: float = 1e-10,
+    log_scale: float = 0.01,
+) -> Tensor:
+    """:func:`kernel_pooling` of several queries against several documents in one pass.
+
+    The similarities come document-major, as ``bmm(D, Qᵀ)`` gives them: the query terms are
+    the last dimension, so the large operand of the product (the documents) is read in its
+    natural layout. The queries lie side by side along that dimension, Lq terms each.
+
+    Args:
+        sim_t: (B, n_d, Ld, n_q · Lq) similarities of n_d documents and n_q queries.
+        q_mask: ``bool`` (B, n_q · Lq).
+        d_mask: ``bool`` (B, n_d, Ld).
+        n_queries: n_q.
+        mus: Kernel centres.
+        sigmas: Kernel widths.
+        eps: Floor of a kernel sum before its log.
+        log_scale: Factor on the log features.
+
+    Returns:
+        Float32 (B, n_q, n_d, K): entry (i, j) is the pooling of query i against document j.
+    """
+    size, n_docs, _, rows = sim_t.shape
+    sums = kernel_sums(sim_t.permute(0, 3, 1, 2), d_mask, mus, sigmas)  # (B, n_q · Lq, n_d, K)
+    logs = torch.log(sums.clamp(min=eps)) * q_mask.reshape(size, rows, 1, 1)
+    return logs.reshape(size, n_queries, rows // n_queries, n_docs, len(mus)).sum(2) * log_scale
+
+
 def kernel_pooling(
     sim: Tensor,
     q_mask: Tensor,
@@ -93,12 +131,21 @@ def kernel_pooling(
 ) -> Tensor:
     """K-NRM's soft-TF features: ``φ_k = log_scale · Σ_i log(max(K_k(i), eps))`` over real query terms.
 
+    Args:
+        sim: (B, Lq, Ld) similarities.
+        q_mask: ``bool`` (B, Lq).
+        d_mask: ``bool`` (B, Ld).
+        mus: Kernel centres.
+        sigmas: Kernel widths.
+        eps: Floor of a kernel sum before its log.
+        log_scale: Factor on the log features.
+
     Returns:
         Float32 (B, K).
     """
-    sums = kernel_sums(sim, d_mask, mus, sigmas)
-    logs = torch.log(sums.clamp(min=eps)) * q_mask.unsqueeze(-1)
-    return logs.sum(1) * log_scale
+    sim_t = sim.transpose(1, 2).unsqueeze(1)
+    phi = grid_kernel_pooling(sim_t, q_mask, d_mask.unsqueeze(1), 1, mus, sigmas, eps, log_scale)
+    return phi[:, 0, 0]
 
 
 @register("knrm")
@@ -166,9 +213,33 @@ class KNRM(InteractionModel):
             self.similarity(pair), pair.q_mask, pair.d_mask, self.mus, self.sigmas, self.eps, self.log_scale
         )
 
+    def grid_features(self, query: EncodedView, docs: list[EncodedView], n_queries: int) -> Tensor:
+        """Kernel features of n_q queries, side by side in ``query``, against each of ``docs``.
+
+        One ``bmm(D, Qᵀ)`` per document and one kernel pass over all of them: this is how the
+        bilingual model scores its K-NRM components, and under ``torch.compile`` it avoids the
+        transposed copy of the document vectors that ``bmm(Q, Dᵀ)`` costs.
+
+        Args:
+            query: n_q queries of Lq terms each, side by side (B, n_q · Lq).
+            docs: n_d documents, all of one length Ld.
+            n_queries: n_q.
+
+        Returns:
+            Float32 (B, n_q, n_d, n_kernels), equal to :meth:`features` of each (query, document).
+        """
+        sim_t = torch.stack([torch.bmm(d.unit, query.unit.transpose(1, 2)) for d in docs], dim=1)
+        if self.exact_match:
+            exact = torch.stack([exact_matches(d, query) for d in docs], dim=1)
+            sim_t = sim_t.float().masked_fill(exact, 1.0)
+        d_mask = torch.stack([d.mask for d in docs], dim=1)
+        return grid_kernel_pooling(
+            sim_t, query.mask, d_mask, n_queries, self.mus, self.sigmas, self.eps, self.log_scale
+        )
+
     @property
     def kernel_signature(self) -> tuple:
-        """Models with equal signatures compute equal features (see :func:`stacked_features`)."""
+        """Models with equal signatures compute equal features from equal pairs."""
         return (tuple(self.mus), tuple(self.sigmas), self.exact_match, self.eps, self.log_scale)
 
     def score_features(self, features: Tensor) -> Tensor:
@@ -178,40 +249,3 @@ class KNRM(InteractionModel):
 
     def score_pair(self, pair: EncodedPair) -> Tensor:
         return self.score_features(self.features(pair))
-
-
-def stacked_features(model: KNRM, pairs: list[EncodedPair]) -> list[Tensor]:
-    """Kernel features of several pair batches in one pass (fewer, larger operations).
-
-    The pairs are padded to a common shape and stacked along the batch; padding changes no
-    feature, so the result equals ``[model.features(p) for p in pairs]``.
-
-    Args:
-        model: Supplies the kernels (any model with the same ``kernel_signature`` would do).
-        pairs: Encoded pair batches, possibly of different lengths.
-
-    Returns:
-        One (B_i, n_kernels) tensor per pair batch.
-    """
-    if len(pairs) == 1:
-        return [model.features(pairs[0])]
-    lq = max(p.sim.shape[1] for p in pairs)
-    ld = max(p.sim.shape[2] for p in pairs)
-
-    def grow(t: Tensor, value: float | bool) -> Tensor:
-        return F.pad(t, (0, ld - t.shape[2], 0, lq - t.shape[1]), value=value)
-
-    sims, exacts, q_masks, d_masks = [], [], [], []
-    for p in pairs:
-        sims.append(grow(p.sim.float(), 0.0))
-        q_masks.append(F.pad(p.q_mask, (0, lq - p.q_mask.shape[1]), value=False))
-        d_masks.append(F.pad(p.d_mask, (0, ld - p.d_mask.shape[1]), value=False))
-        if model.exact_match and p.exact is not None:
-            exacts.append(grow(p.exact, False))
-    sim = torch.cat(sims)
-    if exacts and len(exacts) == len(pairs):
-        sim = sim.masked_fill_(torch.cat(exacts), 1.0)
-    phi = kernel_pooling(
-        sim, torch.cat(q_masks), torch.cat(d_masks), model.mus, model.sigmas, model.eps, model.log_scale
-    )
-    return list(phi.split([p.sim.shape[0] for p in pairs]))
