@@ -61,6 +61,17 @@ def _tables(args: argparse.Namespace) -> int:
     return 0
 
 
+def _spelling_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--spelling",
+        type=lambda v: None if v == "off" else float(v),
+        default=0.5,
+        metavar="SIM|off",
+        help="match query terms outside the index to their closest spelling in it (names the tables "
+        "do not know) at this least similarity (default 0.5); 'off' to disable",
+    )
+
+
 def _index(args: argparse.Namespace) -> int:
     from clir.datasets import Collection
     from clir.pipeline.baselines import BaselineConfig, first_stage
@@ -68,7 +79,12 @@ def _index(args: argparse.Namespace) -> int:
 
     collection = Collection.load(args.collection)
     params = {"ql": {"mu": args.mu}, "bm25": {"k1": args.k1, "b": args.b}}
-    config = BaselineConfig(psq_top_k=args.psq_top_k, psq_cumulative=args.psq_cumulative, model_params=params)
+    config = BaselineConfig(
+        psq_top_k=args.psq_top_k,
+        psq_cumulative=args.psq_cumulative,
+        spelling=args.spelling,
+        model_params=params,
+    )
     stage = first_stage(args.mode, args.model, collection, load_tables(args.tables), config, not args.quiet)
     stage.save(args.out)
     print(f"wrote {args.out}: {args.mode}-{args.model} over {len(collection.documents)} documents")
@@ -97,7 +113,9 @@ def _baselines(args: argparse.Namespace) -> int:
     from clir.pipeline.baselines import BaselineConfig, run_baselines
 
     collection = Collection.load(args.collection)
-    config = BaselineConfig(modes=tuple(args.modes), models=tuple(args.models), split=args.split, k=args.k)
+    config = BaselineConfig(
+        modes=tuple(args.modes), models=tuple(args.models), split=args.split, k=args.k, spelling=args.spelling
+    )
     results = run_baselines(collection, args.out, config, progress=not args.quiet)
     print(f"{collection.name}, {args.split} queries")
     print(format_table(results, list(DEFAULT_MEASURES)))
@@ -432,6 +450,7 @@ def build_parser() -> argparse.ArgumentParser:
     index.add_argument("--mu", type=float, default=2500.0)
     index.add_argument("--psq-top-k", type=int, default=10)
     index.add_argument("--psq-cumulative", type=float, default=0.9)
+    _spelling_argument(index)
     index.add_argument("--quiet", action="store_true")
     index.set_defaults(handler=_index)
 
@@ -457,6 +476,7 @@ def build_parser() -> argparse.ArgumentParser:
     baselines.add_argument("--models", nargs="+", default=["bm25", "ql"], choices=("bm25", "ql"))
     baselines.add_argument("--split", default="test")
     baselines.add_argument("--k", type=int, default=1000)
+    _spelling_argument(baselines)
     baselines.add_argument("--quiet", action="store_true")
     baselines.set_defaults(handler=_baselines)
 

@@ -413,6 +413,29 @@ def test_first_stage_terms_and_errors(bilingual):
         FirstStage("dt", "tfidf", doc_analyzer=sw)
 
 
+def test_first_stage_spelling_matches_names_outside_the_index(tmp_path, bilingual):
+    en, sw, en_sw, sw_en, _, _ = bilingual
+    documents = [Document("n1", "Mungu wa Anathothi"), Document("n2", "Mungu wa Yerusalemu")]
+    query = Query("q", "God of Anathoth")  # "anathoth" is in no table: it passes through untranslated
+    for mode in ("qt", "psq", "dt"):
+        kwargs = {"en_analyzer": en, "doc_analyzer": sw, "table_en_doc": en_sw, "table_doc_en": sw_en}
+        plain = FirstStage(mode, "bm25", idf="lucene", progress=False, **kwargs).index(documents)
+        fuzzy = FirstStage(mode, "bm25", idf="lucene", spelling=0.5, progress=False, **kwargs).index(
+            documents
+        )
+        assert len(set(plain.search([query], k=2)["q"].values())) == 1  # both documents tie
+        run = fuzzy.search([query], k=2)["q"]
+        assert list(run) == ["n1", "n2"] and run["n1"] > run["n2"], mode
+        terms = fuzzy.query_terms(query)
+        assert "anathothi" in (set(terms[-1]) if mode == "psq" else terms)
+        fuzzy.save(tmp_path / mode)
+        assert FirstStage.load(tmp_path / mode, progress=False).search([query], k=2) == fuzzy.search(
+            [query], k=2
+        )
+    with pytest.raises(ConfigError, match="no index"):
+        FirstStage("dt", "bm25", doc_analyzer=sw, table_doc_en=sw_en, spelling=0.5).query_terms(query)
+
+
 # --- batched (dense) and per-query (sparse) top-k ---------------------------------------------------
 
 

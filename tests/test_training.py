@@ -401,6 +401,29 @@ def test_build_rerank_data_by_hand():
         build_rerank_data(queries, candidates, documents=tokens, table_en_doc=en_doc, doc_lang="sw",
                           features=("bm25-dt",), progress=False)  # fmt: skip
 
+    # proximity: "water fish" -> "maji samaki"; both meet within 2 tokens of d3 only
+    both = build_rerank_data(
+        [Query("q2", "water fish")], {"q2": {"d1": 2.0, "d3": 1.0}}, documents=tokens, table_en_doc=en_doc,
+        doc_lang="sw", features=("window2_src", "window1_en", "overlap_en"), progress=False,
+    ).queries[0]  # fmt: skip
+    np.testing.assert_allclose(both.features, [[0.5, 0.5, 0.5], [1.0, 0.5, 1.0]])
+
+
+def test_window_coverage_by_hand():
+    from clir.pipeline.features import is_text_feature, stage_features, window_coverage
+
+    query, idf = ["a", "b", "c", "a"], [1.0, 2.0, 3.0, 1.0]  # distinct weights 1, 2, 3 (total 6)
+    doc = ["a", "x", "b", "x", "x", "c", "b", "a"]
+    assert window_coverage(query, idf, doc, 1) == pytest.approx(3 / 6)  # the best single term: c
+    assert window_coverage(query, idf, doc, 2) == pytest.approx(5 / 6)  # "c b"
+    assert window_coverage(query, idf, doc, 3) == pytest.approx(6 / 6)  # "c b a"
+    assert window_coverage(query, idf, doc[:5], 3) == pytest.approx(3 / 6)  # "a x b"
+    assert window_coverage(query, idf, [], 5) == 0.0 and window_coverage([], [], doc, 5) == 0.0
+    assert [is_text_feature(n) for n in ("window10_en", "overlap_src", "window0_en", "qt-ql")] == [
+        True, True, False, False,
+    ]  # fmt: skip
+    assert stage_features(["qt-ql", "window20_src", "overlap_en_idf", "e5-dense"]) == ["qt-ql", "e5-dense"]
+
 
 # ----------------------------------------------------------------------------------- real data
 
@@ -415,10 +438,10 @@ def test_real_en_sw_slice_improves_dev_map(tmp_path):
     from clir.embeddings import EmbeddingConfig, train_joint
     from clir.pipeline.features import (
         DEFAULT_FEATURES,
-        OVERLAP_FEATURES,
         CollectionFeatures,
         collection_rerank_data,
         map_metric,
+        stage_features,
     )
     from clir.text import get_analyzer
     from clir.translation import train_ibm1_both
@@ -437,7 +460,7 @@ def test_real_en_sw_slice_improves_dev_map(tmp_path):
     )
     features = CollectionFeatures.build(
         collection,
-        stage_names=["psq-ql", *[f for f in DEFAULT_FEATURES if f not in OVERLAP_FEATURES]],
+        stage_names=["psq-ql", *stage_features(DEFAULT_FEATURES)],
         tables=tables,
         progress=False,
     )

@@ -17,6 +17,7 @@ from clir.errors import ConfigError, DataNotFoundError, FormatError
 from clir.translation import (
     NULL,
     TRANSLATORS,
+    SpellingMatcher,
     IBM1Translator,
     IBMModel1,
     TranslationTable,
@@ -336,6 +337,22 @@ def test_translate_documents_fields() -> None:
 
 
 # --- lexicons ----------------------------------------------------------------------------------
+
+
+def test_spelling_matcher_names_and_threshold() -> None:
+    vocabulary = ["anathothi", "nebukadneza", "mungu", "yerusalemu", "ya", "2"]
+    matcher = SpellingMatcher(vocabulary, threshold=0.5)
+    # known terms, short terms and numbers stay; names find their spelling; nothing close: unchanged
+    terms = ["mungu", "anathoth", "nebuchadnezzar", "jerusalem", "zebra", "ya", "12"]
+    assert matcher.match(terms) == ["mungu", "anathothi", "nebukadneza", "yerusalemu", "zebra", "ya", "12"]
+    # the cosine of character 2-4-gram TF-IDF vectors decides: a strict threshold keeps the term
+    assert SpellingMatcher(vocabulary, threshold=1.0).match(["anathoth"]) == ["anathoth"]
+    # weighted sets (PSQ): keys are matched and weights of colliding keys add up
+    merged = matcher.match_weighted([{"anathoth": 0.25, "anathothi": 0.5, "mungu": 0.25}])
+    assert merged == [{"anathothi": 0.75, "mungu": 0.25}]
+    assert SpellingMatcher([], 0.5).match(["anathoth"]) == ["anathoth"]
+    with pytest.raises(ConfigError, match="spelling threshold must be in"):
+        SpellingMatcher(vocabulary, threshold=0.0)
 
 
 def test_tsv_lexicon(tmp_path: Path) -> None:

@@ -30,10 +30,10 @@ from clir.pipeline.cache import StepResult, StepRunner
 from clir.pipeline.config import ExperimentConfig
 from clir.pipeline.features import (
     DEFAULT_FEATURES,
-    OVERLAP_FEATURES,
     CollectionFeatures,
     collection_rerank_data,
     map_metric,
+    stage_features,
 )
 from clir.pipeline.report import write_report
 from clir.pipeline.tables import learn_tables, load_tables
@@ -94,7 +94,7 @@ def run_experiment(
     )
     space_step = _space_step(runner, config, pairs, progress)
     data_steps = {
-        pair: _data_step(runner, config, pair, steps, train_config, dense.get(pair), progress)
+        pair: _data_step(runner, config, pair, steps, train_config, baseline, dense.get(pair), progress)
         for pair, steps in pairs.items()
     }
     train_steps = {
@@ -204,11 +204,7 @@ def _space_step(
 
 
 def _stage_names(train_config: TrainConfig) -> list[str]:
-    return list(
-        dict.fromkeys(
-            [train_config.data.first_stage, *[f for f in DEFAULT_FEATURES if f not in OVERLAP_FEATURES]]
-        )
-    )
+    return list(dict.fromkeys([train_config.data.first_stage, *stage_features(DEFAULT_FEATURES)]))
 
 
 def _data_step(
@@ -217,6 +213,7 @@ def _data_step(
     pair: str,
     steps: PairSteps,
     train_config: TrainConfig,
+    baseline: BaselineConfig,
     dense: StepResult | None,
     progress: bool,
 ) -> StepResult:
@@ -230,6 +227,7 @@ def _data_step(
             collection,
             stage_names=_stage_names(train_config),
             tables=load_tables(steps.tables.path),
+            baseline=baseline,
             progress=progress,
         )
         if dense is not None:
@@ -240,19 +238,16 @@ def _data_step(
             full = features.stages[data.first_stage].search(queries, k=1000)
             write_run(work / f"candidates.{split}.run", full, tag=data.first_stage)
             collection_rerank_data(
-                features,
-                queries,
-                candidates=full,
-                feature_names=names,
-                depth=data.depth,
-                feature_norm=data.feature_norm,
-                progress=progress,
+                features, queries, candidates=full, feature_names=names, data=data, progress=progress
             ).save(work / split)
 
     params = {
         "first_stage": data.first_stage,
         "depth": data.depth,
         "norm": data.feature_norm,
+        "qt_k": data.qt_k,
+        "spelling": data.spelling,
+        "first_stage_spelling": baseline.spelling,
         "splits": splits,
         "features": names,
     }

@@ -17,7 +17,7 @@ from clir.datasets import Collection
 from clir.embeddings import SharedSpace
 from clir.errors import ConfigError
 from clir.formats import atomic_write
-from clir.pipeline.features import OVERLAP_FEATURES, CollectionFeatures, collection_rerank_data
+from clir.pipeline.features import CollectionFeatures, collection_rerank_data, stage_features
 from clir.pipeline.tables import learn_tables
 from clir.rerankers.bilingual import COMPONENTS
 from clir.training import Tensorizer, Vocabulary, load_models
@@ -74,7 +74,7 @@ def explain_pair(
         raise ConfigError(f"docno {docno!r} is not a document of collection {collection.name!r}")
     space = space if isinstance(space, SharedSpace) else SharedSpace.load(space)
     data_config = member.config.data
-    stages = [data_config.first_stage, *[f for f in member.feature_names if f not in OVERLAP_FEATURES]]
+    stages = [data_config.first_stage, *stage_features(member.feature_names)]
     tables = learn_tables(collection, tables_dir, progress=False)
     features = CollectionFeatures.build(collection, stage_names=stages, tables=tables, progress=False)
     run = features.stages[data_config.first_stage].search([query], k=data_config.depth)
@@ -86,8 +86,8 @@ def explain_pair(
         [query],
         candidates={qid: ranked},
         feature_names=member.feature_names or list(features.stages),
+        data=data_config,
         depth=len(ranked),
-        feature_norm=data_config.feature_norm,
         progress=False,
     )
     data = _prepare(member, data)

@@ -17,6 +17,7 @@ from clir.retrieval.index import DocTerms, read_json, write_json
 from clir.text import Analyzer, analyzer_from_config, get_analyzer
 from clir.translation.document import translate_tokens_expected, translate_tokens_top1
 from clir.translation.query import translate_query_psq, translate_query_qt
+from clir.translation.spelling import SpellingMatcher
 from clir.translation.table import TranslationTable
 from clir.types import Document, Query, Run
 
@@ -47,6 +48,9 @@ class FirstStage:
         psq_cumulative: Keep the smallest prefix of translations reaching this mass in ``psq``.
         dt: ``"top1"`` (each word becomes its best translation) or ``"expected"`` (expected
             translation counts, a weighted bag).
+        spelling: Replace each query term absent from the index by its closest spelling in the
+            index vocabulary with at least this similarity (:class:`SpellingMatcher`: names the
+            tables do not know); ``None``: off.
         progress: Show progress bars.
         **model_params: Retriever parameters (``k1``, ``b``, ``idf``, ``mu``).
 
@@ -67,6 +71,7 @@ class FirstStage:
         psq_top_k: int | None = None,
         psq_cumulative: float | None = None,
         dt: str = "top1",
+        spelling: float | None = None,
         progress: bool = True,
         **model_params: Any,
     ) -> None:
@@ -87,7 +92,9 @@ class FirstStage:
         self.psq_top_k = psq_top_k
         self.psq_cumulative = psq_cumulative
         self.dt = dt
+        self.spelling = spelling
         self.progress = progress
+        self._matcher: SpellingMatcher | None = None
 
     # --- terms --------------------------------------------------------------------------------
 
@@ -103,16 +110,34 @@ class FirstStage:
         return translate_tokens_top1(tokens, self.table_doc_en)
 
     def query_terms(self, query: Query) -> QueryTerms:
-        """The query's terms in the index language (translated in ``qt`` and ``psq``)."""
+        """The query's terms in the index language (translated in ``qt`` and ``psq``; terms
+        outside the index matched by spelling when ``spelling`` is set)."""
         tokens = self.en_analyzer.analyze(query.text)
-        if self.mode == "dt":
-            return tokens
-        assert self.table_en_doc is not None
+        matcher = self.matcher()
+        if self.mode == "psq":
+            assert self.table_en_doc is not None
+            sets = translate_query_psq(
+                tokens, self.table_en_doc, top_k=self.psq_top_k, cumulative=self.psq_cumulative
+            )
+            return matcher.match_weighted(sets) if matcher else sets
         if self.mode == "qt":
-            return translate_query_qt(tokens, self.table_en_doc, k=self.qt_k)
-        return translate_query_psq(
-            tokens, self.table_en_doc, top_k=self.psq_top_k, cumulative=self.psq_cumulative
-        )
+            assert self.table_en_doc is not None
+            tokens = translate_query_qt(tokens, self.table_en_doc, k=self.qt_k)
+        return matcher.match(tokens) if matcher else tokens
+
+    def matcher(self) -> SpellingMatcher | None:
+        """The spelling matcher over the index vocabulary (``None`` when ``spelling`` is off).
+
+        Raises:
+            ConfigError: Before :meth:`index`.
+        """
+        if self.spelling is None:
+            return None
+        if self._matcher is None:
+            if self.retriever.index_ is None:
+                raise ConfigError("the first stage has no index: call .index(documents) first")
+            self._matcher = SpellingMatcher(self.retriever.index_.vocab, self.spelling)
+        return self._matcher
 
     # --- index and search ---------------------------------------------------------------------
 
@@ -127,6 +152,7 @@ class FirstStage:
             for doc in tqdm(documents, desc=f"analyzing ({self.mode})", unit="doc", disable=not self.progress)
         ]
         self.retriever.index([doc.docno for doc in documents], terms, progress=self.progress)
+        self._matcher = None
         return self
 
     def search(self, queries: Sequence[Query], k: int = 1000) -> Run:
@@ -171,6 +197,7 @@ class FirstStage:
                 "psq_top_k": self.psq_top_k,
                 "psq_cumulative": self.psq_cumulative,
                 "dt": self.dt,
+                "spelling": self.spelling,
                 "en_analyzer": self.en_analyzer.to_config(),
                 "doc_analyzer": self.doc_analyzer.to_config(),
             }
@@ -202,6 +229,7 @@ class FirstStage:
             psq_top_k=meta["psq_top_k"],
             psq_cumulative=meta["psq_cumulative"],
             dt=meta["dt"],
+            spelling=meta.get("spelling"),
             progress=progress,
         )
         stage.retriever = Retriever.load(path / "retriever", mmap=mmap)

@@ -17,6 +17,8 @@ A config file has five sections and two top-level keys::
       max_query_len: 20
       max_doc_len: 200
       feature_norm: zscore       # "zscore" | "minmax" (per query, over its candidates)
+      qt_k: 1                    # translations per query word in Q̂_src
+      spelling: null             # e.g. 0.5: match unknown query terms (names) by spelling
     optim:
       lr: 0.001
       epochs: 10
@@ -100,6 +102,9 @@ class DataConfig:
         max_doc_len: Document tokens kept (the first ones).
         feature_norm: Per-query normalisation of first-stage scores over the candidate list:
             ``"zscore"`` ((s - mean) / std, 0 when constant) or ``"minmax"`` (to [0, 1]).
+        qt_k: Translations per query word in the translated query Q̂_src.
+        spelling: Spelling-variant matching of query terms outside the documents' vocabulary
+            (the least similarity; ``None``: off; see :class:`~clir.translation.SpellingMatcher`).
     """
 
     first_stage: str = "psq-ql"
@@ -108,6 +113,8 @@ class DataConfig:
     max_query_len: int = 20
     max_doc_len: int = 200
     feature_norm: str = "zscore"
+    qt_k: int = 1
+    spelling: float | None = None
 
 
 @dataclass
@@ -208,7 +215,9 @@ class TrainConfig:
             raise bad("model.components", model.components, "at least one component when features are off")
         if data.feature_norm not in FEATURE_NORMS:
             raise bad("data.feature_norm", data.feature_norm, f"one of {list(FEATURE_NORMS)}")
-        for key in ("depth", "negatives_per_positive", "max_query_len", "max_doc_len"):
+        if data.spelling is not None and not 0 < data.spelling <= 1:
+            raise bad("data.spelling", data.spelling, "a number in (0, 1] or null")
+        for key in ("depth", "negatives_per_positive", "max_query_len", "max_doc_len", "qt_k"):
             if getattr(data, key) < 1:
                 raise bad(f"data.{key}", getattr(data, key), "an integer >= 1")
         for key in ("epochs", "batch_size"):
@@ -272,7 +281,8 @@ def _build(cls: type, values: Any, source: str, prefix: str) -> Any:
 
 
 def _convert(hint: Any, value: Any, source: str, key: str) -> Any:
-    """Check ``value`` against the type hint ``hint`` (dataclass, int, float, bool, str, list, dict)."""
+    """Check ``value`` against the type hint ``hint`` (dataclass, int, float, bool, str, list, dict,
+    ``X | None``)."""
     if dataclasses.is_dataclass(hint):
         return _build(hint, value, source, key + ".")
     origin = typing.get_origin(hint)
@@ -290,7 +300,8 @@ def _convert(hint: Any, value: Any, source: str, key: str) -> Any:
             raise wrong("a mapping")
         return dict(value)
     if origin in (typing.Union, types.UnionType):
-        raise wrong(str(hint))  # no unions in the schema
+        (inner,) = [arg for arg in typing.get_args(hint) if arg is not type(None)]  # only Optional[X]
+        return None if value is None else _convert(inner, value, source, key)
     if hint is bool:
         if not isinstance(value, bool):
             raise wrong("true or false")

@@ -31,6 +31,7 @@ from clir.translation.ibm1 import NULL, IBM1Translator, IBMModel1, train_ibm1_bo
 from clir.translation.lexicon import Lexicon, TSVTranslator, read_tsv_lexicon
 from clir.translation.mt import MarianTranslator
 from clir.translation.query import translate_queries, translate_query_psq, translate_query_qt
+from clir.translation.spelling import SpellingMatcher
 from clir.translation.table import TranslationTable
 
 __all__ = [
@@ -41,6 +42,7 @@ __all__ = [
     "IBMModel1",
     "Lexicon",
     "MarianTranslator",
+    "SpellingMatcher",
     "TSVTranslator",
     "TableTranslator",
     "TranslationTable",
