@@ -17,9 +17,9 @@ from clir.errors import ConfigError, DataNotFoundError, FormatError
 from clir.translation import (
     NULL,
     TRANSLATORS,
-    SpellingMatcher,
     IBM1Translator,
     IBMModel1,
+    SpellingMatcher,
     TranslationTable,
     decode_base64_number,
     find_freedict,
