@@ -61,10 +61,23 @@ def _tables(args: argparse.Namespace) -> int:
     return 0
 
 
+def _spelling(text: str) -> float | None:
+    """``--spelling``: a similarity in (0, 1], or ``off``."""
+    if text == "off":
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not 0 < value <= 1:
+        raise argparse.ArgumentTypeError(f"must be a number in (0, 1] or 'off', got {text!r}")
+    return value
+
+
 def _spelling_argument(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--spelling",
-        type=lambda v: None if v == "off" else float(v),
+        type=_spelling,
         default=0.5,
         metavar="SIM|off",
         help="match query terms outside the index to their closest spelling in it (names the tables "

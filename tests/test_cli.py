@@ -119,6 +119,16 @@ def test_errors_are_reported_without_traceback(tmp_path, capsys):
     assert main(["data", "bible", "--pair", "en-xx", "--out", str(tmp_path / "c"), "--quiet"]) == 2
     assert "clir: error:" in capsys.readouterr().err
     assert main(["data", "check", str(tmp_path / "absent")]) == 2
+    from clir.cli import build_parser
+
+    base = ["index", "--collection", "c", "--tables", "t", "--mode", "qt", "--out", "o"]
+    assert build_parser().parse_args(base).spelling == 0.5
+    assert build_parser().parse_args([*base, "--spelling", "off"]).spelling is None
+    assert build_parser().parse_args([*base, "--spelling", "0.7"]).spelling == 0.7
+    for bad in ("0", "1.5", "near"):
+        with pytest.raises(SystemExit):
+            main(["baselines", "--collection", str(tmp_path), "--out", str(tmp_path), "--spelling", bad])
+        assert f"--spelling: must be a number in (0, 1] or 'off', got '{bad}'" in capsys.readouterr().err
 
 
 def test_public_names_resolve_lazily():
