@@ -434,6 +434,8 @@ def test_first_stage_spelling_matches_names_outside_the_index(tmp_path, bilingua
         )
     with pytest.raises(ConfigError, match="no index"):
         FirstStage("dt", "bm25", doc_analyzer=sw, table_doc_en=sw_en, spelling=0.5).query_terms(query)
+    with pytest.raises(ConfigError, match=r"spelling must be a similarity in \(0, 1\] or None, got 50"):
+        FirstStage("dt", "bm25", doc_analyzer=sw, spelling=50)
 
 
 # --- batched (dense) and per-query (sparse) top-k ---------------------------------------------------

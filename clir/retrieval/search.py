@@ -55,7 +55,8 @@ class FirstStage:
         **model_params: Retriever parameters (``k1``, ``b``, ``idf``, ``mu``).
 
     Raises:
-        ConfigError: For an unknown mode, model or dt variant, or a missing table.
+        ConfigError: For an unknown mode, model or dt variant, a missing table, or a spelling
+            similarity outside (0, 1].
     """
 
     def __init__(
@@ -81,6 +82,8 @@ class FirstStage:
             raise ConfigError(f"unknown dt variant {dt!r}; expected one of {sorted(DT_VARIANTS)}")
         if mode in ("qt", "psq") and table_en_doc is None:
             raise ConfigError(f"mode {mode!r} needs table_en_doc (p(document term | English term))")
+        if spelling is not None and not 0 < spelling <= 1:
+            raise ConfigError(f"spelling must be a similarity in (0, 1] or None, got {spelling!r}")
         self.mode = mode
         self.model = model
         self.retriever: Retriever = get_retriever(model, **model_params)
