@@ -35,11 +35,14 @@ from clir.rerankers import (
 ALL_MODELS = [*sorted(INTERACTION_MODELS), *(f"bilingual_{m}" for m in sorted(INTERACTION_MODELS))]
 
 
-def make_model(name: str, embeddings: torch.Tensor) -> torch.nn.Module:
+def make_model(name: str, embeddings: torch.Tensor, window: int = 0) -> torch.nn.Module:
+    """A model by bench name; K-NRM models pool windows of ``window`` document tokens (0: whole)."""
     dim = embeddings.shape[1]
+    model = name.removeprefix("bilingual_")
+    kwargs = {"window": window} if model == "knrm" else {}
     if name.startswith("bilingual_"):
-        return BilingualReranker(dim, embeddings, model=name.removeprefix("bilingual_"), n_features=2)
-    return build_interaction_model(name, dim, embeddings)
+        return BilingualReranker(dim, embeddings, model=model, n_features=2, model_kwargs=kwargs)
+    return build_interaction_model(name, dim, embeddings, **kwargs)
 
 
 def make_batch(name: str, size: int, q_len: int, d_len: int, vocab: int, gen: torch.Generator) -> Any:
@@ -88,10 +91,11 @@ def train_epoch(
     q_len: int,
     d_len: int,
     max_time: float,
+    window: int = 0,
 ) -> dict[str, Any]:
     """Seconds per synthetic epoch of (positive, negative) pairs with the hinge loss and Adam."""
     gen = torch.Generator().manual_seed(1)
-    model = make_model(name, embeddings).to(device).train()
+    model = make_model(name, embeddings, window).to(device).train()
     opt = torch.optim.Adam([p for p in model.parameters() if p.requires_grad], lr=1e-3)
     total = queries * pairs_per_query
     n_batches = -(-total // batch_size)
@@ -171,6 +175,12 @@ def main(argv: list[str] | None = None) -> int:
         "--gpu-profile", action="store_true", help="add the kernel profile of each compiled model on the GPU"
     )
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--knrm-window",
+        type=int,
+        default=0,
+        help="K-NRM pools windows of this many tokens (0: whole document)",
+    )
     args = parser.parse_args(argv)
 
     models = (
@@ -193,6 +203,7 @@ def main(argv: list[str] | None = None) -> int:
     embeddings[0] = 0.0
     result: dict[str, Any] = {
         "torch": torch.__version__,
+        "knrm_window": args.knrm_window,
         "cpu_threads": args.threads,
         "query_length": args.query_length,
         "vocab": args.vocab,
@@ -205,7 +216,7 @@ def main(argv: list[str] | None = None) -> int:
         if device == "cuda":
             result["gpu"] = torch.cuda.get_device_name()
         for name in models:
-            model = make_model(name, embeddings).to(device).eval()
+            model = make_model(name, embeddings, args.knrm_window).to(device).eval()
             for mode in modes:
                 if mode == "compile_bf16" and name not in args.compile_models.split(","):
                     continue
@@ -220,7 +231,7 @@ def main(argv: list[str] | None = None) -> int:
                         result[f"cuda_profile/{key}"] = profile_summary(runner, batch, device, autocast=True)
 
     if "cpu" in devices and not args.no_profile and "bilingual_knrm" in models:
-        model = make_model("bilingual_knrm", embeddings).eval()
+        model = make_model("bilingual_knrm", embeddings, args.knrm_window).eval()
         batch = make_batch(
             "bilingual_knrm", args.cpu_batch, args.query_length, doc_lengths[0], args.vocab, gen
         )
@@ -241,6 +252,7 @@ def main(argv: list[str] | None = None) -> int:
                     q_len=args.query_length,
                     d_len=doc_lengths[0],
                     max_time=10.0 if args.quick else 60.0,
+                    window=args.knrm_window,
                 )
                 key = f"{device}/{name}/d{doc_lengths[0]}"
                 result["train"][key] = stats

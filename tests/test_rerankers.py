@@ -27,7 +27,7 @@ from clir.rerankers import (
     posit_features,
 )
 from clir.rerankers.batch import concat_views
-from clir.rerankers.knrm import grid_kernel_pooling
+from clir.rerankers.knrm import KNRM, grid_kernel_pooling, window_sums
 from clir.rerankers.pacrr_drmm import PACRRDRMM
 
 DIM = 8
@@ -307,6 +307,43 @@ def test_knrm_grid_pooling_equals_pooling_of_each_block() -> None:
             torch.testing.assert_close(grid[:, i, j], alone, rtol=1e-5, atol=1e-7)
 
 
+def test_window_sums_by_hand() -> None:
+    values = torch.tensor([[1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0]])
+    # windows of 4 every 2 positions, padded with one 0 to cover position 6: [0,4) [2,6) [4,8)
+    assert window_sums(values, 4).tolist() == [[10.0, 18.0, 18.0]]
+    assert window_sums(values, 7).tolist() == [[28.0]] and window_sums(values, 9).tolist() == [[28.0]]
+    assert window_sums(values, 1).tolist() == values.tolist()
+
+
+def test_knrm_window_pooling_by_hand_and_padding() -> None:
+    # one query term, similarity 1.0 (exact) at document positions 0 and 9 (of 10), 0.0 elsewhere
+    mus, sigmas = kernel_mus(3), [0.001, 0.1, 0.1]
+    sim = torch.zeros(1, 1, 10)
+    sim[0, 0, [0, 9]] = 1.0
+    q_mask, d_mask = torch.ones(1, 1, dtype=torch.bool), torch.ones(1, 10, dtype=torch.bool)
+    whole = kernel_pooling(sim, q_mask, d_mask, mus, sigmas)
+    windowed = kernel_pooling(sim, q_mask, d_mask, mus, sigmas, window=4)
+    # exact kernel: 2 matches in the whole document, at most 1 in any window of 4
+    assert whole[0, 0].item() == pytest.approx(0.01 * math.log(2), rel=1e-5)
+    assert windowed[0, 0].item() == pytest.approx(0.0, abs=1e-7)
+    # a window as long as the document is the whole document
+    torch.testing.assert_close(kernel_pooling(sim, q_mask, d_mask, mus, sigmas, window=10), whole)
+    # padding the document (any amount) never changes the windowed features
+    gen = torch.Generator().manual_seed(8)
+    sim = torch.rand(5, 3, 23, generator=gen) * 2 - 1
+    q_mask = torch.rand(5, 3, generator=gen) > 0.2
+    lengths = torch.tensor([23, 17, 5, 11, 1])
+    d_mask = torch.arange(23) < lengths[:, None]
+    base = kernel_pooling(sim, q_mask, d_mask, kernel_mus(11), [0.001] + [0.1] * 10, window=6)
+    for extra in (1, 2, 5, 30):
+        padded = torch.cat([sim, torch.rand(5, 3, extra, generator=gen)], dim=2)
+        mask = torch.cat([d_mask, torch.zeros(5, extra, dtype=torch.bool)], dim=1)
+        got = kernel_pooling(padded, q_mask, mask, kernel_mus(11), [0.001] + [0.1] * 10, window=6)
+        torch.testing.assert_close(got, base, rtol=1e-6, atol=1e-7)
+    with pytest.raises(ConfigError, match="window must be an integer >= 0"):
+        KNRM(DIM, window=-1)
+
+
 def test_knrm_score_is_tanh_of_linear_features() -> None:
     model = build_interaction_model("knrm", DIM, table()).eval()
     lin = build_interaction_model("knrm", DIM, table(), output="linear").eval()
@@ -487,6 +524,7 @@ def random_view(gen: torch.Generator, size: int, length: int, surface: bool, idf
         {"components": ["src_en", "en_en"]},
         {"model_kwargs": {"exact_match": False, "output": "linear"}},
         {"component_models": {"en_en": {"model": "knrm", "kwargs": {"sigma": 0.2}}}},
+        {"model_kwargs": {"window": 4}},
     ],
 )
 def test_bilingual_knrm_grid_equals_per_component_pairs(options: dict) -> None:

