@@ -55,7 +55,7 @@ def window_sums(values: Tensor, window: int) -> Tensor:
         return values.sum(-1, keepdim=True)
     stride = max(1, window // 2)
     extra = (-(length - window)) % stride
-    padded = F.pad(values, (0, extra))
+    padded = F.pad(values, (0, extra)) if extra else values
     if window != 2 * stride:
         return padded.unfold(-1, window, stride).sum(-1)
     # an even window is two adjacent blocks of `stride`: sum the blocks once, add neighbours
@@ -85,6 +85,9 @@ def kernel_sums(
         Float32 (B, Lq, K), or (B, Lq, n, K) with a 4-D ``sim``.
     """
     s = sim.float().masked_fill(~d_mask.unsqueeze(1), _PAD_SIMILARITY)
+    if window and s.shape[-1] > window:  # pad once here rather than once per kernel in window_sums
+        extra = (-(s.shape[-1] - window)) % max(1, window // 2)
+        s = F.pad(s, (0, extra), value=_PAD_SIMILARITY) if extra else s
     # in place (one scratch buffer) in eager inference; functional under autograd and under
     # torch.compile, which fuses all kernels into one pass that in-place updates would split
     inplace = not s.requires_grad and not torch.compiler.is_compiling()
