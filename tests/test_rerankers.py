@@ -27,7 +27,7 @@ from clir.rerankers import (
     posit_features,
 )
 from clir.rerankers.batch import concat_views
-from clir.rerankers.knrm import KNRM, grid_kernel_pooling, window_sums
+from clir.rerankers.knrm import KNRM, grid_kernel_pooling, window_kernel_sums, window_sums
 from clir.rerankers.pacrr_drmm import PACRRDRMM
 
 DIM = 8
@@ -313,6 +313,24 @@ def test_window_sums_by_hand() -> None:
     assert window_sums(values, 4).tolist() == [[10.0, 18.0, 18.0]]
     assert window_sums(values, 7).tolist() == [[28.0]] and window_sums(values, 9).tolist() == [[28.0]]
     assert window_sums(values, 1).tolist() == values.tolist()
+
+
+@pytest.mark.parametrize("window", [1, 3, 4, 7, 10, 23, 40])
+def test_window_kernel_sums_equal_kernel_sums_of_each_window(window: int) -> None:
+    # the document-major windowed pass (grid pooling's) against kernel_sums over window_sums,
+    # for even and odd windows and windows as long as the document or longer; in place
+    # (eager inference) and functional (autograd, torch.compile) alike
+    gen = torch.Generator().manual_seed(window)
+    sim_t = torch.rand(3, 2, 23, 5, generator=gen) * 2 - 1
+    sim_t[sim_t > 0.8] = 1.0
+    d_mask = torch.rand(3, 2, 23, generator=gen) > 0.3
+    mus, sigmas = kernel_mus(11), [0.001] + [0.1] * 10
+    expected = kernel_sums(sim_t.permute(0, 3, 1, 2), d_mask, mus, sigmas, window)  # (B, R, n_d, n_w, K)
+    got = window_kernel_sums(sim_t, d_mask, mus, sigmas, window)
+    assert got.shape == expected.permute(0, 2, 3, 4, 1).shape
+    torch.testing.assert_close(got, expected.permute(0, 2, 3, 4, 1), rtol=1e-6, atol=0)
+    functional = window_kernel_sums(sim_t.clone().requires_grad_(True), d_mask, mus, sigmas, window)
+    torch.testing.assert_close(functional.detach(), got, rtol=0, atol=0)
 
 
 def test_knrm_window_pooling_by_hand_and_padding() -> None:
@@ -621,9 +639,20 @@ def test_bilingual_trains_with_hinge_loss() -> None:
 
 
 @CUDA
-@pytest.mark.parametrize("name", ["posit_drmm", "knrm"])
-def test_bilingual_cuda_matches_cpu(name: str) -> None:
-    model = BilingualReranker(DIM, table(), model=name, n_features=2).eval()
+@pytest.mark.parametrize(("name", "kwargs"), [("posit_drmm", {}), ("knrm", {}), ("knrm", {"window": 4})])
+def test_bilingual_cuda_matches_cpu(name: str, kwargs: dict) -> None:
+    model = BilingualReranker(DIM, table(), model=name, n_features=2, model_kwargs=kwargs).eval()
     cpu = model.predict(bilingual_batch())
     gpu = model.to("cuda").predict(bilingual_batch().to("cuda"))
     torch.testing.assert_close(gpu.cpu(), cpu, rtol=1e-4, atol=1e-5)
+
+
+@CUDA
+def test_bilingual_windowed_knrm_compiled_matches_eager_on_cuda() -> None:
+    model = BilingualReranker(DIM, table(), model="knrm", n_features=2, model_kwargs={"window": 4})
+    model = model.to("cuda").eval()
+    batch = bilingual_batch().to("cuda")
+    with torch.inference_mode():
+        eager = model(batch)
+        compiled = torch.compile(model)(batch)
+    torch.testing.assert_close(compiled, eager, rtol=1e-4, atol=1e-5)

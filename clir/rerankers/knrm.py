@@ -7,6 +7,7 @@ SIGIR 2017.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 
 import torch
 import torch.nn.functional as F
@@ -63,6 +64,48 @@ def window_sums(values: Tensor, window: int) -> Tensor:
     return blocks[..., :-1] + blocks[..., 1:]
 
 
+def _kernel_terms(s: Tensor, mus: list[float], sigmas: list[float]) -> Iterator[tuple[Tensor, float]]:
+    """Per kernel, ``(values, factor)`` with ``exp(-(s - μ)² / 2σ²) = factor · values`` elementwise.
+
+    Terms below ``exp(-85)`` are 0 in ``values`` (see ``_MIN_EXPONENT``). In eager inference the
+    values of every kernel are written into one scratch buffer, so each must be reduced before
+    the next is asked for; under autograd and under ``torch.compile`` (which fuses all kernels
+    into one pass that in-place updates would split) they are fresh tensors.
+
+    Args:
+        s: Float32 similarities, any shape.
+        mus: Kernel centres.
+        sigmas: Kernel widths.
+
+    Yields:
+        ``values`` (shaped like ``s``) and the Python float ``factor`` of each kernel in turn.
+    """
+    inplace = not s.requires_grad and not torch.compiler.is_compiling()
+    squares: dict[float, Tensor] = {}
+    buffer: Tensor | None = None
+    for mu, sigma in zip(mus, sigmas, strict=True):
+        scale = -0.5 / (sigma * sigma)
+        offset = -scale * mu * mu  # exp(scale (s - mu)^2) = exp(scale s^2 - 2 scale mu s) * exp(-offset)
+        if offset < 60.0 and abs(mu) <= 1.0:
+            # expanded form, 4 passes: exp(base + a s) with base = scale s^2 shared by equal sigmas;
+            # the argument stays <= offset < 60, so no overflow; exp(-offset) leaves the sum.
+            if scale not in squares:
+                squares[scale] = s.square() * scale
+            if inplace:  # one scratch buffer for all kernels: no allocation (and page faults) per kernel
+                buffer = torch.empty_like(s) if buffer is None else buffer
+                arg = torch.add(squares[scale], s, alpha=-2.0 * scale * mu, out=buffer)
+            else:
+                arg = torch.add(squares[scale], s, alpha=-2.0 * scale * mu)
+            factor = math.exp(-offset)
+            limit = _MIN_EXPONENT + offset
+        else:
+            arg = (s - mu).square_() if inplace else (s - mu).square()
+            arg = arg.mul_(scale) if inplace else arg * scale
+            factor, limit = 1.0, _MIN_EXPONENT
+        values = F.threshold(arg, limit, -math.inf, inplace=inplace)
+        yield (values.exp_() if inplace else values.exp()), factor
+
+
 def kernel_sums(
     sim: Tensor, d_mask: Tensor, mus: list[float], sigmas: list[float], window: int = 0
 ) -> Tensor:
@@ -88,36 +131,52 @@ def kernel_sums(
     if window and s.shape[-1] > window:  # pad once here rather than once per kernel in window_sums
         extra = (-(s.shape[-1] - window)) % max(1, window // 2)
         s = F.pad(s, (0, extra), value=_PAD_SIMILARITY) if extra else s
-    # in place (one scratch buffer) in eager inference; functional under autograd and under
-    # torch.compile, which fuses all kernels into one pass that in-place updates would split
-    inplace = not s.requires_grad and not torch.compiler.is_compiling()
-    squares: dict[float, Tensor] = {}
-    buffer: Tensor | None = None
     sums = []
-    for mu, sigma in zip(mus, sigmas, strict=True):
-        scale = -0.5 / (sigma * sigma)
-        offset = -scale * mu * mu  # exp(scale (s - mu)^2) = exp(scale s^2 - 2 scale mu s) * exp(-offset)
-        if offset < 60.0 and abs(mu) <= 1.0:
-            # expanded form, 4 passes: exp(base + a s) with base = scale s^2 shared by equal sigmas;
-            # the argument stays <= offset < 60, so no overflow; exp(-offset) leaves the sum.
-            if scale not in squares:
-                squares[scale] = s.square() * scale
-            if inplace:  # one scratch buffer for all kernels: no allocation (and page faults) per kernel
-                buffer = torch.empty_like(s) if buffer is None else buffer
-                arg = torch.add(squares[scale], s, alpha=-2.0 * scale * mu, out=buffer)
-            else:
-                arg = torch.add(squares[scale], s, alpha=-2.0 * scale * mu)
-            factor = math.exp(-offset)
-            limit = _MIN_EXPONENT + offset
-        else:
-            arg = (s - mu).square_() if inplace else (s - mu).square()
-            arg = arg.mul_(scale) if inplace else arg * scale
-            factor, limit = 1.0, _MIN_EXPONENT
-        values = F.threshold(arg, limit, -math.inf, inplace=inplace)
-        values = values.exp_() if inplace else values.exp()
+    for values, factor in _kernel_terms(s, mus, sigmas):
         total = window_sums(values, window) if window else values.sum(-1)
         sums.append(total * factor if factor != 1.0 else total)
     return torch.stack(sums, dim=-1)
+
+
+def window_kernel_sums(
+    sim_t: Tensor, d_mask: Tensor, mus: list[float], sigmas: list[float], window: int
+) -> Tensor:
+    """:func:`kernel_sums` over windows, for similarities that come document-major.
+
+    The same windows as :func:`window_sums` (every ``window // 2`` positions, the last ones
+    padded), summed along the document axis while the query terms stay the last, contiguous
+    axis: every pass reads memory in order, and under ``torch.compile`` the kernels fuse into
+    one reduction over half-window blocks that writes only the block sums.
+
+    Args:
+        sim_t: (B, n_d, Ld, R) similarities of n_d documents and R query terms (computed in
+            float32 whatever its dtype).
+        d_mask: ``bool`` (B, n_d, Ld).
+        mus: Kernel centres.
+        sigmas: Kernel widths.
+        window: Window length (>= 1).
+
+    Returns:
+        Float32 (B, n_d, n_windows, K, R).
+    """
+    s = sim_t.float().masked_fill(~d_mask.unsqueeze(-1), _PAD_SIMILARITY)
+    length = s.shape[2]
+    stride = max(1, window // 2)
+    whole, even = length <= window, window == 2 * stride
+    if not whole:
+        extra = (-(length - window)) % stride
+        s = F.pad(s, (0, 0, 0, extra), value=_PAD_SIMILARITY) if extra else s
+    sums = []
+    for values, factor in _kernel_terms(s, mus, sigmas):
+        if whole:
+            total = values.sum(2, keepdim=True)
+        elif even:  # half-window blocks; a window is two adjacent blocks, added once below
+            total = values.unflatten(2, (-1, stride)).sum(3)
+        else:
+            total = values.unfold(2, window, stride).sum(-1)
+        sums.append(total * factor if factor != 1.0 else total)
+    out = torch.stack(sums, dim=3)
+    return out[:, :, :-1] + out[:, :, 1:] if even and not whole else out
 
 
 def grid_kernel_pooling(
@@ -153,11 +212,12 @@ def grid_kernel_pooling(
         Float32 (B, n_q, n_d, K): entry (i, j) is the pooling of query i against document j.
     """
     size, n_docs, _, rows = sim_t.shape
-    sums = kernel_sums(sim_t.permute(0, 3, 1, 2), d_mask, mus, sigmas, window)
-    if window:  # (B, rows, n_d, n_windows, K): the features of each window, then the best per kernel
-        logs = torch.log(sums.clamp(min=eps)) * q_mask.reshape(size, rows, 1, 1, 1)
-        phi = logs.reshape(size, n_queries, rows // n_queries, n_docs, -1, len(mus)).sum(2)
-        return phi.amax(3) * log_scale
+    if window:  # (B, n_d, n_windows, K, rows): the features of each window, then the best per kernel
+        sums = window_kernel_sums(sim_t, d_mask, mus, sigmas, window)
+        logs = torch.log(sums.clamp(min=eps)) * q_mask.reshape(size, 1, 1, 1, rows)
+        phi = logs.unflatten(-1, (n_queries, rows // n_queries)).sum(-1).amax(2)
+        return phi.permute(0, 3, 1, 2) * log_scale
+    sums = kernel_sums(sim_t.permute(0, 3, 1, 2), d_mask, mus, sigmas)
     logs = torch.log(sums.clamp(min=eps)) * q_mask.reshape(size, rows, 1, 1)
     return logs.reshape(size, n_queries, rows // n_queries, n_docs, len(mus)).sum(2) * log_scale
 
