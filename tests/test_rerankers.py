@@ -315,7 +315,7 @@ def test_window_sums_by_hand() -> None:
     assert window_sums(values, 1).tolist() == values.tolist()
 
 
-@pytest.mark.parametrize("window", [1, 3, 4, 7, 10, 23, 40])
+@pytest.mark.parametrize("window", [1, 2, 3, 4, 6, 7, 10, 23, 40])
 def test_window_kernel_sums_equal_kernel_sums_of_each_window(window: int) -> None:
     # the document-major windowed pass (grid pooling's) against kernel_sums over window_sums,
     # for even and odd windows and windows as long as the document or longer; in place
@@ -330,7 +330,7 @@ def test_window_kernel_sums_equal_kernel_sums_of_each_window(window: int) -> Non
     assert got.shape == expected.permute(0, 2, 3, 4, 1).shape
     torch.testing.assert_close(got, expected.permute(0, 2, 3, 4, 1), rtol=1e-6, atol=0)
     functional = window_kernel_sums(sim_t.clone().requires_grad_(True), d_mask, mus, sigmas, window)
-    torch.testing.assert_close(functional.detach(), got, rtol=0, atol=0)
+    torch.testing.assert_close(functional.detach(), got, rtol=1e-6, atol=0)
 
 
 def test_knrm_window_pooling_by_hand_and_padding() -> None:

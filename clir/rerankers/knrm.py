@@ -64,6 +64,12 @@ def window_sums(values: Tensor, window: int) -> Tensor:
     return blocks[..., :-1] + blocks[..., 1:]
 
 
+def _eager_inference(t: Tensor) -> bool:
+    """Whether work on ``t`` may be done in place: no autograd and no ``torch.compile`` tracing
+    (inductor fuses functional code into fewer passes than in-place updates would allow)."""
+    return not t.requires_grad and not torch.compiler.is_compiling()
+
+
 def _kernel_terms(s: Tensor, mus: list[float], sigmas: list[float]) -> Iterator[tuple[Tensor, float]]:
     """Per kernel, ``(values, factor)`` with ``exp(-(s - μ)² / 2σ²) = factor · values`` elementwise.
 
@@ -80,7 +86,7 @@ def _kernel_terms(s: Tensor, mus: list[float], sigmas: list[float]) -> Iterator[
     Yields:
         ``values`` (shaped like ``s``) and the Python float ``factor`` of each kernel in turn.
     """
-    inplace = not s.requires_grad and not torch.compiler.is_compiling()
+    inplace = _eager_inference(s)
     squares: dict[float, Tensor] = {}
     buffer: Tensor | None = None
     for mu, sigma in zip(mus, sigmas, strict=True):
@@ -166,6 +172,8 @@ def window_kernel_sums(
     if not whole:
         extra = (-(length - window)) % stride
         s = F.pad(s, (0, 0, 0, extra), value=_PAD_SIMILARITY) if extra else s
+    if even and not whole and s.device.type == "cpu" and _eager_inference(s):
+        return _block_window_sums_in_place(s, mus, sigmas, stride)
     sums = []
     for values, factor in _kernel_terms(s, mus, sigmas):
         if whole:
@@ -177,6 +185,39 @@ def window_kernel_sums(
         sums.append(total * factor if factor != 1.0 else total)
     out = torch.stack(sums, dim=3)
     return out[:, :, :-1] + out[:, :, 1:] if even and not whole else out
+
+
+def _block_window_sums_in_place(s: Tensor, mus: list[float], sigmas: list[float], stride: int) -> Tensor:
+    """:func:`window_kernel_sums` of windows of two blocks of ``stride`` positions, eagerly.
+
+    Each kernel's block sums are written straight into one (B, n_d, n_blocks, K, R) buffer as
+    ``stride`` strided slices added together: on a CPU this is about a fifth faster than a
+    reduction over a middle dimension of ``stride`` followed by a stack (on an H200, eagerly,
+    about a sixth slower, so GPUs take the reduction).
+
+    Args:
+        s: (B, n_d, n_blocks · stride, R) float32 similarities, padding already set.
+        mus: Kernel centres.
+        sigmas: Kernel widths.
+        stride: Block length (half the window).
+
+    Returns:
+        Float32 (B, n_d, n_blocks - 1, K, R).
+    """
+    size, n_docs, length, rows = s.shape
+    blocks = s.new_empty(size, n_docs, length // stride, len(mus), rows)
+    factors = []
+    for k, (values, factor) in enumerate(_kernel_terms(s, mus, sigmas)):
+        target = blocks[:, :, :, k]
+        if stride == 1:
+            target.copy_(values)
+        else:
+            torch.add(values[:, :, 0::stride], values[:, :, 1::stride], out=target)
+            for j in range(2, stride):
+                target.add_(values[:, :, j::stride])
+        factors.append(factor)
+    blocks.mul_(torch.tensor(factors, device=s.device).unsqueeze(-1))
+    return torch.add(blocks[:, :, :-1], blocks[:, :, 1:])
 
 
 def grid_kernel_pooling(
@@ -214,7 +255,11 @@ def grid_kernel_pooling(
     size, n_docs, _, rows = sim_t.shape
     if window:  # (B, n_d, n_windows, K, rows): the features of each window, then the best per kernel
         sums = window_kernel_sums(sim_t, d_mask, mus, sigmas, window)
-        logs = torch.log(sums.clamp(min=eps)) * q_mask.reshape(size, 1, 1, 1, rows)
+        mask = q_mask.reshape(size, 1, 1, 1, rows)
+        if _eager_inference(sums):  # sums is a fresh tensor: no copies in eager inference
+            logs = sums.clamp_(min=eps).log_().mul_(mask)
+        else:
+            logs = torch.log(sums.clamp(min=eps)) * mask
         phi = logs.unflatten(-1, (n_queries, rows // n_queries)).sum(-1).amax(2)
         return phi.permute(0, 3, 1, 2) * log_scale
     sums = kernel_sums(sim_t.permute(0, 3, 1, 2), d_mask, mus, sigmas)
