@@ -36,6 +36,12 @@ def kernel_mus(n_kernels: int) -> list[float]:
     return [1.0] + [round(1.0 - width / 2 - i * width, 10) for i in range(n_kernels - 1)]
 
 
+def _window_padding(length: int, window: int) -> int:
+    """Positions to add to a dimension of ``length`` so that windows of ``window`` positions,
+    every ``window // 2``, cover it exactly (0 when one window covers it all)."""
+    return (-(length - window)) % max(1, window // 2) if length > window else 0
+
+
 def window_sums(values: Tensor, window: int) -> Tensor:
     """Sums over windows of ``window`` positions of the last dimension, every ``window // 2``
     positions; the last dimension is padded with zeros so that every position is covered. A
@@ -55,7 +61,7 @@ def window_sums(values: Tensor, window: int) -> Tensor:
     if length <= window:
         return values.sum(-1, keepdim=True)
     stride = max(1, window // 2)
-    extra = (-(length - window)) % stride
+    extra = _window_padding(length, window)
     padded = F.pad(values, (0, extra)) if extra else values
     if window != 2 * stride:
         return padded.unfold(-1, window, stride).sum(-1)
@@ -134,9 +140,9 @@ def kernel_sums(
         Float32 (B, Lq, K), or (B, Lq, n, K) with a 4-D ``sim``.
     """
     s = sim.float().masked_fill(~d_mask.unsqueeze(1), _PAD_SIMILARITY)
-    if window and s.shape[-1] > window:  # pad once here rather than once per kernel in window_sums
-        extra = (-(s.shape[-1] - window)) % max(1, window // 2)
-        s = F.pad(s, (0, extra), value=_PAD_SIMILARITY) if extra else s
+    extra = _window_padding(s.shape[-1], window) if window else 0
+    if extra:  # pad once here rather than once per kernel in window_sums
+        s = F.pad(s, (0, extra), value=_PAD_SIMILARITY)
     sums = []
     for values, factor in _kernel_terms(s, mus, sigmas):
         total = window_sums(values, window) if window else values.sum(-1)
@@ -169,9 +175,9 @@ def window_kernel_sums(
     length = s.shape[2]
     stride = max(1, window // 2)
     whole, even = length <= window, window == 2 * stride
-    if not whole:
-        extra = (-(length - window)) % stride
-        s = F.pad(s, (0, 0, 0, extra), value=_PAD_SIMILARITY) if extra else s
+    extra = _window_padding(length, window)
+    if extra:
+        s = F.pad(s, (0, 0, 0, extra), value=_PAD_SIMILARITY)
     if even and not whole and s.device.type == "cpu" and _eager_inference(s):
         return _block_window_sums_in_place(s, mus, sigmas, stride)
     sums = []
