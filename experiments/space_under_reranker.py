@@ -58,13 +58,13 @@ def random_space(like: SharedSpace, seed: int) -> SharedSpace:
     return SharedSpace(vectors, meta={"method": "random", "seed": seed})
 
 
-def joint(collection_dir: Path, lang: str, spec: str, work: Path) -> SharedSpace:
+def joint(collection_dir: Path, lang: str, spec: str, work: Path, centre: bool) -> SharedSpace:
     """A joint space of ``spec`` = ``EPOCHSxCOPIES``, trained once and cached under ``work``."""
     epochs, copies = (int(x) for x in spec.split("x"))
-    out = work / f"joint-{lang}-e{epochs}-c{copies}"
+    out = work / f"joint-{lang}-e{epochs}-c{copies}{'' if centre else '-uncentred'}"
     if not out.exists():
         config = replace(JOINT_CONFIG, epochs=epochs)
-        train_embeddings({lang: [collection_dir]}, out, config, joint=True, copies=copies, progress=True)
+        train_embeddings({lang: [collection_dir]}, out, config, joint=True, copies=copies, centre=centre)
     return SharedSpace.load(out)
 
 
@@ -77,6 +77,7 @@ def main() -> None:
     parser.add_argument("--experiment", type=Path, default=Path("configs/default.yaml"))
     parser.add_argument("--joint", nargs="*", default=["5x1", "20x1"], help="EPOCHSxCOPIES per joint space")
     parser.add_argument("--space", nargs="*", default=[], help="NAME=DIR of saved spaces")
+    parser.add_argument("--uncentred", action="store_true", help="do not centre the joint spaces")
     parser.add_argument("--folds", type=int, default=5)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--work", type=Path, default=Path("runs/space-under-reranker"))
@@ -104,7 +105,9 @@ def main() -> None:
 
     spaces: dict[str, SharedSpace] = {}
     for spec in args.joint:
-        spaces[f"joint {spec}"] = joint(args.collection, collection.doc_lang, spec, args.work)
+        spaces[f"joint {spec}"] = joint(
+            args.collection, collection.doc_lang, spec, args.work, not args.uncentred
+        )
     for item in args.space:
         name, _, path = item.partition("=")
         spaces[name] = SharedSpace.load(path)
