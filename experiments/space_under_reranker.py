@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import tempfile
 import time
 from dataclasses import replace
@@ -82,6 +83,14 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--work", type=Path, default=Path("runs/space-under-reranker"))
     args = parser.parse_args()
+    for spec in args.joint:
+        if not re.fullmatch(r"[1-9]\d*x[1-9]\d*", spec):
+            parser.error(f"--joint {spec!r}: expected EPOCHSxCOPIES, e.g. 20x1")
+    for item in args.space:
+        if not all(item.partition("=")[::2]):
+            parser.error(f"--space {item!r}: expected NAME=DIR")
+    if not args.joint and not args.space:
+        parser.error("give at least one space (--joint or --space)")
 
     collection = Collection.load(args.collection)
     experiment = load_experiment(args.experiment)
@@ -111,8 +120,6 @@ def main() -> None:
     for item in args.space:
         name, _, path = item.partition("=")
         spaces[name] = SharedSpace.load(path)
-    if not spaces:
-        parser.error("give at least one space (--joint or --space)")
     first = next(iter(spaces.values()))
     runs = {"lexical-fusion": ("lexical-fusion", first)}  # the fusion layer reads no vectors
     runs.update({name: ("full", space) for name, space in spaces.items()})
