@@ -33,14 +33,10 @@ from clir.embeddings import SharedSpace
 from clir.embeddings.joint import JOINT_CONFIG
 from clir.embeddings.workflow import train_embeddings
 from clir.evaluation import evaluate
+from clir.pipeline.cache import StepRunner
 from clir.pipeline.config import load_experiment
-from clir.pipeline.features import (
-    DEFAULT_FEATURES,
-    CollectionFeatures,
-    collection_rerank_data,
-    map_metric,
-    stage_features,
-)
+from clir.pipeline.experiment import stage_names
+from clir.pipeline.features import CollectionFeatures, collection_rerank_data, map_metric
 from clir.pipeline.tables import load_tables
 from clir.training import TrainConfig
 from clir.training.cv import cross_validate
@@ -59,14 +55,21 @@ def random_space(like: SharedSpace, seed: int) -> SharedSpace:
     return SharedSpace(vectors, meta={"method": "random", "seed": seed})
 
 
-def joint(collection_dir: Path, lang: str, spec: str, work: Path, centre: bool) -> SharedSpace:
-    """A joint space of ``spec`` = ``EPOCHSxCOPIES``, trained once and cached under ``work``."""
+def joint(runner: StepRunner, collection_dir: Path, lang: str, spec: str, centre: bool) -> SharedSpace:
+    """A joint space of ``spec`` = ``EPOCHSxCOPIES``, trained once (a cached step of ``runner``)."""
     epochs, copies = (int(x) for x in spec.split("x"))
-    out = work / f"joint-{lang}-e{epochs}-c{copies}{'' if centre else '-uncentred'}"
-    if not out.exists():
-        config = replace(JOINT_CONFIG, epochs=epochs)
-        train_embeddings({lang: [collection_dir]}, out, config, joint=True, copies=copies, centre=centre)
-    return SharedSpace.load(out)
+    config = replace(JOINT_CONFIG, epochs=epochs)
+
+    def build(work: Path) -> None:
+        train_embeddings({lang: [collection_dir]}, work, config, joint=True, copies=copies, centre=centre)
+
+    params = {
+        "collection": str(collection_dir.resolve()),
+        "copies": copies,
+        "centre": centre,
+        **config.to_dict(),
+    }
+    return SharedSpace.load(runner.run(f"space-{lang}", params, build).path)
 
 
 def main() -> None:
@@ -107,15 +110,16 @@ def main() -> None:
         for system in ("full", "lexical-fusion")
     }
     config = configs["full"]
-    stages = [config.data.first_stage, *stage_features(DEFAULT_FEATURES)]
-    features = CollectionFeatures.build(collection, stage_names=stages, tables=load_tables(args.tables))
+    tables = load_tables(args.tables)
+    features = CollectionFeatures.build(collection, stage_names=stage_names(config), tables=tables)
     queries = [*collection.split("train"), *collection.split("dev")]
     data = collection_rerank_data(features, queries, data=config.data)
 
+    runner = StepRunner(args.work)
     spaces: dict[str, SharedSpace] = {}
     for spec in args.joint:
         spaces[f"joint {spec}"] = joint(
-            args.collection, collection.doc_lang, spec, args.work, not args.uncentred
+            runner, args.collection, collection.doc_lang, spec, not args.uncentred
         )
     for item in args.space:
         name, _, path = item.partition("=")

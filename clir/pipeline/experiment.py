@@ -203,7 +203,8 @@ def _space_step(
     return runner.run("space", params, build, [steps.collection for steps in pairs.values()])
 
 
-def _stage_names(train_config: TrainConfig) -> list[str]:
+def stage_names(train_config: TrainConfig) -> list[str]:
+    """The first stages a reranker's data needs: its candidate run and its score features."""
     return list(dict.fromkeys([train_config.data.first_stage, *stage_features(DEFAULT_FEATURES)]))
 
 
@@ -225,7 +226,7 @@ def _data_step(
         collection = Collection.load(steps.collection.path)
         features = CollectionFeatures.build(
             collection,
-            stage_names=_stage_names(train_config),
+            stage_names=stage_names(train_config),
             tables=load_tables(steps.tables.path),
             baseline=baseline,
             progress=progress,
