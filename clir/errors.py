@@ -47,3 +47,8 @@ class MissingDependencyError(ClirError, ImportError):
             f"{purpose} needs the '{package}' package, which is not installed. "
             f"Install it with: pip install 'clir[{extra}]'"
         )
+
+
+class NonFiniteError(ClirError, ArithmeticError):
+    """A loss or score became NaN or infinite; the message names where (system, seed, epoch, query)
+    and the configuration value most likely to blame."""

@@ -12,7 +12,7 @@ import yaml
 from gensim.models import KeyedVectors
 
 from clir.embeddings.space import SharedSpace
-from clir.errors import ConfigError
+from clir.errors import ConfigError, NonFiniteError
 from clir.evaluation import evaluate
 from clir.training import (
     RerankData,
@@ -261,6 +261,28 @@ def test_normalise_scores():
     )
     np.testing.assert_allclose(normalise_scores(np.array([1.0, 2.0, 3.0]), "minmax"), [0.0, 0.5, 1.0])
     assert normalise_scores(np.array([2.0, 2.0])).tolist() == [0.0, 0.0]
+
+
+def test_non_finite_scores_are_an_error_not_zeros():
+    with pytest.raises(NonFiniteError, match="1 of 3 values are not finite"):
+        normalise_scores(np.array([1.0, np.nan, 3.0]))
+    with pytest.raises(NonFiniteError, match="1 of 2"):
+        normalise_scores(np.array([np.inf, 3.0]), "minmax")
+    data, _ = make_data(n_queries=1, n_docs=20, depth=6)
+    with pytest.raises(NonFiniteError, match=f"query '{data.queries[0].qid}'"):
+        scores_to_run(data, [np.array([0.1, np.nan, 0.5])])
+
+
+def test_diverging_training_stops_naming_seed_epoch_and_lr(tmp_path):
+    space = make_space()
+    train, qrels = make_data(n_queries=30, seed=1)
+    for query in train.queries:
+        query.features[:] = np.inf  # a broken feature: the scores and the loss are no longer finite
+    trainer = Trainer(tiny_config(epochs=3, patience=0, seed=7))
+    with pytest.raises(
+        NonFiniteError, match=r"seed 7, epoch 1, batch 1: the training loss is nan.*optim.lr="
+    ):
+        trainer.fit(train, None, qrels, tmp_path / "ckpt", space=space)
 
 
 def test_scores_to_run_keeps_the_rest_beneath():

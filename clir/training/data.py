@@ -28,7 +28,7 @@ import numpy as np
 import torch
 
 import clir
-from clir.errors import ConfigError, DataNotFoundError, FormatError
+from clir.errors import ConfigError, DataNotFoundError, FormatError, NonFiniteError
 from clir.formats import atomic_directory
 from clir.rerankers.batch import BilingualBatch, TokenView
 from clir.types import Qrels
@@ -282,10 +282,12 @@ def normalise_scores(scores: np.ndarray, method: str = "zscore") -> np.ndarray:
 
     Raises:
         ConfigError: On an unknown method.
+        NonFiniteError: If a score is NaN or infinite (normalising would hide it).
     """
     scores = np.asarray(scores, dtype=np.float64)
     if scores.size == 0:
         return scores.copy()
+    check_finite(scores, "scores")
     if method == "zscore":
         std = scores.std()
         return (scores - scores.mean()) / std if std > 1e-12 else np.zeros_like(scores)
@@ -293,6 +295,21 @@ def normalise_scores(scores: np.ndarray, method: str = "zscore") -> np.ndarray:
         span = scores.max() - scores.min()
         return (scores - scores.min()) / span if span > 1e-12 else np.zeros_like(scores)
     raise ConfigError(f"unknown normalisation {method!r}; expected one of ['minmax', 'zscore']")
+
+
+def check_finite(values: np.ndarray, what: str) -> None:
+    """Raise :class:`~clir.errors.NonFiniteError` when ``values`` holds a NaN or an infinity.
+
+    Args:
+        values: The array to check.
+        what: Named in the message (e.g. ``"query 'q1': scores"``).
+    """
+    bad = ~np.isfinite(values)
+    if bad.any():
+        raise NonFiniteError(
+            f"{what}: {int(bad.sum())} of {values.size} values are not finite "
+            f"(first: {values[bad][0]}); the model diverged: lower optim.lr or check the inputs"
+        )
 
 
 class Vocabulary:

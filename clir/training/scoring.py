@@ -11,7 +11,7 @@ from tqdm.auto import tqdm
 
 from clir.errors import ConfigError
 from clir.rerankers.encoding import FrozenEmbedding
-from clir.training.data import RerankData, Tensorizer
+from clir.training.data import RerankData, Tensorizer, check_finite
 from clir.types import Run
 
 
@@ -107,12 +107,14 @@ def scores_to_run(
 
     Raises:
         ConfigError: If there are more score arrays or scores than queries or candidates.
+        NonFiniteError: If a score is NaN or infinite.
     """
     if len(scores) != len(data.queries):
         raise ConfigError(f"{len(scores)} score arrays for {len(data.queries)} queries")
     out: Run = {}
     for query, values in zip(data.queries, scores, strict=True):
         values = np.asarray(values, dtype=np.float64)
+        check_finite(values, f"query {query.qid!r}: reranker scores")
         if len(values) > len(query.docnos):
             raise ConfigError(f"query {query.qid!r}: {len(values)} scores for {len(query.docnos)} candidates")
         ranking = {d: float(s) for d, s in zip(query.docnos, values, strict=False)}

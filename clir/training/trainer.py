@@ -12,6 +12,7 @@ business knowing which measure the experiment selects models by. The pipeline pa
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Sequence
 from contextlib import contextmanager
@@ -24,7 +25,7 @@ import torch
 from torch import nn
 from tqdm.auto import tqdm
 
-from clir.errors import ConfigError
+from clir.errors import ConfigError, NonFiniteError
 from clir.rerankers import BilingualReranker, get_interaction_model, hinge_loss
 from clir.training.checkpoint import (
     TrainingState,
@@ -318,10 +319,17 @@ class Trainer:
             batch = tensorizer.batch(pairs).to(self.device)
             scores = model(batch)
             loss = hinge_loss(scores[: len(chunk)], scores[len(chunk) :], margin=cfg.optim.margin)
+            value = float(loss.detach())
+            if not math.isfinite(value):
+                raise NonFiniteError(
+                    f"seed {self.seed}, epoch {epoch}, batch {start // size + 1}: the training loss is "
+                    f"{value} (optim.lr={cfg.optim.lr}, optim.margin={cfg.optim.margin}); "
+                    "lower optim.lr or check the input features"
+                )
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             optimizer.step()
-            total += float(loss.detach()) * len(chunk)
+            total += value * len(chunk)
             bar.set_postfix(loss=f"{total / min(start + size, len(triples)):.4f}")
         return total / len(triples), len(triples)
 
