@@ -9,7 +9,9 @@ import argparse
 import dataclasses
 import json
 import math
+import os
 import sys
+import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -408,6 +410,9 @@ def build_parser() -> argparse.ArgumentParser:
         "retrieval, shared embeddings, neural reranking and evaluation.",
     )
     parser.add_argument("--version", action="version", version=f"clir {__version__}")
+    parser.add_argument(
+        "--debug", action="store_true", help=f"show the traceback of a failure (or set {DEBUG_ENV}=1)"
+    )
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
     data = commands.add_parser("data", help="build or check a test collection")
@@ -627,14 +632,51 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+DEBUG_ENV = "CLIR_DEBUG"
+"""Set to 1 (or pass ``--debug``) to see the traceback of a failure."""
+
+
+def _failure(error: BaseException) -> str:
+    """One line for a failure: clir's own message, the OS's, or the exception's type and text."""
+    if isinstance(error, ClirError):
+        return str(error)
+    if isinstance(error, OSError) and error.strerror:
+        where = f"{error.filename}: " if error.filename is not None else ""
+        return f"{where}{error.strerror}"
+    return (
+        f"unexpected {type(error).__name__}: {error} (a bug in clir, or a damaged file it read; "
+        f"run with --debug or {DEBUG_ENV}=1 for the traceback)"
+    )
+
+
+def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    print(f"clir: warning: {message}", file=sys.stderr if file is None else file)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``clir`` command; returns the exit status."""
+    """Entry point of the ``clir`` command; returns the exit status.
+
+    A failure prints one ``clir: error: ...`` line and returns 2 (130 when interrupted); the
+    traceback is shown only with ``--debug`` or ``CLIR_DEBUG=1``. Warnings print as
+    ``clir: warning: ...``.
+    """
     args = build_parser().parse_args(argv)
+    debug = args.debug or os.environ.get(DEBUG_ENV, "") not in ("", "0")
+    shown = warnings.showwarning
+    if not debug:
+        warnings.showwarning = _show_warning
     try:
         return args.handler(args)
-    except ClirError as error:
-        print(f"clir: error: {error}", file=sys.stderr)
+    except KeyboardInterrupt:
+        print("clir: interrupted", file=sys.stderr)
+        return 130
+    except Exception as error:
+        if debug:
+            raise
+        print(f"clir: error: {_failure(error)}", file=sys.stderr)
         return 2
+    finally:
+        warnings.showwarning = shown
 
 
 if __name__ == "__main__":

@@ -137,3 +137,56 @@ def test_public_names_resolve_lazily():
 
     code = "import clir, sys; assert 'torch' not in sys.modules; [getattr(clir, n) for n in clir.__all__]"
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_os_and_unexpected_errors_are_one_line_and_debug_shows_the_traceback(
+    readme_example, tmp_path, capsys, monkeypatch
+):
+    run, qrels = readme_example
+    blocker = tmp_path / "file"
+    blocker.write_text("mine\n")
+    # --out below a file: the OS error, with the path, and no traceback
+    assert (
+        main(["retrieve", "--index", str(tmp_path), "--topics", str(qrels), "--out", str(blocker / "x")]) == 2
+    )
+    err = capsys.readouterr().err
+    assert err.startswith("clir: error:") and "Traceback" not in err
+    assert blocker.read_text() == "mine\n"
+
+    def broken(args):
+        raise KeyError("surprise")
+
+    parser = build_parser()
+    args = parser.parse_args(["evaluate", str(run), str(qrels)])
+    monkeypatch.setattr("clir.cli.build_parser", lambda: _Fixed(parser, args, broken))
+    assert main([]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("clir: error: unexpected KeyError: 'surprise'") and "--debug" in err
+    args.debug = True
+    with pytest.raises(KeyError):
+        main([])
+    args.debug = False
+    monkeypatch.setenv("CLIR_DEBUG", "1")
+    with pytest.raises(KeyError):
+        main([])
+
+
+class _Fixed:
+    """A parser that always returns the same arguments, with another handler."""
+
+    def __init__(self, parser, args, handler):
+        self.args = args
+        args.handler = handler
+
+    def parse_args(self, argv):
+        return self.args
+
+
+def test_warnings_print_as_clir_warnings(tmp_path, capsys):
+    run, qrels = tmp_path / "r.run", tmp_path / "q.txt"
+    run.write_text("q1 Q0 d1 1 1.0 t\nq9 Q0 d1 1 1.0 t\n")
+    qrels.write_text("q1 0 d1 1\n")
+    assert main(["evaluate", str(run), str(qrels)]) == 0
+    err = capsys.readouterr().err
+    assert "clir: warning: run: 1 query(ies) have no relevant document in the qrels" in err
+    assert "UserWarning" not in err
