@@ -52,3 +52,25 @@ class MissingDependencyError(ClirError, ImportError):
 class NonFiniteError(ClirError, ArithmeticError):
     """A loss or score became NaN or infinite; the message names where (system, seed, epoch, query)
     and the configuration value most likely to blame."""
+
+
+class OutputExistsError(ClirError, FileExistsError):
+    """A save would replace what clir must not: a user's directory, a file, a symbolic link or
+    another kind of clir output.
+
+    Args:
+        path: Where the output was to be written.
+        found: What is there, e.g. ``"a file (clir writes a directory here)"``.
+        force_helps: Whether ``--force`` (``force=True``) would replace it.
+    """
+
+    def __init__(self, path: str | Path, found: str, *, force_helps: bool = True) -> None:
+        self.path = str(path)
+        remedy = ", or pass --force to replace it" if force_helps else " (--force never replaces it)"
+        super().__init__(
+            f"{self.path} is {found}; choose another --out{remedy}; clir never deletes what it did not create"
+        )
+
+
+class OutputLockedError(ClirError, RuntimeError):
+    """Another process holds the lock of an output directory (another run writes into it)."""

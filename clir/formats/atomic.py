@@ -1,7 +1,20 @@
-"""Atomic writes: an interrupted save never leaves a half-written artefact behind."""
+"""Atomic writes that never destroy data: an interrupted save leaves no half-written artefact
+behind, and a save never replaces what clir did not write.
+
+Every directory written through :func:`atomic_directory` carries a marker file,
+:data:`MARKER` (JSON ``{"kind": ..., "clir_version": ...}``), that names what kind of artefact it
+is. A later save replaces the directory only when its marker names the same kind; a user's
+directory, a file, a symbolic link or another kind of clir output is left untouched and the save
+raises :class:`~clir.errors.OutputExistsError`. Loading never needs the marker, so artefacts
+saved by an older clir still load.
+
+Files and directories written get the usual permissions (``0o666`` / ``0o777`` less the umask),
+whatever the writer used: ``tempfile`` makes ``0o600`` / ``0o700`` and safetensors ``0o600``.
+"""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import tempfile
@@ -10,8 +23,21 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import IO
 
+import clir
+from clir.errors import OutputExistsError
+
+MARKER = ".clir-artefact.json"
+"""The marker file of a directory written by :func:`atomic_directory`."""
+
 
 def _umask() -> int:
+    """The process's umask, read without changing it where Linux allows (thread-safe)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except OSError:
+        pass
     mask = os.umask(0)
     os.umask(mask)
     return mask
@@ -21,6 +47,8 @@ def _umask() -> int:
 def atomic_write(path: str | Path, mode: str = "w", encoding: str | None = "utf-8") -> Iterator[IO]:
     """Open a temporary file beside ``path``; rename it onto ``path`` only on success.
 
+    An existing file at ``path`` is replaced; an existing directory is not.
+
     Args:
         path: The final file name.
         mode: ``"w"`` for text or ``"wb"`` for bytes.
@@ -28,43 +56,138 @@ def atomic_write(path: str | Path, mode: str = "w", encoding: str | None = "utf-
 
     Yields:
         The open temporary file.
+
+    Raises:
+        OutputExistsError: If ``path`` is a directory.
     """
     path = Path(path)
+    if path.is_dir():
+        raise OutputExistsError(path, "a directory (clir writes a file here)", force_helps=False)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, mode, encoding=None if "b" in mode else encoding) as handle:
             yield handle
-        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; give the usual permissions
+        os.chmod(tmp, 0o666 & ~_umask())
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
 
 
+def artefact_kind(path: str | Path) -> str | None:
+    """The kind recorded in the marker of a directory written by :func:`atomic_directory`.
+
+    Returns:
+        The kind, or ``None`` when ``path`` has no readable marker (not a clir output, or one
+        saved by a clir older than the marker).
+    """
+    try:
+        kind = json.loads((Path(path) / MARKER).read_text(encoding="utf-8")).get("kind")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return kind if isinstance(kind, str) else None
+
+
+def _protected(path: Path) -> bool:
+    """Whether ``path`` is a directory that ``force`` must never replace: the filesystem root,
+    the home directory, or the working directory or one of its parents."""
+    resolved = path.resolve()
+    return resolved in (Path(resolved.anchor), Path.home().resolve()) or resolved in (
+        Path.cwd().resolve(),
+        *Path.cwd().resolve().parents,
+    )
+
+
+def _replaceable(path: Path, kind: str, force: bool) -> bool:
+    """Check what lies at ``path`` before a directory of ``kind`` is written there.
+
+    Returns:
+        Whether a directory must be moved aside first (``False``: nothing, or an empty
+        directory, which a rename replaces).
+
+    Raises:
+        OutputExistsError: If ``path`` holds what clir must not replace.
+    """
+    if not os.path.lexists(path):
+        return False
+    if path.is_symlink():
+        raise OutputExistsError(path, "a symbolic link", force_helps=False)
+    if not path.is_dir():
+        raise OutputExistsError(path, "a file (clir writes a directory here)", force_helps=False)
+    if next(os.scandir(path), None) is None:
+        return False
+    found = artefact_kind(path)
+    if found == kind:
+        return True
+    if force and _protected(path):
+        raise OutputExistsError(
+            path, "the root, home or working directory (or a parent of it)", force_helps=False
+        )
+    if force:
+        return True
+    what = "a directory that clir did not write" if found is None else f"a clir {found!r} output"
+    raise OutputExistsError(path, f"{what} (expected nothing, or a clir {kind!r} output)")
+
+
+def _usual_permissions(root: Path) -> None:
+    """Give ``root`` and everything under it ``0o777`` (directories) or ``0o666`` (files) less
+    the umask."""
+    umask = _umask()
+    os.chmod(root, 0o777 & ~umask)
+    for parent, dirs, files in os.walk(root):
+        for name in dirs:
+            if not os.path.islink(os.path.join(parent, name)):
+                os.chmod(os.path.join(parent, name), 0o777 & ~umask)
+        for name in files:
+            if not os.path.islink(os.path.join(parent, name)):
+                os.chmod(os.path.join(parent, name), 0o666 & ~umask)
+
+
 @contextmanager
-def atomic_directory(path: str | Path) -> Iterator[Path]:
+def atomic_directory(path: str | Path, *, kind: str = "directory", force: bool = False) -> Iterator[Path]:
     """Build a directory under a temporary name; swap it into place only on success.
 
-    An existing directory at ``path`` stays untouched until the new one is complete.
+    What may be at ``path``:
+
+    - nothing, or an empty directory: the new directory is renamed into place;
+    - a directory whose marker names the same ``kind``: it stays untouched until the new one is
+      complete, is then moved aside under a fresh temporary name and removed;
+    - anything else (a directory without the marker or of another kind, a file, a symbolic
+      link): :class:`~clir.errors.OutputExistsError`, checked before the build and again before
+      the swap. ``force=True`` replaces such a *directory* too, but never a file or a symbolic
+      link (a file is never turned into a directory), nor the filesystem root, the home
+      directory or the working directory or one of its parents.
 
     Args:
         path: The final directory name.
+        kind: What the directory holds (``"collection"``, ``"checkpoint"``, ...), recorded in its
+            :data:`MARKER`.
+        force: Replace a directory that is not a clir output of this kind.
 
     Yields:
         The temporary directory to fill.
+
+    Raises:
+        OutputExistsError: If ``path`` holds what this save must not replace.
     """
     path = Path(path)
+    _replaceable(path, kind, force)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent))
     try:
         yield tmp
-        os.chmod(tmp, 0o777 & ~_umask())  # mkdtemp makes 0700
-        if path.exists():
-            old = path.with_name(f".{path.name}.old")
-            shutil.rmtree(old, ignore_errors=True)
-            os.replace(path, old)
-            os.replace(tmp, path)
+        marker = {"kind": kind, "clir_version": clir.__version__}
+        (tmp / MARKER).write_text(json.dumps(marker) + "\n", encoding="utf-8")
+        _usual_permissions(tmp)
+        if _replaceable(path, kind, force):
+            old = tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".old", dir=path.parent)
+            os.replace(path, old)  # onto the fresh empty directory: never a user's name
+            try:
+                os.replace(tmp, path)
+            except BaseException:
+                os.replace(old, path)
+                raise
             shutil.rmtree(old, ignore_errors=True)
         else:
             os.replace(tmp, path)
