@@ -96,18 +96,22 @@ class Collection:
         """The judgements of one split's queries."""
         return {q.qid: dict(self.qrels[q.qid]) for q in self.split(name) if q.qid in self.qrels}
 
-    def save(self, path: str | Path, *, xml: bool = False) -> Path:
+    def save(self, path: str | Path, *, xml: bool = False, force: bool = False) -> Path:
         """Write the collection as a directory (atomically; see the module docstring).
 
         Args:
-            path: The directory to write (replaced if it exists).
+            path: The directory to create, or to replace if it holds a saved collection.
             xml: Also write ``topics.<split>.xml`` in TREC topic XML.
+            force: Replace a directory that is not a saved collection (never a file).
 
         Returns:
             ``path`` as a :class:`~pathlib.Path`.
+
+        Raises:
+            OutputExistsError: If ``path`` holds something else (see :func:`atomic_directory`).
         """
         path = Path(path)
-        with atomic_directory(path) as tmp:
+        with atomic_directory(path, kind="collection", force=force) as tmp:
             write_documents(tmp / "documents.jsonl", self.documents)
             for name, queries in self.queries.items():
                 write_topics(tmp / f"topics.{name}.tsv", queries)

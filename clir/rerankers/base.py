@@ -108,7 +108,7 @@ def check_positive(name: str, value: object) -> None:
 def write_model_dir(path: str | Path, config: dict[str, Any], tensors: dict[str, Tensor]) -> None:
     """Write ``config.json`` + ``model.safetensors`` into ``path`` atomically (an interrupted save
     leaves an older artefact at ``path`` intact)."""
-    with atomic_directory(path) as tmp:
+    with atomic_directory(path, kind="model") as tmp:
         (tmp / CONFIG_FILE).write_text(json.dumps(config, indent=2, sort_keys=True) + "\n", encoding="utf-8")
         cpu = {k: v.detach().to("cpu").contiguous() for k, v in tensors.items()}
         save_file(cpu, str(tmp / WEIGHTS_FILE), metadata={"clir_version": clir.__version__})

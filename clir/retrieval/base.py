@@ -381,7 +381,7 @@ class Retriever(ABC):
         index = self._require_index()
         assert self._weights is not None
         path = Path(path)
-        with atomic_directory(path) as tmp:
+        with atomic_directory(path, kind="retriever") as tmp:
             (tmp / "index").mkdir()
             index.write(tmp / "index")
             np.save(tmp / "weights.npy", np.ascontiguousarray(self._weights.data), allow_pickle=False)

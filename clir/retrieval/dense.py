@@ -148,7 +148,7 @@ class DenseRetriever:
         """Save the passage vectors (``.npy``) and docnos (JSON), atomically."""
         if self.vectors is None:
             raise ConfigError("nothing to save: call .index(documents) first")
-        with atomic_directory(path) as tmp:
+        with atomic_directory(path, kind="dense-retriever") as tmp:
             np.save(tmp / "vectors.npy", self.vectors, allow_pickle=False)
             meta = {"type": "DenseRetriever", "clir_version": clir.__version__, "encoder": self.encoder.name}
             (tmp / "dense.json").write_text(json.dumps({**meta, "docnos": self.docnos}))

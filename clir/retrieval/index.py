@@ -246,7 +246,7 @@ class SparseIndex:
             The directory.
         """
         path = Path(path)
-        with atomic_directory(path) as tmp:
+        with atomic_directory(path, kind="index") as tmp:
             self.write(tmp)
         return path
 

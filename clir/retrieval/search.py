@@ -180,14 +180,21 @@ class FirstStage:
 
     # --- persistence --------------------------------------------------------------------------
 
-    def save(self, path: str | Path) -> Path:
+    def save(self, path: str | Path, *, force: bool = False) -> Path:
         """Save settings, analyzers' configs, the retriever and (qt/psq) the query table, atomically.
+
+        Args:
+            path: The directory to create, or to replace if it holds a saved first stage.
+            force: Replace a directory that is not a saved first stage (never a file).
 
         Returns:
             The directory.
+
+        Raises:
+            OutputExistsError: If ``path`` holds something else (see :func:`atomic_directory`).
         """
         path = Path(path)
-        with atomic_directory(path) as tmp:
+        with atomic_directory(path, kind="first-stage", force=force) as tmp:
             self.retriever.save(tmp / "retriever")
             if self.table_en_doc is not None and self.mode != "dt":
                 self.table_en_doc.save(tmp / "table_en_doc")

@@ -167,7 +167,7 @@ def save_checkpoint(
     path = Path(path)
     last = trainable_state(model)
     tensors, optim_meta = _optimizer_to_files(optimizer)
-    with atomic_directory(path) as tmp:
+    with atomic_directory(path, kind="checkpoint") as tmp:
         (tmp / LAST_DIR).mkdir()
         save_file(
             last, str(tmp / LAST_DIR / "model.safetensors"), metadata={"clir_version": clir.__version__}

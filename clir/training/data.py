@@ -209,7 +209,7 @@ class RerankData:
             if self.queries
             else np.zeros((0, n_features), np.float32)
         )
-        with atomic_directory(path) as tmp:
+        with atomic_directory(path, kind="rerank-data") as tmp:
             (tmp / "rerank_data.json").write_text(json.dumps(info, ensure_ascii=False), encoding="utf-8")
             np.save(tmp / "scores.npy", scores.astype(np.float64), allow_pickle=False)
             np.save(tmp / "features.npy", features.astype(np.float32), allow_pickle=False)

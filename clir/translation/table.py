@@ -231,18 +231,22 @@ class TranslationTable:
 
     # --- persistence --------------------------------------------------------------------------
 
-    def save(self, path: str | Path) -> Path:
+    def save(self, path: str | Path, *, force: bool = False) -> Path:
         """Save atomically as a directory of ``.npy`` CSR arrays and JSON vocabularies and meta.
 
         Args:
-            path: The directory to (re)create.
+            path: The directory to create, or to replace if it holds a saved table.
+            force: Replace a directory that is not a saved table (never a file).
 
         Returns:
             ``path`` as a Path.
+
+        Raises:
+            OutputExistsError: If ``path`` holds something else (see :func:`atomic_directory`).
         """
         path = Path(path)
         csr = self.probs
-        with atomic_directory(path) as tmp:
+        with atomic_directory(path, kind="translation-table", force=force) as tmp:
             np.save(tmp / "data.npy", np.asarray(csr.data, dtype=np.float64), allow_pickle=False)
             # one index dtype for both, so scipy keeps the memory-mapped arrays instead of casting
             index_dtype = np.int32 if max(csr.nnz, csr.shape[1]) < 2**31 else np.int64
