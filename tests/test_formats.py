@@ -3,25 +3,29 @@
 from __future__ import annotations
 
 import os
+import re
 import stat
 
+import numpy as np
 import pytest
 
-from clir.errors import DataNotFoundError, FormatError
+from clir.errors import ConfigError, DataNotFoundError, FormatError
 from clir.formats import (
     atomic_directory,
     atomic_write,
+    ranked,
     read_documents,
     read_parallel,
     read_qrels,
     read_run,
     read_topics,
     write_documents,
+    write_parallel,
     write_qrels,
     write_run,
     write_topics,
 )
-from clir.types import Document, Query
+from clir.types import Document, ParallelPair, Query
 
 
 def _write(path, text):
@@ -32,16 +36,22 @@ def _write(path, text):
 @pytest.mark.parametrize(
     ("reader", "text", "line", "message"),
     [
-        (read_run, "q1 Q0 d1 1 2.0 t\nq1 Q0 d2 2 x t\n", 2, "score must be a number"),
+        (read_run, "q1 Q0 d1 1 2.0 t\nq1 Q0 d2 2 x t\n", 2, "score must be a finite decimal number, got 'x'"),
         (read_run, "q1 Q0 d1 1 2.0 t\nq1 Q0 d1 2 1.0 t\n", 2, "listed twice"),
         (read_run, "q1 Q0 d1 one 2.0 t\n", 1, "rank must be an integer"),
-        (read_run, "q1 Q0 d1 1 nan t\n", 1, "score must be finite"),
+        (read_run, "q1 Q0 d1 1 nan t\n", 1, "score must be a finite decimal number, got 'nan'"),
+        (read_run, "q1 Q0 d1 1 1e999 t\n", 1, "score must be a finite decimal number, got '1e999'"),
+        # Python's float() and int() would read these; C's atof/atol in trec_eval read 1 and 0.
+        (read_run, "q1 Q0 d1 1 1_5 t\n", 1, "score must be a finite decimal number, got '1_5'"),
+        (read_qrels, "q1 0 d1 1_0\n", 1, "relevance must be an integer, got '1_0'"),
+        (read_qrels, "q1 0 d1 \u0661\n", 1, "relevance must be an integer"),
         (read_qrels, "q1 0 d1 1\nq1 0 d2\n", 2, "expected 4 fields"),
         (read_qrels, "q1 0 d1 high\n", 1, "relevance must be an integer"),
         (read_qrels, "q1 0 d1 1\n\nq1 0 d1 0\n", 3, "judged twice"),
         (read_topics, "q1\tfoo\nq2\n", 2, "expected 2 or 3 tab-separated fields"),
         (read_topics, "q1\tfoo\nq1\tbar\n", 2, "duplicate qid"),
         (read_topics, "q1\t \n", 1, "empty query text"),
+        (read_topics, "\tfoo\n", 1, "qid '' is empty"),
         (read_documents, '{"docno": "a", "text": "x"}\n{"docno": "a", "text": "y"}\n', 2, "duplicate docno"),
         (read_documents, '{"docno": "a", "text": "x"}\n{"docno": "b"\n', 2, "invalid JSON"),
         (read_documents, '{"docno": 3, "text": "x"}\n', 1, "'docno' must be a string"),
@@ -76,14 +86,102 @@ def test_empty_documents_are_counted_in_one_warning(tmp_path):
         assert [d.docno for d in read_documents(path)] == ["a", "b"]
 
 
-def test_run_writer_orders_by_score_then_docno_and_makes_scores_distinct(tmp_path):
+def test_run_writer_keeps_scores_and_ranks_as_trec_eval(tmp_path):
+    # trec_eval reads scores as float32 and breaks ties by docno descending: 1.0 + 2**-40 is
+    # float32 1.0, so d, b and a tie (d first); scores are written exactly, with no offsets.
+    run = {"q1": {"b": 1.0, "a": 1.0, "c": 2.0, "d": 1.0 + 2**-40}}
     path = tmp_path / "r.run"
-    write_run(path, {"q1": {"b": 1.0, "a": 1.0, "c": 2.0}}, tag="x")
+    write_run(path, run, tag="x")
     lines = [line.split() for line in path.read_text().splitlines()]
-    assert [(parts[2], parts[3]) for parts in lines] == [("c", "1"), ("a", "2"), ("b", "3")]
-    scores = [float(parts[4]) for parts in lines]
-    assert scores[0] > scores[1] > scores[2] and scores[1] == 1.0
-    assert list(read_run(path)["q1"]) == ["c", "a", "b"]
+    assert [(parts[2], parts[3]) for parts in lines] == [("c", "1"), ("d", "2"), ("b", "3"), ("a", "4")]
+    assert read_run(path) == run
+    assert list(read_run(path)["q1"]) == ["c", "d", "b", "a"]
+    assert ranked(run["q1"]) == [("c", 2.0), ("d", 1.0 + 2**-40), ("b", 1.0), ("a", 1.0)]
+
+
+def test_run_writer_writes_numpy_scores_as_plain_numbers(tmp_path):
+    write_run(tmp_path / "r.run", {"q1": {"a": np.float64(0.1), "b": np.float32(0.5)}})
+    assert tmp_path.joinpath("r.run").read_text() == "q1 Q0 b 1 0.5 clir\nq1 Q0 a 2 0.1 clir\n"
+
+
+@pytest.mark.parametrize(
+    ("reader", "text", "bad"),
+    [
+        (read_run, "q1 Q0 d1 1 1.0 t\nq\x001 Q0 d2 2 0.5 t\n", "'q\\x001'"),
+        (read_run, "q1 Q0 d1 1 1.0 t\nq1 Q0 d\u200b2 2 0.5 t\n", "'d\\u200b2'"),
+        (read_run, "q1 Q0 d1 1 1.0 t\nq1 Q0 d\xa02 2 0.5 t\n", "'d\\xa02'"),
+        (read_qrels, "q1 0 d1 1\nq1 0 d\x1f2 1\n", "'d\\x1f2'"),
+        (read_topics, "q1\tfoo\nq 2\tbar\n", "'q 2'"),
+        (read_topics, "q1\tfoo\nq2 \tbar\n", "'q2 '"),
+        (read_documents, '{"docno": "a", "text": "x"}\n{"docno": "a b", "text": "y"}\n', "'a b'"),
+        (read_documents, '{"docno": "a", "text": "x"}\n{"docno": "b\\u2028c", "text": "y"}\n', "'b\\u2028c'"),
+        (read_documents, '{"docno": "a", "text": "x"}\n{"docno": "", "text": "y"}\n', "''"),
+        (read_parallel, "v1\ta\tb\nv\r2\ta\tb\n", "'v\\r2'"),
+    ],
+)
+def test_readers_reject_identifiers_with_whitespace_or_control_characters(tmp_path, reader, text, bad):
+    path = _write(tmp_path / "input.txt", text)
+    with pytest.raises(FormatError, match=re.escape(bad)) as error:
+        reader(path)
+    assert str(error.value).startswith(f"{path}:2: ")
+
+
+@pytest.mark.parametrize(
+    ("writer", "records", "bad"),
+    [
+        (lambda p, r: write_run(p, r), {"q1": {"d1": 1.0}, "q 2": {"d1": 1.0}}, "qid 'q 2'"),
+        # A docno that would inject a line of its own into the run file.
+        (
+            lambda p, r: write_run(p, r),
+            {"q1": {"d1 1 9.0 x\nq1 Q0 d9": 1.0}},
+            "docno 'd1 1 9.0 x\\nq1 Q0 d9'",
+        ),
+        (lambda p, r: write_run(p, r, tag="my run"), {"q1": {"d1": 1.0}}, "run tag 'my run'"),
+        (lambda p, r: write_run(p, r), {"q1": {"d1": float("nan")}}, "is nan; expected a finite number"),
+        (write_qrels, {"q1": {"d\t1": 1}}, "docno 'd\\t1'"),
+        (write_qrels, {"q1": {"d1": 1.0}}, "is 1.0; expected an integer"),
+        (write_topics, [Query("q1", "a"), Query("q\u00a02", "b")], "qid 'q\\xa02'"),
+        (write_topics, [Query("q1", "a"), Query("q1", "b")], "duplicate qid 'q1'"),
+        (write_topics, [Query("q1", " \t")], "empty text"),
+        (write_documents, [Document("a", "x"), Document("b\u200bc", "y")], "docno 'b\\u200bc'"),
+        (write_documents, [Document("a", "x", {"docno": "b"})], "not named 'docno' or 'text'"),
+        (write_parallel, [ParallelPair("v1", "a", "b"), ParallelPair("", "a", "b")], "pair id '' is empty"),
+    ],
+)
+def test_writers_refuse_invalid_records_and_leave_the_file_alone(tmp_path, writer, records, bad):
+    path = _write(tmp_path / "out.txt", "old\n")
+    with pytest.raises(ConfigError, match=re.escape(bad)) as error:
+        writer(path, records)
+    assert str(error.value).startswith(f"{path}: not written: ")
+    assert path.read_text() == "old\n"
+    assert os.listdir(tmp_path) == ["out.txt"]
+
+
+@pytest.mark.parametrize(
+    ("reader", "text"),
+    [
+        (read_run, "q1 Q0 d1 1 2.0 t\nq1 Q0 d2 2 1.0 t\n"),
+        (read_qrels, "q1 0 d1 1\nq1 0 d2 0\n"),
+        (read_topics, "q1\tgreen pastures\n"),
+        (read_documents, '{"docno": "d1", "text": "x"}\n'),
+        (read_parallel, "v1\ta\tb\n"),
+    ],
+)
+def test_a_leading_byte_order_mark_reads_as_no_mark(tmp_path, reader, text):
+    plain = _write(tmp_path / "plain.txt", text)
+    marked = tmp_path / "marked.txt"
+    marked.write_bytes(b"\xef\xbb\xbf" + text.encode("utf-8"))
+    assert reader(marked) == reader(plain)
+
+
+def test_a_byte_order_mark_no_longer_changes_average_precision(tmp_path):
+    # With the mark kept, the run's first line read as query '\ufeffq1', so q1 lost d1 and its AP
+    # fell from (1/1 + 2/3) / 2 = 0.8333 to (1/2) / 2 = 0.25.
+    from clir.evaluation import evaluate
+
+    run = _write(tmp_path / "run", "\ufeffq1 Q0 d1 1 3.0 t\nq1 Q0 d2 2 2.0 t\nq1 Q0 d3 3 1.0 t\n")
+    qrels = _write(tmp_path / "qrels", "q1 0 d1 2\nq1 0 d3 1\n")
+    assert evaluate(read_run(run), read_qrels(qrels), ["AP"]) == {"AP": pytest.approx(5 / 6)}
 
 
 def test_round_trips(tmp_path):

@@ -1,9 +1,11 @@
 """Readers and writers for the standard formats: TREC runs and qrels, topics TSV/XML,
 documents JSONL and parallel-text TSV. Every reader names the file and line of a malformed
-line; every writer is atomic."""
+line; every writer is atomic. Every reader and writer holds qids, docnos and pair ids to one rule
+(:mod:`clir.formats.identifiers`), and every reader drops a leading UTF-8 byte order mark."""
 
 from clir.formats.atomic import atomic_directory, atomic_write
 from clir.formats.documents import iter_documents, read_documents, write_documents
+from clir.formats.identifiers import check_identifier, identifier_problem
 from clir.formats.parallel import read_parallel, write_parallel
 from clir.formats.qrels import read_qrels, write_qrels
 from clir.formats.runs import ranked, read_run, write_run
@@ -12,6 +14,8 @@ from clir.formats.topics import read_topics, write_topics, write_topics_xml
 __all__ = [
     "atomic_directory",
     "atomic_write",
+    "check_identifier",
+    "identifier_problem",
     "iter_documents",
     "ranked",
     "read_documents",

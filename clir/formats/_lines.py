@@ -1,15 +1,28 @@
-"""Line-oriented reading shared by the TREC and TSV readers."""
+"""Line-oriented reading shared by every reader (TREC, TSV and JSONL)."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
 from clir.errors import DataNotFoundError, FormatError
 
+BOM = "\ufeff"
+"""The byte order mark; one at the start of a file is dropped, as if the file had none."""
+
+_TREC_SPACE = re.compile(r"[ \t\v\f\r]+")
+"""What separates TREC fields: C's ``isspace`` (trec_eval's parser), not Python's wider set."""
+
+_INTEGER = re.compile(r"[+-]?[0-9]+")
+_DECIMAL = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+
 
 def numbered_lines(path: str | Path) -> Iterator[tuple[int, str]]:
     """Yield ``(line_number, line)`` for the non-blank lines of a UTF-8 text file.
+
+    A UTF-8 byte order mark at the start of the file is dropped, so a file with one reads
+    exactly as the same file without.
 
     Raises:
         DataNotFoundError: If the file does not exist.
@@ -24,13 +37,46 @@ def numbered_lines(path: str | Path) -> Iterator[tuple[int, str]]:
                 line = raw.decode("utf-8").rstrip("\r\n")
             except UnicodeDecodeError as exc:
                 raise FormatError(path, number, f"not valid UTF-8 ({exc.reason})") from None
+            if number == 1:
+                line = line.removeprefix(BOM)
             if line.strip():
                 yield number, line
 
 
 def fields_of(path: str | Path, number: int, line: str, sep: str | None, count: int, what: str) -> list[str]:
-    """Split a line and check it has exactly ``count`` fields."""
-    parts = line.split(sep) if sep is not None else line.split()
+    """Split a line and check it has exactly ``count`` fields.
+
+    Args:
+        sep: The separator (``"\\t"`` for TSV), or ``None`` for runs of ASCII whitespace as
+            trec_eval splits a TREC line (a no-break space is part of a field, not a separator).
+    """
+    parts = line.split(sep) if sep is not None else _TREC_SPACE.split(line.strip(" \t\v\f\r"))
     if len(parts) != count:
         raise FormatError(path, number, f"expected {count} fields ({what}), found {len(parts)}: {line!r}")
     return parts
+
+
+def integer_of(path: str | Path, number: int, text: str, what: str) -> int:
+    """Parse an ASCII decimal integer (``int`` alone would also take ``1_0`` and non-ASCII digits,
+    which C's ``atol`` in trec_eval reads otherwise).
+
+    Raises:
+        FormatError: Naming ``path:number``, ``what`` and the text.
+    """
+    if not _INTEGER.fullmatch(text):
+        raise FormatError(path, number, f"{what} must be an integer, got {text!r}")
+    return int(text)
+
+
+def decimal_of(path: str | Path, number: int, text: str, what: str) -> float:
+    """Parse a finite ASCII decimal number such as ``-1.5e3`` (``float`` alone would also take
+    ``1_0``, ``inf``, ``nan`` and non-ASCII digits, which C's ``atof`` in trec_eval reads otherwise).
+
+    Raises:
+        FormatError: Naming ``path:number``, ``what`` and the text, also for a value that
+            overflows to infinity.
+    """
+    value = float(text) if _DECIMAL.fullmatch(text) else None
+    if value is None or value in (float("inf"), float("-inf")):
+        raise FormatError(path, number, f"{what} must be a finite decimal number, got {text!r}")
+    return value

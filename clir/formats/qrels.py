@@ -5,9 +5,12 @@ from __future__ import annotations
 from collections.abc import Iterable
 from pathlib import Path
 
-from clir.errors import FormatError
-from clir.formats._lines import fields_of, numbered_lines
+import numpy as np
+
+from clir.errors import ConfigError, FormatError
+from clir.formats._lines import fields_of, integer_of, numbered_lines
 from clir.formats.atomic import atomic_write
+from clir.formats.identifiers import check_identifier
 from clir.types import Qrel, Qrels
 
 
@@ -15,15 +18,16 @@ def read_qrels(path: str | Path) -> Qrels:
     """Read a TREC qrels file into ``qrels[qid][docno] = relevance``.
 
     Raises:
-        FormatError: On a malformed line or a docno judged twice for one query.
+        FormatError: On a malformed line, an invalid qid or docno (see
+            :mod:`clir.formats.identifiers`), a relevance that is not an integer, or a docno
+            judged twice for one query.
     """
     qrels: Qrels = {}
     for number, line in numbered_lines(path):
         qid, _iteration, docno, rel = fields_of(path, number, line, None, 4, "qid iter docno relevance")
-        try:
-            relevance = int(rel)
-        except ValueError:
-            raise FormatError(path, number, f"relevance must be an integer, got {rel!r}") from None
+        check_identifier(qid, "qid", path, number)
+        check_identifier(docno, "docno", path, number)
+        relevance = integer_of(path, number, rel, "relevance")
         judged = qrels.setdefault(qid, {})
         if docno in judged:
             raise FormatError(path, number, f"document {docno!r} judged twice for query {qid!r}")
@@ -32,8 +36,21 @@ def read_qrels(path: str | Path) -> Qrels:
 
 
 def write_qrels(path: str | Path, qrels: Qrels | Iterable[Qrel]) -> None:
-    """Write qrels in TREC format (atomically), sorted by qid then docno."""
+    """Write qrels in TREC format (atomically), sorted by qid then docno.
+
+    Raises:
+        ConfigError: Before the file is replaced, on an invalid qid or docno (see
+            :mod:`clir.formats.identifiers`) or a relevance that is not an integer.
+    """
     rows = _as_qrel_rows(qrels)
+    for qid, docno, relevance in rows:
+        check_identifier(qid, "qid", path)
+        check_identifier(docno, "docno", path)
+        if isinstance(relevance, bool) or not isinstance(relevance, (int, np.integer)):
+            raise ConfigError(
+                f"{path}: not written: relevance of {docno!r} for query {qid!r} is {relevance!r}; "
+                "expected an integer"
+            )
     with atomic_write(path) as out:
         for qrel in sorted(rows):
             out.write(f"{qrel.qid} 0 {qrel.docno} {qrel.relevance}\n")

@@ -6,9 +6,10 @@ from collections.abc import Iterable
 from pathlib import Path
 from xml.sax.saxutils import escape
 
-from clir.errors import FormatError
+from clir.errors import ConfigError, FormatError
 from clir.formats._lines import numbered_lines
 from clir.formats.atomic import atomic_write
+from clir.formats.identifiers import check_identifier
 from clir.types import Query
 
 
@@ -16,7 +17,9 @@ def read_topics(path: str | Path) -> list[Query]:
     """Read a topics TSV file with 2 columns (qid, text) or 3 (qid, text, description).
 
     Raises:
-        FormatError: On a wrong number of columns, an empty qid or text, or a duplicate qid.
+        FormatError: On a wrong number of columns, an invalid qid (see
+            :mod:`clir.formats.identifiers`; surrounding spaces are not trimmed), an empty
+            text, or a duplicate qid.
     """
     queries: list[Query] = []
     seen: set[str] = set()
@@ -28,9 +31,7 @@ def read_topics(path: str | Path) -> list[Query]:
                 number,
                 f"expected 2 or 3 tab-separated fields (qid, text[, description]), found {len(parts)}",
             )
-        qid, text = parts[0].strip(), parts[1].strip()
-        if not qid:
-            raise FormatError(path, number, "empty qid")
+        qid, text = check_identifier(parts[0], "qid", path, number), parts[1].strip()
         if not text:
             raise FormatError(path, number, f"empty query text for qid {qid!r}")
         if qid in seen:
@@ -41,15 +42,36 @@ def read_topics(path: str | Path) -> list[Query]:
 
 
 def write_topics(path: str | Path, queries: Iterable[Query]) -> None:
-    """Write topics as 3-column TSV (atomically); tabs and newlines inside text become spaces."""
+    """Write topics as 3-column TSV (atomically); each run of whitespace inside a text (tabs and
+    line breaks included) becomes one space, and surrounding whitespace is dropped.
+
+    Raises:
+        ConfigError: Before the file is replaced, on an invalid qid (see
+            :mod:`clir.formats.identifiers`), a duplicate qid, or a query text that is empty or
+            all whitespace.
+    """
+    rows: dict[str, str] = {}
+    for query in queries:
+        if check_identifier(query.qid, "qid", path) in rows:
+            raise ConfigError(f"{path}: not written: duplicate qid {query.qid!r}")
+        text, description = (" ".join(cell.split()) for cell in (query.text, query.description))
+        if not text:
+            raise ConfigError(f"{path}: not written: query {query.qid!r} has an empty text {query.text!r}")
+        rows[query.qid] = f"{query.qid}\t{text}\t{description}\n"
     with atomic_write(path) as out:
-        for query in queries:
-            cells = (query.qid, query.text, query.description)
-            out.write("\t".join(" ".join(cell.split()) for cell in cells) + "\n")
+        out.writelines(rows.values())
 
 
 def write_topics_xml(path: str | Path, queries: Iterable[Query]) -> None:
-    """Write topics in TREC topic XML (``<topics><topic number=...><title/><description/>``)."""
+    """Write topics in TREC topic XML (``<topics><topic number=...><title/><description/>``).
+
+    Raises:
+        ConfigError: Before the file is replaced, on an invalid qid (see
+            :mod:`clir.formats.identifiers`).
+    """
+    queries = list(queries)
+    for query in queries:
+        check_identifier(query.qid, "qid", path)
     with atomic_write(path) as out:
         out.write('<?xml version="1.0" encoding="UTF-8"?>\n<topics>\n')
         for query in queries:
