@@ -1,0 +1,204 @@
+"""Saves never destroy data: atomic_directory replaces only a clir output of the same kind."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+from pathlib import Path
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from clir.datasets import Collection
+from clir.errors import ClirError, OutputExistsError
+from clir.formats import atomic_directory, atomic_write
+from clir.formats.atomic import MARKER, artefact_kind
+from clir.translation import TranslationTable
+from clir.types import Document, Query
+
+
+def _user_dir(path: Path) -> Path:
+    path.mkdir()
+    (path / "thesis.tex").write_text("years of work")
+    (path / "notes").mkdir()
+    (path / "notes" / "a.txt").write_text("a")
+    return path
+
+
+def _tree(path: Path) -> dict[str, str]:
+    """The text of every file under ``path`` but the marker."""
+    files = sorted(p for p in path.rglob("*") if p.is_file() and p.name != MARKER)
+    return {str(p.relative_to(path)): p.read_text() for p in files}
+
+
+def _write(path: Path, kind: str, text: str, **options: bool) -> None:
+    with atomic_directory(path, kind=kind, **options) as tmp:
+        (tmp / "data.txt").write_text(text)
+
+
+def test_a_user_directory_is_refused_before_the_build_and_left_intact(tmp_path):
+    target = _user_dir(tmp_path / "out")
+    before = _tree(target)
+    entered = []
+    with pytest.raises(OutputExistsError) as caught, atomic_directory(target, kind="index"):
+        entered.append(True)
+    assert entered == []
+    assert _tree(target) == before
+    message = str(caught.value)
+    assert str(target) in message and "a directory that clir did not write" in message
+    assert "choose another --out, or pass --force to replace it" in message
+    assert "clir never deletes what it did not create" in message
+    assert isinstance(caught.value, ClirError) and isinstance(caught.value, FileExistsError)
+    assert sorted(os.listdir(tmp_path)) == ["out"]
+
+
+def test_a_file_is_refused_even_with_force(tmp_path):
+    target = tmp_path / "out"
+    target.write_text("a user's file")
+    for force in (False, True):
+        with pytest.raises(OutputExistsError, match=r"is a file \(clir writes a directory here\)"):
+            _write(target, "index", "new", force=force)
+    assert target.read_text() == "a user's file"
+    assert os.listdir(tmp_path) == ["out"]
+
+
+def test_a_symbolic_link_is_refused_even_with_force(tmp_path):
+    real = _user_dir(tmp_path / "real")
+    link = tmp_path / "link"
+    link.symlink_to(real)
+    with pytest.raises(OutputExistsError, match=r"is a symbolic link; .*--force never replaces it"):
+        _write(link, "index", "new", force=True)
+    assert link.is_symlink() and _tree(real) == {"thesis.tex": "years of work", "notes/a.txt": "a"}
+
+
+def test_nothing_or_an_empty_directory_is_written(tmp_path):
+    _write(tmp_path / "new" / "deep", "index", "1")
+    (tmp_path / "empty").mkdir()
+    _write(tmp_path / "empty", "index", "2")
+    assert (tmp_path / "new" / "deep" / "data.txt").read_text() == "1"
+    assert (tmp_path / "empty" / "data.txt").read_text() == "2"
+    assert artefact_kind(tmp_path / "empty") == "index"
+    marker = json.loads((tmp_path / "empty" / MARKER).read_text())
+    assert set(marker) == {"kind", "clir_version"}
+
+
+def test_a_clir_output_of_the_same_kind_is_replaced_another_kind_refused(tmp_path):
+    target = tmp_path / "out"
+    _write(target, "index", "old")
+    (target / "stale.txt").write_text("from the old artefact")
+    _write(target, "index", "new")
+    assert _tree(target) == {"data.txt": "new"}  # replaced whole, not merged
+    with pytest.raises(
+        OutputExistsError, match=r"a clir 'index' output \(expected nothing, or a clir 'table'"
+    ):
+        _write(target, "table", "other")
+    assert _tree(target) == {"data.txt": "new"} and artefact_kind(target) == "index"
+    assert sorted(os.listdir(tmp_path)) == ["out"]
+
+
+def test_force_replaces_a_directory_but_never_the_working_directory(tmp_path, monkeypatch):
+    target = _user_dir(tmp_path / "out")
+    _write(target, "index", "new", force=True)
+    assert _tree(target) == {"data.txt": "new"} and artefact_kind(target) == "index"
+    work = _user_dir(tmp_path / "cwd")
+    monkeypatch.chdir(work / "notes")
+    for protected in (work, work / "notes", Path(".")):
+        with pytest.raises(OutputExistsError, match="working directory"):
+            _write(protected, "index", "new", force=True)
+    assert _tree(work) == {"thesis.tex": "years of work", "notes/a.txt": "a"}
+
+
+def test_a_users_dot_old_directory_survives_a_replacement(tmp_path):
+    target = tmp_path / "out"
+    _write(target, "index", "old")
+    mine = _user_dir(tmp_path / ".out.old")
+    _write(target, "index", "new")
+    assert _tree(mine) == {"thesis.tex": "years of work", "notes/a.txt": "a"}
+    assert (target / "data.txt").read_text() == "new"
+    assert sorted(os.listdir(tmp_path)) == [".out.old", "out"]
+
+
+def test_an_interrupted_build_leaves_the_old_artefact_and_no_temporary_directory(tmp_path):
+    target = tmp_path / "out"
+    _write(target, "index", "old")
+    with pytest.raises(RuntimeError), atomic_directory(target, kind="index") as tmp:
+        (tmp / "data.txt").write_text("half")
+        raise RuntimeError("interrupted")
+    assert _tree(target) == {"data.txt": "old"}
+    assert sorted(os.listdir(tmp_path)) == ["out"]
+
+
+def test_written_files_and_directories_get_the_usual_permissions(tmp_path):
+    from safetensors.numpy import save_file
+
+    old = os.umask(0o027)
+    try:
+        with atomic_directory(tmp_path / "out", kind="model") as tmp:
+            np.save(tmp / "a.npy", np.zeros(3), allow_pickle=False)
+            save_file({"w": np.zeros(2, np.float32)}, str(tmp / "model.safetensors"))  # makes 0600
+            (tmp / "sub").mkdir()
+            (tmp / "sub" / "t.txt").write_text("x")
+            with atomic_write(tmp / "sub" / "atomic.json") as out:
+                out.write("{}")
+        with atomic_write(tmp_path / "file.txt") as out:
+            out.write("x")
+    finally:
+        os.umask(old)
+    out_dir = tmp_path / "out"
+    modes = {
+        str(p.relative_to(tmp_path)): stat.S_IMODE(p.stat().st_mode) for p in [out_dir, *out_dir.rglob("*")]
+    }
+    modes["file.txt"] = stat.S_IMODE((tmp_path / "file.txt").stat().st_mode)
+    assert modes == {
+        "out": 0o750,
+        "out/sub": 0o750,
+        **{
+            f"out/{name}": 0o640
+            for name in ("a.npy", "model.safetensors", "sub/t.txt", "sub/atomic.json", MARKER)
+        },
+        "file.txt": 0o640,
+    }
+
+
+def test_atomic_write_over_a_directory_is_refused(tmp_path):
+    target = _user_dir(tmp_path / "run.txt")
+    match = r"run\.txt is a directory \(clir writes a file here\)"
+    with pytest.raises(OutputExistsError, match=match), atomic_write(target) as out:
+        out.write("x")
+    assert _tree(target) == {"thesis.tex": "years of work", "notes/a.txt": "a"}
+
+
+def _collection() -> Collection:
+    return Collection(
+        "tiny",
+        "sw",
+        "en",
+        [Document("d1", "maji safi")],
+        {"test": [Query("q1", "clean water")]},
+        {"q1": {"d1": 1}},
+    )
+
+
+def test_collection_and_table_saves_refuse_user_data_and_each_other(tmp_path):
+    user = _user_dir(tmp_path / "user")
+    with pytest.raises(OutputExistsError, match="user is a directory that clir did not write"):
+        _collection().save(user)
+    assert _tree(user) == {"thesis.tex": "years of work", "notes/a.txt": "a"}
+    _collection().save(user, force=True)
+    assert Collection.load(user).documents == [Document("d1", "maji safi")]
+    table = TranslationTable(["water"], ["maji"], sp.csr_matrix(np.ones((1, 1))), "en", "sw")
+    with pytest.raises(OutputExistsError, match="a clir 'collection' output"):
+        table.save(user)
+    table.save(tmp_path / "table")
+    table.save(tmp_path / "table")  # its own kind: replaced
+    assert artefact_kind(tmp_path / "table") == "translation-table"
+
+
+def test_artefacts_saved_without_the_marker_still_load(tmp_path):
+    _collection().save(tmp_path / "c")
+    (tmp_path / "c" / MARKER).unlink()  # as an older clir wrote it
+    assert Collection.load(tmp_path / "c").split("test") == [Query("q1", "clean water")]
+    with pytest.raises(OutputExistsError):
+        _collection().save(tmp_path / "c")
