@@ -73,4 +73,5 @@ class OutputExistsError(ClirError, FileExistsError):
 
 
 class OutputLockedError(ClirError, RuntimeError):
-    """Another process holds the lock of an output directory (another run writes into it)."""
+    """Another process holds the lock of an output directory (another run writes into it), or a
+    step runner was used without taking its lock."""

@@ -115,12 +115,12 @@ def main() -> None:
     queries = [*collection.split("train"), *collection.split("dev")]
     data = collection_rerank_data(features, queries, data=config.data)
 
-    runner = StepRunner(args.work)
     spaces: dict[str, SharedSpace] = {}
-    for spec in args.joint:
-        spaces[f"joint {spec}"] = joint(
-            runner, args.collection, collection.doc_lang, spec, not args.uncentred
-        )
+    with StepRunner(args.work) as runner:
+        for spec in args.joint:
+            spaces[f"joint {spec}"] = joint(
+                runner, args.collection, collection.doc_lang, spec, not args.uncentred
+            )
     for item in args.space:
         name, _, path = item.partition("=")
         spaces[name] = SharedSpace.load(path)

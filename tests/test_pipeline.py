@@ -21,37 +21,36 @@ CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 
 def test_step_runner_skips_done_steps_and_reruns_what_changed(tmp_path):
     calls = []
-    runner = StepRunner(tmp_path, log=calls.append)
 
     def build(work: Path) -> None:
         (work / "out.txt").write_text("x")
 
-    first = runner.run("a", {"p": 1}, build)
-    again = runner.run("a", {"p": 1}, build)
-    changed = runner.run("a", {"p": 2}, build)
-    child = runner.run("b", {}, build, [changed])
+    with StepRunner(tmp_path, log=calls.append) as runner:
+        first = runner.run("a", {"p": 1}, build)
+        again = runner.run("a", {"p": 1}, build)
+        changed = runner.run("a", {"p": 2}, build)
+        child = runner.run("b", {}, build, [changed])
+        assert child.key != runner.run("b", {}, build, [first]).key
     assert (first.cached, again.cached, changed.cached) == (False, True, False)
     assert first.path == again.path != changed.path
     assert (first.path / "out.txt").read_text() == "x"
-    assert child.key != runner.run("b", {}, build, [first]).key
 
 
 def test_failed_step_leaves_finished_steps_and_resumable_work(tmp_path):
-    runner = StepRunner(tmp_path, log=lambda line: None)
-    done = runner.run("a", {}, lambda work: (work / "f").write_text("1"))
+    seen = []
 
     def fail(work: Path) -> None:
         (work / "checkpoint").write_text("epoch 2")
         raise RuntimeError("interrupted")
 
-    with pytest.raises(RuntimeError):
-        runner.run("train", {}, fail, [done], resumable=True)
-    seen = []
-
     def resume(work: Path) -> None:
         seen.append((work / "checkpoint").read_text())
 
-    result = runner.run("train", {}, resume, [done], resumable=True)
+    with StepRunner(tmp_path, log=lambda line: None) as runner:
+        done = runner.run("a", {}, lambda work: (work / "f").write_text("1"))
+        with pytest.raises(RuntimeError):
+            runner.run("train", {}, fail, [done], resumable=True)
+        result = runner.run("train", {}, resume, [done], resumable=True)
     assert seen == ["epoch 2"] and not result.cached
     assert (done.path / "f").read_text() == "1"
 

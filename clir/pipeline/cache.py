@@ -6,23 +6,52 @@ output is built in ``<name>-<key>.partial/`` and renamed into place when the ste
 failed or interrupted step leaves every finished step's output intact and a re-run picks up
 from there. A resumable step (training) keeps its partial directory between attempts so that it
 can continue from its last checkpoint; any other step starts its partial directory afresh.
+
+A finished step is never trusted blindly. Its ``step.json`` records a manifest (size and SHA-256
+of every file in the step's directory); before a step is reused the sizes of all its files are
+checked, and the SHA-256 of its smallest files up to :data:`HASH_BUDGET` bytes in all (every file
+with ``verify=True``). A step whose ``step.json`` is unreadable or has no manifest, or whose files
+fail the check, is rebuilt from scratch with a :class:`StepRebuiltWarning` naming the step and
+the file.
+
+Only one runner writes into an experiment directory at a time: :class:`StepRunner` is a context
+manager that holds an exclusive lock on ``OUT/.lock`` (which records its PID).
 """
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
 import shutil
 import time
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from types import TracebackType
+from typing import IO, Any
 
 import clir
+from clir.errors import OutputLockedError
+from clir.formats import atomic_write
 
 DONE = "step.json"
+LOCK = ".lock"
+HASH_BUDGET = 64 * 2**20
+"""Bytes of a step's files (smallest first) whose SHA-256 is checked on reuse without
+``verify``: about 0.1 s a step, and every metadata file, run and small array is covered; larger
+arrays and weights get their sizes checked."""
+
+
+class StepRebuiltWarning(UserWarning):
+    """A finished step failed its check (unreadable ``step.json``, or a file changed) and is
+    rebuilt."""
+
+
+class _StaleStep(Exception):
+    """Why a finished step cannot be reused (internal: turned into a warning and a rebuild)."""
 
 
 @dataclass(frozen=True)
@@ -48,18 +77,133 @@ def step_key(name: str, params: Mapping[str, Any], inputs: Sequence[StepResult] 
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
 
 
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(2**20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _manifest(directory: Path) -> dict[str, dict[str, Any]]:
+    """``{relative path: {"size", "sha256"}}`` of every file under ``directory`` but step.json."""
+    files = sorted(p for p in directory.rglob("*") if p.is_file() and p != directory / DONE)
+    return {
+        p.relative_to(directory).as_posix(): {"size": p.stat().st_size, "sha256": _sha256(p)} for p in files
+    }
+
+
+def _is_manifest(files: object) -> bool:
+    return isinstance(files, dict) and all(
+        isinstance(entry, dict) and type(entry.get("size")) is int and isinstance(entry.get("sha256"), str)
+        for entry in files.values()
+    )
+
+
+def _verified_seconds(path: Path, verify: bool) -> float:
+    """Check a finished step's files against its manifest.
+
+    Returns:
+        The seconds its build took.
+
+    Raises:
+        _StaleStep: Naming what failed.
+    """
+    try:
+        record = json.loads((path / DONE).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as error:  # ValueError: bad JSON or bad UTF-8
+        raise _StaleStep(f"{DONE} is unreadable ({error})") from None
+    if not isinstance(record, dict) or not _is_manifest(record.get("files")):
+        raise _StaleStep(f"{DONE} records no manifest of the step's files (an older clir wrote it?)")
+    if type(record.get("seconds")) not in (int, float):
+        raise _StaleStep(f"{DONE} records no build time")
+    files = sorted(record["files"].items(), key=lambda item: item[1]["size"])
+    for name, entry in files:
+        if not (path / name).is_file():
+            raise _StaleStep(f"{name} is missing")
+        if (size := (path / name).stat().st_size) != entry["size"]:
+            raise _StaleStep(f"{name} has {size} bytes, the manifest {entry['size']}")
+    hashed = 0
+    for name, entry in files:
+        hashed += entry["size"]
+        if hashed > HASH_BUDGET and not verify:
+            break
+        if _sha256(path / name) != entry["sha256"]:
+            raise _StaleStep(f"{name} differs from the manifest (SHA-256)")
+    return float(record["seconds"])
+
+
 class StepRunner:
-    """Runs steps under ``root/steps/<name>-<key>/``, skipping those already done.
+    """Runs steps under ``root/steps/<name>-<key>/``, skipping those already done and intact.
+
+    Use it as a context manager, which holds the lock of ``root`` (``with StepRunner(out) as
+    runner:``).
 
     Args:
         root: The experiment's output directory.
         log: Called with one line per step (``print`` by default).
+        verify: Check the SHA-256 of every file of a reused step, not only of the smallest
+            :data:`HASH_BUDGET` bytes.
+        wait: When another process holds the lock, wait for it instead of raising.
     """
 
-    def __init__(self, root: str | Path, log: Callable[[str], None] = print) -> None:
+    def __init__(
+        self,
+        root: str | Path,
+        log: Callable[[str], None] = print,
+        *,
+        verify: bool = False,
+        wait: bool = False,
+    ) -> None:
         self.root = Path(root)
         self.log = log
+        self.verify = verify
+        self.wait = wait
         self.timings: dict[str, float] = {}
+        self._lock: IO[str] | None = None
+
+    def __enter__(self) -> StepRunner:
+        """Take the exclusive lock of ``root`` (``root/.lock``, which records this PID).
+
+        Raises:
+            OutputLockedError: If another process holds it (and ``wait`` is false); the message
+                names the directory and that process's PID.
+        """
+        self.root.mkdir(parents=True, exist_ok=True)
+        handle = (self.root / LOCK).open("a+", encoding="utf-8")
+        try:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                handle.seek(0)
+                holder = f"PID {handle.read().strip() or 'unknown'}"
+                if not self.wait:
+                    raise OutputLockedError(
+                        f"{self.root} is in use by another clir run ({holder}, which holds "
+                        f"{self.root / LOCK}); wait for it to finish, or choose another output directory"
+                    ) from None
+                self.log(f"[wait]   {self.root} is in use by {holder}")
+                fcntl.flock(handle, fcntl.LOCK_EX)
+            handle.seek(0)
+            handle.truncate()
+            handle.write(f"{os.getpid()}\n")
+            handle.flush()
+        except BaseException:
+            handle.close()
+            raise
+        self._lock = handle
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        """Release the lock."""
+        if self._lock is not None:
+            self._lock.close()  # closing the file releases its flock
+            self._lock = None
 
     def run(
         self,
@@ -70,7 +214,7 @@ class StepRunner:
         *,
         resumable: bool = False,
     ) -> StepResult:
-        """Run ``build(work_dir)`` unless a finished output with the same key exists.
+        """Run ``build(work_dir)`` unless a finished, intact output with the same key exists.
 
         Args:
             name: The step's name (also its directory prefix), e.g. ``"tables-en-sw"``.
@@ -81,25 +225,45 @@ class StepRunner:
 
         Returns:
             The step's result; ``cached`` is true when it was skipped.
+
+        Raises:
+            OutputLockedError: Outside ``with StepRunner(...)``.
         """
+        if self._lock is None:
+            raise OutputLockedError(
+                f"StepRunner.run outside `with StepRunner({str(self.root)!r}) as runner:`"
+            )
         key = step_key(name, params, inputs)
         path = self.root / "steps" / f"{name}-{key}"
-        if (path / DONE).is_file():
-            seconds = json.loads((path / DONE).read_text())["seconds"]
-            self.log(f"[cached] {name}")
-            self.timings.setdefault(name, 0.0)
-            return StepResult(name, key, path, True, seconds)
         work = path.with_name(f"{path.name}.partial")
-        resuming = resumable and work.is_dir()
-        self.log(f"[{'resume' if resuming else 'run'}]{' ' if resuming else '    '}{name}")
-        if not resumable:
+        label = "[run]    "
+        if path.is_dir():
+            try:
+                seconds = _verified_seconds(path, self.verify)
+            except _StaleStep as stale:
+                warnings.warn(
+                    f"step {name} ({path}): {stale}; rebuilding it from scratch",
+                    StepRebuiltWarning,
+                    stacklevel=2,
+                )
+                shutil.rmtree(work, ignore_errors=True)
+                label = "[rebuild] "
+            else:
+                self.log(f"[cached] {name}")
+                self.timings.setdefault(name, 0.0)
+                return StepResult(name, key, path, True, seconds)
+        if resumable and work.is_dir():
+            label = "[resume] "
+        else:
             shutil.rmtree(work, ignore_errors=True)
+        self.log(f"{label}{name}")
         work.mkdir(parents=True, exist_ok=True)
         start = time.perf_counter()
         build(work)
         seconds = time.perf_counter() - start
-        record = {"name": name, "key": key, "params": params, "seconds": seconds}
-        (work / DONE).write_text(json.dumps(record, indent=2, default=str))
+        record = {"name": name, "key": key, "params": params, "seconds": seconds, "files": _manifest(work)}
+        with atomic_write(work / DONE) as handle:
+            json.dump(record, handle, indent=2, default=str)
         shutil.rmtree(path, ignore_errors=True)
         os.replace(work, path)
         self.timings[name] = seconds

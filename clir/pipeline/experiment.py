@@ -81,52 +81,56 @@ def run_experiment(
         The ``results.json`` content: ``systems``, ``significance``, ``config``, ``timings``.
     """
     out = Path(out)
-    runner = StepRunner(out, log=log)
-    train_config = TrainConfig.from_dict(config.reranker_config(next(iter(config.systems))), "reranker")
-    baseline = BaselineConfig(
-        **{"split": config.split, **config.baselines, "iterations": config.tables.get("iterations", 10)}
-    )
-    pairs = {pair: _pair_steps(runner, config, pair, baseline, progress) for pair in config.pairs}
-    dense = (
-        {pair: _dense_step(runner, config, pair, steps, progress) for pair, steps in pairs.items()}
-        if config.dense
-        else {}
-    )
-    space_step = _space_step(runner, config, pairs, progress)
-    data_steps = {
-        pair: _data_step(runner, config, pair, steps, train_config, baseline, dense.get(pair), progress)
-        for pair, steps in pairs.items()
-    }
-    train_steps = {
-        system: _train_step(
-            runner, config, system, data_steps[config.train_pair], space_step, pairs, progress
+    with StepRunner(out, log=log) as runner:
+        train_config = TrainConfig.from_dict(config.reranker_config(next(iter(config.systems))), "reranker")
+        baseline = BaselineConfig(
+            **{"split": config.split, **config.baselines, "iterations": config.tables.get("iterations", 10)}
         )
-        for system in config.systems
-    }
-    rerank_steps = {
-        pair: _rerank_step(runner, config, pair, data_steps[pair], space_step, train_steps, progress)
-        for pair in config.pairs
-    }
-    runs: dict[str, dict[str, Run]] = {}
-    for pair in config.pairs:
-        runs[pair] = {
-            path.stem: read_run(path) for path in sorted((pairs[pair].baselines.path / "runs").glob("*.run"))
+        pairs = {pair: _pair_steps(runner, config, pair, baseline, progress) for pair in config.pairs}
+        dense = (
+            {pair: _dense_step(runner, config, pair, steps, progress) for pair, steps in pairs.items()}
+            if config.dense
+            else {}
+        )
+        space_step = _space_step(runner, config, pairs, progress)
+        data_steps = {
+            pair: _data_step(runner, config, pair, steps, train_config, baseline, dense.get(pair), progress)
+            for pair, steps in pairs.items()
         }
-        if pair in dense:
-            runs[pair][DENSE] = read_run(dense[pair].path / f"{DENSE}.run")
-        runs[pair].update(
-            {path.stem: read_run(path) for path in sorted((rerank_steps[pair].path / "runs").glob("*.run"))}
+        train_steps = {
+            system: _train_step(
+                runner, config, system, data_steps[config.train_pair], space_step, pairs, progress
+            )
+            for system in config.systems
+        }
+        rerank_steps = {
+            pair: _rerank_step(runner, config, pair, data_steps[pair], space_step, train_steps, progress)
+            for pair in config.pairs
+        }
+        runs: dict[str, dict[str, Run]] = {}
+        for pair in config.pairs:
+            runs[pair] = {
+                path.stem: read_run(path)
+                for path in sorted((pairs[pair].baselines.path / "runs").glob("*.run"))
+            }
+            if pair in dense:
+                runs[pair][DENSE] = read_run(dense[pair].path / f"{DENSE}.run")
+            runs[pair].update(
+                {
+                    path.stem: read_run(path)
+                    for path in sorted((rerank_steps[pair].path / "runs").glob("*.run"))
+                }
+            )
+        return write_report(
+            out,
+            config,
+            runs,
+            collections={pair: Collection.load(steps.collection.path) for pair, steps in pairs.items()},
+            curves={system: step.path for system, step in train_steps.items()},
+            bli=json.loads((_bli_step(runner, space_step, pairs).path / "bli.json").read_text()),
+            timings=runner.timings,
+            measures=MEASURES,
         )
-    return write_report(
-        out,
-        config,
-        runs,
-        collections={pair: Collection.load(steps.collection.path) for pair, steps in pairs.items()},
-        curves={system: step.path for system, step in train_steps.items()},
-        bli=json.loads((_bli_step(runner, space_step, pairs).path / "bli.json").read_text()),
-        timings=runner.timings,
-        measures=MEASURES,
-    )
 
 
 def _pair_steps(

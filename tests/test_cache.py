@@ -1,0 +1,180 @@
+"""The step cache: finished steps are verified before reuse, and one runner holds a directory."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from clir.errors import OutputLockedError
+from clir.pipeline import cache
+from clir.pipeline.cache import DONE, StepRebuiltWarning, StepRunner
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+class Build:
+    """A step build that counts its calls and writes a small and a large file."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def __call__(self, work: Path) -> None:
+        self.calls += 1
+        (work / "run.txt").write_text("q1 Q0 d1 1 0.9 x\n")
+        (work / "arrays").mkdir()
+        (work / "arrays" / "big.bin").write_bytes(bytes(range(256)) * 16)  # 4096 bytes
+
+
+def _first_run(root: Path) -> tuple[Build, Path]:
+    build = Build()
+    with StepRunner(root, log=lambda line: None) as runner:
+        path = runner.run("a", {"p": 1}, build).path
+    return build, path
+
+
+def _again(root: Path, build: Build, verify: bool = False) -> bool:
+    """Run the step once more; whether it was reused."""
+    with StepRunner(root, log=lambda line: None, verify=verify) as runner:
+        return runner.run("a", {"p": 1}, build).cached
+
+
+def test_step_json_records_every_file_with_size_and_sha256(tmp_path):
+    _, path = _first_run(tmp_path)
+    record = json.loads((path / DONE).read_text())
+    assert set(record["files"]) == {"run.txt", "arrays/big.bin"}
+    for name, entry in record["files"].items():
+        data = (path / name).read_bytes()
+        assert entry == {"size": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+    assert [p.name for p in path.parent.iterdir()] == [path.name]  # no temporary step.json left
+
+
+def test_an_untouched_step_is_reused_without_building(tmp_path):
+    build, _ = _first_run(tmp_path)
+    assert _again(tmp_path, build) and _again(tmp_path, build, verify=True)
+    assert build.calls == 1
+
+
+@pytest.mark.parametrize(
+    ("damage", "reason"),
+    [
+        (lambda p: (p / "run.txt").write_text("q1 Q0 d1 1 0.1 x\n"), r"run\.txt differs from the manifest"),
+        (lambda p: (p / "run.txt").write_text("q1 Q0"), r"run\.txt has 5 bytes, the manifest 17"),
+        (lambda p: (p / "arrays" / "big.bin").unlink(), r"arrays/big\.bin is missing"),
+        (lambda p: (p / DONE).write_text((p / DONE).read_text()[:40]), r"step\.json is unreadable"),
+        (lambda p: (p / DONE).write_bytes(b"\xff\xfe"), r"step\.json is unreadable"),
+        (lambda p: (p / DONE).write_text('{"seconds": 1.0}'), r"step\.json records no manifest"),
+        (lambda p: (p / DONE).unlink(), r"step\.json is unreadable"),
+    ],
+    ids=[
+        "one byte",
+        "truncated",
+        "deleted",
+        "truncated step.json",
+        "not UTF-8",
+        "no manifest",
+        "no step.json",
+    ],
+)
+def test_a_damaged_step_is_rebuilt_with_a_warning(tmp_path, damage, reason):
+    build, path = _first_run(tmp_path)
+    damage(path)
+    lines: list[str] = []
+    warned = pytest.warns(StepRebuiltWarning, match=rf"step a \(.*\): {reason}.*rebuilding it from scratch")
+    with warned, StepRunner(tmp_path, log=lines.append) as runner:
+        result = runner.run("a", {"p": 1}, build)
+    assert build.calls == 2 and not result.cached and lines == ["[rebuild] a"]
+    assert (path / "run.txt").read_text() == "q1 Q0 d1 1 0.9 x\n"
+    assert _again(tmp_path, build) and build.calls == 2  # the rebuilt step is trusted again
+
+
+def test_only_verify_hashes_files_beyond_the_budget(tmp_path, monkeypatch):
+    monkeypatch.setattr(cache, "HASH_BUDGET", 1000)  # run.txt is hashed, big.bin is not
+    build, path = _first_run(tmp_path)
+    with (path / "arrays" / "big.bin").open("r+b") as handle:
+        handle.seek(2000)
+        handle.write(b"\x00")  # same size
+    assert _again(tmp_path, build)  # sizes match: reused without verify
+    with pytest.warns(StepRebuiltWarning, match=r"arrays/big\.bin differs"):
+        assert not _again(tmp_path, build, verify=True)
+    assert build.calls == 2
+    (path / "run.txt").write_text("q1 Q0 d1 1 0.1 x\n")  # within the budget: always hashed
+    with pytest.warns(StepRebuiltWarning, match=r"run\.txt differs"):
+        assert not _again(tmp_path, build)
+
+
+def test_a_damaged_resumable_step_is_rebuilt_from_scratch(tmp_path):
+    seen = []
+
+    def train(work: Path) -> None:
+        seen.append(sorted(p.name for p in work.iterdir()))
+        (work / "model.bin").write_bytes(b"weights")
+
+    with StepRunner(tmp_path, log=lambda line: None) as runner:
+        path = runner.run("train", {}, train, resumable=True).path
+    (path / "model.bin").write_bytes(b"zeroes!")
+    stale = path.with_name(f"{path.name}.partial")
+    stale.mkdir()
+    (stale / "checkpoint").write_text("from another run")
+    with pytest.warns(StepRebuiltWarning), StepRunner(tmp_path, log=lambda line: None) as runner:
+        runner.run("train", {}, train, resumable=True)
+    assert seen == [[], []] and (path / "model.bin").read_bytes() == b"weights"
+
+
+def test_run_needs_the_lock(tmp_path):
+    with pytest.raises(OutputLockedError, match="outside `with StepRunner"):
+        StepRunner(tmp_path).run("a", {}, Build())
+
+
+def _lock_in_subprocess(root: Path) -> str:
+    script = (
+        "import sys\n"
+        "from clir.errors import OutputLockedError\n"
+        "from clir.pipeline.cache import StepRunner\n"
+        "try:\n"
+        "    with StepRunner(sys.argv[1]):\n"
+        "        print('acquired')\n"
+        "except OutputLockedError as error:\n"
+        "    print(error)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script, str(root)], cwd=ROOT, capture_output=True, text=True, check=True
+    )
+    return done.stdout.strip()
+
+
+def test_a_second_runner_is_refused_while_the_first_holds_the_directory(tmp_path):
+    with StepRunner(tmp_path):
+        with pytest.raises(OutputLockedError) as caught, StepRunner(tmp_path):
+            pass
+        message = str(caught.value)
+        assert f"{tmp_path} is in use by another clir run (PID {os.getpid()}" in message
+        assert _lock_in_subprocess(tmp_path).startswith(
+            f"{tmp_path} is in use by another clir run (PID {os.getpid()}"
+        )
+    assert _lock_in_subprocess(tmp_path) == "acquired"
+    with StepRunner(tmp_path) as runner:
+        assert runner.run("a", {}, Build()).path.is_dir()
+
+
+def test_wait_waits_for_the_holder(tmp_path):
+    order = []
+
+    def second() -> None:
+        with StepRunner(tmp_path, log=order.append, wait=True):
+            order.append("second")
+
+    with StepRunner(tmp_path):
+        thread = threading.Thread(target=second)
+        thread.start()
+        time.sleep(0.3)
+        order.append("first released")
+    thread.join(timeout=10)
+    assert order == [f"[wait]   {tmp_path} is in use by PID {os.getpid()}", "first released", "second"]
