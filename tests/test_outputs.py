@@ -108,6 +108,12 @@ def test_force_replaces_a_directory_but_never_the_working_directory(tmp_path, mo
         with pytest.raises(OutputExistsError, match="working directory"):
             _write(protected, "index", "new", force=True)
     assert _tree(work) == {"thesis.tex": "years of work", "notes/a.txt": "a"}
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    monkeypatch.chdir(empty)
+    with pytest.raises(OutputExistsError, match=r"working directory .*--force never replaces it"):
+        _write(Path("."), "index", "new")  # --out . would leave the shell in a deleted directory
+    assert os.listdir(empty) == [] and sorted(os.listdir(tmp_path)) == ["cwd", "empty", "out"]
 
 
 def test_a_users_dot_old_directory_survives_a_replacement(tmp_path):

@@ -90,8 +90,8 @@ def artefact_kind(path: str | Path) -> str | None:
 
 
 def _protected(path: Path) -> bool:
-    """Whether ``path`` is a directory that ``force`` must never replace: the filesystem root,
-    the home directory, or the working directory or one of its parents."""
+    """Whether ``path`` is a directory that clir never replaces: the filesystem root, the home
+    directory, or the working directory or one of its parents."""
     resolved = path.resolve()
     return resolved in (Path(resolved.anchor), Path.home().resolve()) or resolved in (
         Path.cwd().resolve(),
@@ -115,16 +115,14 @@ def _replaceable(path: Path, kind: str, force: bool) -> bool:
         raise OutputExistsError(path, "a symbolic link", force_helps=False)
     if not path.is_dir():
         raise OutputExistsError(path, "a file (clir writes a directory here)", force_helps=False)
-    if next(os.scandir(path), None) is None:
-        return False
-    found = artefact_kind(path)
-    if found == kind:
-        return True
-    if force and _protected(path):
+    if _protected(path):
         raise OutputExistsError(
             path, "the root, home or working directory (or a parent of it)", force_helps=False
         )
-    if force:
+    if next(os.scandir(path), None) is None:
+        return False
+    found = artefact_kind(path)
+    if found == kind or force:
         return True
     what = "a directory that clir did not write" if found is None else f"a clir {found!r} output"
     raise OutputExistsError(path, f"{what} (expected nothing, or a clir {kind!r} output)")
@@ -156,13 +154,14 @@ def atomic_directory(path: str | Path, *, kind: str = "directory", force: bool =
     - anything else (a directory without the marker or of another kind, a file, a symbolic
       link): :class:`~clir.errors.OutputExistsError`, checked before the build and again before
       the swap. ``force=True`` replaces such a *directory* too, but never a file or a symbolic
-      link (a file is never turned into a directory), nor the filesystem root, the home
-      directory or the working directory or one of its parents.
+      link (a file is never turned into a directory);
+    - the filesystem root, the home directory, or the working directory or one of its parents
+      (``--out .``): never replaced, even when empty, of the same kind or with ``force``.
 
     Args:
         path: The final directory name.
         kind: What the directory holds (``"collection"``, ``"checkpoint"``, ...), recorded in its
-            :data:`MARKER`.
+            :data:`MARKER`; ``"directory"`` for a caller that names none.
         force: Replace a directory that is not a clir output of this kind.
 
     Yields:
@@ -171,7 +170,7 @@ def atomic_directory(path: str | Path, *, kind: str = "directory", force: bool =
     Raises:
         OutputExistsError: If ``path`` holds what this save must not replace.
     """
-    path = Path(path)
+    path = Path(os.path.abspath(path))  # "." has no name to build a sibling from
     _replaceable(path, kind, force)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent))
