@@ -92,11 +92,8 @@ def artefact_kind(path: str | Path) -> str | None:
 def _protected(path: Path) -> bool:
     """Whether ``path`` is a directory that clir never replaces: the filesystem root, the home
     directory, or the working directory or one of its parents."""
-    resolved = path.resolve()
-    return resolved in (Path(resolved.anchor), Path.home().resolve()) or resolved in (
-        Path.cwd().resolve(),
-        *Path.cwd().resolve().parents,
-    )
+    cwd = Path.cwd().resolve()
+    return path.resolve() in (Path.home().resolve(), cwd, *cwd.parents)  # the root is a parent
 
 
 def _replaceable(path: Path, kind: str, force: bool) -> bool:
