@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import itertools
 import math
+import tempfile
 import warnings
+from pathlib import Path
 
 import ir_measures
 import numpy as np
 import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
 from scipy import stats
 
 from clir.errors import ConfigError
@@ -53,6 +57,9 @@ P10_Q1 = 0.2
 NDCG10_Q1 = 2 / (2 + 1 / math.log2(3) + 0.5)
 # R@100(q1) = 2 of 3 relevant retrieved
 R100_Q1 = 2 / 3
+
+
+pytestmark = pytest.mark.filterwarnings("ignore:.*missing count 0 \\(trec_eval -c\\)")
 
 
 def evaluate_quietly(*args, **kwargs):
@@ -116,15 +123,74 @@ def test_agrees_with_ir_measures_when_every_query_is_retrieved():
         assert values[name] == pytest.approx(expected[ir_measures.parse_measure(name)])
 
 
-def test_ties_are_broken_by_docno_ascending_as_write_run_writes(tmp_path):
-    qrels = {"q": {"a": 1, "b": 0}}
-    run = {"q": {"b": 1.0, "a": 1.0}}
-    # Our order: a (relevant) then b -> P@1 = 1, AP = 1 (trec_eval alone would put b first).
-    values = evaluate(run, qrels, ["P@1", "AP"])
-    assert values == {"P@1": 1.0, "AP": 1.0}
-    path = tmp_path / "run.trec"
-    write_run(path, run)
-    assert evaluate(read_run(path), qrels, ["P@1", "AP"]) == values
+# Ties as trec_eval breaks them: score read as float32 descending, then docno descending.
+# "aa" scores 1 + 2**-40, which is 1.0 as a float32: it ties with a, b and c.
+TIED_RUN = {"q": {"d": 2.0, "a": 1.0, "aa": 1.0 + 2**-40, "b": 1.0, "c": 1.0, "e": 0.5}}
+TIED_QRELS = {"q": {"a": 1, "aa": 2, "e": 1, "b": 0}}
+# Ranking d, c, b, aa, a, e: relevant aa (grade 2) at rank 4, a at 5, e at 6.
+TIED_EXPECTED = {
+    "AP": (1 / 4 + 2 / 5 + 3 / 6) / 3,
+    "P@2": 0.0,
+    "P@4": 1 / 4,
+    "nDCG@10": (2 / math.log2(5) + 1 / math.log2(6) + 1 / math.log2(7)) / (2 + 1 / math.log2(3) + 1 / 2),
+}
+
+
+def test_ties_are_broken_as_trec_eval_in_memory_from_the_file_and_in_ir_measures(tmp_path):
+    names = list(TIED_EXPECTED)
+    in_memory = evaluate(TIED_RUN, TIED_QRELS, names)
+    assert in_memory == pytest.approx(TIED_EXPECTED, abs=1e-12)
+    path = tmp_path / "tied.run"
+    write_run(path, TIED_RUN)
+    assert [line.split()[2] for line in path.read_text().splitlines()] == ["d", "c", "b", "aa", "a", "e"]
+    assert evaluate(read_run(path), TIED_QRELS, names) == in_memory
+    measures = [ir_measures.parse_measure(name) for name in names]
+    from_file = ir_measures.calc_aggregate(measures, TIED_QRELS, ir_measures.read_trec_run(str(path)))
+    assert {str(m): float(v) for m, v in from_file.items()} == in_memory
+
+
+_DOCNOS = st.text(alphabet="abAB09-", min_size=1, max_size=3)
+_SCORES = st.sampled_from([0.0, 1.0, 1.0 + 2**-40, 1.0 - 2**-40, 2.5, -1.0, 1e-9, 1e-300])
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    run=st.dictionaries(st.sampled_from(["q1", "q2", "q3"]), st.dictionaries(_DOCNOS, _SCORES, max_size=12)),
+    qrels=st.dictionaries(
+        st.sampled_from(["q1", "q2", "q3", "q4"]), st.dictionaries(_DOCNOS, st.integers(0, 2), min_size=1)
+    ),
+)
+def test_written_runs_evaluate_as_in_memory_and_as_ir_measures_reads_them(run, qrels):
+    assume(any(grade >= 1 for judged in qrels.values() for grade in judged.values()))
+    names = ["AP", "P@3", "nDCG@5", "R@5", "AQWV"]
+    with warnings.catch_warnings(), tempfile.TemporaryDirectory() as tmp:
+        warnings.simplefilter("ignore", UserWarning)
+        path = Path(tmp) / "run"
+        write_run(path, run)
+        in_memory = evaluate_per_query(run, qrels, names, collection_size=1000)
+        assert evaluate_per_query(read_run(path), qrels, names, collection_size=1000) == in_memory
+        measures = [ir_measures.parse_measure(name) for name in names[:-1]]
+        for metric in ir_measures.iter_calc(measures, qrels, ir_measures.read_trec_run(str(path))):
+            if metric.query_id in in_memory["AP"]:
+                assert in_memory[str(metric.measure)][metric.query_id] == metric.value
+
+
+def test_aqwv_reads_the_returned_set_in_trec_eval_order():
+    # Top 4 of d, c, b, aa, a, e: one relevant (aa) of three, three false alarms out of N - 3.
+    config = AQWVConfig(cutoff=4, beta=2.0)
+    assert aqwv(TIED_RUN, TIED_QRELS, 10, config) == pytest.approx(1 - 2 / 3 - 2.0 * 3 / 7)
+
+
+def test_queries_missing_from_the_run_are_counted_in_a_warning():
+    qrels = {f"q{i}": {"d1": 1} for i in range(1, 8)}
+    run = {"q1": {"d1": 1.0}, "q2": {"d1": 1.0}, "q3": {}}
+    expected = (
+        r"run lists 2 of the 7 qrels queries with a relevant document; the 5 missing count 0 "
+        r"\(trec_eval -c\): 'q3', 'q4', 'q5', 'q6', 'q7'; evaluate against the qrels of the run's split"
+    )
+    with pytest.warns(UserWarning, match=expected) as record:
+        assert evaluate(run, qrels, ["AP"]) == {"AP": pytest.approx(2 / 7)}
+    assert len(record) == 1
 
 
 def test_unknown_measure_names_it():

@@ -2,7 +2,8 @@
 
 A query counts when the qrels judge at least one of its documents relevant
 (``relevance >= RELEVANT``). A counted query that the run does not list retrieved nothing and
-scores 0 on every measure. A run's queries that do not count are ignored with a warning.
+scores 0 on every measure (``trec_eval -c``), with a warning that counts such queries. A run's
+queries that do not count are ignored with a warning.
 """
 
 from __future__ import annotations
@@ -10,7 +11,6 @@ from __future__ import annotations
 import warnings
 
 from clir.errors import ConfigError
-from clir.formats import ranked
 from clir.types import Qrels, Run
 
 RELEVANT = 1
@@ -32,25 +32,32 @@ def evaluated_queries(qrels: Qrels) -> list[str]:
     return qids
 
 
-def warn_ignored(run: Run, qids: list[str], run_name: str = "run", stacklevel: int = 3) -> None:
-    """Warn once about the run's queries that are not evaluated (no relevant judgement)."""
+def warn_coverage(run: Run, qids: list[str], run_name: str = "run", stacklevel: int = 3) -> None:
+    """Warn once about each mismatch between the run's queries and the evaluated ``qids``.
+
+    Two warnings, each emitted only when it applies: the run's queries that are not evaluated
+    (no relevant judgement: ignored), and the evaluated queries the run does not list or lists
+    with no document (they count 0, as with ``trec_eval -c``; most often the qrels hold other
+    splits' queries too).
+    """
     counted = set(qids)
     ignored = [qid for qid in run if qid not in counted]
     if ignored:
-        shown = ", ".join(repr(qid) for qid in ignored[:5]) + (", ..." if len(ignored) > 5 else "")
         warnings.warn(
             f"{run_name}: {len(ignored)} query(ies) have no relevant document in the qrels and are "
-            f"ignored: {shown}",
+            f"ignored: {_some(ignored)}",
+            stacklevel=stacklevel,
+        )
+    missing = [qid for qid in qids if not run.get(qid)]
+    if missing:
+        warnings.warn(
+            f"{run_name} lists {len(qids) - len(missing)} of the {len(qids)} qrels queries with a "
+            f"relevant document; the {len(missing)} missing count 0 (trec_eval -c): {_some(missing)}; "
+            "evaluate against the qrels of the run's split, e.g. a collection's qrels.<split>.txt "
+            "or Collection.qrels_of(split), unless they should count",
             stacklevel=stacklevel,
         )
 
 
-def untied(docs: dict[str, float]) -> dict[str, float]:
-    """Replace scores by distinct ones of the same order: score descending, ties by docno ascending.
-
-    trec_eval (and so pytrec_eval) breaks score ties by docno *descending*; clir's
-    :func:`clir.formats.ranked` and :func:`clir.formats.write_run` break them ascending. Untying
-    in memory makes ``evaluate(run)`` equal to evaluating the run file that ``write_run`` writes.
-    """
-    size = len(docs)
-    return {docno: float(size - rank) for rank, (docno, _score) in enumerate(ranked(docs))}
+def _some(qids: list[str]) -> str:
+    return ", ".join(repr(qid) for qid in qids[:5]) + (", ..." if len(qids) > 5 else "")

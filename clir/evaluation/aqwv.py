@@ -12,11 +12,12 @@ AQWV is the mean QWV over the queries with at least one relevant document; a que
 not list returned nothing and scores ``QWV = 0``. Unjudged returned documents count as
 non-relevant. Relevant means ``relevance >= 1``.
 
-The returned set is read off the ranking (score descending, ties broken by docno ascending, as
-:func:`clir.formats.ranked`) in one of three ways (:class:`AQWVConfig`): the top ``cutoff``
-documents, the documents scoring at least ``threshold`` (both limits apply when both are set),
-or, for the *oracle* variant, the best prefix of the ranking for each query (cutoffs
-``0..len(ranking)``; the empty set gives 0, so oracle QWV is never negative).
+The returned set is read off the ranking in trec_eval's order (:func:`clir.formats.ranked`:
+score as float32 descending, ties broken by docno descending) in one of three ways
+(:class:`AQWVConfig`): the top ``cutoff`` documents, the documents scoring at least
+``threshold`` (both limits apply when both are set), or, for the *oracle* variant, the best
+prefix of the ranking for each query (cutoffs ``0..len(ranking)``; the empty set gives 0, so
+oracle QWV is never negative).
 
 References:
     Zhang, Rui, et al. "Improving Low-Resource Cross-lingual Document Retrieval by Reranking with
@@ -33,7 +34,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from clir.errors import ConfigError
-from clir.evaluation._queries import RELEVANT, evaluated_queries, warn_ignored
+from clir.evaluation._queries import RELEVANT, evaluated_queries, warn_coverage
 from clir.formats import ranked
 from clir.types import Qrels, Run
 
@@ -179,10 +180,11 @@ def aqwv_per_query(
             has a relevant document.
 
     Warns:
-        UserWarning: Naming the run's queries that have no relevant judgement (ignored).
+        UserWarning: Naming the run's queries that have no relevant judgement (ignored), and
+            counting the evaluated queries the run does not list (they count 0).
     """
     qids = evaluated_queries(qrels)
-    warn_ignored(run, qids)
+    warn_coverage(run, qids)
     return aqwv_values(run, qrels, qids, collection_size, config or AQWVConfig())
 
 
@@ -195,6 +197,6 @@ def aqwv(run: Run, qrels: Qrels, collection_size: int, config: AQWVConfig | None
         The AQWV, at most 1 and possibly negative (0 for a system that returns nothing).
     """
     qids = evaluated_queries(qrels)
-    warn_ignored(run, qids)
+    warn_coverage(run, qids)
     values = aqwv_values(run, qrels, qids, collection_size, config or AQWVConfig())
     return float(np.mean(list(values.values())))

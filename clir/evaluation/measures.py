@@ -9,9 +9,10 @@ config with cutoff ``k``) and ``"AQWV@oracle"`` (that config's beta, best cutoff
 Which queries count (the same for every measure, so values are comparable and paired):
     Every query of the qrels with at least one relevant judged document (``relevance >= 1``),
     whether or not the run lists it. A query the run does not list retrieved nothing and scores
-    0, as with ``trec_eval -c``; plain pytrec_eval would skip it and inflate the mean. Queries
-    of the run without a relevant judgement are ignored, with a warning that counts them.
-    Queries whose judgements are all non-relevant are not evaluated.
+    0, as with ``trec_eval -c``; plain pytrec_eval would skip it and inflate the mean. Such
+    queries are counted in a warning (qrels of every split against a run of one split is the
+    usual cause). Queries of the run without a relevant judgement are ignored, with a warning
+    that counts them. Queries whose judgements are all non-relevant are not evaluated.
 
 Relevance:
     Binary measures (AP, P, R, ...) count ``relevance >= 1`` as relevant (ir_measures' default
@@ -19,9 +20,12 @@ Relevance:
     itself, with a ``log2(rank + 1)`` discount. Unjudged documents are non-relevant.
 
 Ties:
-    Documents are ranked by score descending, ties broken by docno ascending, as
-    :func:`clir.formats.write_run` writes them (trec_eval alone would break ties by docno
-    descending), so evaluating a run in memory and from its written file agree.
+    Documents are ranked as trec_eval ranks them (:mod:`clir.formats.runs`): by score read as a
+    32-bit float, descending, ties broken by docno *descending*. Scores are passed to
+    pytrec_eval as they are, and it applies that order itself; AQWV uses the same order
+    (:func:`clir.formats.ranked`). Since :func:`clir.formats.write_run` writes scores exactly,
+    a run evaluated in memory, from its file, or from its file by trec_eval or ir_measures
+    gives the same values.
 """
 
 from __future__ import annotations
@@ -33,7 +37,7 @@ import ir_measures
 import numpy as np
 
 from clir.errors import ConfigError
-from clir.evaluation._queries import evaluated_queries, untied, warn_ignored
+from clir.evaluation._queries import evaluated_queries, warn_coverage
 from clir.evaluation.aqwv import AQWVConfig, aqwv_values
 from clir.types import Qrels, Run
 
@@ -110,14 +114,14 @@ def _per_query(
             f"collection); pass collection_size=... or leave {aqwv_names[0]!r} out of measures"
         )
     qids = evaluated_queries(qrels)
-    warn_ignored(run, qids, run_name, stacklevel=stacklevel)
+    warn_coverage(run, qids, run_name, stacklevel=stacklevel)
 
     standard = [spec for name, spec in parsed.items() if not _is_aqwv(name)]
     computed: dict[str, dict[str, float]] = {}
     if standard:
         computed = {str(measure): dict.fromkeys(qids, 0.0) for measure in standard}
         sub_qrels = {qid: dict(qrels[qid]) for qid in qids}
-        sub_run = {qid: untied(run.get(qid, {})) for qid in qids}
+        sub_run = {qid: run.get(qid, {}) for qid in qids}
         for metric in ir_measures.iter_calc(standard, sub_qrels, sub_run):
             computed[str(metric.measure)][metric.query_id] = float(metric.value)
 
@@ -158,7 +162,9 @@ def evaluate_per_query(
             one too small), or qrels without any relevant document.
 
     Warns:
-        UserWarning: Naming the run's queries that have no relevant judgement (ignored).
+        UserWarning: Naming the run's queries that have no relevant judgement (ignored), and,
+            in another warning, counting and naming the evaluated queries the run does not list
+            (they count 0).
     """
     return _per_query(run, qrels, measures, aqwv, collection_size, "run", stacklevel=4)
 
