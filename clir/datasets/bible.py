@@ -38,12 +38,14 @@ Testament quotations in the New Testament.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from tqdm.auto import tqdm
 
+from clir.config import Section, Where
 from clir.datasets.base import VerseId, VerseSource, get_verse_source, supported_languages
 from clir.datasets.collection import Collection, collection_stats
 from clir.datasets.passages import check_passage_verses, docno_of
@@ -79,12 +81,58 @@ def query_id(verse: VerseId) -> str:
     return f"Q{verse.book:02d}{verse.chapter:03d}{verse.verse:03d}"
 
 
-def _check_books(books: Iterable[int], argument: str) -> list[int]:
-    out = sorted(set(books))
-    bad = [b for b in out if isinstance(b, bool) or not isinstance(b, int) or not 1 <= b <= 66]
+def _check_books(books: Iterable[int], argument: str) -> None:
+    bad = sorted(b for b in set(books) if isinstance(b, bool) or not isinstance(b, int) or not 1 <= b <= 66)
     if bad:
         raise ConfigError(f"{argument} must hold book numbers 1-66, got {bad}")
-    return out
+
+
+@dataclass(frozen=True)
+class BibleConfig(Section):
+    """What a Bible collection is built from (the ``collection`` section of an experiment).
+
+    Attributes:
+        passage_verses: Verses per passage (document).
+        parallel_books: Books (1-66) of the parallel side.
+        collection_books: Books of the collection side; ``None`` = every book not in
+            ``parallel_books``. Give a few books for a small collection.
+        n_train: Number of train queries drawn.
+        n_dev: Number of dev queries drawn.
+        n_test: Number of test queries drawn.
+        seed: Seed of the query draw.
+    """
+
+    passage_verses: int = 5
+    parallel_books: tuple[int, ...] = DEFAULT_PARALLEL_BOOKS
+    collection_books: tuple[int, ...] | None = None
+    n_train: int = 150
+    n_dev: int = 100
+    n_test: int = 500
+    seed: int = 13
+
+    def sides(self) -> tuple[list[int], list[int]]:
+        """The parallel and the collection books, sorted."""
+        parallel = sorted(set(self.parallel_books))
+        if self.collection_books is None:
+            return parallel, [b for b in range(1, 67) if b not in parallel]
+        return parallel, sorted(set(self.collection_books))
+
+    def sizes(self) -> dict[str, int]:
+        """Queries drawn per split."""
+        return {"train": self.n_train, "dev": self.n_dev, "test": self.n_test}
+
+    def check(self, where: Where) -> None:
+        with where.context():
+            check_passage_verses(self.passage_verses)
+            _check_books(self.parallel_books, "parallel_books")
+            _check_books(self.collection_books or (), "collection_books")
+            parallel, collection = self.sides()
+            both = sorted(set(parallel) & set(collection))
+            if both:
+                raise ConfigError(f"books {both} are in both parallel_books and collection_books")
+            if not collection:
+                raise ConfigError("collection_books is empty: no book is left for documents")
+            check_split_sizes(self.sizes())
 
 
 class BibleCollectionBuilder:
@@ -96,56 +144,29 @@ class BibleCollectionBuilder:
         doc_lang: Document language (e.g. ``"sw"``, ``"tl"``, ``"ny"``; see
             :func:`~clir.datasets.base.supported_languages`). A variant such as ``"tl-ulb"``
             selects another translation; the collection's ``doc_lang`` is then ``"tl"``.
-        passage_verses: Verses per passage (document).
-        parallel_books: Books (1-66) of the parallel side.
-        collection_books: Books of the collection side; ``None`` = every book not in
-            ``parallel_books``. Pass a few books for a small collection.
-        n_train: Number of train queries drawn.
-        n_dev: Number of dev queries drawn.
-        n_test: Number of test queries drawn.
-        seed: Seed of the query draw.
         progress: Show progress bars.
+        **options: The fields of :class:`BibleConfig` (``passage_verses``, ``parallel_books``,
+            ``collection_books``, ``n_train``, ``n_dev``, ``n_test``, ``seed``).
 
     Raises:
-        ConfigError: On an unknown language, a bad book number, a book on both sides, or a bad
-            size.
+        ConfigError: On an unknown language or option, a bad book number, a book on both
+            sides, or a bad size.
     """
 
-    def __init__(
-        self,
-        doc_lang: str,
-        *,
-        passage_verses: int = 5,
-        parallel_books: Sequence[int] = DEFAULT_PARALLEL_BOOKS,
-        collection_books: Sequence[int] | None = None,
-        n_train: int = 150,
-        n_dev: int = 100,
-        n_test: int = 500,
-        seed: int = 13,
-        progress: bool = True,
-    ) -> None:
+    def __init__(self, doc_lang: str, *, progress: bool = True, **options: Any) -> None:
         if doc_lang == QUERY_LANG or doc_lang not in supported_languages():
             others = [lang for lang in supported_languages() if lang != QUERY_LANG]
             raise ConfigError(
                 f"doc_lang must be a language with a Bible other than English, got {doc_lang!r}; "
                 f"supported: {', '.join(others)}"
             )
+        self.config = BibleConfig.from_dict(options, source=type(self).__name__)
         self.source_lang = doc_lang
         self.doc_lang = doc_lang.split("-")[0]
-        self.passage_verses = check_passage_verses(passage_verses)
-        self.parallel_books = _check_books(parallel_books, "parallel_books")
-        if collection_books is None:
-            self.collection_books = [b for b in range(1, 67) if b not in self.parallel_books]
-        else:
-            self.collection_books = _check_books(collection_books, "collection_books")
-        both = sorted(set(self.parallel_books) & set(self.collection_books))
-        if both:
-            raise ConfigError(f"books {both} are in both parallel_books and collection_books")
-        if not self.collection_books:
-            raise ConfigError("collection_books is empty: no book is left for documents")
-        self.sizes = {"train": n_train, "dev": n_dev, "test": n_test}
-        check_split_sizes(self.sizes)
-        self.seed = seed
+        self.passage_verses = self.config.passage_verses
+        self.parallel_books, self.collection_books = self.config.sides()
+        self.sizes = self.config.sizes()
+        self.seed = self.config.seed
         self.progress = progress
 
     @property
@@ -349,6 +370,7 @@ __all__ = [
     "BOOK_NAMES",
     "DEFAULT_PARALLEL_BOOKS",
     "BibleCollectionBuilder",
+    "BibleConfig",
     "build_bible_collection",
     "parse_pair",
     "query_id",

@@ -10,12 +10,12 @@ Two families are configurable by name:
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields
-from typing import Any, Protocol, runtime_checkable
+from dataclasses import dataclass
+from typing import Annotated, Protocol, runtime_checkable
 
 import numpy as np
 
-from clir.errors import ConfigError
+from clir.config import NonNegativeInt, OneOf, PositiveInt, Range, Section, Where
 
 EMBEDDING_MODELS: dict[str, str] = {
     "fasttext": "gensim.models.FastText",
@@ -36,39 +36,8 @@ PIVOT = "en"
 """The language every space is aligned to."""
 
 
-def _check_choice(name: str, value: str, choices: Any) -> None:
-    if value not in choices:
-        raise ConfigError(f"{name}={value!r} is not known; expected one of {sorted(choices)}")
-
-
-def _check_positive(name: str, value: float, minimum: float = 1) -> None:
-    if value < minimum:
-        raise ConfigError(f"{name}={value!r} must be >= {minimum}")
-
-
-class _Config:
-    """Shared helpers: ``to_dict`` / ``from_dict`` for JSON round trips."""
-
-    def to_dict(self) -> dict[str, Any]:
-        """The config as a JSON-serialisable dict."""
-        return asdict(self)  # type: ignore[call-overload]
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Any:
-        """Build a config from a dict, rejecting unknown keys.
-
-        Raises:
-            ConfigError: On a key the config does not have.
-        """
-        known = {f.name for f in fields(cls)}  # type: ignore[arg-type]
-        unknown = sorted(set(data) - known)
-        if unknown:
-            raise ConfigError(f"{cls.__name__}: unknown key(s) {unknown}; expected some of {sorted(known)}")
-        return cls(**data)
-
-
 @dataclass(frozen=True)
-class EmbeddingConfig(_Config):
+class EmbeddingConfig(Section):
     """How static word vectors are trained (gensim skip-gram).
 
     Training is deterministic for a given ``seed`` because gensim runs with ``workers=1``
@@ -93,29 +62,26 @@ class EmbeddingConfig(_Config):
         workers: gensim worker threads (1 = deterministic).
     """
 
-    method: str = "fasttext"
-    dim: int = 100
-    window: int = 5
-    min_count: int = 2
-    epochs: int = 10
-    negative: int = 5
-    sample: float = 1e-3
+    method: Annotated[str, OneOf(EMBEDDING_MODELS)] = "fasttext"
+    dim: PositiveInt = 100
+    window: PositiveInt = 5
+    min_count: PositiveInt = 2
+    epochs: PositiveInt = 10
+    negative: NonNegativeInt = 5
+    sample: Annotated[float, Range(ge=0)] = 1e-3
     min_n: int = 3
     max_n: int = 6
-    bucket: int = 200_000
+    bucket: PositiveInt = 200_000
     seed: int = 0
-    workers: int = 1
+    workers: PositiveInt = 1
 
-    def __post_init__(self) -> None:
-        _check_choice("method", self.method, EMBEDDING_MODELS)
-        for name in ("dim", "window", "min_count", "epochs", "workers"):
-            _check_positive(name, getattr(self, name))
+    def check(self, where: Where) -> None:
         if self.method == "fasttext" and not 1 <= self.min_n <= self.max_n:
-            raise ConfigError(f"min_n={self.min_n}, max_n={self.max_n}: expected 1 <= min_n <= max_n")
+            raise where.error("min_n", self.min_n, f"1 <= min_n <= max_n (max_n={self.max_n})")
 
 
 @dataclass(frozen=True)
-class AlignConfig(_Config):
+class AlignConfig(Section):
     """How monolingual spaces are mapped onto the pivot (Conneau et al. 2018, MUSE).
 
     Attributes:
@@ -135,23 +101,15 @@ class AlignConfig(_Config):
         keep_seed: Refinement dictionaries include the seed pairs as well as the induced ones.
     """
 
-    refine_iterations: int = 5
-    csls_k: int = 10
-    max_rank: int = 10_000
-    validation_rank: int = 10_000
+    refine_iterations: NonNegativeInt = 5
+    csls_k: PositiveInt = 10
+    max_rank: PositiveInt = 10_000
+    validation_rank: PositiveInt = 10_000
     centre: bool = True
-    seed_source: str = "ibm1"
-    seed_min_prob: float = 0.1
+    seed_source: Annotated[str, OneOf(SEED_SOURCES)] = "ibm1"
+    seed_min_prob: Annotated[float, Range(ge=0, le=1)] = 0.1
     seed_with_identical: bool = False
     keep_seed: bool = True
-
-    def __post_init__(self) -> None:
-        _check_choice("seed_source", self.seed_source, SEED_SOURCES)
-        _check_positive("refine_iterations", self.refine_iterations, 0)
-        for name in ("csls_k", "max_rank", "validation_rank"):
-            _check_positive(name, getattr(self, name))
-        if not 0.0 <= self.seed_min_prob <= 1.0:
-            raise ConfigError(f"seed_min_prob={self.seed_min_prob!r} must lie in [0, 1]")
 
 
 @runtime_checkable

@@ -1,0 +1,448 @@
+"""One typed configuration tree: config dataclasses built from mappings (YAML) and checked whole.
+
+Every config of clir is a dataclass deriving from :class:`Section`. Its fields carry type hints
+and, where a value must satisfy more than its type, a constraint inside ``Annotated[...]``;
+rules that relate several fields go in :meth:`Section.check`::
+
+    @dataclass(frozen=True)
+    class TablesConfig(Section):
+        iterations: Annotated[int, Range(ge=1)] = 10
+        seed: int = 0
+
+    build(TablesConfig, {"iterations": 0}, "exp.yaml", "tables.")
+    # ConfigError: exp.yaml: tables.iterations=0 is invalid; expected a value >= 1
+
+Types understood: sections (nested dataclasses, from a mapping or an instance), ``bool`` (never
+an int), ``int``, ``float`` (an int is accepted; nan and inf are rejected unless the field says
+:class:`AllowNonFinite`), ``str``, ``list[X]``, ``tuple[X, ...]``, ``tuple[X, Y]``,
+``dict[K, V]``, ``X | None`` and ``Any``. Constraints: :class:`Range`, :class:`OneOf`,
+:class:`Match`, :class:`NonEmpty`, :class:`Unique`. Every error is a
+:class:`~clir.errors.ConfigError` naming the source (the file), the dotted key
+(``systems.full.optim.lr``), the value received and what was expected.
+
+A section is checked when it is built from a mapping (:func:`build`, :meth:`Section.from_dict`),
+when it is constructed in Python (errors then name the class) and by :meth:`Section.validate`
+(for a mutable section changed after construction). :meth:`Section.to_dict` gives plain JSON data
+and :meth:`Section.canonical` its canonical JSON text (sorted keys), for hashing: a default left
+out and the same default written explicitly give the same text.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import inspect
+import json
+import math
+import operator
+import re
+import types
+import typing
+from collections.abc import Callable, Collection, Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
+from pathlib import Path
+from typing import Annotated, Any, NamedTuple, TypeVar
+
+import yaml
+
+from clir.errors import ConfigError, DataNotFoundError
+
+S = TypeVar("S", bound="Section")
+
+NAME_PATTERN = r"(?!.*\.\.)[A-Za-z0-9][A-Za-z0-9._-]*"
+"""A name that may become a file or directory name: letters, digits, ``.``, ``_``, ``-``, starting
+with a letter or digit, no ``..`` and so no way out of its directory."""
+
+
+# ----------------------------------------------------------------------------- constraints
+
+
+@dataclasses.dataclass(frozen=True)
+class Range:
+    """Bounds of a number: ``ge`` (>=), ``gt`` (>), ``le`` (<=), ``lt`` (<), each optional."""
+
+    ge: float | None = None
+    gt: float | None = None
+    le: float | None = None
+    lt: float | None = None
+
+    def _bounds(self) -> list[tuple[str, float, Callable[[Any, Any], bool]]]:
+        checks = ((">=", self.ge, operator.ge), (">", self.gt, operator.gt))
+        checks += (("<=", self.le, operator.le), ("<", self.lt, operator.lt))
+        return [(op, bound, test) for op, bound, test in checks if bound is not None]
+
+    def ok(self, value: Any) -> bool:
+        return all(test(value, bound) for _op, bound, test in self._bounds())
+
+    def expected(self) -> str:
+        return "a value " + " and ".join(f"{op} {bound}" for op, bound, _test in self._bounds())
+
+
+@dataclasses.dataclass(frozen=True)
+class OneOf:
+    """One of ``choices`` (a live registry is welcome: it is read at each check)."""
+
+    choices: Collection[Any]
+
+    def ok(self, value: Any) -> bool:
+        return value in self.choices
+
+    def expected(self) -> str:
+        return f"one of {sorted(self.choices)}"
+
+
+@dataclasses.dataclass(frozen=True)
+class Match:
+    """A string matching ``pattern`` whole; ``description`` says what that means."""
+
+    pattern: str
+    description: str
+
+    def ok(self, value: Any) -> bool:
+        return re.fullmatch(self.pattern, value) is not None
+
+    def expected(self) -> str:
+        return self.description
+
+
+@dataclasses.dataclass(frozen=True)
+class NonEmpty:
+    """A list, tuple or mapping with at least one item."""
+
+    def ok(self, value: Any) -> bool:
+        return len(value) > 0
+
+    def expected(self) -> str:
+        return "at least one item"
+
+
+@dataclasses.dataclass(frozen=True)
+class Unique:
+    """A list or tuple without repeated items."""
+
+    def ok(self, value: Any) -> bool:
+        return len(set(value)) == len(value)
+
+    def expected(self) -> str:
+        return "distinct items"
+
+
+@dataclasses.dataclass(frozen=True)
+class AllowNonFinite:
+    """Accept nan and infinities in this float field (rejected by default)."""
+
+
+Name = Annotated[
+    str,
+    Match(
+        NAME_PATTERN,
+        "a name of letters, digits, '.', '_' and '-' that starts with a letter or digit and holds "
+        "no '..' (it becomes a file name)",
+    ),
+]
+PositiveInt = Annotated[int, Range(ge=1)]
+NonNegativeInt = Annotated[int, Range(ge=0)]
+
+
+# ----------------------------------------------------------------------------- sections
+
+
+class Where(NamedTuple):
+    """Where a section sits: its source (a file, or a class name) and its dotted key prefix."""
+
+    source: str
+    prefix: str = ""
+
+    def error(self, key: str, value: Any, expected: str) -> ConfigError:
+        """The error of a bad value under this section (for :meth:`Section.check`)."""
+        return ConfigError(f"{self.source}: {self.prefix}{key}={value!r} is invalid; expected {expected}")
+
+    @contextmanager
+    def context(self, lead: str = "") -> Iterator[None]:
+        """Re-raise a :class:`ConfigError` of the body (e.g. of a constructor's own checks, whose
+        messages start with the argument's name) as ``"<source>: <prefix><lead><message>"``."""
+        try:
+            yield
+        except ConfigError as error:
+            raise ConfigError(f"{self.source}: {self.prefix}{lead}{error}") from None
+
+
+_BUILDING: ContextVar[type | None] = ContextVar("clir_config_building", default=None)
+"""The section class :func:`build` is constructing: it checks the instance itself, naming the
+source and keys, so that class's ``__post_init__`` skips the check."""
+
+
+class Section:
+    """Base class of config dataclasses (``@dataclass`` or ``@dataclass(frozen=True)``).
+
+    Field values are checked against their type hints and constraints on construction;
+    sequences are stored as the hinted ``list`` or ``tuple`` and ints of float fields as floats.
+    """
+
+    def __post_init__(self) -> None:
+        if _BUILDING.get() is not type(self):
+            _check_section(self, type(self).__name__, "")
+
+    def check(self, where: Where) -> None:
+        """Rules relating several fields, run after every field is checked (override).
+
+        Args:
+            where: Names the source and key prefix; raise ``where.error(key, value, expected)``.
+
+        Raises:
+            ConfigError: On a bad combination of values.
+        """
+
+    def validate(self, source: str | None = None) -> None:
+        """Check every field again (after a mutable section was changed).
+
+        Args:
+            source: Named in error messages (default: the class name).
+
+        Raises:
+            ConfigError: Naming the key, the value and what was expected.
+        """
+        _check_section(self, source or type(self).__name__, "")
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON / YAML data: nested sections as mappings, tuples as lists."""
+        return _plain(dataclasses.asdict(self))  # type: ignore[call-overload]
+
+    def canonical(self) -> str:
+        """Canonical JSON text of :meth:`to_dict` (sorted keys, no spaces), for hashing."""
+        return json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"))
+
+    @classmethod
+    def from_dict(cls: type[S], values: Any, source: str | None = None) -> S:
+        """Build from a mapping (as read from YAML or JSON), rejecting unknown keys.
+
+        Args:
+            values: The mapping (``None``: every default).
+            source: Named in error messages, e.g. the file (default: the class name).
+
+        Raises:
+            ConfigError: On an unknown key, a value of the wrong type or an invalid value.
+        """
+        return build(cls, values, source or cls.__name__)
+
+
+def build(cls: type[S], values: Any, source: str, prefix: str = "") -> S:
+    """Build section ``cls`` from a mapping, checking keys, types and constraints, recursively.
+
+    Args:
+        cls: The section class.
+        values: The mapping (``None``: every default).
+        source: Named in error messages (e.g. the file).
+        prefix: Dotted key of the section in the whole tree, ending in ``.`` (``"systems.full."``).
+
+    Returns:
+        The section; keys left out take their defaults.
+
+    Raises:
+        ConfigError: Naming ``source``, the key, the value and what was expected.
+    """
+    where = prefix.rstrip(".") or "top level"
+    if values is None:
+        values = {}
+    if not isinstance(values, Mapping):
+        raise ConfigError(f"{source}: {where} must be a mapping, got {type(values).__name__} {values!r}")
+    names = [f.name for f in dataclasses.fields(cls) if f.init]  # type: ignore[arg-type]
+    unknown = sorted(str(k) for k in values if k not in names)
+    if unknown:
+        raise ConfigError(
+            f"{source}: unknown key(s) {[prefix + k for k in unknown]} in {where}; "
+            f"known keys: {sorted(names)}"
+        )
+    token = _BUILDING.set(cls)
+    try:
+        section = cls(**values)
+    finally:
+        _BUILDING.reset(token)
+    _check_section(section, source, prefix)
+    return section
+
+
+def check_arguments(
+    func: Callable[..., Any],
+    values: Mapping[str, Any],
+    where: Where,
+    key: str,
+    allowed: Collection[str] | None = None,
+) -> dict[str, Any]:
+    """Check keyword arguments of a callable (of a class: its constructor) against its signature.
+
+    Args:
+        func: The callable.
+        values: The keyword arguments (e.g. ``model.interaction_kwargs`` of a config).
+        where: The section holding them.
+        key: Their key in that section.
+        allowed: The names that may be given (default: every keyword parameter with a default).
+
+    Returns:
+        The arguments, each checked against the parameter's type hint.
+
+    Raises:
+        ConfigError: On an unknown argument or a value of the wrong type.
+    """
+    target = func.__init__ if isinstance(func, type) else func  # type: ignore[misc]
+    hints = typing.get_type_hints(target)
+    if allowed is None:
+        allowed = [p.name for p in inspect.signature(target).parameters.values() if p.default is not p.empty]
+    unknown = sorted(str(k) for k in values if k not in allowed)
+    if unknown:
+        raise ConfigError(
+            f"{where.source}: unknown key(s) {[f'{where.prefix}{key}.{k}' for k in unknown]} in "
+            f"{where.prefix}{key}; known keys: {sorted(allowed)}"
+        )
+    return {
+        name: _convert(hints.get(name, Any), value, where.source, f"{where.prefix}{key}.{name}")
+        for name, value in values.items()
+    }
+
+
+def load_yaml(path: str | Path, what: str = "config file") -> dict[str, Any]:
+    """Read a YAML (or JSON) file holding a mapping.
+
+    Args:
+        path: The file.
+        what: Named when the file is missing.
+
+    Returns:
+        The mapping (``{}`` for an empty file).
+
+    Raises:
+        DataNotFoundError: If the file does not exist.
+        ConfigError: If it is not valid YAML or not a mapping.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise DataNotFoundError(f"{path}: no such {what}")
+    try:
+        values = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (yaml.YAMLError, UnicodeDecodeError) as error:
+        raise ConfigError(f"{path}: not valid YAML ({error})") from None
+    if values is None:
+        return {}
+    if not isinstance(values, dict):
+        raise ConfigError(f"{path}: expected a mapping at the top level, got {type(values).__name__}")
+    return values
+
+
+# ----------------------------------------------------------------------------- checking
+
+
+@functools.cache
+def _hints(cls: type) -> dict[str, Any]:
+    return typing.get_type_hints(cls, include_extras=True)
+
+
+def _check_section(section: Section, source: str, prefix: str) -> None:
+    hints = _hints(type(section))
+    for f in dataclasses.fields(section):  # type: ignore[arg-type]
+        value = _convert(hints[f.name], getattr(section, f.name), source, prefix + f.name)
+        object.__setattr__(section, f.name, value)
+    section.check(Where(source, prefix))
+
+
+def _convert(hint: Any, value: Any, source: str, key: str, finite: bool = True) -> Any:
+    """``value`` checked against ``hint`` (see the module docstring), as the hinted type."""
+
+    def wrong(expected: str) -> ConfigError:
+        return ConfigError(f"{source}: {key} must be {expected}, got {type(value).__name__} {value!r}")
+
+    origin = typing.get_origin(hint)
+    args = typing.get_args(hint)
+    if origin is Annotated:
+        marks = hint.__metadata__
+        finite = finite and not any(isinstance(mark, AllowNonFinite) for mark in marks)
+        value = _convert(args[0], value, source, key, finite)
+        for mark in marks:
+            if not isinstance(mark, AllowNonFinite) and not mark.ok(value):
+                raise ConfigError(f"{source}: {key}={value!r} is invalid; expected {mark.expected()}")
+        return value
+    if isinstance(hint, type) and issubclass(hint, Section):
+        if isinstance(value, hint):
+            _check_section(value, source, key + ".")
+            return value
+        return build(hint, value, source, key + ".")
+    if hint is Any:
+        return value
+    if origin in (typing.Union, types.UnionType):
+        inner = [arg for arg in args if arg is not type(None)]
+        if len(inner) != 1:
+            raise TypeError(f"{key}: only 'X | None' unions are supported in configs, not {hint}")
+        return None if value is None else _convert(inner[0], value, source, key, finite)
+    if origin in (list, tuple):
+        if not isinstance(value, (list, tuple)):
+            raise wrong("a list")
+        if origin is list or args[-1] is Ellipsis:
+            hints = [args[0]] * len(value)
+        elif len(value) == len(args):
+            hints = list(args)
+        else:
+            raise wrong(f"a list of {len(args)} items")
+        items = [
+            _convert(item, v, source, f"{key}[{i}]", finite)
+            for i, (item, v) in enumerate(zip(hints, value, strict=True))
+        ]
+        return items if origin is list else tuple(items)
+    if origin is dict:
+        if not isinstance(value, Mapping):
+            raise wrong("a mapping")
+        mapping = {}
+        for k, v in value.items():
+            mapping[_convert(args[0], k, source, f"{key}.{k}", finite)] = _convert(
+                args[1], v, source, f"{key}.{k}", finite
+            )
+        return mapping
+    if hint is bool:
+        if not isinstance(value, bool):
+            raise wrong("true or false")
+        return value
+    if hint is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise wrong("an integer")
+        return value
+    if hint is float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise wrong("a number")
+        try:
+            number = float(value)
+        except OverflowError:
+            raise wrong("a finite number") from None
+        if finite and not math.isfinite(number):
+            raise wrong("a finite number")
+        return number
+    if hint is str:
+        if not isinstance(value, str):
+            raise wrong("a string")
+        return value
+    raise TypeError(f"{key}: unsupported config type {hint!r}")
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
+
+
+__all__ = [
+    "NAME_PATTERN",
+    "AllowNonFinite",
+    "Match",
+    "Name",
+    "NonEmpty",
+    "NonNegativeInt",
+    "OneOf",
+    "PositiveInt",
+    "Range",
+    "Section",
+    "Unique",
+    "Where",
+    "build",
+    "check_arguments",
+    "load_yaml",
+]
