@@ -50,9 +50,9 @@ from clir.errors import ConfigError, DataNotFoundError
 
 S = TypeVar("S", bound="Section")
 
-NAME_PATTERN = r"(?!.*\.\.)[A-Za-z0-9][A-Za-z0-9._-]*"
-"""A name that may become a file or directory name: letters, digits, ``.``, ``_``, ``-``, starting
-with a letter or digit, no ``..`` and so no way out of its directory."""
+NAME_PATTERN = r"(?!.*\.\.)[A-Za-z0-9][A-Za-z0-9._+-]*"
+"""A name that may become a file or directory name: letters, digits, ``.``, ``_``, ``+``, ``-``,
+starting with a letter or digit, no ``..`` and so no way out of its directory (``full+e5``)."""
 
 
 # ----------------------------------------------------------------------------- constraints
@@ -137,8 +137,8 @@ Name = Annotated[
     str,
     Match(
         NAME_PATTERN,
-        "a name of letters, digits, '.', '_' and '-' that starts with a letter or digit and holds "
-        "no '..' (it becomes a file name)",
+        "a name of letters, digits, '.', '_', '+' and '-' that starts with a letter or digit and "
+        "holds no '..' (it becomes a file name)",
     ),
 ]
 PositiveInt = Annotated[int, Range(ge=1)]

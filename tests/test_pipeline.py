@@ -61,9 +61,9 @@ def test_experiment_config_rejects_unknown_keys_and_data_overrides(tmp_path):
     with pytest.raises(ConfigError, match=r"bad\.yaml: unknown key\(s\) \['epochs'\]"):
         load_experiment(bad)
     config = load_experiment(CONFIGS / "experiment-fast.yaml")
-    assert config.reranker["model"]["interaction"] == "knrm"
-    with pytest.raises(ConfigError, match="overrides 'data'"):
-        type(config)(**{**config.__dict__, "systems": {"x": {"data": {"depth": 5}}}}).reranker_config("x")
+    assert config.reranker.model.interaction == "knrm"
+    with pytest.raises(ConfigError, match=r"ExperimentConfig: systems\.x\.data: .*overrides 'data'"):
+        dataclasses.replace(config, systems={"x": {"data": {"depth": 5}}})
 
 
 def _fake_e5(texts, is_query=False, variant="original"):

@@ -3,47 +3,65 @@
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
+from clir.config import NonEmpty, OneOf, PositiveInt, Range, Section, Unique, Where, check_arguments
 from clir.datasets import Collection
 from clir.evaluation import DEFAULT_MEASURES, evaluate, markdown_table
 from clir.formats import atomic_write, write_run
 from clir.pipeline.tables import learn_tables
-from clir.retrieval import FirstStage
+from clir.retrieval import MODES, RETRIEVERS, FirstStage, get_retriever, retriever_class
 from clir.translation import TranslationTable
 from clir.types import Run
 
 
 @dataclass(frozen=True)
-class BaselineConfig:
-    """Settings of the first-stage baselines.
+class BaselineOptions(Section):
+    """Which first-stage baselines run and how (the ``baselines`` section of an experiment,
+    whose split and IBM Model 1 iterations are the experiment's own).
 
     Attributes:
         modes: Any of ``"qt"``, ``"psq"``, ``"dt"``.
         models: Any of ``"bm25"`` (rank-bm25's BM25Okapi: k1 1.5, b 0.75, Okapi idf floored at
             0.25 * mean idf) and ``"ql"`` (Dirichlet, mu 2500).
-        split: The query split evaluated.
         k: Depth of each run.
-        iterations: IBM Model 1 EM iterations.
         psq_top_k: Translations per query word in PSQ.
         psq_cumulative: Probability mass kept per query word in PSQ.
         spelling: Spelling-variant matching of query terms outside the index (the least
             similarity, see :class:`~clir.translation.SpellingMatcher`); ``None``: off. It
             raised the MAP of every en-sw first stage by 0.05-0.07 on the dev queries.
-        model_params: Per-model parameters, e.g. ``{"ql": {"mu": 2500}}``.
+        model_params: Per-model parameters, e.g. ``{"ql": {"mu": 2500}}`` (checked against the
+            retriever's constructor).
     """
 
-    modes: tuple[str, ...] = ("qt", "psq", "dt")
-    models: tuple[str, ...] = ("bm25", "ql")
+    modes: Annotated[tuple[Annotated[str, OneOf(MODES)], ...], NonEmpty(), Unique()] = ("qt", "psq", "dt")
+    models: Annotated[tuple[Annotated[str, OneOf(RETRIEVERS)], ...], NonEmpty(), Unique()] = ("bm25", "ql")
+    k: PositiveInt = 1000
+    psq_top_k: PositiveInt = 10
+    psq_cumulative: Annotated[float, Range(gt=0, le=1)] = 0.9
+    spelling: Annotated[float, Range(gt=0, le=1)] | None = 0.5
+    model_params: dict[Annotated[str, OneOf(RETRIEVERS)], dict[str, Any]] = field(default_factory=dict)
+
+    def check(self, where: Where) -> None:
+        for name, params in self.model_params.items():
+            checked = check_arguments(retriever_class(name), params, where, f"model_params.{name}")
+            with where.context(f"model_params.{name}: "):
+                get_retriever(name, **checked)
+
+
+@dataclass(frozen=True)
+class BaselineConfig(BaselineOptions):
+    """Settings of the first-stage baselines: :class:`BaselineOptions` plus
+
+    Attributes:
+        split: The query split evaluated.
+        iterations: IBM Model 1 EM iterations.
+    """
+
     split: str = "test"
-    k: int = 1000
-    iterations: int = 10
-    psq_top_k: int = 10
-    psq_cumulative: float = 0.9
-    spelling: float | None = 0.5
-    model_params: dict[str, dict[str, Any]] = field(default_factory=dict)
+    iterations: PositiveInt = 10
 
 
 def first_stage(
@@ -108,7 +126,7 @@ def run_baselines(
             results[name] = evaluate(run, qrels, DEFAULT_MEASURES, collection_size=len(collection.documents))
     with atomic_write(out / "results.json") as handle:
         json.dump(
-            {"collection": collection.name, "config": asdict(config), "systems": results}, handle, indent=2
+            {"collection": collection.name, "config": config.to_dict(), "systems": results}, handle, indent=2
         )
     with atomic_write(out / "results.md") as handle:
         handle.write(markdown_table(results, list(DEFAULT_MEASURES)) + "\n")

