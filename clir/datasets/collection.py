@@ -153,8 +153,9 @@ class Collection:
         Raises:
             DataNotFoundError: If the directory, ``documents.jsonl``, ``qrels.txt`` or every
                 topics file is missing.
-            FormatError: On a malformed line (naming file and line), a duplicate docno, or a
-                qid in two topic files.
+            FormatError: On a malformed line (naming file and line), a duplicate docno, a qid
+                in two topic files, or a ``name`` / ``doc_lang`` / ``query_lang`` in
+                ``collection.json`` that is not a string.
             ConfigError: If the document language is known neither from ``collection.json`` nor
                 from ``doc_lang``.
         """
@@ -164,6 +165,13 @@ class Collection:
         info: dict[str, Any] = {}
         if (path / "collection.json").is_file():
             info = _read_json(path / "collection.json")
+            for key in ("name", "doc_lang", "query_lang"):
+                if not isinstance(info.get(key, ""), str):
+                    raise FormatError(
+                        path / "collection.json",
+                        None,
+                        f"{key!r} must be a string, got {type(info[key]).__name__} {info[key]!r}",
+                    )
         doc_lang = doc_lang or info.get("doc_lang")
         if not doc_lang:
             raise ConfigError(
