@@ -20,12 +20,29 @@ from clir.errors import ClirError
 Handler = Callable[[argparse.Namespace], int]
 
 
+def _check_out(args: argparse.Namespace, kind: str | None = None) -> None:
+    """Refuse an unusable ``--out`` before any work (see :func:`clir.formats.atomic.check_output`)."""
+    from clir.formats.atomic import check_output
+
+    check_output(args.out, kind=kind, force=getattr(args, "force", False))
+
+
+def _force_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--force",
+        action="store_true",
+        help="write to --out even when it is a non-empty directory that clir did not write (its "
+        "files may be replaced); without it clir refuses, and it never replaces a file",
+    )
+
+
 # --------------------------------------------------------------------------- data
 
 
 def _data_bible(args: argparse.Namespace) -> int:
     from clir.datasets import build_bible_collection
 
+    _check_out(args, "collection")
     collection = build_bible_collection(
         args.pair,
         passage_verses=args.passage_verses,
@@ -35,7 +52,7 @@ def _data_bible(args: argparse.Namespace) -> int:
         seed=args.seed,
         progress=not args.quiet,
     )
-    collection.save(args.out, xml=args.xml)
+    collection.save(args.out, xml=args.xml, force=args.force)
     print(json.dumps(collection.stats, indent=2))
     print(f"wrote {args.out}", file=sys.stderr)
     return 0
@@ -54,9 +71,13 @@ def _data_check(args: argparse.Namespace) -> int:
 
 def _tables(args: argparse.Namespace) -> int:
     from clir.datasets import Collection
+    from clir.formats.atomic import output_directory
     from clir.pipeline.tables import learn_tables
 
     collection = Collection.load(args.collection)
+    if args.force:
+        output_directory(args.out, kind="tables", force=True)
+    _check_out(args, "tables")
     en_doc, doc_en = learn_tables(collection, args.out, iterations=args.iterations, seed=args.seed)
     lang = collection.doc_lang
     print(f"wrote {args.out}: en->{lang} {len(en_doc)} words, {lang}->en {len(doc_en)} words")
@@ -92,6 +113,7 @@ def _index(args: argparse.Namespace) -> int:
     from clir.pipeline.baselines import BaselineConfig, first_stage
     from clir.pipeline.tables import load_tables
 
+    _check_out(args, "first-stage")
     collection = Collection.load(args.collection)
     params = {"ql": {"mu": args.mu}, "bm25": {"k1": args.k1, "b": args.b}}
     config = BaselineConfig(
@@ -101,7 +123,7 @@ def _index(args: argparse.Namespace) -> int:
         model_params=params,
     )
     stage = first_stage(args.mode, args.model, collection, load_tables(args.tables), config, not args.quiet)
-    stage.save(args.out)
+    stage.save(args.out, force=args.force)
     print(f"wrote {args.out}: {args.mode}-{args.model} over {len(collection.documents)} documents")
     return 0
 
@@ -111,6 +133,7 @@ def _retrieve(args: argparse.Namespace) -> int:
     from clir.formats import read_topics, write_run
     from clir.retrieval import FirstStage
 
+    _check_out(args)
     if args.topics is not None:
         queries = read_topics(args.topics)
     else:
@@ -157,12 +180,14 @@ def _embed_train(args: argparse.Namespace) -> int:
     config = EmbeddingConfig.from_dict(
         {**defaults.to_dict(), **{k: v for k, v in given.items() if v is not None}}
     )
+    _check_out(args, "space")
     space = train_embeddings(
         _collections_by_language(args.collections),
         args.out,
         config,
         joint=args.joint,
         progress=not args.quiet,
+        force=args.force,
     )
     kind = "joint shared space" if args.joint else "monolingual vectors (align them with 'clir embed align')"
     print(f"wrote {args.out}: {kind} for {', '.join(space.languages)}")
@@ -177,6 +202,7 @@ def _embed_align(args: argparse.Namespace) -> int:
         seed_with_identical=args.identical,
     )  # fmt: skip
     tsv = dict(item.split("=", 1) for item in args.lexicon) if args.lexicon else None
+    _check_out(args, "space")
     space = align_embeddings(
         args.vectors,
         args.out,
@@ -185,6 +211,7 @@ def _embed_align(args: argparse.Namespace) -> int:
         tsv=tsv,
         test_size=args.test_size,
         progress=not args.quiet,
+        force=args.force,
     )
     print(f"wrote {args.out}: {', '.join(space.languages)} mapped onto English")
     return 0
@@ -216,10 +243,14 @@ def _embed_eval(args: argparse.Namespace) -> int:
 
 def _train(args: argparse.Namespace) -> int:
     from clir.datasets import Collection
+    from clir.formats.atomic import output_directory
     from clir.pipeline.features import train_reranker
     from clir.training import load_config
 
     config = load_config(args.config)
+    if args.force:
+        output_directory(args.out, kind="reranker", force=True)
+    _check_out(args, "reranker")
     path = train_reranker(
         config,
         Collection.load(args.collection),
@@ -237,6 +268,7 @@ def _rerank(args: argparse.Namespace) -> int:
     from clir.formats import read_run, write_run
     from clir.pipeline.features import rerank_collection
 
+    _check_out(args)
     run = rerank_collection(
         args.model,
         Collection.load(args.collection),
@@ -253,8 +285,11 @@ def _rerank(args: argparse.Namespace) -> int:
 
 def _explain(args: argparse.Namespace) -> int:
     from clir.datasets import Collection
+    from clir.formats.atomic import check_output
     from clir.pipeline.explain import explain_pair
 
+    if args.png is not None:
+        check_output(args.png)
     result = explain_pair(
         args.model,
         Collection.load(args.collection),
@@ -433,6 +468,7 @@ def build_parser() -> argparse.ArgumentParser:
     bible.add_argument("--seed", type=int, default=13, help="seed of the query sample and splits")
     bible.add_argument("--xml", action="store_true", help="also write TREC topic XML")
     bible.add_argument("--quiet", action="store_true", help="no progress bars")
+    _force_argument(bible)
     bible.set_defaults(handler=_data_bible)
     check = data_commands.add_parser(
         "check", help="validate a collection directory (yours or built) and print its statistics"
@@ -449,6 +485,7 @@ def build_parser() -> argparse.ArgumentParser:
     tables.add_argument("--out", required=True, type=Path, help="directory for en-doc/ and doc-en/")
     tables.add_argument("--iterations", type=int, default=10, help="EM iterations (default 10)")
     tables.add_argument("--seed", type=int, default=0)
+    _force_argument(tables)
     tables.set_defaults(handler=_tables)
 
     index = commands.add_parser(
@@ -470,6 +507,7 @@ def build_parser() -> argparse.ArgumentParser:
     index.add_argument("--psq-cumulative", type=float, default=0.9)
     _spelling_argument(index)
     index.add_argument("--quiet", action="store_true")
+    _force_argument(index)
     index.set_defaults(handler=_index)
 
     retrieve = commands.add_parser("retrieve", help="search an index and write a TREC run")
@@ -520,6 +558,7 @@ def build_parser() -> argparse.ArgumentParser:
     embed_train.add_argument("--seed", type=int, help="default 0")
     embed_train.add_argument("--no-centre", action="store_true", help="keep a joint space uncentred")
     embed_train.add_argument("--quiet", action="store_true")
+    _force_argument(embed_train)
     embed_train.set_defaults(handler=_embed_train)
     embed_align = embed_commands.add_parser(
         "align",
@@ -539,6 +578,7 @@ def build_parser() -> argparse.ArgumentParser:
     embed_align.add_argument("--csls-k", type=int, default=10)
     embed_align.add_argument("--test-size", type=float, default=0.2, help="seed share held out for BLI")
     embed_align.add_argument("--quiet", action="store_true")
+    _force_argument(embed_align)
     embed_align.set_defaults(handler=_embed_align)
     embed_eval = embed_commands.add_parser(
         "eval", help="bilingual lexicon induction: P@1 and P@5, nearest neighbour and CSLS"
@@ -562,6 +602,7 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--tables", type=Path, help="translation tables directory (learned there if absent)")
     train.add_argument("--out", required=True, type=Path)
     train.add_argument("--resume", action="store_true", help="continue from the last checkpoint")
+    _force_argument(train)
     train.set_defaults(handler=_train)
 
     rerank = commands.add_parser(

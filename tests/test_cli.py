@@ -101,7 +101,13 @@ def test_command_chain_on_a_small_real_collection(tmp_path, capsys):
         ["retrieve", "--index", str(index), "--collection", str(collection), "--k", "25", "--out", str(run)],
     ):
         assert main([*args, "--quiet"]) == 0
-    assert len(run.read_text().splitlines()) == 20 * 25  # 30 documents: every query fills its 25
+    lines = [line.split() for line in run.read_text().splitlines()]
+    # no padding: only documents that match a query term are listed, 25 at most, all scoring > 0;
+    # the 4 queries with no term in this tiny index retrieve nothing (with a warning)
+    per_query = {qid: sum(1 for line in lines if line[0] == qid) for qid in {line[0] for line in lines}}
+    assert len(per_query) == 16 and max(per_query.values()) == 25 and min(per_query.values()) < 25
+    assert all(float(line[4]) > 0 for line in lines)
+    assert "4 query(ies) have no term in the index" in capsys.readouterr().err
     capsys.readouterr()
     qrels = collection / "qrels.test.txt"
     assert main(["evaluate", str(run), str(qrels), "--collection", str(collection), "--json"]) == 0
@@ -139,19 +145,53 @@ def test_public_names_resolve_lazily():
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
-def test_os_and_unexpected_errors_are_one_line_and_debug_shows_the_traceback(
-    readme_example, tmp_path, capsys, monkeypatch
-):
-    run, qrels = readme_example
+def test_out_is_checked_before_any_work_and_nothing_is_lost(tmp_path, capsys, monkeypatch):
+    user = tmp_path / "mine"
+    user.mkdir()
+    (user / "notes.txt").write_text("keep\n")
     blocker = tmp_path / "file"
     blocker.write_text("mine\n")
-    # --out below a file: the OS error, with the path, and no traceback
-    assert (
-        main(["retrieve", "--index", str(tmp_path), "--topics", str(qrels), "--out", str(blocker / "x")]) == 2
-    )
-    err = capsys.readouterr().err
-    assert err.startswith("clir: error:") and "Traceback" not in err
+
+    def never(*args, **kwargs):
+        raise AssertionError("work started before --out was checked")
+
+    monkeypatch.setattr("clir.datasets.build_bible_collection", never)
+    absent = str(tmp_path / "absent")  # the inputs do not exist: only the --out check can answer
+    cases = {
+        ("data", "bible", "--pair", "en-sw", "--out", str(user)): "is a directory that clir did not write",
+        (
+            "data",
+            "bible",
+            "--pair",
+            "en-sw",
+            "--out",
+            str(blocker),
+        ): "is a file (clir writes a directory here)",
+        ("index", "--collection", absent, "--tables", absent, "--mode", "qt", "--out", str(user)): (
+            "expected nothing, or a clir 'first-stage' output"
+        ),
+        ("retrieve", "--index", absent, "--topics", absent, "--out", str(user)): (
+            "is a directory (clir writes a file here)"
+        ),
+        ("retrieve", "--index", absent, "--topics", absent, "--out", str(blocker / "x.run")): (
+            f"{blocker} is a file, so {blocker / 'x.run'} cannot be written below it"
+        ),
+        ("rerank", "--model", absent, "--collection", absent, "--space", absent, "--out", str(user)): (
+            "is a directory (clir writes a file here)"
+        ),
+    }
+    for argv, message in cases.items():
+        assert main(list(argv)) == 2, argv
+        err = capsys.readouterr().err
+        assert err.startswith("clir: error:") and message in err, (argv, err)
+    assert (user / "notes.txt").read_text() == "keep\n" and sorted(p.name for p in user.iterdir()) == [
+        "notes.txt"
+    ]
     assert blocker.read_text() == "mine\n"
+
+
+def test_unexpected_errors_are_one_line_and_debug_shows_the_traceback(readme_example, capsys, monkeypatch):
+    run, qrels = readme_example
 
     def broken(args):
         raise KeyError("surprise")

@@ -287,7 +287,7 @@ def test_save_load_round_trip(sw, tmp_path):
     path = sw.save(tmp_path / "en-sw", xml=True)
     names = {p.name for p in path.iterdir()}
     assert names == {
-        "documents.jsonl", "qrels.txt", "parallel.tsv", "stats.json", "collection.json",
+        ".clir-artefact.json", "documents.jsonl", "qrels.txt", "parallel.tsv", "stats.json", "collection.json",
         *(f"topics.{s}.{ext}" for s in ("train", "dev", "test") for ext in ("tsv", "xml")),
         *(f"qrels.{s}.txt" for s in ("train", "dev", "test")),
     }  # fmt: skip

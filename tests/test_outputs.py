@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import stat
 from pathlib import Path
 
@@ -208,3 +209,44 @@ def test_artefacts_saved_without_the_marker_still_load(tmp_path):
     assert Collection.load(tmp_path / "c").split("test") == [Query("q1", "clean water")]
     with pytest.raises(OutputExistsError):
         _collection().save(tmp_path / "c")
+
+
+def test_directories_filled_file_by_file_are_claimed_never_taken(tmp_path):
+    from clir.formats.atomic import output_directory
+    from clir.pipeline.cache import StepRunner
+
+    user = _user_dir(tmp_path / "user")
+    before = _tree(user)
+    with pytest.raises(OutputExistsError, match="expected nothing, or a clir 'experiment' output"):
+        StepRunner(user).__enter__()
+    with pytest.raises(OutputExistsError, match="a clir 'tables' output"):
+        output_directory(user, kind="tables")
+    assert _tree(user) == before and not (user / MARKER).exists()
+
+    claimed = output_directory(tmp_path / "new" / "tables", kind="tables")
+    assert artefact_kind(claimed) == "tables"
+    (claimed / "en-doc.txt").write_text("x")
+    assert output_directory(claimed, kind="tables") == claimed  # its own kind: claimed again
+    assert (claimed / "en-doc.txt").read_text() == "x"  # nothing replaced
+    with pytest.raises(OutputExistsError, match="a clir 'tables' output"):
+        output_directory(claimed, kind="reranker")
+
+    output_directory(user, kind="experiment", force=True)  # force claims, and deletes nothing
+    assert _tree(user) == before and artefact_kind(user) == "experiment"
+    with StepRunner(user) as runner:
+        assert runner.root == user
+
+
+def test_check_output_names_a_file_in_the_way(tmp_path):
+    from clir.formats.atomic import check_output
+
+    blocker = tmp_path / "file"
+    blocker.write_text("mine")
+    with pytest.raises(
+        OutputExistsError, match=re.escape(f"{blocker} is a file, so {blocker / 'a' / 'b.run'} cannot")
+    ):
+        check_output(blocker / "a" / "b.run")
+    with pytest.raises(OutputExistsError, match=r"is a directory \(clir writes a file here\)"):
+        check_output(tmp_path)
+    check_output(tmp_path / "x" / "y.run")  # absent parents are fine
+    assert not (tmp_path / "x").exists()  # and a check creates nothing

@@ -237,7 +237,7 @@ class SharedSpace:
 
     # --- persistence --------------------------------------------------------------------------
 
-    def save(self, path: str | Path) -> Path:
+    def save(self, path: str | Path, *, force: bool = False) -> Path:
         """Save atomically: ``<lang>.bin`` (word2vec binary) per language, for subword languages
         ``<lang>.mean.npy`` and an n-gram array ``<lang>.ngrams.npy`` (stored once when several
         languages share one array, as a joint model's unrotated languages do), and ``space.json``.
@@ -245,11 +245,16 @@ class SharedSpace:
         Words must not contain whitespace (the word2vec format separates on it); analyzer tokens
         never do.
 
+        Args:
+            path: The directory (a previous space there is replaced; anything else is refused).
+            force: Replace a directory that is not a saved space (see
+                :func:`~clir.formats.atomic.atomic_directory`).
+
         Returns:
             ``path``.
         """
         path = Path(path)
-        with atomic_directory(path) as tmp:
+        with atomic_directory(path, kind="space", force=force) as tmp:
             for lang, kv in self.vectors.items():
                 save_word2vec(kv, tmp / f"{lang}.bin", binary=True)
             subword_info: dict[str, dict[str, Any]] = {}

@@ -139,6 +139,7 @@ def train_embeddings(
     centre: bool = True,
     extra_text: Mapping[str, Sequence[str]] | None = None,
     progress: bool = True,
+    force: bool = False,
 ) -> SharedSpace:
     """``clir embed train``: monolingual vectors per language, or one joint space.
 
@@ -158,6 +159,7 @@ def train_embeddings(
             aligned).
         extra_text: ``{lang: [text, ...]}`` more raw monolingual text (e.g. other English Bibles).
         progress: Show progress bars.
+        force: Replace a directory at ``out_dir`` that is not a saved space.
 
     Returns:
         The saved space.
@@ -185,7 +187,7 @@ def train_embeddings(
                 subwords[lang] = sub
         space = SharedSpace(vectors, subwords=subwords, meta={"method": "monolingual"})
     space.meta["embedding_config"] = config.to_dict()
-    space.save(out_dir)
+    space.save(out_dir, force=force)
     return space
 
 
@@ -298,6 +300,7 @@ def align_embeddings(
     test_size: float = 0.2,
     seed: int = 0,
     progress: bool = True,
+    force: bool = False,
 ) -> SharedSpace:
     """``clir embed align``: map every language of a saved space onto English.
 
@@ -316,6 +319,7 @@ def align_embeddings(
         test_size: Share of seed source words held out for evaluation (0 keeps all).
         seed: Seed of the held-out split.
         progress: Show progress bars.
+        force: Replace a directory at ``out_dir`` that is not a saved space.
 
     Returns:
         The aligned space (saved).
@@ -337,7 +341,7 @@ def align_embeddings(
         logger.info("%s: %d seed pairs, %d held out", lang, len(seeds[lang]), len(held_out[lang]))
     space = map_to_pivot(raw.vectors, seeds, config, subwords=raw.subwords, progress=progress)
     space.meta["input"] = raw.meta
-    space.save(out_dir)
+    space.save(out_dir, force=force)
     for lang, pairs in held_out.items():
         if pairs:
             _write_pairs(Path(out_dir) / f"heldout.{lang}.tsv", pairs)

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import IO
 
 import clir
-from clir.errors import OutputExistsError
+from clir.errors import ConfigError, OutputExistsError
 
 MARKER = ".clir-artefact.json"
 """The marker file of a directory written by :func:`atomic_directory`."""
@@ -123,6 +123,64 @@ def _replaceable(path: Path, kind: str, force: bool) -> bool:
         return True
     what = "a directory that clir did not write" if found is None else f"a clir {found!r} output"
     raise OutputExistsError(path, f"{what} (expected nothing, or a clir {kind!r} output)")
+
+
+def output_directory(path: str | Path, *, kind: str, force: bool = False) -> Path:
+    """Claim a directory that clir fills file by file (an experiment, baselines, tables, an
+    ensemble): create it and write its :data:`MARKER`.
+
+    Unlike :func:`atomic_directory` nothing is replaced: the files already there stay, and the
+    new ones are written beside them (each atomically). So the directory must be new, empty, or
+    already marked with ``kind``; ``force=True`` claims a directory that is not (its files stay
+    until clir writes a file of the same name).
+
+    Args:
+        path: The directory.
+        kind: What it holds, recorded in its marker.
+        force: Claim a directory that is neither empty nor of this kind.
+
+    Returns:
+        ``path`` as a :class:`~pathlib.Path`.
+
+    Raises:
+        OutputExistsError: As :func:`atomic_directory`.
+    """
+    path = Path(path)
+    check_output(path, kind=kind, force=force)
+    path.mkdir(parents=True, exist_ok=True)
+    if artefact_kind(path) != kind:
+        marker = {"kind": kind, "clir_version": clir.__version__}
+        with atomic_write(path / MARKER) as handle:
+            handle.write(json.dumps(marker) + "\n")
+    return path
+
+
+def check_output(path: str | Path, *, kind: str | None = None, force: bool = False) -> None:
+    """Check, before any work, that an output can be written at ``path``.
+
+    Args:
+        path: Where a file (``kind=None``) or a directory of ``kind`` will be saved.
+        kind: The artefact kind of a directory output (see :func:`atomic_directory`).
+        force: As in :func:`atomic_directory`.
+
+    Raises:
+        OutputExistsError: If ``path`` holds what the save must not replace (a directory where
+            a file goes; see :func:`atomic_directory` for directories), or a file lies where one
+            of its parent directories would be.
+        ConfigError: If the nearest existing parent is not writable.
+    """
+    path = Path(os.path.abspath(path))
+    if kind is not None:
+        _replaceable(path, kind, force)
+    elif path.is_dir():
+        raise OutputExistsError(path, "a directory (clir writes a file here)", force_helps=False)
+    parent = path.parent
+    while not os.path.lexists(parent):
+        parent = parent.parent
+    if not parent.is_dir():
+        raise OutputExistsError(parent, f"a file, so {path} cannot be written below it", force_helps=False)
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise ConfigError(f"{path}: cannot write into {parent} (permission denied)")
 
 
 def _usual_permissions(root: Path) -> None:

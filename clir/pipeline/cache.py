@@ -36,6 +36,7 @@ from typing import IO, Any
 import clir
 from clir.errors import OutputLockedError
 from clir.formats import atomic_write
+from clir.formats.atomic import output_directory
 
 DONE = "step.json"
 LOCK = ".lock"
@@ -145,6 +146,8 @@ class StepRunner:
         verify: Check the SHA-256 of every file of a reused step, not only of the smallest
             :data:`HASH_BUDGET` bytes.
         wait: When another process holds the lock, wait for it instead of raising.
+        force: Claim ``root`` even when it is a non-empty directory that is not an experiment's
+            (see :func:`~clir.formats.atomic.output_directory`).
     """
 
     def __init__(
@@ -154,22 +157,27 @@ class StepRunner:
         *,
         verify: bool = False,
         wait: bool = False,
+        force: bool = False,
     ) -> None:
         self.root = Path(root)
         self.log = log
         self.verify = verify
         self.wait = wait
+        self.force = force
         self.timings: dict[str, float] = {}
         self._lock: IO[str] | None = None
 
     def __enter__(self) -> StepRunner:
-        """Take the exclusive lock of ``root`` (``root/.lock``, which records this PID).
+        """Claim ``root`` as an experiment directory and take its exclusive lock (``root/.lock``,
+        which records this PID).
 
         Raises:
+            OutputExistsError: If ``root`` is neither new, empty nor an experiment directory (and
+                ``force`` is false): clir never writes its report over a user's files.
             OutputLockedError: If another process holds it (and ``wait`` is false); the message
                 names the directory and that process's PID.
         """
-        self.root.mkdir(parents=True, exist_ok=True)
+        output_directory(self.root, kind="experiment", force=self.force)
         handle = (self.root / LOCK).open("a+", encoding="utf-8")
         try:
             try:

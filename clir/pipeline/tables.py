@@ -6,6 +6,7 @@ from pathlib import Path
 
 from clir.datasets import Collection
 from clir.errors import ConfigError
+from clir.formats.atomic import output_directory
 from clir.text import get_analyzer
 from clir.translation import TranslationTable, train_ibm1_both
 
@@ -42,6 +43,8 @@ def learn_tables(
         return load_tables(out)
     if not collection.parallel:
         raise ConfigError(f"collection {collection.name!r} has no parallel text to learn tables from")
+    if out is not None:
+        output_directory(out, kind="tables")
     en_doc, doc_en = train_ibm1_both(
         collection.parallel,
         get_analyzer(collection.query_lang),

@@ -21,6 +21,7 @@ import numpy as np
 
 from clir.errors import ConfigError
 from clir.formats import write_run
+from clir.formats.atomic import output_directory
 from clir.training.config import TrainConfig
 from clir.training.data import RerankData
 from clir.training.ensemble import TrainedReranker, combine, member_scores, write_ensemble
@@ -93,7 +94,7 @@ def train_ensemble(
         return cross_validate(
             config, train, qrels, out_dir, space=space, metric=metric, dev=dev, resume=resume
         ).path
-    out_dir = Path(out_dir)
+    out_dir = output_directory(out_dir, kind="reranker")
     members = []
     for seed in config.ensemble.seeds:
         trainer = Trainer(config, metric=metric, seed=seed)
@@ -134,7 +135,7 @@ def cross_validate(
     """
     if metric is None:
         raise ConfigError("cross-validation needs metric=(run, qrels) -> float for early stopping")
-    out_dir = Path(out_dir)
+    out_dir = output_directory(out_dir, kind="reranker")
     folds = kfold_qids(data.qids, config.cv.folds, config.optim.seed)
     members: list[Path] = []
     oof_scores: dict[str, np.ndarray] = {}
