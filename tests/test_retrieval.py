@@ -7,6 +7,7 @@ from __future__ import annotations
 import importlib.util
 import math
 import sqlite3
+import warnings
 from collections import Counter
 from pathlib import Path
 
@@ -62,10 +63,42 @@ def _columns(retriever: Retriever, docnos: list[str]) -> np.ndarray:
     return np.array([retriever.index_.doc_id(d) for d in docnos])
 
 
-def _reference_topk(scores: np.ndarray, index_docnos: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-    """Top k of a dense score row by (score desc, docno asc), computed the slow obvious way."""
-    order = sorted(range(len(scores)), key=lambda j: (-scores[j], index_docnos[j]))[:k]
+def _reference_topk(
+    scores: np.ndarray, index_docnos: np.ndarray, k: int, listed: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """Top k of a dense score row by (score desc, docno desc), as trec_eval ranks, computed the
+    slow obvious way over the ``listed`` documents (default: all)."""
+    candidates = range(len(scores)) if listed is None else np.flatnonzero(listed)
+    order = sorted(candidates, key=lambda j: (scores[j], index_docnos[j]), reverse=True)[:k]
     return index_docnos[order], scores[order]
+
+
+def _listed(retriever: Retriever, query: list, dense_row: np.ndarray, pad: bool) -> np.ndarray:
+    """Which documents a query lists (see clir.retrieval.base): none without a term in the index;
+    all with query likelihood or ``pad``; else (BM25) those with a non-zero score."""
+    vocab = retriever.index_.term_ids
+    known = any(
+        t in vocab if isinstance(t, str) else any(w in vocab and p > 0 for w, p in t.items()) for t in query
+    )
+    if not known:
+        return np.zeros(len(dense_row), dtype=bool)
+    if pad or isinstance(retriever, QueryLikelihood):
+        return np.ones(len(dense_row), dtype=bool)
+    return dense_row != 0
+
+
+def _check_retrieve(retriever: Retriever, queries: list, ks, pad: bool) -> None:
+    """``retrieve`` equals the reference top k of the dense scores, for every query and k."""
+    dense = retriever.score(queries)
+    for k in ks:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)  # queries with no term in the index
+            results = retriever.retrieve(queries, k=k, pad=pad)
+        for i, query in enumerate(queries):
+            listed = _listed(retriever, query, dense[i], pad)
+            ref_docnos, ref_scores = _reference_topk(dense[i], retriever.index_.docnos, k, listed)
+            assert list(results.docnos[i]) == list(ref_docnos), (k, i, pad)
+            np.testing.assert_allclose(results.scores[i], ref_scores, rtol=0, atol=1e-9)
 
 
 # --- BM25 against rank-bm25 ----------------------------------------------------------------------
@@ -110,14 +143,8 @@ def test_retrieve_agrees_with_dense_scores_on_swahili(swahili):
         BM25().index(docnos, docs, progress=False),
         QueryLikelihood().index(docnos, docs, progress=False),
     ):
-        dense = retriever.score(queries)
-        index_docnos = retriever.index_.docnos
-        for k in (1, 10, 100, len(docs)):
-            results = retriever.retrieve(queries, k=k)
-            for i in range(len(queries)):
-                ref_docnos, ref_scores = _reference_topk(dense[i], index_docnos, k)
-                assert list(results.docnos[i]) == list(ref_docnos)
-                np.testing.assert_allclose(results.scores[i], ref_scores, rtol=0, atol=1e-9)
+        for pad in (False, True):
+            _check_retrieve(retriever, queries, (1, 10, 100, len(docs)), pad)
 
 
 # --- query likelihood -------------------------------------------------------------------------------
@@ -163,7 +190,7 @@ def test_psq_bm25_by_hand():
     expected_b = math.log(1.6) * np.array([1.0, 22 / 19, 0.0])
     np.testing.assert_allclose(retriever.score([[_PSQ, "b"]])[0], expected + expected_b, atol=1e-12)
     results = retriever.retrieve([[_PSQ]], k=3)
-    assert list(results.docnos[0]) == ["d3", "d1", "d2"]
+    assert [list(row) for row in results.docnos] == [["d3", "d1", "d2"]]
 
 
 def test_psq_ql_by_hand():
@@ -209,28 +236,60 @@ def test_weighted_bag_documents():
         SparseIndex.build(["1"], [{"x": -1.0}])
 
 
-def test_ties_broken_by_docno_and_k_beyond_collection():
+def test_ties_broken_by_docno_descending_as_trec_eval_and_k_beyond_collection():
     docnos = ["d07", "d03", "d10", "d01", "d05"]
     docs = [["x", "y"]] * 5
     for retriever in (BM25(), QueryLikelihood()):
         retriever.index(docnos, docs, progress=False)
-        results = retriever.retrieve([["x"], ["nothing"]], k=3)
-        assert results.docnos.shape == (2, 3)
-        assert list(results.docnos[0]) == ["d01", "d03", "d05"]
-        assert list(results.docnos[1]) == ["d01", "d03", "d05"]
+        results = retriever.retrieve([["x"]], k=3)
+        assert [list(row) for row in results.docnos] == [["d10", "d07", "d05"]]
         everything = retriever.retrieve([["x"]], k=100)
-        assert everything.docnos.shape == (1, 5)
-        assert list(everything.docnos[0]) == sorted(docnos)
+        assert list(everything.docnos[0]) == sorted(docnos, reverse=True)
     with pytest.raises(ConfigError, match="k must be a positive integer"):
         retriever.retrieve([["x"]], k=0)
 
 
+def test_bm25_lists_only_matching_documents_unless_padded():
+    docnos = ["a", "b", "c", "d", "e"]
+    docs = [["x"], ["y"], ["x", "x"], ["z"], ["y"]]
+    retriever = BM25(idf="lucene").index(docnos, docs, progress=False)
+    assert list(retriever.retrieve([["x"]], k=4).docnos[0]) == ["c", "a"]
+    padded = retriever.retrieve([["x"]], k=4, pad=True)
+    assert list(padded.docnos[0]) == ["c", "a", "e", "d"]  # then the 0 scores, docno descending
+    assert list(padded.scores[0][2:]) == [0.0, 0.0]
+    # Padding lists e, which holds no "x", for its docno alone (a relevant e would add recall).
+    assert retriever.search({"q": ["x"]}, k=4) == {
+        "q": dict(zip(["c", "a"], padded.scores[0][:2], strict=True))
+    }
+
+
+def test_query_with_no_term_in_the_index_retrieves_nothing_with_a_warning(bilingual):
+    en, sw, en_sw, _, documents, _ = bilingual
+    queries = [Query("q1", "God"), Query("stop", "the of and"), Query("unknown", "zebra")]
+    for model in ("bm25", "ql"):
+        stage = FirstStage("qt", model, en_analyzer=en, doc_analyzer=sw, table_en_doc=en_sw, progress=False)
+        stage.index(documents)
+        for pad in (False, True):
+            with pytest.warns(
+                UserWarning, match=r"2 query\(ies\) have no term in the index .*'stop', 'unknown'"
+            ):
+                run = stage.search(queries, k=4, pad=pad)
+            assert run["stop"] == {} and run["unknown"] == {}
+            assert len(run["q1"]) == (1 if model == "bm25" and not pad else 4)
+    mungu = sw.analyze("Mungu")[0]
+    with pytest.warns(UserWarning, match=r"2 query\(ies\) have no term in the index .*: #1, #2$"):
+        results = stage.retriever.retrieve([[mungu], [], ["zzz"]], k=2)
+    assert [len(row) for row in results.docnos] == [2, 0, 0]
+
+
 def test_unmatched_documents_ranked_by_length_in_ql():
-    # No document matches: QL ranks by -|q| log(|D| + mu), so shorter first, then docno.
-    docs = [["a"] * 3, ["a"], ["a"] * 2, ["a"]]
-    retriever = QueryLikelihood(mu=10).index(["w", "z", "y", "x"], docs, progress=False)
-    results = retriever.retrieve([["b"]], k=4)
-    assert list(results.docnos[0]) == ["x", "z", "y", "w"]
+    # Only v matches; QL ranks the others by -|q| log(|D| + mu): shorter first, then docno descending.
+    docs = [["a"] * 3, ["a"], ["a"] * 2, ["a"], ["b"] * 40]
+    retriever = QueryLikelihood(mu=10).index(["w", "z", "y", "x", "v"], docs, progress=False)
+    results = retriever.retrieve([["b"]], k=5)
+    assert [d for d in results.docnos[0] if d != "v"] == ["z", "x", "y", "w"]
+    dense = retriever.score([["b"]])[0]
+    assert list(results.docnos[0]) == list(_reference_topk(dense, retriever.index_.docnos, 5)[0])
     # A matching long document can lose to an unmatched short one: the merge must handle it.
     docs = [["b"] + ["a"] * 2000, ["a"], ["b"] * 50]
     retriever = QueryLikelihood(mu=10).index(["long", "short", "mid"], docs, progress=False)
@@ -252,20 +311,15 @@ def test_topk_exact_on_random_collections_with_many_ties(model):
         retriever = get_retriever(model, **params).index(docnos, docs, progress=False)
         queries = [list(rng.choice([*vocab, "unseen"], size=int(rng.integers(0, 4)))) for _ in range(6)]
         queries.append([{vocab[0]: 0.3, "unseen": 0.2, vocab[-1]: 0.5}])
-        dense = retriever.score(queries)
-        for k in (1, 2, 5, n_docs):
-            results = retriever.retrieve(queries, k=k)
-            for i in range(len(queries)):
-                ref_docnos, ref_scores = _reference_topk(dense[i], retriever.index_.docnos, k)
-                assert list(results.docnos[i]) == list(ref_docnos), (trial, k, i)
-                np.testing.assert_allclose(results.scores[i], ref_scores, atol=1e-9)
+        for pad in (False, True):
+            _check_retrieve(retriever, queries, (1, 2, 5, n_docs), pad)
 
 
 def test_search_returns_run():
     retriever = BM25(idf="lucene").index(_TINY_DOCNOS, _TINY_DOCS, progress=False)
     run = retriever.search({"q1": ["c"], "q2": ["a"]}, k=2)
     assert list(run) == ["q1", "q2"]
-    assert list(run["q1"]) == ["d3", "d2"] and next(iter(run["q2"])) == "d1"
+    assert list(run["q1"]) == ["d3", "d2"] and list(run["q2"]) == ["d1"]  # only d1 holds "a"
     assert all(isinstance(s, float) for s in run["q1"].values())
 
 
@@ -313,6 +367,7 @@ def test_index_save_load_roundtrip(tmp_path, swahili):
         np.testing.assert_array_equal(after, before)
 
 
+@pytest.mark.filterwarnings("ignore:.*no term in the index")
 def test_retriever_save_load_roundtrip(tmp_path, swahili):
     docnos, docs, queries = swahili
     for retriever in (BM25(k1=1.2, b=0.5, idf="lucene"), QueryLikelihood(mu=700)):
@@ -321,8 +376,8 @@ def test_retriever_save_load_roundtrip(tmp_path, swahili):
         loaded = Retriever.load(path)
         assert type(loaded) is type(retriever) and loaded.get_params() == retriever.get_params()
         before, after = retriever.retrieve(queries, k=50), loaded.retrieve(queries, k=50)
-        np.testing.assert_array_equal(after.docnos, before.docnos)
-        np.testing.assert_array_equal(after.scores, before.scores)
+        for a, b in zip([*after.docnos, *after.scores], [*before.docnos, *before.scores], strict=True):
+            np.testing.assert_array_equal(a, b)
         assert type(retriever).load(path, mmap=False).get_params() == retriever.get_params()
     with pytest.raises(FormatError, match="holds a BM25, not a QueryLikelihood"):
         QueryLikelihood.load(tmp_path / "bm25")
@@ -384,7 +439,11 @@ def test_first_stage_modes(tmp_path, bilingual, mode, model):
         **params,
     ).index(documents)
     run = stage.search(queries, k=4)
-    assert set(run) == {"q1", "q2"} and all(len(r) == 4 for r in run.values())
+    assert set(run) == {"q1", "q2"} and all(
+        len(r) == 4 for r in stage.search(queries, k=4, pad=True).values()
+    )
+    # BM25 lists only the documents holding a query term (lucene idf > 0); QL ranks them all.
+    assert all(len(r) == 4 for r in run.values()) if model == "ql" else all(s > 0 for s in run["q1"].values())
     top_q1 = next(iter(run["q1"]))
     # "God": qt -> mungu (s1 only); psq -> 0.7 mungu + 0.3 bwana; dt -> mungu and bwana both
     # translate to god (top-1), and s2 has two of them.
@@ -442,13 +501,14 @@ def test_first_stage_spelling_matches_names_outside_the_index(tmp_path, bilingua
 
 
 def _stable_topk(scores: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-    """Reference: a stable sort of -scores (ties by column), first k."""
-    cols = np.argsort(-scores, axis=1, kind="stable")[:, :k]
+    """Reference: a stable sort of -scores over mirrored columns (ties by column descending), first k."""
+    n_cols = scores.shape[1]
+    cols = (n_cols - 1) - np.argsort(-scores[:, ::-1], axis=1, kind="stable")[:, :k]
     return cols, np.take_along_axis(scores, cols, axis=1)
 
 
 def test_dense_and_sparse_topk_agree_with_stable_sort_on_tied_scores():
-    from clir.retrieval.topk import dense_topk, sparse_topk
+    from clir.retrieval.topk import dense_topk, sparse_topk, unmatched_order
 
     rng = np.random.default_rng(11)
     for trial in range(40):
@@ -466,8 +526,10 @@ def test_dense_and_sparse_topk_agree_with_stable_sort_on_tied_scores():
         beta = rng.integers(0, 3, size=n_rows).astype(np.float64)
         dense = sparse_part - (beta[:, None] * prior[None, :] if use_prior else 0.0)
         csr = sp.csr_matrix(sparse_part)
-        csr.sort_indices()
-        prior_order = np.argsort(prior, kind="stable") if use_prior else None
+        prior_order = unmatched_order(prior) if use_prior else None
+        matched_only = rng.random(n_rows) < 0.5
+        hidden = dense.copy()
+        hidden[matched_only[:, None] & (sparse_part == 0)] = -np.inf  # what matched_only leaves out
         for k in sorted({1, 2, 3, max(1, n_cols // 2), max(1, 3 * n_cols // 4 + 2), n_cols}):
             k = min(k, n_cols)
             ref_cols, ref_vals = _stable_topk(dense, k)
@@ -476,9 +538,16 @@ def test_dense_and_sparse_topk_agree_with_stable_sort_on_tied_scores():
             np.testing.assert_array_equal(vals, ref_vals)
             ids = np.empty((n_rows, k), dtype=np.int64)
             out = np.empty((n_rows, k))
-            sparse_topk(csr, beta, prior, prior_order, k, ids, out)
+            counts = sparse_topk(csr, beta, prior, prior_order, k, ids, out, np.zeros(n_rows, dtype=bool))
+            assert (counts == k).all()
             np.testing.assert_array_equal(ids, ref_cols, err_msg=f"sparse {trial} {k}")
             np.testing.assert_array_equal(out, ref_vals)
+            ref_cols, ref_vals = _stable_topk(hidden, k)
+            counts = sparse_topk(csr, beta, prior, prior_order, k, ids, out, matched_only)
+            np.testing.assert_array_equal(counts, np.isfinite(ref_vals).sum(axis=1))
+            for r, n in enumerate(counts):
+                np.testing.assert_array_equal(ids[r, :n], ref_cols[r, :n], err_msg=f"matched {trial} {k}")
+                np.testing.assert_array_equal(out[r, :n], ref_vals[r, :n])
 
 
 @pytest.mark.parametrize("model", ["bm25", "ql"])
@@ -499,10 +568,5 @@ def test_retrieve_paths_match_dense_scores_and_full_sort(monkeypatch, model, pat
         retriever = get_retriever(model, **params).index(docnos, docs, progress=False)
         queries = [list(rng.choice([*vocab, "unseen"], size=int(rng.integers(0, 4)))) for _ in range(9)]
         queries.append([{vocab[0]: 0.4, vocab[-1]: 0.6}])
-        dense = retriever.score(queries)
-        cols = np.argsort(-dense, axis=1, kind="stable")  # full sort, ties by docno (= column)
-        for k in (1, 3, max(1, n_docs - 1), n_docs, n_docs + 5):
-            results = retriever.retrieve(queries, k=k)
-            kk = min(k, n_docs)
-            np.testing.assert_array_equal(results.docnos, retriever.index_.docnos[cols[:, :kk]])
-            np.testing.assert_array_equal(results.scores, np.take_along_axis(dense, cols[:, :kk], axis=1))
+        for pad in (False, True):
+            _check_retrieve(retriever, queries, (1, 3, max(1, n_docs - 1), n_docs, n_docs + 5), pad)

@@ -12,7 +12,17 @@ and ``w = log(1 + tf / (mu P(t|C)))``. The sparse part of all queries is one pro
 query-term matrix with the term-major weight matrix. Ranking (:mod:`clir.retrieval.topk`) either
 densifies blocks of queries and selects every row's top ``k`` at once (small collections, or
 queries matching a large share of the documents), or, per query, compares only the matching
-documents and the ``k`` best non-matching ones, which are ordered by ``prior`` alone.
+documents and the ``k`` best non-matching ones, which are ordered by ``prior`` alone. Ties are
+broken by docno descending, as trec_eval breaks them.
+
+Which documents a query lists: a document *matches* a query when its sparse part is not 0 (it
+holds a query term of non-zero weight). When every other document would score the same
+constant (no ``prior``, as BM25; or ``beta_q = 0``), a query lists only its matching documents,
+unless asked to ``pad`` its ranking to ``k`` with them (fixed-depth runs, where they would only
+add arbitrary ties). When non-matching documents still score differently (Dirichlet query
+likelihood ranks them by length), they are ranked like any other. A query with no term in the
+index (empty after analysis, or only terms the collection never saw) lists nothing, with a
+warning that counts such queries: it has no evidence to rank by.
 
 A query term is a string, or a weighted set ``{doc_term: p}`` (probabilistic structured query,
 PSQ; Darwish & Oard 2003): its tf in ``D`` is ``sum p * tf(t, D)``, its df ``sum p * df(t)`` and
@@ -22,6 +32,7 @@ its cf ``sum p * cf(t)``. ``{t: 1.0}`` is the plain term ``t``.
 from __future__ import annotations
 
 import math
+import warnings
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -35,7 +46,7 @@ import clir
 from clir.errors import ConfigError, FormatError
 from clir.formats import atomic_directory
 from clir.retrieval.index import DocTerms, SparseIndex, read_json, write_json
-from clir.retrieval.topk import dense_rows, dense_topk, prefer_dense, sparse_topk
+from clir.retrieval.topk import dense_rows, dense_topk, prefer_dense, sparse_topk, unmatched_order
 from clir.types import Run
 
 QueryTerm = str | Mapping[str, float]
@@ -54,15 +65,17 @@ _CHUNK_WORK = 1 << 23
 
 
 class Results(NamedTuple):
-    """Top-k results of a batch of queries (row ``i`` answers query ``i``), best first.
+    """Top-k results of a batch of queries (entry ``i`` answers query ``i``), best first.
 
     Attributes:
-        docnos: ``(n_queries, k)`` array of docnos (``k`` capped at the collection size).
-        scores: ``(n_queries, k)`` float64 scores.
+        docnos: Per query, an array of at most ``k`` docnos (fewer for a query that lists only
+            its matching documents, see the module docstring; ``k`` is capped at the collection
+            size).
+        scores: Per query, the float64 scores of those documents.
     """
 
-    docnos: np.ndarray
-    scores: np.ndarray
+    docnos: list[np.ndarray]
+    scores: list[np.ndarray]
 
 
 def register(name: str) -> Callable[[type[R]], type[R]]:
@@ -191,7 +204,7 @@ class Retriever(ABC):
         self._weights.has_sorted_indices = True
         self.index_ = index
         prior = self._prior()
-        self._prior_order = None if prior is None else np.argsort(prior, kind="stable")
+        self._prior_order = None if prior is None else unmatched_order(prior)
         return self
 
     def _require_index(self) -> SparseIndex:
@@ -223,40 +236,93 @@ class Retriever(ABC):
         assert dense.shape == (len(queries), index.n_docs)
         return dense
 
-    def retrieve(self, queries: Sequence[QueryTerms], k: int = 1000, progress: bool = False) -> Results:
-        """The ``k`` best documents of each query, best first; ties broken by docno ascending.
+    def retrieve(
+        self, queries: Sequence[QueryTerms], k: int = 1000, progress: bool = False, pad: bool = False
+    ) -> Results:
+        """The ``k`` best documents of each query, best first; ties broken by docno descending.
 
         Args:
             queries: Queries as term lists (plain and/or PSQ terms).
             k: Depth (capped at the collection size).
             progress: Show a progress bar over query batches.
+            pad: Fill each ranking up to ``k`` with documents that match none of the query's
+                terms even when they all score the same (BM25's 0); without it such a query
+                lists only its matching documents (see the module docstring).
 
         Returns:
-            :class:`Results` with ``(n_queries, min(k, n_docs))`` arrays.
+            :class:`Results`, at most ``min(k, n_docs)`` documents per query.
 
         Raises:
             ConfigError: For ``k < 1`` or a malformed query.
+
+        Warns:
+            UserWarning: Counting the queries with no term in the index (they list nothing) and
+                naming a few by position.
         """
+        results, termless = self._retrieve(queries, k, progress, pad)
+        _warn_termless([f"#{i}" for i in termless])
+        return results
+
+    def search(
+        self, queries: Mapping[str, QueryTerms], k: int = 1000, progress: bool = False, pad: bool = False
+    ) -> Run:
+        """Retrieve for named queries and return a run ``{qid: {docno: score}}``.
+
+        Args:
+            queries: ``{qid: query terms}``.
+            k: Depth.
+            progress: Show a progress bar.
+            pad: As for :meth:`retrieve`.
+
+        Returns:
+            The run; a query with no term in the index maps to ``{}``.
+
+        Warns:
+            UserWarning: Counting the queries with no term in the index and naming a few qids.
+        """
+        qids = list(queries)
+        results, termless = self._retrieve([queries[q] for q in qids], k, progress, pad)
+        _warn_termless([repr(qids[i]) for i in termless])
+        return {
+            qid: dict(zip(row_docnos.tolist(), row_scores.tolist(), strict=True))
+            for qid, row_docnos, row_scores in zip(qids, results.docnos, results.scores, strict=True)
+        }
+
+    def _retrieve(
+        self, queries: Sequence[QueryTerms], k: int, progress: bool, pad: bool
+    ) -> tuple[Results, list[int]]:
+        """:meth:`retrieve` without the warning: the results and the queries with no known term."""
         index = self._require_index()
         if not isinstance(k, (int, np.integer)) or k < 1:
             raise ConfigError(f"k must be a positive integer, got {k!r}")
         kk = min(int(k), index.n_docs)
         plan = self._compile(queries)
-        ids = np.empty((len(queries), kk), dtype=np.int64)
+        ids = np.zeros((len(queries), kk), dtype=np.int64)  # zeros: index.docnos[ids] takes all
         scores = np.empty((len(queries), kk), dtype=np.float64)
+        counts = np.full(len(queries), kk, dtype=np.int64)
         prior = self._prior()
+        alike = (plan.beta == 0) | (prior is None)  # the unmatched documents all score the same
+        matched_only = ~plan.has_terms | (alike & (not pad))
         for start, stop in tqdm(plan.chunks(), desc="retrieving", unit="batch", disable=not progress):
             matches = float(plan.cost[start:stop].mean()) if stop > start else 0.0
             if prefer_dense(index.n_docs, min(matches, index.n_docs)):
                 step = dense_rows(index.n_docs)
                 for s in range(start, stop, step):
                     e = min(stop, s + step)
-                    dense = plan.product(s, e).toarray()
+                    product = plan.product(s, e)
+                    dense = product.toarray()
                     if prior is not None:
                         dense -= plan.beta[s:e, None] * prior[None, :]
+                    hidden = matched_only[s:e]
+                    if hidden.any():  # unmatched cells rank last, as -inf, and are cut off below
+                        stored = np.zeros(dense.shape, dtype=bool)
+                        stored[np.repeat(np.arange(e - s), np.diff(product.indptr)), product.indices] = True
+                        stored[~hidden] = True
+                        dense[~stored] = -np.inf
+                        counts[s:e] = np.where(hidden, np.minimum(kk, np.diff(product.indptr)), kk)
                     ids[s:e], scores[s:e] = dense_topk(dense, kk)
             else:
-                sparse_topk(
+                counts[start:stop] = sparse_topk(
                     plan.product(start, stop),
                     plan.beta[start:stop],
                     prior,
@@ -264,27 +330,15 @@ class Retriever(ABC):
                     kk,
                     ids[start:stop],
                     scores[start:stop],
+                    matched_only[start:stop],
                 )
         scores += plan.alpha[:, None]
-        return Results(index.docnos[ids], scores)
-
-    def search(self, queries: Mapping[str, QueryTerms], k: int = 1000, progress: bool = False) -> Run:
-        """Retrieve for named queries and return a run ``{qid: {docno: score}}``.
-
-        Args:
-            queries: ``{qid: query terms}``.
-            k: Depth.
-            progress: Show a progress bar.
-
-        Returns:
-            The run.
-        """
-        qids = list(queries)
-        results = self.retrieve([queries[q] for q in qids], k=k, progress=progress)
-        return {
-            qid: dict(zip(row_docnos.tolist(), row_scores.tolist(), strict=True))
-            for qid, row_docnos, row_scores in zip(qids, results.docnos, results.scores, strict=True)
-        }
+        docnos = index.docnos[ids]
+        results = Results(
+            [row[:n] for row, n in zip(docnos, counts.tolist(), strict=True)],
+            [row[:n] for row, n in zip(scores, counts.tolist(), strict=True)],
+        )
+        return results, np.flatnonzero(~plan.has_terms).tolist()
 
     def _compile(self, queries: Sequence[QueryTerms]) -> _Plan:
         """Turn queries into the sparse query-term matrices of one batched product."""
@@ -365,6 +419,10 @@ class Retriever(ABC):
             plan.pseudo = pseudo
             cost += np.bincount(q[is_c], weights=df[v[is_c]] + 1, minlength=n_q)
         plan.cost = cost
+        plan.has_terms = np.zeros(n_q, dtype=bool)
+        plan.has_terms[q[eager]] = True
+        if complex_rows:
+            plan.has_terms[q[is_c]] = True
         return plan
 
     # --- persistence ------------------------------------------------------------------------------
@@ -440,6 +498,7 @@ class _Plan:
         self.complex: sp.csr_matrix | None = None
         self.pseudo: sp.csr_matrix | None = None
         self.cost = np.zeros(n_q)
+        self.has_terms = np.zeros(n_q, dtype=bool)  # queries with at least one term in the index
 
     def product(self, start: int, stop: int) -> sp.csr_matrix:
         """The sparse part of the scores of queries ``start:stop`` (``(stop-start) x n_docs``)."""
@@ -461,6 +520,17 @@ class _Plan:
         if start < self.n_q:
             out.append((start, self.n_q))
         return out
+
+
+def _warn_termless(names: list[str]) -> None:
+    """Warn once, counting the queries (named by ``names``) that have no term in the index."""
+    if names:
+        shown = ", ".join(names[:5]) + (", ..." if len(names) > 5 else "")
+        warnings.warn(
+            f"{len(names)} query(ies) have no term in the index (empty after analysis, e.g. only "
+            f"stopwords, or only terms the collection never saw) and retrieve nothing: {shown}",
+            stacklevel=3,
+        )
 
 
 def _term_key(term: QueryTerm, qi: int) -> Any:

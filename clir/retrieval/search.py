@@ -158,25 +158,38 @@ class FirstStage:
         self._matcher = None
         return self
 
-    def search(self, queries: Sequence[Query], k: int = 1000) -> Run:
+    def search(self, queries: Sequence[Query], k: int = 1000, pad: bool = False) -> Run:
         """Rank the collection for each query.
+
+        With BM25 a query lists only the documents that match at least one of its terms (every
+        other document scores 0, and padding the ranking with them in docno order would only
+        inflate recall at depth); ``pad=True`` fills each ranking to ``k`` with them anyway.
+        Query likelihood gives every document a score of its own (the Dirichlet background
+        ranks non-matching documents by length), so its rankings always hold ``k`` documents (or
+        the whole collection).
+        A query with no term in the index (empty after analysis, e.g. only stopwords, or only
+        words that neither the tables nor the collection know) lists nothing, with a warning.
 
         Args:
             queries: English queries (their ``text`` is searched).
             k: Depth of each ranking.
+            pad: Fill BM25 rankings to ``k`` with non-matching documents (see above).
 
         Returns:
-            The run ``{qid: {docno: score}}``.
+            The run ``{qid: {docno: score}}``; a query with no term in the index maps to ``{}``.
 
         Raises:
             ConfigError: On duplicate qids or before :meth:`index`.
+
+        Warns:
+            UserWarning: Counting the queries with no term in the index and naming a few qids.
         """
         named: dict[str, QueryTerms] = {}
         for query in queries:
             if query.qid in named:
                 raise ConfigError(f"duplicate qid {query.qid!r}")
             named[query.qid] = self.query_terms(query)
-        return self.retriever.search(named, k=k, progress=self.progress)
+        return self.retriever.search(named, k=k, progress=self.progress, pad=pad)
 
     # --- persistence --------------------------------------------------------------------------
 

@@ -1,4 +1,9 @@
-"""Exact top-k selection of score rows, best first, ties broken by column (= docno) ascending.
+"""Exact top-k selection of score rows, best first, ties broken by column (= docno) descending.
+
+Ties fall as trec_eval breaks them (docno descending, see :mod:`clir.formats.runs`), so a top
+``k`` is always a prefix of the full ranking in the order every evaluator uses. Both ways below
+work on mirrored columns (column ``j`` seen as ``n_cols - 1 - j``), where that rule reads
+"ties by column ascending", and mirror the result back.
 
 Two ways to the same result (the same columns, the same float64 values, in the same order):
 
@@ -59,7 +64,9 @@ def dense_rows(n_docs: int, budget: int = DENSE_BLOCK_BYTES) -> int:
 def dense_topk(scores: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
     """The ``k`` best columns of every row of a dense score block, best first.
 
-    Ties are broken by column ascending, exactly as a stable sort of ``-scores`` would.
+    Ties are broken by column descending, as a stable sort of ``-scores[:, ::-1]`` would rank
+    the mirrored columns. A cell of ``-inf`` ranks last and is returned as ``-inf`` when the row
+    has fewer than ``k`` other cells: callers hide the documents a row must not list so.
 
     Args:
         scores: ``(n_rows, n_cols)`` float64 scores (no NaN); left unchanged.
@@ -69,9 +76,10 @@ def dense_topk(scores: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
         ``(cols, values)``: ``(n_rows, k)`` int64 columns and their float64 scores.
     """
     n_rows, n_cols = scores.shape
-    # Rank costs (smallest first): numpy's introselect is several times faster on -scores than
-    # on scores when most cells are 0 (BM25's unmatched documents), measured with numpy 2.4.
-    costs = np.negative(scores)
+    # Rank costs (smallest first) of the mirrored columns: numpy's introselect is several times
+    # faster on -scores than on scores when most cells are 0 (BM25's unmatched documents),
+    # measured with numpy 2.4.
+    costs = np.negative(scores[:, ::-1])
     rows = np.arange(n_rows, dtype=np.int64)
     if k < n_cols:
         cols = np.argpartition(costs, k - 1, axis=1)[:, :k]
@@ -96,7 +104,7 @@ def dense_topk(scores: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
     slots = _slots(rows * k + (k - need), need)  # the last need[r] slots of each row r
     sorted_cols.reshape(-1)[slots] = threshold_cols
     sorted_values.reshape(-1)[slots] = np.repeat(threshold, need)
-    return sorted_cols, np.negative(sorted_values, out=sorted_values)
+    return (n_cols - 1) - sorted_cols, np.negative(sorted_values, out=sorted_values)
 
 
 def _sort_runs_by_column(cols: np.ndarray, values: np.ndarray, n_cols: int) -> None:
@@ -170,6 +178,12 @@ def _slots(start: np.ndarray, count: np.ndarray) -> np.ndarray:
     return np.repeat(start - offset, count) + np.arange(total)
 
 
+def unmatched_order(prior: np.ndarray) -> np.ndarray:
+    """Columns by ``prior`` ascending, ties by column descending: the order in which
+    :func:`sparse_topk` takes the documents a row does not match (best unmatched score first)."""
+    return (len(prior) - 1) - np.argsort(prior[::-1], kind="stable")
+
+
 def sparse_topk(
     sparse: sp.csr_matrix,
     beta: np.ndarray,
@@ -178,29 +192,41 @@ def sparse_topk(
     k: int,
     out_ids: np.ndarray,
     out_scores: np.ndarray,
-) -> None:
+    matched_only: np.ndarray,
+) -> np.ndarray:
     """Fill ``out_ids``/``out_scores`` with each row's exact top ``k`` of ``sparse - beta * prior``.
 
     A row's documents absent from ``sparse`` score ``-beta * prior`` (0 without a prior); they
-    are ranked by ``prior_order`` (documents by prior ascending, then column), so only the
-    matching documents and the ``k`` best non-matching ones are ever compared.
+    are ranked by ``prior_order``, so only the matching documents and the ``k`` best
+    non-matching ones are ever compared. A row of ``matched_only`` ranks its matching documents
+    (the stored entries of its row of ``sparse``) alone and may fill fewer than ``k`` slots.
 
     Args:
-        sparse: ``(n_rows, n_docs)`` CSR of the sparse part of the scores (sorted indices).
+        sparse: ``(n_rows, n_docs)`` CSR of the sparse part of the scores.
         beta: ``(n_rows,)`` prior weights (>= 0).
         prior: ``(n_docs,)`` per-document prior, or ``None`` for none.
-        prior_order: ``np.argsort(prior, kind="stable")`` (ignored without a prior).
+        prior_order: ``unmatched_order(prior)`` (ignored without a prior).
         k: Depth, ``1 <= k <= n_docs``.
         out_ids: ``(n_rows, k)`` int64 output columns.
         out_scores: ``(n_rows, k)`` float64 output scores.
+        matched_only: ``(n_rows,)`` bool, the rows that list only their matching documents.
+
+    Returns:
+        ``(n_rows,)`` int64: the slots filled in each row (``k`` unless ``matched_only``).
     """
     n_docs = sparse.shape[1]
-    indptr, indices, data = sparse.indptr, sparse.indices, sparse.data
+    last = n_docs - 1
+    # Mirrored columns (see the module docstring): ties go to the smaller mirrored id below.
+    indptr, indices, data = sparse.indptr, last - sparse.indices, sparse.data
+    if prior is not None:
+        prior, prior_order = np.ascontiguousarray(prior[::-1]), last - prior_order  # type: ignore[operator]
     mask = np.zeros(n_docs, dtype=bool)  # per call, so concurrent retrieve() calls are safe
     doc_order = np.arange(n_docs)
     best_prior = 0.0 if prior is None else float(prior[prior_order[0]])  # type: ignore[index]
     bounds = indptr.tolist()  # Python ints: cheaper to index in the loop than numpy scalars
     betas = beta.tolist()
+    only = matched_only.tolist()
+    counts = np.full(sparse.shape[0], k, dtype=np.int64)
     for r in range(sparse.shape[0]):
         s, e = bounds[r], bounds[r + 1]
         m = e - s
@@ -221,16 +247,18 @@ def sparse_topk(
         o = _sort_desc(val, idx, n_docs)
         idx, val = idx[o], val[o]
         n = len(idx)
-        if n and val[-1] > best_unmatched:
+        if only[r] or (n and val[-1] > best_unmatched):
             # Every kept matching document beats every other document: no merge needed.
-            out_ids[r, :n] = idx
+            out_ids[r, :n] = last - idx
             out_scores[r, :n] = val
-            if n < k:
+            if only[r]:
+                counts[r] = n
+            elif n < k:
                 mask[idx] = True
                 pre = order[:k]
                 un = pre[~mask[pre]][: k - n]
                 mask[idx] = False
-                out_ids[r, n:] = un
+                out_ids[r, n:] = last - un
                 out_scores[r, n:] = -b * prior[un] if use_prior else 0.0
             continue
         if m:
@@ -249,7 +277,9 @@ def sparse_topk(
         else:
             un = order[:k]
         uval = -b * prior[un] if use_prior else np.zeros(len(un))
-        out_ids[r], out_scores[r] = _merge(idx, val, un, uval, k)
+        ids, out_scores[r] = _merge(idx, val, un, uval, k)
+        out_ids[r] = last - ids
+    return counts
 
 
 def _select(val: np.ndarray, idx: np.ndarray, k: int) -> np.ndarray:
