@@ -287,7 +287,8 @@ def test_save_load_round_trip(sw, tmp_path):
     path = sw.save(tmp_path / "en-sw", xml=True)
     names = {p.name for p in path.iterdir()}
     assert names == {
-        ".clir-artefact.json", "documents.jsonl", "qrels.txt", "parallel.tsv", "stats.json", "collection.json",
+        ".clir-artefact.json", "documents.jsonl", "qrels.txt", "parallel.tsv", "stats.json",
+        "collection.json",
         *(f"topics.{s}.{ext}" for s in ("train", "dev", "test") for ext in ("tsv", "xml")),
         *(f"qrels.{s}.txt" for s in ("train", "dev", "test")),
     }  # fmt: skip
@@ -349,6 +350,22 @@ def test_user_collection_errors(tmp_path):
         Collection.load(root, doc_lang="sw")
     (root / "documents.jsonl").write_text('{"docno": "d1", "text": "a"}\n{"docno": "d1", "text": "b"}\n')
     with pytest.raises(FormatError, match=r"documents\.jsonl:2: duplicate docno 'd1'"):
+        Collection.load(root, doc_lang="sw")
+
+
+def test_empty_files_are_errors_and_stale_stats_are_recounted(tmp_path):
+    root = write_user_collection(tmp_path / "mine", "q1\tsleeping child\n")
+    (root / "stats.json").write_text('{"documents": 99, "source": "my notes"}')
+    with pytest.warns(
+        UserWarning, match=r"stats\.json does not match the collection \(documents: stored 99, counted 2\)"
+    ):
+        collection = Collection.load(root, doc_lang="sw")
+    assert collection.stats["documents"] == 2 and collection.stats["source"] == "my notes"
+    (root / "topics.tsv").write_text("\n")
+    with pytest.raises(FormatError, match=r"topics\.tsv: holds no topic"):
+        Collection.load(root, doc_lang="sw")
+    (root / "documents.jsonl").write_text("")
+    with pytest.raises(FormatError, match=r"documents\.jsonl: holds no document"):
         Collection.load(root, doc_lang="sw")
 
 

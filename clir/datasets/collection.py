@@ -148,13 +148,14 @@ class Collection:
         Returns:
             The collection. Problems that do not stop evaluation are reported with one
             :func:`warnings.warn` each, with counts: judgements naming unknown docnos or unknown
-            qids, and queries without any judgement.
+            qids, queries without any judgement, and a ``stats.json`` whose counts differ from
+            the collection's (the recounted values are kept).
 
         Raises:
             DataNotFoundError: If the directory, ``documents.jsonl``, ``qrels.txt`` or every
                 topics file is missing.
             FormatError: On a malformed line (naming file and line), a duplicate docno, a qid
-                in two topic files, or a ``name`` / ``doc_lang`` / ``query_lang`` in
+                in two topic files, an empty ``documents.jsonl`` or topics file, or a ``name`` / ``doc_lang`` / ``query_lang`` in
                 ``collection.json`` that is not a string.
             ConfigError: If the document language is known neither from ``collection.json`` nor
                 from ``doc_lang``.
@@ -181,6 +182,8 @@ class Collection:
         query_lang = query_lang or info.get("query_lang") or "en"
 
         documents = read_documents(path / "documents.jsonl")
+        if not documents:
+            raise FormatError(path / "documents.jsonl", None, "holds no document")
         queries = _read_splits(path)
         qrels = read_qrels(path / "qrels.txt")
         parallel = read_parallel(path / "parallel.tsv") if (path / "parallel.tsv").is_file() else []
@@ -196,10 +199,9 @@ class Collection:
             parallel=parallel,
             metadata={k: v for k, v in info.items() if k not in _RESERVED_KEYS or k == "type"},
         )
+        collection.stats = collection_stats(collection)
         if (path / "stats.json").is_file():
-            collection.stats = _read_json(path / "stats.json")
-        else:
-            collection.stats = collection_stats(collection)
+            collection.stats = _verified_stats(path / "stats.json", collection.stats)
         return collection
 
 
@@ -227,6 +229,17 @@ def collection_stats(collection: Collection) -> dict[str, Any]:
     }
 
 
+def _verified_stats(path: Path, counted: dict[str, Any]) -> dict[str, Any]:
+    """The stored statistics with every count of :func:`collection_stats` replaced by the recount
+    (a builder's own entries kept); a stored count that differs is warned about."""
+    stored = _read_json(path)
+    stale = sorted(key for key, value in counted.items() if key in stored and stored[key] != value)
+    if stale:
+        shown = "; ".join(f"{key}: stored {stored[key]!r}, counted {counted[key]!r}" for key in stale[:3])
+        warnings.warn(f"{path} does not match the collection ({shown}); the counts are used", stacklevel=3)
+    return {**stored, **counted}
+
+
 def _round(value: float) -> float:
     return round(value, 4)
 
@@ -245,6 +258,8 @@ def _read_splits(path: Path) -> dict[str, list[Query]]:
     owner: dict[str, Path] = {}
     for name in names:
         queries[name] = read_topics(files[name])
+        if not queries[name]:
+            raise FormatError(files[name], None, "holds no topic")
         for query in queries[name]:
             if query.qid in owner:
                 raise FormatError(files[name], None, f"qid {query.qid!r} is also in {owner[query.qid].name}")
