@@ -1,0 +1,434 @@
+"""The typed configuration tree (clir.config) and the experiment config built on it: every bad
+value is a ConfigError naming the file and the dotted key, raised at load, before any step."""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import json
+import math
+import re
+import string
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Annotated, Any
+
+import pytest
+import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from clir.config import (
+    AllowNonFinite,
+    Name,
+    NonEmpty,
+    OneOf,
+    PositiveInt,
+    Range,
+    Section,
+    Unique,
+    Where,
+    build,
+)
+from clir.datasets import Collection
+from clir.datasets.bible import BibleCollectionBuilder
+from clir.embeddings import EmbeddingConfig
+from clir.errors import ClirError, ConfigError, FormatError
+from clir.pipeline import experiment as experiment_module
+from clir.pipeline.baselines import BaselineConfig
+from clir.pipeline.cache import StepResult, step_key
+from clir.pipeline.config import ExperimentConfig, load_experiment
+from clir.training import TrainConfig, load_config
+
+CONFIGS = Path(__file__).resolve().parents[1] / "configs"
+
+
+# ----------------------------------------------------------------------------- the generic builder
+
+
+@dataclass(frozen=True)
+class Inner(Section):
+    rate: Annotated[float, Range(gt=0, le=1)] = 0.5
+    names: Annotated[list[Name], Unique()] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Outer(Section):
+    count: PositiveInt = 1
+    flag: bool = False
+    label: str = "x"
+    weight: float = 1.0
+    unbounded: Annotated[float, AllowNonFinite()] = 0.0
+    pair: tuple[int, str] = (0, "a")
+    seeds: Annotated[tuple[int, ...], NonEmpty()] = (0,)
+    maybe: Annotated[int, Range(ge=0)] | None = None
+    table: dict[str, int] = field(default_factory=dict)
+    choice: Annotated[str, OneOf(("a", "b"))] = "a"
+    inner: Inner = field(default_factory=Inner)
+    anything: Any = None
+
+    def check(self, where: Where) -> None:
+        if self.flag and self.count > 3:
+            raise where.error("count", self.count, "at most 3 when flag is on")
+
+
+@pytest.mark.parametrize(
+    ("values", "message"),
+    [
+        ({"count": True}, "f.yaml: count must be an integer, got bool True"),
+        ({"count": 1.0}, "f.yaml: count must be an integer, got float 1.0"),
+        ({"count": 0}, "f.yaml: count=0 is invalid; expected a value >= 1"),
+        ({"flag": 1}, "f.yaml: flag must be true or false, got int 1"),
+        ({"label": 5}, "f.yaml: label must be a string, got int 5"),
+        ({"weight": "1"}, "f.yaml: weight must be a number, got str '1'"),
+        ({"weight": math.nan}, "f.yaml: weight must be a finite number, got float nan"),
+        ({"weight": -math.inf}, "f.yaml: weight must be a finite number, got float -inf"),
+        ({"weight": 10**400}, "f.yaml: weight must be a finite number, got int"),
+        ({"pair": [1]}, r"f.yaml: pair must be a list of 2 items, got list \[1\]"),
+        ({"pair": [1, 2]}, "f.yaml: pair\\[1\\] must be a string, got int 2"),
+        ({"seeds": 5}, "f.yaml: seeds must be a list, got int 5"),
+        ({"seeds": "05"}, "f.yaml: seeds must be a list, got str '05'"),
+        ({"seeds": []}, r"f.yaml: seeds=\(\) is invalid; expected at least one item"),
+        ({"seeds": [0, "1"]}, r"f.yaml: seeds\[1\] must be an integer, got str '1'"),
+        ({"maybe": -1}, "f.yaml: maybe=-1 is invalid; expected a value >= 0"),
+        ({"table": [1]}, "f.yaml: table must be a mapping"),
+        ({"table": {"a": "b"}}, "f.yaml: table.a must be an integer, got str 'b'"),
+        ({"table": {1: 1}}, "f.yaml: table.1 must be a string, got int 1"),
+        ({"choice": "c"}, r"f.yaml: choice='c' is invalid; expected one of \['a', 'b'\]"),
+        ({"inner": 3}, "f.yaml: inner must be a mapping, got int 3"),
+        ({"inner": {"rate": 0}}, r"f.yaml: inner.rate=0.0 is invalid; expected a value > 0 and <= 1"),
+        (
+            {"inner": {"rat": 0}},
+            r"f.yaml: unknown key\(s\) \['inner.rat'\] in inner; known keys: \['names', ",
+        ),
+        ({"inner": {"names": ["a", "a"]}}, r"inner.names=\['a', 'a'\] is invalid; expected distinct items"),
+        ({"inner": {"names": ["../x"]}}, r"f.yaml: inner.names\[0\]='../x' is invalid; expected a name"),
+        ({"inner": {"names": ["a/b"]}}, r"inner.names\[0\]='a/b' is invalid"),
+        ({"inner": {"names": ["a..b"]}}, r"inner.names\[0\]='a..b' is invalid"),
+        ({"flag": True, "count": 4}, "f.yaml: count=4 is invalid; expected at most 3 when flag is on"),
+    ],
+)
+def test_build_names_source_key_value_and_expectation(values, message):
+    with pytest.raises(ConfigError, match=message):
+        build(Outer, values, "f.yaml")
+
+
+def test_build_converts_defaults_and_accepts_what_is_valid():
+    built = build(
+        Outer,
+        {
+            "weight": 2,
+            "unbounded": math.inf,
+            "pair": [3, "b"],
+            "seeds": [4, 5],
+            "inner": {"names": ["full+e5", "en_src", "a.b-c"]},
+            "anything": {"k": [1]},
+        },
+        "f.yaml",
+    )
+    assert built.weight == 2.0 and isinstance(built.weight, float)
+    assert built.unbounded == math.inf
+    assert built.pair == (3, "b") and built.seeds == (4, 5)
+    assert built.inner == Inner(names=["full+e5", "en_src", "a.b-c"])
+    assert build(Outer, None, "f.yaml") == Outer()
+    with pytest.raises(ConfigError, match=r"f.yaml: unknown key\(s\) \['cont'\] in top level"):
+        build(Outer, {"cont": 1}, "f.yaml")
+    with pytest.raises(ConfigError, match=r"f.yaml: top level must be a mapping, got list"):
+        build(Outer, [1], "f.yaml")
+
+
+def test_sections_built_in_python_are_checked_and_name_their_class():
+    with pytest.raises(ConfigError, match="Outer: count=0 is invalid"):
+        Outer(count=0)
+    inner = Inner()
+    object.__setattr__(inner, "rate", math.nan)  # changed after its own check
+    with pytest.raises(ConfigError, match=r"Outer: inner.rate must be a finite number, got float nan"):
+        Outer(inner=inner)  # checked again as part of its parent
+    assert Outer(seeds=[1, 2]).seeds == (1, 2)  # stored as the hinted tuple
+    with pytest.raises(ConfigError, match="EmbeddingConfig: sample must be a finite number, got float nan"):
+        EmbeddingConfig(sample=math.nan)
+    with pytest.raises(ConfigError, match=r"BaselineConfig: model_params.bm25: b must be in"):
+        BaselineConfig(model_params={"bm25": {"b": 2}})
+    with pytest.raises(ConfigError, match=r"unknown key\(s\) \['model_params.ql.mu2'\]"):
+        BaselineConfig(model_params={"ql": {"mu2": 2}})
+
+
+def test_canonical_form_has_every_default():
+    assert (
+        build(Outer, {}, "a").canonical()
+        == build(Outer, {"count": 1, "inner": {"rate": 0.5}}, "b").canonical()
+    )
+    assert json.loads(Outer().canonical())["pair"] == [0, "a"]
+    assert Outer().canonical() != Outer(count=2).canonical()
+
+
+def test_mutable_train_config_is_checked_again_by_validate():
+    config = TrainConfig()
+    config.optim.lr = math.inf
+    with pytest.raises(ConfigError, match=r"run.yaml: optim.lr must be a finite number, got float inf"):
+        config.validate("run.yaml")
+    config.optim.lr = 0.01
+    config.model.interaction_kwargs = {"n_kernels": "11"}
+    with pytest.raises(ConfigError, match=r"model.interaction_kwargs.n_kernels must be an integer"):
+        config.validate()
+
+
+@pytest.mark.parametrize(
+    ("optim", "message"),
+    [
+        ("{lr: .inf}", "optim.lr must be a finite number, got float inf"),
+        ("{lr: .nan}", "optim.lr must be a finite number, got float nan"),
+        ("{margin: .nan}", "optim.margin must be a finite number, got float nan"),
+        ("{weight_decay: -1}", r"optim.weight_decay=-1.0 is invalid; expected a value >= 0"),
+    ],
+)
+def test_training_config_rejects_non_finite_numbers(tmp_path, optim, message):
+    path = tmp_path / "r.yaml"
+    path.write_text(f"optim: {optim}\n")
+    with pytest.raises(ConfigError, match=rf"r\.yaml: {message}"):
+        load_config(path)
+
+
+def test_training_config_checks_the_first_stage_name():
+    with pytest.raises(
+        ConfigError, match=r"r.yaml: data.first_stage='psq' is invalid; expected '<mode>-<model>'"
+    ):
+        TrainConfig.from_dict({"data": {"first_stage": "psq"}}, "r.yaml")
+    assert TrainConfig.from_dict({"data": {"first_stage": "dt-bm25"}}).data.first_stage == "dt-bm25"
+
+
+# ----------------------------------------------------------------------------- experiment configs
+
+FAST = yaml.safe_load((CONFIGS / "experiment-fast.yaml").read_text())
+TINY = yaml.safe_load((CONFIGS / "reranker-tiny.yaml").read_text())
+BASE = {**FAST, "reranker": TINY}
+"""The fast experiment with its reranker inline: a valid config every bad one below changes."""
+
+
+def _write(tmp_path: Path, values: dict[str, Any], name: str = "exp.yaml") -> Path:
+    path = tmp_path / name
+    path.write_text(yaml.safe_dump(values))
+    return path
+
+
+def _with(path: str, value: Any) -> dict[str, Any]:
+    """BASE with the dotted ``path`` set to ``value``."""
+    values = copy.deepcopy(BASE)
+    *parents, last = path.split(".")
+    node = values
+    for key in parents:
+        node = node.setdefault(key, {})
+    node[last] = value
+    return values
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "message"),
+    [
+        ("collection.passage_verse", 5, r"unknown key\(s\) \['collection.passage_verse'\] in collection"),
+        ("tables.iteration", 5, r"unknown key\(s\) \['tables.iteration'\] in tables"),
+        ("embeddings.dims", 5, r"unknown key\(s\) \['embeddings.dims'\] in embeddings"),
+        ("baselines.modelz", ["ql"], r"unknown key\(s\) \['baselines.modelz'\] in baselines"),
+        ("baselines.split", "dev", r"unknown key\(s\) \['baselines.split'\] in baselines"),
+        ("ensemble_seeds", 5, "ensemble_seeds must be a list, got int 5"),
+        ("ensemble_seeds", [], r"ensemble_seeds=\(\) is invalid; expected at least one item"),
+        ("train_pair", 5, "train_pair must be a string, got int 5"),
+        ("train_pair", "en-xx", "train_pair='en-xx': doc_lang must be a language with a Bible other than"),
+        ("train_pair", "en-../x", r"train_pair='en-../x' is invalid; expected 'en-' and a document language"),
+        ("zero_shot_pairs", "en-tl", "zero_shot_pairs must be a list, got str 'en-tl'"),
+        ("zero_shot_pairs", ["en-tl", "en-tl"], "zero_shot_pairs=.* is invalid; expected distinct items"),
+        ("zero_shot_pairs", ["en-ny", "sw-en"], r"zero_shot_pairs\[1\]='sw-en' is invalid"),
+        ("systems", {}, "systems={} is invalid; expected at least one item"),
+        ("systems", {"../../x": {}}, r"systems.../../x='../../x' is invalid; expected a name"),
+        ("systems", {"a/b": {}}, r"systems.a/b='a/b' is invalid"),
+        ("systems", [], "systems must be a mapping, got list"),
+        ("permutations", 0, "permutations=0 is invalid; expected a value >= 1"),
+        ("permutations", "many", "permutations must be an integer, got str 'many'"),
+        ("dense", "yes", "dense must be true or false, got str 'yes'"),
+        ("split", "valid", r"split='valid' is invalid; expected one of \['dev', 'test', 'train'\]"),
+        ("tables.iterations", 2.5, "tables.iterations must be an integer, got float 2.5"),
+        ("tables.iterations", 0, "tables.iterations=0 is invalid"),
+        ("embeddings.dim", True, "embeddings.dim must be an integer, got bool True"),
+        ("embeddings.copies", 0, "embeddings.copies=0 is invalid"),
+        ("embeddings.sample", math.nan, "embeddings.sample must be a finite number, got float nan"),
+        ("collection.n_test", "30", "collection.n_test must be an integer, got str '30'"),
+        ("collection.passage_verses", 0, "collection.passage_verses must be a positive integer, got 0"),
+        ("collection.collection_books", [8, 43], r"collection.books \[43\] are in both parallel_books"),
+        ("collection.parallel_books", [70], r"collection.parallel_books must hold book numbers 1-66"),
+        ("baselines.models", ["bm26"], r"baselines.models\[0\]='bm26' is invalid; expected one of"),
+        ("baselines.model_params", {"ql": {"mu": -1}}, "baselines.model_params.ql: mu must be > 0, got -1"),
+        ("baselines.psq_cumulative", math.inf, "baselines.psq_cumulative must be a finite number"),
+        ("reranker.optim.lr", math.inf, "reranker.optim.lr must be a finite number, got float inf"),
+        ("reranker.optim.lr", math.nan, "reranker.optim.lr must be a finite number, got float nan"),
+        ("reranker.optim.margin", math.nan, "reranker.optim.margin must be a finite number"),
+        ("reranker.modle", {}, r"unknown key\(s\) \['reranker.modle'\] in reranker"),
+        ("systems.full.optim", {"lr": math.inf}, "systems.full.optim.lr must be a finite number"),
+        ("systems.full.data", {"depth": 5}, "systems.full.data: system 'full' overrides 'data'"),
+        ("systems.full.with_dense", True, "systems.full.with_dense=True is invalid; expected false, as"),
+        ("systems.full.with_dense", 1, "systems.full.with_dense=1 is invalid; expected true or false"),
+        ("systems.full", 3, "systems.full must be a mapping, got int 3"),
+        ("systems.full.model", {"interaction": "bert"}, r"systems.full.model.interaction='bert' is invalid"),
+    ],
+)
+def test_bad_experiment_configs_fail_at_load_naming_file_and_key(tmp_path, path, value, message):
+    config_file = _write(tmp_path, _with(path, value))
+    with pytest.raises(ConfigError, match=rf"^{re.escape(str(tmp_path))}/exp\.yaml: {message}"):
+        load_experiment(config_file)
+
+
+def test_a_bad_override_in_the_last_system_is_reported_at_load(tmp_path):
+    values = _with("systems", {"full": {}, "lexical-fusion": {"model": {"components": []}}, "last": {}})
+    values["systems"]["last"] = {"optim": {"epochs": 0}}
+    with pytest.raises(ConfigError, match=r"exp\.yaml: systems\.last\.optim\.epochs=0 is invalid"):
+        load_experiment(_write(tmp_path, values))
+    values["systems"]["last"] = {"model": {"interaction_kwargs": {"n_bins": 30}}}  # drmm's, not knrm's
+    with pytest.raises(
+        ConfigError, match=r"unknown key\(s\) \['systems.last.model.interaction_kwargs.n_bins'\]"
+    ):
+        load_experiment(_write(tmp_path, values))
+
+
+def test_errors_inside_a_named_reranker_file_name_that_file(tmp_path):
+    (tmp_path / "r.yaml").write_text("optim: {lr: .nan}\n")
+    config_file = _write(tmp_path, {**BASE, "reranker": "r.yaml"})
+    with pytest.raises(ConfigError, match=r"r\.yaml: optim\.lr must be a finite number"):
+        load_experiment(config_file)
+    (tmp_path / "r.yaml").write_text(yaml.safe_dump(TINY))
+    assert load_experiment(config_file).reranker == TrainConfig.from_dict(TINY)
+
+
+def test_an_experiment_config_built_in_python_is_checked_too():
+    with pytest.raises(ConfigError, match=r"ExperimentConfig: systems={} is invalid"):
+        ExperimentConfig(systems={})
+    config = ExperimentConfig(zero_shot_pairs=["en-tl"])
+    assert config.zero_shot_pairs == ("en-tl",)
+    with pytest.raises(ConfigError, match=r"ExperimentConfig: systems\.x\.optim\.lr must be a finite number"):
+        dataclasses.replace(config, systems={"x": {"optim": {"lr": math.nan}}})
+
+
+@pytest.mark.parametrize("file", sorted(CONFIGS.glob("*.yaml")), ids=lambda p: p.stem)
+def test_every_shipped_config_loads(file):
+    if file.stem.startswith("reranker-"):
+        assert isinstance(load_config(file), TrainConfig)
+        return
+    config = load_experiment(file)
+    for system in config.systems:
+        assert config.train_config(system).to_dict() == config.reranker_config(system)
+    assert config.baseline_config().split == config.split
+
+
+class _Stop(Exception):
+    pass
+
+
+def _step_keys(config: ExperimentConfig, tmp_path: Path, monkeypatch) -> dict[str, str]:
+    """The key of every step up to reranking, without running any (a recording StepRunner)."""
+    keys: dict[str, str] = {}
+
+    class Recorder:
+        def __init__(self, out: Path, log: Any = None) -> None:
+            self.timings: dict[str, float] = {}
+
+        def __enter__(self) -> Recorder:
+            return self
+
+        def __exit__(self, *exc: object) -> None:
+            return None
+
+        def run(self, name, params, build, inputs=(), *, resumable=False):
+            if name.startswith("rerank-"):
+                raise _Stop
+            keys[name] = step_key(name, params, inputs)
+            return StepResult(name, keys[name], tmp_path / name, True, 0.0)
+
+    monkeypatch.setattr(experiment_module, "StepRunner", Recorder)
+    with pytest.raises(_Stop):
+        experiment_module.run_experiment(config, tmp_path / "out", progress=False, log=lambda line: None)
+    return keys
+
+
+def test_a_default_left_out_or_written_gives_the_same_step_keys(tmp_path, monkeypatch):
+    explicit = copy.deepcopy(BASE)
+    explicit["tables"] = {"iterations": 3, "seed": 0}
+    explicit["collection"]["passage_verses"] = 5
+    explicit["embeddings"]["sample"] = 0.001
+    explicit["baselines"] = {"psq_top_k": 10, "spelling": 0.5, "model_params": {}}
+    explicit["reranker"]["optim"]["dropout"] = 0.0
+    explicit["systems"]["full"] = {"optim": {"lr": 0.05}, "cv": {"folds": 1}}  # tiny's lr, the default folds
+    implicit = _step_keys(load_experiment(_write(tmp_path, BASE)), tmp_path, monkeypatch)
+    written = _step_keys(load_experiment(_write(tmp_path, explicit, "explicit.yaml")), tmp_path, monkeypatch)
+    assert written == implicit
+    assert {"collection-en-sw", "tables-en-tl", "baselines-en-sw", "space", "train-full"} <= set(implicit)
+    changed = copy.deepcopy(BASE)
+    changed["systems"]["full"] = {"optim": {"lr": 0.04}}
+    other = _step_keys(load_experiment(_write(tmp_path, changed, "changed.yaml")), tmp_path, monkeypatch)
+    assert other["train-full"] != implicit["train-full"]
+    assert other["train-lexical-fusion"] == implicit["train-lexical-fusion"]
+
+
+def test_collection_json_with_a_non_string_language_names_file_and_key(tmp_path):
+    (tmp_path / "collection.json").write_text(json.dumps({"name": "x", "doc_lang": 5}))
+    with pytest.raises(FormatError, match=r"collection\.json: 'doc_lang' must be a string, got int 5"):
+        Collection.load(tmp_path)
+
+
+def test_bible_builder_options_are_the_bible_config():
+    builder = BibleCollectionBuilder("sw", parallel_books=[62, 43, 43], collection_books=[8], progress=False)
+    assert (builder.parallel_books, builder.collection_books) == ([43, 62], [8])
+    assert builder.config.n_test == 500
+    with pytest.raises(ConfigError, match=r"BibleCollectionBuilder: unknown key\(s\) \['n_tests'\]"):
+        BibleCollectionBuilder("sw", n_tests=5)
+
+
+# ----------------------------------------------------------------------------- property
+
+_SCALARS = (
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats()
+    | st.text(alphabet=string.ascii_letters + string.digits + "-_./+ ", max_size=12)
+)
+_VALUES = st.recursive(
+    _SCALARS,
+    lambda children: (
+        st.lists(children, max_size=3) | st.dictionaries(st.text(max_size=6), children, max_size=3)
+    ),
+    max_leaves=6,
+)
+
+
+def _paths(node: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    if isinstance(node, dict):
+        items = list(node.items())
+    elif isinstance(node, list):
+        items = list(enumerate(node))
+    else:
+        return []
+    return [p for key, child in items for p in [(*prefix, key), *_paths(child, (*prefix, key))]]
+
+
+_BASE_PATHS = _paths(BASE)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.sampled_from(_BASE_PATHS), _VALUES)
+def test_any_value_at_any_key_loads_or_is_a_clir_error_naming_the_file(path, value):
+    values = copy.deepcopy(BASE)
+    node = values
+    for key in path[:-1]:
+        node = node[key]
+    node[path[-1]] = value
+    with tempfile.TemporaryDirectory() as tmp:
+        config_file = Path(tmp) / "exp.yaml"
+        config_file.write_text(yaml.safe_dump(values))
+        try:
+            config = load_experiment(config_file)
+        except ClirError as error:
+            assert str(error).startswith(str(config_file))
+        else:
+            assert isinstance(config, ExperimentConfig)
+            json.loads(config.canonical())
+            for system in config.systems:
+                config.train_config(system)
