@@ -297,7 +297,7 @@ class Retriever(ABC):
             raise ConfigError(f"k must be a positive integer, got {k!r}")
         kk = min(int(k), index.n_docs)
         plan = self._compile(queries)
-        ids = np.zeros((len(queries), kk), dtype=np.int64)  # zeros: index.docnos[ids] takes all
+        ids = np.zeros((len(queries), kk), dtype=np.int64)  # unfilled cells must index docnos too
         scores = np.empty((len(queries), kk), dtype=np.float64)
         counts = np.full(len(queries), kk, dtype=np.int64)
         prior = self._prior()

@@ -248,7 +248,8 @@ def sparse_topk(
         idx, val = idx[o], val[o]
         n = len(idx)
         if only[r] or (n and val[-1] > best_unmatched):
-            # Every kept matching document beats every other document: no merge needed.
+            # The row lists its matching documents alone, or every kept one beats every other
+            # document: no merge needed.
             out_ids[r, :n] = last - idx
             out_scores[r, :n] = val
             if only[r]:
