@@ -102,9 +102,7 @@ class ModelConfig(Section):
 
     def check(self, where: Where) -> None:
         model = INTERACTION_MODELS[self.interaction]
-        self.interaction_kwargs = check_arguments(
-            model, self.interaction_kwargs, where, "interaction_kwargs", model.config_keys
-        )
+        check_arguments(model, self.interaction_kwargs, where, "interaction_kwargs", model.config_keys)
         if not self.components and not self.features:
             raise where.error("components", self.components, "at least one component when features are off")
 
