@@ -155,8 +155,8 @@ class Collection:
             DataNotFoundError: If the directory, ``documents.jsonl``, ``qrels.txt`` or every
                 topics file is missing.
             FormatError: On a malformed line (naming file and line), a duplicate docno, a qid
-                in two topic files, an empty ``documents.jsonl`` or topics file, or a ``name`` / ``doc_lang`` / ``query_lang`` in
-                ``collection.json`` that is not a string.
+                in two topic files, an empty ``documents.jsonl`` or topics file, or a ``name`` /
+                ``doc_lang`` / ``query_lang`` in ``collection.json`` that is not a string.
             ConfigError: If the document language is known neither from ``collection.json`` nor
                 from ``doc_lang``.
         """
