@@ -148,8 +148,10 @@ def _retrieve(args: argparse.Namespace) -> int:
 def _baselines(args: argparse.Namespace) -> int:
     from clir.datasets import Collection
     from clir.evaluation import DEFAULT_MEASURES, format_table
+    from clir.formats.atomic import output_directory
     from clir.pipeline.baselines import BaselineConfig, run_baselines
 
+    output_directory(args.out, kind="baselines", force=args.force)
     collection = Collection.load(args.collection)
     config = BaselineConfig(
         modes=tuple(args.modes), models=tuple(args.models), split=args.split, k=args.k, spelling=args.spelling
@@ -318,7 +320,9 @@ def _experiment(args: argparse.Namespace) -> int:
     from clir.pipeline.report import results_table
 
     config = load_experiment(args.config)
-    results = run_experiment(config, args.out, progress=not args.quiet)
+    results = run_experiment(
+        config, args.out, progress=not args.quiet, verify=args.verify, wait=args.wait, force=args.force
+    )
     for pair in results["systems"]:
         print(f"\n{pair}{'' if pair == config.train_pair else ' (zero-shot)'}, {config.split} queries\n")
         print(results_table(results, pair, MEASURES))
@@ -534,6 +538,7 @@ def build_parser() -> argparse.ArgumentParser:
     baselines.add_argument("--k", type=int, default=1000)
     _spelling_argument(baselines)
     baselines.add_argument("--quiet", action="store_true")
+    _force_argument(baselines)
     baselines.set_defaults(handler=_baselines)
 
     embed = commands.add_parser("embed", help="train, align and evaluate the shared cross-lingual space")
@@ -644,6 +649,16 @@ def build_parser() -> argparse.ArgumentParser:
     experiment.add_argument("config", type=Path, help="experiment YAML (see configs/)")
     experiment.add_argument("--out", required=True, type=Path)
     experiment.add_argument("--quiet", action="store_true", help="no progress bars")
+    experiment.add_argument(
+        "--verify",
+        action="store_true",
+        help="check the SHA-256 of every file of a reused step (by default: the sizes of all, the "
+        "hashes of the smallest 64 MiB); a step that fails is rebuilt with a warning",
+    )
+    experiment.add_argument(
+        "--wait", action="store_true", help="wait while another run holds --out instead of failing"
+    )
+    _force_argument(experiment)
     experiment.set_defaults(handler=_experiment)
 
     evaluate = commands.add_parser(

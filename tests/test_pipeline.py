@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from clir.errors import ConfigError
+from clir.errors import ConfigError, NonFiniteError
 from clir.pipeline import experiment as experiment_module
 from clir.pipeline.cache import StepRunner
 from clir.pipeline.config import load_experiment
@@ -97,6 +97,15 @@ def test_fast_experiment_end_to_end_then_resume_after_interruption(tmp_path, mon
         "baselines-en-sw", "baselines-en-tl", "collection-en-sw", "collection-en-tl",
         "data-en-sw", "data-en-tl", "dense-en-sw", "dense-en-tl", "space", "tables-en-sw", "tables-en-tl",
     ]  # fmt: skip
+
+    def diverged(*args, **kwargs):
+        raise NonFiniteError("seed 0, epoch 1, batch 1: the training loss is nan (optim.lr=0.01)")
+
+    monkeypatch.setattr(experiment_module, "train_ensemble", diverged)
+    with pytest.raises(
+        NonFiniteError, match=r"^system 'lexical-fusion': seed 0, epoch 1, batch 1: .* is nan"
+    ):
+        experiment_module.run_experiment(config, out, progress=False, log=lambda line: None)
 
     monkeypatch.setattr(experiment_module, "train_ensemble", real_train)
     lines: list[str] = []

@@ -11,6 +11,7 @@ from clir.config import NonEmpty, OneOf, PositiveInt, Range, Section, Unique, Wh
 from clir.datasets import Collection
 from clir.evaluation import DEFAULT_MEASURES, evaluate, markdown_table
 from clir.formats import atomic_write, write_run
+from clir.formats.atomic import output_directory
 from clir.pipeline.tables import learn_tables
 from clir.retrieval import MODES, RETRIEVERS, FirstStage, get_retriever, retriever_class
 from clir.translation import TranslationTable
@@ -109,8 +110,11 @@ def run_baselines(
 
     Returns:
         ``{"<mode>-<model>": {measure: value}}`` on the configured split.
+
+    Raises:
+        OutputExistsError: If ``out`` is neither new, empty nor a baselines directory.
     """
-    out = Path(out)
+    out = output_directory(out, kind="baselines")
     if tables is None:
         tables = learn_tables(collection, out / "tables", iterations=config.iterations, progress=progress)
     queries = collection.split(config.split)

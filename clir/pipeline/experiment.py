@@ -23,7 +23,7 @@ from clir.embeddings.base import PIVOT
 from clir.embeddings.bli import bli_predictions, evaluate_bli, precision_by_frequency
 from clir.embeddings.seeds import as_dictionary, seed_from_tables
 from clir.embeddings.workflow import FREEDICT_PAIRS, freedict_pairs, train_embeddings
-from clir.errors import DataNotFoundError
+from clir.errors import DataNotFoundError, NonFiniteError
 from clir.formats import read_run, write_run
 from clir.pipeline.baselines import BaselineConfig, run_baselines
 from clir.pipeline.cache import StepResult, StepRunner
@@ -68,20 +68,32 @@ def run_experiment(
     *,
     progress: bool = True,
     log: Callable[[str], None] = print,
+    verify: bool = False,
+    wait: bool = False,
+    force: bool = False,
 ) -> dict[str, Any]:
     """Run every step of an experiment (reusing finished ones) and write its report.
 
     Args:
         config: What to run.
-        out: The experiment directory.
+        out: The experiment directory (locked while the experiment runs).
         progress: Show progress bars.
         log: Receives one line per step.
+        verify: Check the SHA-256 of every file of a reused step (see
+            :class:`~clir.pipeline.cache.StepRunner`).
+        wait: Wait for another run that holds ``out`` instead of failing.
+        force: Use ``out`` even when it is a non-empty directory that is not an experiment's.
 
     Returns:
         The ``results.json`` content: ``systems``, ``significance``, ``config``, ``timings``.
+
+    Raises:
+        OutputExistsError: If ``out`` is a user's directory (without ``force``) or a file.
+        OutputLockedError: If another run holds ``out`` (without ``wait``).
+        NonFiniteError: If a system's training diverges (naming the system, seed and epoch).
     """
     out = Path(out)
-    with StepRunner(out, log=log) as runner:
+    with StepRunner(out, log=log, verify=verify, wait=wait, force=force) as runner:
         baseline = config.baseline_config()
         pairs = {pair: _pair_steps(runner, config, pair, baseline, progress) for pair in config.pairs}
         dense = (
@@ -278,16 +290,19 @@ def _train_step(
 
     def build(work: Path) -> None:
         collection = Collection.load(pairs[config.train_pair].collection.path)
-        train_ensemble(
-            train_config,
-            _system_data(config, system, RerankData.load(data_step.path / "train")),
-            _system_data(config, system, RerankData.load(data_step.path / "dev")),
-            collection.qrels,
-            work,
-            space=SharedSpace.load(space_step.path),
-            metric=map_metric,
-            resume=True,
-        )
+        try:
+            train_ensemble(
+                train_config,
+                _system_data(config, system, RerankData.load(data_step.path / "train")),
+                _system_data(config, system, RerankData.load(data_step.path / "dev")),
+                collection.qrels,
+                work,
+                space=SharedSpace.load(space_step.path),
+                metric=map_metric,
+                resume=True,
+            )
+        except NonFiniteError as error:
+            raise NonFiniteError(f"system {system!r}: {error}") from None
 
     params = {**values.to_dict(), "with_dense": config.with_dense(system)}
     return runner.run(f"train-{system}", params, build, [data_step, space_step], resumable=True)
