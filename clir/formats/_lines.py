@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,8 +15,8 @@ BOM = "\ufeff"
 _TREC_SPACE = re.compile(r"[ \t\v\f\r]+")
 """What separates TREC fields: C's ``isspace`` (trec_eval's parser), not Python's wider set."""
 
-_INTEGER = re.compile(r"[+-]?[0-9]+")
-_DECIMAL = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+_PYTHON_ONLY_SPACE = re.compile("[\x1c-\x1f\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]")
+"""The characters ``str.split()`` splits on and C's ``isspace`` does not."""
 
 
 def numbered_lines(path: str | Path) -> Iterator[tuple[int, str]]:
@@ -50,33 +51,45 @@ def fields_of(path: str | Path, number: int, line: str, sep: str | None, count: 
         sep: The separator (``"\\t"`` for TSV), or ``None`` for runs of ASCII whitespace as
             trec_eval splits a TREC line (a no-break space is part of a field, not a separator).
     """
-    parts = line.split(sep) if sep is not None else _TREC_SPACE.split(line.strip(" \t\v\f\r"))
+    if sep is not None:
+        parts = line.split(sep)
+    elif _PYTHON_ONLY_SPACE.search(line) is None:
+        parts = line.split()  # the same split, faster
+    else:
+        parts = _TREC_SPACE.split(line.strip(" \t\v\f\r"))
     if len(parts) != count:
         raise FormatError(path, number, f"expected {count} fields ({what}), found {len(parts)}: {line!r}")
     return parts
 
 
 def integer_of(path: str | Path, number: int, text: str, what: str) -> int:
-    """Parse an ASCII decimal integer (``int`` alone would also take ``1_0`` and non-ASCII digits,
-    which C's ``atol`` in trec_eval reads otherwise).
+    """Parse an ASCII integer (``int`` alone would also read ``1_0`` and non-ASCII digits, which
+    C's ``atol`` in trec_eval reads otherwise).
 
     Raises:
         FormatError: Naming ``path:number``, ``what`` and the text.
     """
-    if not _INTEGER.fullmatch(text):
-        raise FormatError(path, number, f"{what} must be an integer, got {text!r}")
-    return int(text)
+    try:
+        if text.isascii() and "_" not in text:
+            return int(text)
+    except ValueError:
+        pass
+    raise FormatError(path, number, f"{what} must be an integer, got {text!r}")
 
 
 def decimal_of(path: str | Path, number: int, text: str, what: str) -> float:
-    """Parse a finite ASCII decimal number such as ``-1.5e3`` (``float`` alone would also take
-    ``1_0``, ``inf``, ``nan`` and non-ASCII digits, which C's ``atof`` in trec_eval reads otherwise).
+    """Parse a finite ASCII decimal number such as ``-1.5e3`` (``float`` alone would also read
+    ``1_0``, ``inf``, ``nan`` and non-ASCII digits, which C's ``atof`` in trec_eval reads
+    otherwise).
 
     Raises:
         FormatError: Naming ``path:number``, ``what`` and the text, also for a value that
             overflows to infinity.
     """
-    value = float(text) if _DECIMAL.fullmatch(text) else None
-    if value is None or value in (float("inf"), float("-inf")):
+    try:
+        value = float(text) if text.isascii() and "_" not in text else math.nan
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value):
         raise FormatError(path, number, f"{what} must be a finite decimal number, got {text!r}")
     return value
