@@ -44,6 +44,10 @@ def _write(path, text):
         # Python's float() and int() would read these; C's atof/atol in trec_eval read 1 and 0.
         (read_run, "q1 Q0 d1 1 1_5 t\n", 1, "score must be a finite decimal number, got '1_5'"),
         (read_qrels, "q1 0 d1 1_0\n", 1, "relevance must be an integer, got '1_0'"),
+        # Fields are split as trec_eval splits them (C isspace): a no-break space or an ASCII
+        # separator character joins two fields, so the line is malformed, not read as 6 fields.
+        (read_run, "q1\xa0Q0 d1 1 2.0 t\n", 1, "expected 6 fields"),
+        (read_qrels, "q1\x1c0 d1 1\n", 1, "expected 4 fields"),
         (read_qrels, "q1 0 d1 \u0661\n", 1, "relevance must be an integer"),
         (read_qrels, "q1 0 d1 1\nq1 0 d2\n", 2, "expected 4 fields"),
         (read_qrels, "q1 0 d1 high\n", 1, "relevance must be an integer"),
