@@ -139,7 +139,7 @@ def _retrieve(args: argparse.Namespace) -> int:
     else:
         queries = Collection.load(args.collection).split(args.split)
     stage = FirstStage.load(args.index, progress=not args.quiet)
-    run = stage.search(queries, k=args.k)
+    run = stage.search(queries, k=args.k, pad=args.pad)
     write_run(args.out, run, tag=args.tag or f"{stage.mode}-{stage.model}")
     print(f"wrote {args.out}: {len(run)} queries, depth {args.k}")
     return 0
@@ -523,6 +523,12 @@ def build_parser() -> argparse.ArgumentParser:
     retrieve.add_argument("--k", type=int, default=1000, help="depth of the run (default 1000)")
     retrieve.add_argument("--out", required=True, type=Path)
     retrieve.add_argument("--tag", help="run tag (default MODE-MODEL)")
+    retrieve.add_argument(
+        "--pad",
+        action="store_true",
+        help="fill each BM25 list up to --k with documents that match none of the query's terms "
+        "(all scored 0); by default only matching documents are listed",
+    )
     retrieve.add_argument("--quiet", action="store_true")
     retrieve.set_defaults(handler=_retrieve)
 

@@ -141,7 +141,7 @@ def bible_benchmark(n_queries: int, n_rank_bm25: int, k: int, seed: int, memory:
         return np.array([np.argsort(model.get_scores(q))[::-1][:k] for q in qs])
 
     def run_clir(model: Any, qs: list) -> np.ndarray:
-        return model.retrieve(qs, k=k).docnos
+        return model.retrieve(qs, k=k, pad=True).docnos  # bm25s lists k documents: pad like it
 
     systems = {
         "clir_bm25": (lambda: BM25(idf="okapi").index(docnos, docs, progress=False), run_clir, n_queries),
@@ -225,7 +225,7 @@ def synthetic_benchmark(
         return cls().use_index(index)
 
     def run_clir(model: Any, qs: list) -> np.ndarray:
-        return model.retrieve(qs, k=k).docnos
+        return model.retrieve(qs, k=k, pad=True).docnos  # bm25s lists k documents: pad like it
 
     def build_bm25s() -> Any:
         model = bm25s.BM25(k1=1.5, b=0.75, method="lucene", idf_method="lucene")

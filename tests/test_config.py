@@ -327,7 +327,7 @@ def _step_keys(config: ExperimentConfig, tmp_path: Path, monkeypatch) -> dict[st
     keys: dict[str, str] = {}
 
     class Recorder:
-        def __init__(self, out: Path, log: Any = None) -> None:
+        def __init__(self, out: Path, log: Any = None, **options: Any) -> None:
             self.timings: dict[str, float] = {}
 
         def __enter__(self) -> Recorder:

@@ -49,6 +49,7 @@ from clir.datasets import Collection
 from clir.embeddings import SharedSpace
 from clir.errors import ConfigError
 from clir.evaluation import evaluate
+from clir.formats import ranked
 from clir.pipeline.baselines import BaselineConfig, first_stage
 from clir.pipeline.tables import learn_tables
 from clir.retrieval import FirstStage
@@ -237,7 +238,7 @@ def stage_scores(
 
 
 def _top(run: Mapping[str, float], depth: int) -> list[tuple[str, float]]:
-    return sorted(run.items(), key=lambda item: (-item[1], item[0]))[:depth]
+    return ranked(run)[:depth]
 
 
 def build_rerank_data(

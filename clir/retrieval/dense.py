@@ -18,7 +18,7 @@ from tqdm.auto import tqdm
 
 import clir
 from clir.errors import ConfigError, MissingDependencyError
-from clir.formats import atomic_directory, atomic_write
+from clir.formats import atomic_directory, atomic_write, ranked
 from clir.types import Document, Query, Run
 
 
@@ -123,15 +123,13 @@ class DenseRetriever:
         return self.encoder.encode([q.text for q in queries], "query") @ self.vectors.T
 
     def search(self, queries: Sequence[Query], k: int = 1000) -> Run:
-        """The ``k`` best documents per query by cosine; ties broken by docno."""
+        """The ``k`` best documents per query by cosine, in :func:`~clir.formats.ranked` order
+        (trec_eval's: ties broken by docno descending, which also decides the cut at ``k``)."""
         scores = self._scores(queries)
-        docnos = np.asarray(self.docnos)
-        run: Run = {}
-        for query, row in zip(queries, scores, strict=True):
-            top = np.argpartition(-row, min(k, len(row)) - 1)[:k] if k < len(row) else np.arange(len(row))
-            order = sorted(top, key=lambda j: (-row[j], docnos[j]))
-            run[query.qid] = {str(docnos[j]): float(row[j]) for j in order}
-        return run
+        return {
+            query.qid: dict(ranked(dict(zip(self.docnos, row.tolist(), strict=True)))[:k])
+            for query, row in zip(queries, scores, strict=True)
+        }
 
     def candidate_scores(
         self, queries: Sequence[Query], candidates: Sequence[Sequence[str]]
