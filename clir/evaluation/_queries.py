@@ -32,6 +32,14 @@ def evaluated_queries(qrels: Qrels) -> list[str]:
     return qids
 
 
+class CoverageWarning(UserWarning):
+    """The run's queries and the evaluated ones differ (some ignored, or some counted 0).
+
+    A caller that knows why (a pipeline whose queries may legitimately retrieve nothing) can
+    filter this category alone.
+    """
+
+
 def warn_coverage(run: Run, qids: list[str], run_name: str = "run", stacklevel: int = 3) -> None:
     """Warn once about each mismatch between the run's queries and the evaluated ``qids``.
 
@@ -46,6 +54,7 @@ def warn_coverage(run: Run, qids: list[str], run_name: str = "run", stacklevel: 
         warnings.warn(
             f"{run_name}: {len(ignored)} query(ies) have no relevant document in the qrels and are "
             f"ignored: {_some(ignored)}",
+            CoverageWarning,
             stacklevel=stacklevel,
         )
     missing = [qid for qid in qids if not run.get(qid)]
@@ -55,6 +64,7 @@ def warn_coverage(run: Run, qids: list[str], run_name: str = "run", stacklevel: 
             f"relevant document; the {len(missing)} missing count 0 (trec_eval -c): {_some(missing)}; "
             "evaluate against the qrels of the run's split, e.g. a collection's qrels.<split>.txt "
             "or Collection.qrels_of(split), unless they should count",
+            CoverageWarning,
             stacklevel=stacklevel,
         )
 

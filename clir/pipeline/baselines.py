@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import json
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any
 
 from clir.config import NonEmpty, OneOf, PositiveInt, Range, Section, Unique, Where, check_arguments
 from clir.datasets import Collection
-from clir.evaluation import DEFAULT_MEASURES, evaluate, markdown_table
+from clir.evaluation import DEFAULT_MEASURES, CoverageWarning, evaluate, markdown_table
 from clir.formats import atomic_write, write_run
 from clir.formats.atomic import output_directory
 from clir.pipeline.tables import learn_tables
@@ -127,7 +128,9 @@ def run_baselines(
             run = first_stage(mode, model, collection, tables, config, progress).search(queries, k=config.k)
             write_run(out / "runs" / f"{name}.run", run, tag=name)
             runs[name] = run
-            results[name] = evaluate(run, qrels, DEFAULT_MEASURES, collection_size=len(collection.documents))
+            with warnings.catch_warnings():  # a query that retrieved nothing counts 0: search warned
+                warnings.simplefilter("ignore", CoverageWarning)
+                results[name] = evaluate(run, qrels, DEFAULT_MEASURES, collection_size=len(collection.documents))
     with atomic_write(out / "results.json") as handle:
         json.dump(
             {"collection": collection.name, "config": config.to_dict(), "systems": results}, handle, indent=2

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import math
 import re
+import warnings
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -48,7 +49,7 @@ from tqdm.auto import tqdm
 from clir.datasets import Collection
 from clir.embeddings import SharedSpace
 from clir.errors import ConfigError
-from clir.evaluation import evaluate
+from clir.evaluation import CoverageWarning, evaluate
 from clir.formats import ranked
 from clir.pipeline.baselines import BaselineConfig, first_stage
 from clir.pipeline.tables import learn_tables
@@ -93,8 +94,14 @@ def stage_features(names: Sequence[str]) -> list[str]:
 
 
 def map_metric(run: Run, qrels: Qrels) -> float:
-    """MAP of a run (``clir.evaluation``), the trainer's default early-stopping metric."""
-    return float(evaluate(run, qrels, ["AP"])["AP"])
+    """MAP of a run (``clir.evaluation``), the trainer's default early-stopping metric.
+
+    A dev query with no candidate (its first stage retrieved nothing) counts 0, silently: the
+    first stage has warned about it already.
+    """
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", CoverageWarning)
+        return float(evaluate(run, qrels, ["AP"])["AP"])
 
 
 def bm25_idf(df: int, n_docs: int) -> float:

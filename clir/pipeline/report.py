@@ -5,12 +5,13 @@ from __future__ import annotations
 import json
 import math
 import re
+import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from clir.datasets import Collection
-from clir.evaluation import compare, evaluate, evaluate_per_query, markdown_table
+from clir.evaluation import CoverageWarning, compare, evaluate, evaluate_per_query, markdown_table
 from clir.formats import atomic_write
 from clir.types import Run
 
@@ -47,42 +48,44 @@ def write_report(
     systems: dict[str, dict[str, dict[str, float]]] = {}
     significance: dict[str, dict[str, Any]] = {}
     per_query_ap: dict[str, dict[str, dict[str, float]]] = {}
-    for pair, pair_runs in runs.items():
-        collection = collections[pair]
-        qrels = collection.qrels_of(config.split)
-        size = len(collection.documents)
-        systems[pair] = {
-            name: evaluate(run, qrels, measures, collection_size=size) for name, run in pair_runs.items()
-        }
-        per_query_ap[pair] = {
-            name: evaluate_per_query(run, qrels, ["AP"], collection_size=size)["AP"]
-            for name, run in pair_runs.items()
-        }
-        best = max((n for n in pair_runs if is_baseline(n)), key=lambda n: systems[pair][n]["AP"])
-        references = [best] + ([LEXICAL_FUSION] if LEXICAL_FUSION in pair_runs else [])
-        significance[pair] = {"best_baseline": best}
-        for name, run in pair_runs.items():
-            if is_baseline(name):
-                continue
-            significance[pair][name] = {
-                reference: {
-                    measure: {
-                        "diff": c.diff,
-                        "p_ttest": _finite(c.p_ttest),
-                        "p_randomization": c.p_randomization,
-                    }
-                    for measure, c in compare(
-                        pair_runs[reference],
-                        run,
-                        qrels,
-                        measures,
-                        collection_size=size,
-                        n_permutations=config.permutations,
-                    ).items()
-                }
-                for reference in references
-                if reference != name
+    with warnings.catch_warnings():  # a query that retrieved nothing counts 0; its first stage warned
+        warnings.simplefilter("ignore", CoverageWarning)
+        for pair, pair_runs in runs.items():
+            collection = collections[pair]
+            qrels = collection.qrels_of(config.split)
+            size = len(collection.documents)
+            systems[pair] = {
+                name: evaluate(run, qrels, measures, collection_size=size) for name, run in pair_runs.items()
             }
+            per_query_ap[pair] = {
+                name: evaluate_per_query(run, qrels, ["AP"], collection_size=size)["AP"]
+                for name, run in pair_runs.items()
+            }
+            best = max((n for n in pair_runs if is_baseline(n)), key=lambda n: systems[pair][n]["AP"])
+            references = [best] + ([LEXICAL_FUSION] if LEXICAL_FUSION in pair_runs else [])
+            significance[pair] = {"best_baseline": best}
+            for name, run in pair_runs.items():
+                if is_baseline(name):
+                    continue
+                significance[pair][name] = {
+                    reference: {
+                        measure: {
+                            "diff": c.diff,
+                            "p_ttest": _finite(c.p_ttest),
+                            "p_randomization": c.p_randomization,
+                        }
+                        for measure, c in compare(
+                            pair_runs[reference],
+                            run,
+                            qrels,
+                            measures,
+                            collection_size=size,
+                            n_permutations=config.permutations,
+                        ).items()
+                    }
+                    for reference in references
+                    if reference != name
+                }
     results = {
         "systems": systems,
         "significance": significance,
