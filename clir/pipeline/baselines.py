@@ -122,6 +122,7 @@ def run_baselines(
     qrels = collection.qrels_of(config.split)
     results: dict[str, dict[str, float]] = {}
     runs: dict[str, Run] = {}
+    size = len(collection.documents)
     for mode in config.modes:
         for model in config.models:
             name = f"{mode}-{model}"
@@ -130,7 +131,7 @@ def run_baselines(
             runs[name] = run
             with warnings.catch_warnings():  # a query that retrieved nothing counts 0: search warned
                 warnings.simplefilter("ignore", CoverageWarning)
-                results[name] = evaluate(run, qrels, DEFAULT_MEASURES, collection_size=len(collection.documents))
+                results[name] = evaluate(run, qrels, DEFAULT_MEASURES, collection_size=size)
     with atomic_write(out / "results.json") as handle:
         json.dump(
             {"collection": collection.name, "config": config.to_dict(), "systems": results}, handle, indent=2
