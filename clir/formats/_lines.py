@@ -62,19 +62,27 @@ def fields_of(path: str | Path, number: int, line: str, sep: str | None, count: 
     return parts
 
 
+INT32 = (-(2**31), 2**31 - 1)
+"""The range of an integer field: a C ``int``, as pytrec_eval (and so ir_measures) stores it."""
+
+
 def integer_of(path: str | Path, number: int, text: str, what: str) -> int:
-    """Parse an ASCII integer (``int`` alone would also read ``1_0`` and non-ASCII digits, which
-    C's ``atol`` in trec_eval reads otherwise).
+    """Parse an ASCII integer in :data:`INT32` (``int`` alone would also read ``1_0`` and
+    non-ASCII digits, which C's ``atol`` in trec_eval reads otherwise, and any size, which
+    pytrec_eval cannot hold).
 
     Raises:
         FormatError: Naming ``path:number``, ``what`` and the text.
     """
     try:
-        if text.isascii() and "_" not in text:
-            return int(text)
+        value = int(text) if text.isascii() and "_" not in text else None
     except ValueError:
-        pass
-    raise FormatError(path, number, f"{what} must be an integer, got {text!r}")
+        value = None
+    if value is None:
+        raise FormatError(path, number, f"{what} must be an integer, got {text!r}")
+    if not INT32[0] <= value <= INT32[1]:
+        raise FormatError(path, number, f"{what} {text} is out of range: expected {INT32[0]} to {INT32[1]}")
+    return value
 
 
 def decimal_of(path: str | Path, number: int, text: str, what: str) -> float:

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 
 from clir.errors import ConfigError, FormatError
-from clir.formats._lines import fields_of, integer_of, numbered_lines
+from clir.formats._lines import INT32, fields_of, integer_of, numbered_lines
 from clir.formats.atomic import atomic_write
 from clir.formats.identifiers import check_identifier
 from clir.types import Qrel, Qrels
@@ -46,10 +46,14 @@ def write_qrels(path: str | Path, qrels: Qrels | Iterable[Qrel]) -> None:
     for qid, docno, relevance in rows:
         check_identifier(qid, "qid", path)
         check_identifier(docno, "docno", path)
-        if isinstance(relevance, bool) or not isinstance(relevance, (int, np.integer)):
+        if (
+            isinstance(relevance, bool)
+            or not isinstance(relevance, (int, np.integer))
+            or not INT32[0] <= relevance <= INT32[1]
+        ):
             raise ConfigError(
                 f"{path}: not written: relevance of {docno!r} for query {qid!r} is {relevance!r}; "
-                "expected an integer"
+                f"expected an integer from {INT32[0]} to {INT32[1]}"
             )
     with atomic_write(path) as out:
         for qrel in sorted(rows):
