@@ -31,7 +31,9 @@ def _harness():
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--fast", action="store_true", help="only the in-process cases")
     parser.add_argument("--only", metavar="TEXT", help="only the cases whose name or category holds TEXT")
     parser.add_argument("--json", type=Path, metavar="FILE", help="write the JSON here instead of stdout")

@@ -35,7 +35,7 @@ import sys
 import time
 import traceback
 import warnings
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -68,7 +68,7 @@ class Ctx:
 
     d: Path
     fx: Fixtures
-    trace: Trace | None = None
+    trace: Trace = field(default_factory=lambda: Trace(None))
     others: list[Trace] = field(default_factory=list)  # the other runs of a race
 
     def path(self, text: str) -> str:
@@ -153,9 +153,9 @@ def call(argv: Sequence[str], guard: bool = False) -> Trace:
         stack.enter_context(mock.patch.dict(os.environ))
         os.environ.pop("CLIR_DEBUG", None)
         stack.enter_context(warnings.catch_warnings())
-        warnings.simplefilter("always")
-        warnings.simplefilter("ignore", DeprecationWarning)
-        warnings.simplefilter("ignore", PendingDeprecationWarning)
+        warnings.simplefilter("always")  # each case sees its warnings, of the categories shown by default
+        for hidden in (DeprecationWarning, PendingDeprecationWarning, ImportWarning, ResourceWarning):
+            warnings.simplefilter("ignore", hidden)
         if guard:
             stack.enter_context(mock.patch.object(StepRunner, "run", refuse))
         stack.enter_context(contextlib.redirect_stdout(out))
@@ -213,12 +213,11 @@ def _named(line: str, name: str | tuple[str, ...], ctx: Ctx) -> bool:
 def classify(case: Case, ctx: Ctx, before: dict[str, str]) -> tuple[str, str]:
     """The outcome of a finished case and a one-line detail."""
     trace, expect = ctx.trace, case.expect
-    assert trace is not None
     after = file_hashes(ctx.d)
     lost = [
         name
         for name, digest in before.items()
-        if not name.startswith(expect.may_change or ("\0",)) and after.get(name) != digest
+        if after.get(name) != digest and not any(name.startswith(p) for p in expect.may_change)
     ]
     problem = expect.after(ctx) if expect.after else None
     if lost:
@@ -301,7 +300,9 @@ def summary(results: Sequence[Result]) -> dict[str, dict[str, int]]:
     for key in [*dict.fromkeys(r.category for r in results), "total"]:
         chosen = [r for r in results if key in (r.category, "total")]
         row = {"cases tried": len(chosen)}
-        row.update({col: sum(r.outcome == o for r in chosen) for col, o in zip(COLUMNS[1:], OUTCOMES)})
+        row.update(
+            {col: sum(r.outcome == o for r in chosen) for col, o in zip(COLUMNS[1:], OUTCOMES, strict=True)}
+        )
         row["not as expected"] = sum(not r.passed for r in chosen)
         rows[key] = row
     return rows
@@ -407,13 +408,16 @@ def expected_stats(documents: int = len(DOCS), parallel: int = len(PARALLEL)) ->
     }
 
 
-def _write(root: Path, files: dict[str, bytes | None]) -> None:
-    """Write files (``None``: a directory; a missing key: nothing)."""
+Content = bytes | bool | None
+"""A file's bytes; ``None``: a directory there; ``False``: nothing there."""
+
+
+def _write(root: Path, files: dict[str, Content]) -> None:
     for name, content in files.items():
         path = root / name
         if content is None:
             path.mkdir(parents=True, exist_ok=True)
-        else:
+        elif content is not False:
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_bytes(content)
 
@@ -449,8 +453,13 @@ def tiny_experiment() -> dict[str, Any]:
         "train_pair": "en-sw",
         "zero_shot_pairs": [],
         "split": "test",
-        "collection": {"collection_books": [8, 57], "parallel_books": [62, 64], "n_train": 8, "n_dev": 4,
-                       "n_test": 8},
+        "collection": {
+            "collection_books": [8, 57],
+            "parallel_books": [62, 64],
+            "n_train": 8,
+            "n_dev": 4,
+            "n_test": 8,
+        },
         "tables": {"iterations": 2},
         "baselines": {"modes": ["qt"], "models": ["bm25", "ql"], "k": 100},
         "embeddings": {"method": "word2vec", "dim": 8, "window": 5, "epochs": 1, "min_count": 1},
@@ -458,31 +467,47 @@ def tiny_experiment() -> dict[str, Any]:
         "systems": {"full": {}},
         "ensemble_seeds": [0],
         "permutations": 100,
-    }  # fmt: skip
+    }
 
 
 # --------------------------------------------------------------------------- helpers for cases
 
 
-def files(**content: bytes | None) -> Callable[[Ctx], None]:
-    """A setup writing these files (keyword = name; ``None`` makes a directory)."""
+Setup = Callable[[Ctx], None]
+
+
+def files(**content: Content) -> Setup:
+    """A setup writing these files (see :data:`Content`)."""
     return lambda ctx: _write(ctx.d, content)
 
 
-def collection_with(changes: dict[str, bytes | None | bool]) -> Callable[[Ctx], None]:
-    """A setup copying the hand-made collection to ``d/coll`` with files replaced (``False``: removed)."""
+def copies(*fixtures: str) -> Setup:
+    """A setup copying fixtures into the case's directory, under their names."""
 
     def setup(ctx: Ctx) -> None:
-        coll = ctx.fx.copy("collection", ctx.d / "coll")
-        for name, content in changes.items():
-            (coll / name).unlink(missing_ok=True)
-            if content is not False:
-                _write(coll, {name: content})  # type: ignore[dict-item]
+        for name in fixtures:
+            ctx.fx.copy(name, ctx.d / name)
 
     return setup
 
 
-def then(*setups: Callable[[Ctx], None]) -> Callable[[Ctx], None]:
+def nothing(ctx: Ctx) -> None:
+    """The setup of a case that needs no file."""
+
+
+def collection_with(changes: dict[str, Content]) -> Setup:
+    """A setup copying the hand-made collection to ``d/coll``, these files replaced."""
+
+    def setup(ctx: Ctx) -> None:
+        coll = ctx.fx.copy("collection", ctx.d / "coll")
+        for name in changes:
+            (coll / name).unlink(missing_ok=True)
+        _write(coll, changes)
+
+    return setup
+
+
+def then(*setups: Setup) -> Setup:
     def setup(ctx: Ctx) -> None:
         for step in setups:
             step(ctx)
@@ -497,7 +522,6 @@ def error_at(file: str, line: int | None = None, *names: str) -> Expect:
 
 
 def _json_out(ctx: Ctx) -> Any:
-    assert ctx.trace is not None
     return json.loads(ctx.trace.out)
 
 
@@ -545,7 +569,13 @@ def stats_are(expected: dict[str, Any]) -> Check:
 
 # --------------------------------------------------------------------------- readers: runs, qrels
 
-RUN = b"q1 Q0 d1 1 3.0 mine\nq1 Q0 d2 2 2.0 mine\nq1 Q0 d3 3 1.0 mine\nq2 Q0 d3 1 5.0 mine\nq2 Q0 d1 2 4.0 mine\n"
+RUN = (
+    b"q1 Q0 d1 1 3.0 mine\n"
+    b"q1 Q0 d2 2 2.0 mine\n"
+    b"q1 Q0 d3 3 1.0 mine\n"
+    b"q2 Q0 d3 1 5.0 mine\n"
+    b"q2 Q0 d1 2 4.0 mine\n"
+)
 QRELS_TEXT = b"q1 0 d1 2\nq1 0 d3 1\nq2 0 d1 1\nq2 0 d2 0\n"
 AP = {"q1": 5 / 6, "q2": 1 / 2}  # the README's example: (1/1 + 2/3)/2 and 1/2
 BOM = b"\xef\xbb\xbf"
@@ -562,8 +592,8 @@ def _garbage(size: int = 256, seed: int = 12) -> bytes:
     return random.Random(seed).randbytes(size)
 
 
-Variant = tuple[str, bytes | None, "int | None | dict[str, float]"]
-"""(name, file content or None for a directory, the line at fault / None: the file / expected AP)."""
+Variant = tuple[str, Content, "int | dict[str, float] | None"]
+"""(name, the file's content, the line at fault / None: the file / the APs expected)."""
 
 
 def _common_variants(base: bytes, good: dict[str, float]) -> list[Variant]:
@@ -590,14 +620,22 @@ def _common_variants(base: bytes, good: dict[str, float]) -> list[Variant]:
 def _identifier_variants(base: bytes, which: int) -> list[Variant]:
     """qid (field 0) / docno (field ``which``) holding a character no identifier may hold."""
     variants: list[Variant] = []
-    for label, char in [("\\x01", "\x01"), ("DEL", "\x7f"), ("zero-width space", "\u200b"),
-                        ("right-to-left override", "\u202e"), ("BOM inside", "\ufeff"),
-                        ("no-break space", "\u00a0"), ("line separator", "\u2028"),
-                        ("vertical tab", "\x0b")]:  # fmt: skip
+    for label, char in [
+        ("\\x01", "\x01"),
+        ("DEL", "\x7f"),
+        ("zero-width space", "\u200b"),
+        ("right-to-left override", "\u202e"),
+        ("BOM inside", "\ufeff"),
+        ("no-break space", "\u00a0"),
+        ("line separator", "\u2028"),
+        ("vertical tab", "\x0b"),
+    ]:
         for field_name, index in (("qid", 0), ("docno", which)):
             cells = base.split(b"\n")[1].decode().split(" ")
             cells[index] = cells[index][:1] + char + cells[index][1:]
-            variants.append((f"{field_name} with {label}", _replace_line(base, 2, " ".join(cells).encode()), 2))
+            variants.append(
+                (f"{field_name} with {label}", _replace_line(base, 2, " ".join(cells).encode()), 2)
+            )
     return variants
 
 
@@ -608,19 +646,20 @@ def _run_variants() -> list[Variant]:
     def rank(text: str) -> bytes:
         return _replace_line(RUN, 2, f"q1 Q0 d2 {text} 2.0 mine".encode())
 
+    # fmt: off
     return [
         *_common_variants(RUN, AP),
         *_identifier_variants(RUN, 2),
         *[(f"score {s}", score(s), 2) for s in ("nan", "NaN", "inf", "-Infinity", "1e999", "-1e999", "abc",
-                                                 "3,0", "0x1p3", "1_000", "\u0663")],  # fmt: skip
+                                                 "3,0", "0x1p3", "1_000", "\u0663")],
         ("score +2.5e0 (valid)", score("+2.5e0"), AP),
-        *[(f"rank {r}", rank(r), 2) for r in ("1.0", "one", "")],
-        ("rank 99999999999999999999999 (ignored)", rank("99999999999999999999999"), AP),
+        *[(f"rank {r}", rank(r), 2) for r in ("1.0", "one", "", "99999999999999999999999")],
         ("rank 0 and Q0 column 'x' (both ignored)", RUN.replace(b"Q0 d2 2", b"x d2 0"), AP),
         ("duplicate docno", _replace_line(RUN, 3, b"q1 Q0 d1 3 1.0 mine"), 3),
         ("the same line twice", RUN + b"q2 Q0 d1 2 4.0 mine\n", 6),
         ("a line of spaces only", b"   \n" + RUN, AP),
     ]
+    # fmt: on
 
 
 def _qrels_variants() -> list[Variant]:
@@ -630,7 +669,10 @@ def _qrels_variants() -> list[Variant]:
     return [
         *_common_variants(QRELS_TEXT, AP),
         *_identifier_variants(QRELS_TEXT, 2),
-        *[(f"grade {g}", grade(g), 2) for g in ("1.5", "abc", "99999999999999999999999", "nan", "\u0662", "1_0")],
+        *[
+            (f"grade {g}", grade(g), 2)
+            for g in ("1.5", "abc", "99999999999999999999999", "nan", "\u0662", "1_0")
+        ],
         ("grade -1 (non-relevant)", grade("-1"), {"q1": 1.0, "q2": 0.5}),
         ("grade +1 (relevant)", grade("+1"), AP),
         ("iteration column 'x' (ignored)", QRELS_TEXT.replace(b"q1 0", b"q1 x"), AP),
@@ -640,30 +682,38 @@ def _qrels_variants() -> list[Variant]:
 
 
 def _trec_cases(kind: str, variants: list[Variant]) -> list[Case]:
-    """Each variant of a run or qrels file through ``clir evaluate`` and ``clir compare``."""
+    """Each variant of a run or qrels file, and a missing one, through ``clir evaluate`` and
+    ``clir compare`` (whose run A is the README's run)."""
+    bad = f"{{d}}/bad.{kind}"
+    run, qrels = (bad, "{d}/good.qrels") if kind == "run" else ("{d}/good.run", bad)
+    commands = {
+        "evaluate": ("evaluate", run, qrels, "--metrics", "AP", "--json", "--per-query"),
+        "compare": (
+            "compare",
+            "{d}/good.run",
+            run,
+            qrels,
+            "--metrics",
+            "AP",
+            "--json",
+            "--permutations",
+            "100",
+        ),
+    }
     cases = []
-    for name, content, fault in variants:
-        bad = f"bad.{kind}"
-        inputs = {"good.run": RUN, "good.qrels": QRELS_TEXT}
-        setup = files(**inputs) if content is None else files(**inputs, **{bad: content})
-        if content is None:
-            setup = then(setup, files(**{bad: None}))
+    for name, content, fault in [*variants, ("missing file", False, None)]:
+        setup = files(**{"good.run": RUN, "good.qrels": QRELS_TEXT, f"bad.{kind}": content})
         if isinstance(fault, dict):
-            ok_eval = Expect(OK, check=per_query({"AP": fault}))
-            ok_compare = Expect(OK, check=compared(AP if kind == "run" else fault, fault))
+            expects = {
+                "evaluate": Expect(OK, check=per_query({"AP": fault})),
+                "compare": Expect(OK, check=compared(AP if kind == "run" else fault, fault)),
+            }
         else:
-            ok_eval = ok_compare = error_at(bad, fault)
-        run, qrels = ("{d}/" + bad, "{d}/good.qrels") if kind == "run" else ("{d}/good.run", "{d}/" + bad)
-        cases.append(Case(f"{kind}: {name} (evaluate)", f"readers: {kind}", setup,
-                          ("evaluate", run, qrels, "--metrics", "AP", "--json", "--per-query"), ok_eval))
-        cases.append(Case(f"{kind}: {name} (compare)", f"readers: {kind}", setup,
-                          ("compare", "{d}/good.run", run, qrels, "--metrics", "AP", "--json",
-                           "--permutations", "100"), ok_compare))  # fmt: skip
-    for command in ("evaluate", "compare"):
-        args = (("{d}/missing", "{d}/good.qrels") if kind == "run" else ("{d}/good.run", "{d}/missing"))
-        argv = ("evaluate", *args) if command == "evaluate" else ("compare", "{d}/good.run", *args)
-        cases.append(Case(f"{kind}: missing file ({command})", f"readers: {kind}",
-                          files(**{"good.run": RUN, "good.qrels": QRELS_TEXT}), argv, error_at("missing")))
+            expects = dict.fromkeys(commands, error_at(f"bad.{kind}", fault))
+        for command, argv in commands.items():
+            cases.append(
+                Case(f"{kind}: {name} ({command})", f"readers: {kind}", setup, argv, expects[command])
+            )
     return cases
 
 
@@ -684,114 +734,150 @@ def _check_cases() -> list[Case]:
     def topic_line(raw: str) -> bytes:
         return _replace_line(topics, 2, raw.encode())
 
+    line2, whole = "line 2", "the file"  # the error names coll/FILE:2, or coll/FILE
     ok = Expect(OK, quiet=True, check=stats_are(base))
-    table: list[tuple[str, str, bytes | None | bool, Expect]] = [
+    no_pairs = Expect(OK, quiet=True, check=stats_are(expected_stats(parallel=0)))
+    # fmt: off
+    table: list[tuple[str, str, Content, Expect | str]] = [
         ("documents", "BOM", BOM + docs, ok),
         ("documents", "CRLF", docs.replace(b"\n", b"\r\n"), ok),
         ("documents", "no final newline", docs.rstrip(b"\n"), ok),
-        ("documents", "empty file", b"", "file"),
-        ("documents", "invalid JSON", doc_line(b'{"docno": "d2", "text": '), None),
-        ("documents", "a list, not an object", doc_line(["d2", "text"]), None),
-        ("documents", "no text", doc_line({"docno": "d2"}), None),
-        ("documents", "docno a number", doc_line({"docno": 99999999999999999999999, "text": "x"}), None),
-        ("documents", "extra field a number", doc_line({"docno": "d2", "text": "x", "year": 1}), None),
-        ("documents", "empty docno", doc_line({"docno": "", "text": "x"}), None),
-        ("documents", "docno with a space", doc_line({"docno": "d 2", "text": "x"}), None),
-        ("documents", "docno with a tab", doc_line({"docno": "d\t2", "text": "x"}), None),
-        ("documents", "docno with a newline", doc_line({"docno": "d\n2", "text": "x"}), None),
-        ("documents", "docno with NUL", doc_line({"docno": "d\u00002", "text": "x"}), None),
-        ("documents", "docno with zero-width space", doc_line({"docno": "d\u200b2", "text": "x"}), None),
-        ("documents", "duplicate docno", doc_line({"docno": "d1", "text": "x"}), None),
-        ("documents", "raw NUL in the text", doc_line(b'{"docno": "d2", "text": "a\x00b"}'), None),
-        ("documents", "non-UTF-8", doc_line(b'{"docno": "d2", "text": "caf\xe9"}'), None),
-        ("documents", "NaN field", doc_line(b'{"docno": "d2", "text": "x", "score": NaN}'), None),
-        ("documents", "binary garbage", _garbage(), "file"),
-        ("documents", "a directory", None, "file"),
-        ("documents", "missing", False, "file"),
+        ("documents", "empty file", b"", whole),
+        ("documents", "invalid JSON", doc_line(b'{"docno": "d2", "text": '), line2),
+        ("documents", "a list, not an object", doc_line(["d2", "text"]), line2),
+        ("documents", "no text", doc_line({"docno": "d2"}), line2),
+        ("documents", "docno a number", doc_line({"docno": 99999999999999999999999, "text": "x"}), line2),
+        ("documents", "extra field a number", doc_line({"docno": "d2", "text": "x", "year": 1}), line2),
+        ("documents", "empty docno", doc_line({"docno": "", "text": "x"}), line2),
+        ("documents", "docno with a space", doc_line({"docno": "d 2", "text": "x"}), line2),
+        ("documents", "docno with a tab", doc_line({"docno": "d\t2", "text": "x"}), line2),
+        ("documents", "docno with a newline", doc_line({"docno": "d\n2", "text": "x"}), line2),
+        ("documents", "docno with NUL", doc_line({"docno": "d\u00002", "text": "x"}), line2),
+        ("documents", "docno with zero-width space", doc_line({"docno": "d\u200b2", "text": "x"}), line2),
+        ("documents", "duplicate docno", doc_line({"docno": "d1", "text": "x"}), line2),
+        ("documents", "raw NUL in the text", doc_line(b'{"docno": "d2", "text": "a\x00b"}'), line2),
+        ("documents", "non-UTF-8", doc_line(b'{"docno": "d2", "text": "caf\xe9"}'), line2),
+        ("documents", "NaN field", doc_line(b'{"docno": "d2", "text": "x", "score": NaN}'), line2),
+        ("documents", "binary garbage", _garbage(), whole),
+        ("documents", "a directory", None, whole),
+        ("documents", "missing", False, whole),
         ("topics.test.tsv", "BOM", BOM + topics, ok),
         ("topics.test.tsv", "CRLF", topics.replace(b"\n", b"\r\n"), ok),
         ("topics.test.tsv", "no final newline", topics.rstrip(b"\n"), ok),
-        ("topics.test.tsv", "one field", topic_line("q2"), None),
-        ("topics.test.tsv", "four fields", topic_line("q2\tcold water\tlong\tmore"), None),
-        ("topics.test.tsv", "empty qid", topic_line("\tcold water"), None),
-        ("topics.test.tsv", "empty text", topic_line("q2\t \tthe water"), None),
-        ("topics.test.tsv", "duplicate qid", topic_line("q1\tcold water"), None),
-        ("topics.test.tsv", "qid with a space", topic_line("q 2\tcold water"), None),
-        ("topics.test.tsv", "qid with \\x01", topic_line("q\x012\tcold water"), None),
-        ("topics.test.tsv", "qid with NUL", topic_line("q\x002\tcold water"), None),
-        ("topics.test.tsv", "qid with zero-width space", topic_line("q\u200b2\tcold water"), None),
-        ("topics.test.tsv", "qid with no-break space", topic_line("q\u00a02\tcold water"), None),
-        ("topics.test.tsv", "non-UTF-8", _replace_line(topics, 2, b"q2\tcold w\xe9ter"), None),
-        ("topics.test.tsv", "binary garbage", _garbage(), "file"),
-        ("topics.test.tsv", "a directory", None, "file"),
+        ("topics.test.tsv", "one field", topic_line("q2"), line2),
+        ("topics.test.tsv", "four fields", topic_line("q2\tcold water\tlong\tmore"), line2),
+        ("topics.test.tsv", "empty qid", topic_line("\tcold water"), line2),
+        ("topics.test.tsv", "empty text", topic_line("q2\t \tthe water"), line2),
+        ("topics.test.tsv", "duplicate qid", topic_line("q1\tcold water"), line2),
+        ("topics.test.tsv", "qid with a space", topic_line("q 2\tcold water"), line2),
+        ("topics.test.tsv", "qid with \\x01", topic_line("q\x012\tcold water"), line2),
+        ("topics.test.tsv", "qid with NUL", topic_line("q\x002\tcold water"), line2),
+        ("topics.test.tsv", "qid with zero-width space", topic_line("q\u200b2\tcold water"), line2),
+        ("topics.test.tsv", "qid with no-break space", topic_line("q\u00a02\tcold water"), line2),
+        ("topics.test.tsv", "non-UTF-8", _replace_line(topics, 2, b"q2\tcold w\xe9ter"), line2),
+        ("topics.test.tsv", "binary garbage", _garbage(), whole),
+        ("topics.test.tsv", "a directory", None, whole),
         ("topics.train.tsv", "qid also in topics.test.tsv", b"q1\tgod earth\n",
          Expect(CLEAR, ("topics.train.tsv", "topics.test.tsv", "q1"))),
         ("parallel.tsv", "BOM", BOM + parallel, ok),
         ("parallel.tsv", "CRLF", parallel.replace(b"\n", b"\r\n"), ok),
-        ("parallel.tsv", "two fields", _replace_line(parallel, 2, b"p2\tjesus went"), None),
-        ("parallel.tsv", "four fields", _replace_line(parallel, 2, b"p2\ta\tb\tc"), None),
-        ("parallel.tsv", "empty pair id", _replace_line(parallel, 2, b"\tjesus went\tyesu alikwenda"), None),
-        ("parallel.tsv", "pair id with a space", _replace_line(parallel, 2, b"p 2\tjesus\tyesu"), None),
-        ("parallel.tsv", "non-UTF-8", _replace_line(parallel, 2, b"p2\tjesus\tyes\xfa"), None),
-        ("parallel.tsv", "binary garbage", _garbage(), "file"),
-        ("parallel.tsv", "a directory", None, "file"),
-        ("parallel.tsv", "empty file", b"", Expect(OK, quiet=True, check=stats_are(expected_stats(parallel=0)))),
-        ("parallel.tsv", "missing (optional)", False, Expect(OK, quiet=True,
-                                                              check=stats_are(expected_stats(parallel=0)))),
+        ("parallel.tsv", "two fields", _replace_line(parallel, 2, b"p2\tjesus went"), line2),
+        ("parallel.tsv", "four fields", _replace_line(parallel, 2, b"p2\ta\tb\tc"), line2),
+        ("parallel.tsv", "empty pair id", _replace_line(parallel, 2, b"\tjesus went\tyesu alikwenda"), line2),
+        ("parallel.tsv", "pair id with a space", _replace_line(parallel, 2, b"p 2\tjesus\tyesu"), line2),
+        ("parallel.tsv", "non-UTF-8", _replace_line(parallel, 2, b"p2\tjesus\tyes\xfa"), line2),
+        ("parallel.tsv", "binary garbage", _garbage(), whole),
+        ("parallel.tsv", "a directory", None, whole),
+        ("parallel.tsv", "empty file", b"", no_pairs),
+        ("parallel.tsv", "missing (optional)", False, no_pairs),
         ("qrels.txt", "BOM", BOM + COLLECTION_FILES["qrels.txt"], ok),
-        ("qrels.txt", "missing", False, "file"),
-        ("collection.json", "invalid JSON", b'{"doc_lang": "sw"', "file"),
-        ("collection.json", "empty file", b"", "file"),
-        ("collection.json", "BOM", BOM + COLLECTION_FILES["collection.json"], "file"),
-        ("collection.json", "a list", b'["sw"]', "file"),
+        ("qrels.txt", "missing", False, whole),
+        ("collection.json", "invalid JSON", b'{"doc_lang": "sw"', whole),
+        ("collection.json", "empty file", b"", whole),
+        ("collection.json", "BOM", BOM + COLLECTION_FILES["collection.json"], whole),
+        ("collection.json", "a list", b'["sw"]', whole),
         ("collection.json", "doc_lang a number", b'{"doc_lang": 5}', Expect(CLEAR, (JSON_FILE, "doc_lang"))),
         ("collection.json", "doc_lang empty", b'{"doc_lang": ""}', Expect(CLEAR, ("{d}/coll", "doc_lang"))),
-        ("collection.json", "name a list", b'{"doc_lang": "sw", "name": [1]}', Expect(CLEAR, (JSON_FILE, "name"))),
-        ("collection.json", "non-UTF-8", b'{"doc_lang": "sw", "name": "h\xe9"}', "file"),
-        ("collection.json", "missing (no --doc-lang)", False, Expect(CLEAR, ("{d}/coll", ("doc_lang", "doc-lang")))),
-        ("stats.json", "invalid JSON", b'{"documents": ', "file"),
-        ("stats.json", "a list", b"[6]", "file"),
-        ("stats.json", "empty file", b"", "file"),
-        ("stats.json", "BOM", BOM + b"{}", "file"),
-    ]  # fmt: skip
+        ("collection.json", "name a list", b'{"doc_lang": "sw", "name": [1]}',
+         Expect(CLEAR, (JSON_FILE, "name"))),
+        ("collection.json", "non-UTF-8", b'{"doc_lang": "sw", "name": "h\xe9"}', whole),
+        ("collection.json", "missing (no --doc-lang)", False,
+         Expect(CLEAR, ("{d}/coll", ("doc_lang", "doc-lang")))),
+        ("stats.json", "invalid JSON", b'{"documents": ', whole),
+        ("stats.json", "a list", b"[6]", whole),
+        ("stats.json", "empty file", b"", whole),
+        ("stats.json", "BOM", BOM + b"{}", whole),
+    ]
+    # fmt: on
     cases = []
     for file, name, content, expect in table:
         path = "documents.jsonl" if file == "documents" else file
-        category = "readers: " + {"documents": "documents", "qrels.txt": "qrels", "parallel.tsv": "parallel"}.get(
-            file, "topics" if file.startswith("topics") else file
+        if isinstance(expect, str):
+            expect = error_at(f"coll/{path}", 2 if expect == line2 else None)
+        short = {"qrels.txt": "qrels", "parallel.tsv": "parallel"}.get(file, file.split(".")[0])
+        cases.append(
+            Case(
+                f"{file}: {name} (data check)",
+                f"readers: {short}",
+                collection_with({path: content}),
+                ("data", "check", "{d}/coll"),
+                expect,
+            )
         )
-        if expect is None:
-            expect = error_at(f"coll/{path}", 2)
-        elif expect == "file":
-            expect = error_at(f"coll/{path}")
-        cases.append(Case(f"{file}: {name} (data check)", category,
-                          collection_with({path: content}), ("data", "check", "{d}/coll"), expect))  # fmt: skip
     cases += [
-        Case("collection.json: missing, --doc-lang sw (data check)", "readers: collection.json",
-             collection_with({"collection.json": False}), ("data", "check", "{d}/coll", "--doc-lang", "sw"),
-             Expect(OK, quiet=True, check=stats_are(base))),
-        Case("stats.json: says 999 documents (data check)", "readers: stats.json",
-             collection_with({"stats.json": json.dumps({**base, "documents": 999}).encode()}),
-             ("data", "check", "{d}/coll"), Expect(OK, check=_documents_right_or_warned)),
-        Case("collection: not a directory (data check)", "readers: collection.json",
-             files(coll=b"a file"), ("data", "check", "{d}/coll"), error_at("coll")),
-    ]  # fmt: skip
+        Case(
+            "collection.json: missing, --doc-lang sw (data check)",
+            "readers: collection",
+            collection_with({"collection.json": False}),
+            ("data", "check", "{d}/coll", "--doc-lang", "sw"),
+            Expect(OK, quiet=True, check=stats_are(base)),
+        ),
+        Case(
+            "stats.json: says 999 documents (data check)",
+            "readers: stats",
+            collection_with({"stats.json": json.dumps({**base, "documents": 999}).encode()}),
+            ("data", "check", "{d}/coll"),
+            Expect(OK, check=_documents_right_or_warned),
+        ),
+        Case(
+            "collection: not a directory (data check)",
+            "readers: collection",
+            files(coll=b"a file"),
+            ("data", "check", "{d}/coll"),
+            error_at("coll"),
+        ),
+    ]
     for name, content, expect in [
         ("BOM", BOM + docs, Expect(OK, check=_aqwv_of(len(DOCS)))),
         ("empty docno", doc_line({"docno": "", "text": "x"}), error_at("coll/documents.jsonl", 2)),
         ("invalid JSON", doc_line(b"{"), error_at("coll/documents.jsonl", 2)),
         ("duplicate docno", doc_line({"docno": "d1", "text": "x"}), error_at("coll/documents.jsonl", 2)),
     ]:
-        cases.append(Case(f"documents: {name} (evaluate --collection)", "readers: documents",
-                          then(collection_with({"documents.jsonl": content}),
-                               files(**{"good.run": RUN, "good.qrels": QRELS_TEXT})),
-                          ("evaluate", "{d}/good.run", "{d}/good.qrels", "--collection", "{d}/coll",
-                           "--metrics", "AQWV", "--json"), expect))  # fmt: skip
+        cases.append(
+            Case(
+                f"documents: {name} (evaluate --collection)",
+                "readers: documents",
+                then(
+                    collection_with({"documents.jsonl": content}),
+                    files(**{"good.run": RUN, "good.qrels": QRELS_TEXT}),
+                ),
+                (
+                    "evaluate",
+                    "{d}/good.run",
+                    "{d}/good.qrels",
+                    "--collection",
+                    "{d}/coll",
+                    "--metrics",
+                    "AQWV",
+                    "--json",
+                ),
+                expect,
+            )
+        )
     return cases
 
 
 def _documents_right_or_warned(ctx: Ctx) -> str | None:
-    assert ctx.trace is not None
     if _json_out(ctx).get("documents") == len(DOCS) or "stats.json" in ctx.trace.err:
         return None
     return "printed documents: 999 from stats.json, with no word that it disagrees with documents.jsonl"
@@ -833,9 +919,10 @@ def _agrees_with_ir_measures(measures: Sequence[str]) -> Check:
             memory.setdefault(qid, {})[docno] = float(score)
         qrels = {"q1": {"d1": 2, "d3": 1}}
         in_memory = evaluate(memory, qrels, list(measures))
-        for measure, m in zip(measures, parsed):
+        for measure, m in zip(measures, parsed, strict=True):
             if not (_close(got[measure], by_file[m]) and _close(got[measure], in_memory[measure])):
-                return f"{measure}: clir {got[measure]}, ir_measures {by_file[m]}, in memory {in_memory[measure]}"
+                values = f"clir {got[measure]}, ir_measures {by_file[m]}, in memory {in_memory[measure]}"
+                return f"{measure}: {values}"
         return None
 
     return check
@@ -860,8 +947,15 @@ def _ties_case(name: str, scores: tuple[str, str, str]) -> Case:
 def _readme_values(ctx: Ctx) -> str | None:
     """The README's example with every default measure, by hand (see README 'Evaluating a run')."""
     ndcg10 = ((2 + 1 / 2) / (2 + 1 / math.log2(3)) + 1 / math.log2(3)) / 2
-    expected = {"AP": 2 / 3, "P@10": 0.15, "nDCG@10": ndcg10, "nDCG@20": ndcg10, "R@100": 1.0,
-                "R@1000": 1.0, "AQWV": ((1 - 40 / 8) + (1 - 40 / 9)) / 2}  # fmt: skip
+    expected = {
+        "AP": 2 / 3,
+        "P@10": 0.15,
+        "nDCG@10": ndcg10,
+        "nDCG@20": ndcg10,
+        "R@100": 1.0,
+        "R@1000": 1.0,
+        "AQWV": ((1 - 40 / 8) + (1 - 40 / 9)) / 2,
+    }
     got = _json_out(ctx)
     wrong = {m: got.get(m) for m, v in expected.items() if not _close(got.get(m), v)}
     return f"wrong: {wrong}, expected {expected}" if wrong else None
@@ -882,8 +976,10 @@ def _identical_compare(ctx: Ctx) -> str | None:
 def _evaluation_cases() -> list[Case]:
     q1_only = RUN.split(b"\n", 3)
     q1_run, q2_run = b"\n".join(q1_only[:3]) + b"\n", q1_only[3]
+    q1_qrels = b"q1 0 d1 2\nq1 0 d3 1\n"
     inputs = {"good.run": RUN, "good.qrels": QRELS_TEXT}
     evaluate = ("evaluate", "{d}/r.run", "{d}/good.qrels", "--metrics", "AP", "--json", "--per-query")
+    # fmt: off
     return [
         _ties_case("two documents tied", ("2.0", "2.0", "1.0")),
         _ties_case("tied only as 32-bit floats", ("2.00000001", "2.0", "1.0")),
@@ -898,10 +994,10 @@ def _evaluation_cases() -> list[Case]:
              files(**{"good.qrels": QRELS_TEXT + b"q3 0 d1 0\n", "r.run": RUN + b"q3 Q0 d1 1 1.0 mine\n"}),
              evaluate, Expect(OK, check=per_query({"AP": AP}))),
         Case("one query (evaluate)", "evaluation",
-             files(**{"r.run": q1_run, "good.qrels": b"q1 0 d1 2\nq1 0 d3 1\n"}), evaluate,
+             files(**{"r.run": q1_run, "good.qrels": q1_qrels}), evaluate,
              Expect(OK, quiet=True, check=per_query({"AP": {"q1": 5 / 6}}))),
         Case("one query (compare: no p-value, null in JSON)", "evaluation",
-             files(**{"r.run": q1_run, "good.qrels": b"q1 0 d1 2\nq1 0 d3 1\n", "b.run": q1_run.replace(b"3.0", b"0.5")}),
+             files(**{"r.run": q1_run, "b.run": q1_run.replace(b"3.0", b"0.5"), "good.qrels": q1_qrels}),
              ("compare", "{d}/b.run", "{d}/r.run", "{d}/good.qrels", "--metrics", "AP", "--json"),
              Expect(OK, check=_one_query_compare)),
         Case("README example, every default measure", "evaluation", files(**inputs),
@@ -916,73 +1012,69 @@ def _evaluation_cases() -> list[Case]:
         Case("AQWV without a collection size", "evaluation", files(**inputs),
              ("evaluate", "{d}/good.run", "{d}/good.qrels", "--metrics", "AQWV"),
              Expect(CLEAR, (("--collection-size", "collection_size"),))),
-    ]  # fmt: skip
+    ]
+    # fmt: on
 
 
 # --------------------------------------------------------------------------- options
 
 
 def _option_cases() -> list[Case]:
-    inputs = files(**{"good.run": RUN, "good.qrels": QRELS_TEXT})
+    """Bad values of command-line options: each error names the option (or its API name)."""
+    trec = files(**{"good.run": RUN, "good.qrels": QRELS_TEXT})
     evaluate = ("evaluate", "{d}/good.run", "{d}/good.qrels", "--metrics", "AP", "AQWV", "--json")
-
-    def with_inputs(*names: str) -> Callable[[Ctx], None]:
-        return lambda ctx: [ctx.fx.copy(name, ctx.d / name) for name in names] and None
-
+    compare = ("compare", "{d}/good.run", "{d}/good.run", "{d}/good.qrels")
     index = ("index", "--quiet", "--collection", "{d}/collection", "--tables", "{d}/tables", "--mode", "psq",
              "--out", "{d}/out")  # fmt: skip
     retrieve = ("retrieve", "--quiet", "--index", "{d}/index", "--collection", "{d}/collection", "--out",
                 "{d}/out.run")  # fmt: skip
+    tables = ("tables", "--collection", "{d}/collection", "--out", "{d}/out")
+    baselines = ("baselines", "--quiet", "--collection", "{d}/collection", "--out", "{d}/out")
     bible = ("data", "bible", "--quiet", "--out", "{d}/out")
-    table: list[tuple[Callable[[Ctx], None], tuple[str, ...], tuple[str | tuple[str, ...], ...]]] = [
-        (inputs, (*evaluate, "--collection-size", "0"), (("--collection-size", "collection_size"),)),
-        (inputs, (*evaluate, "--collection-size", "-3"), (("--collection-size", "collection_size"),)),
-        (inputs, (*evaluate, "--collection-size", "2"), (("--collection-size", "collection_size"),)),
-        (inputs, (*evaluate, "--collection-size", "10", "--cutoff", "0"), ("cutoff",)),
-        (inputs, (*evaluate, "--collection-size", "10", "--beta", "nan"), ("beta",)),
-        (inputs, (*evaluate, "--collection-size", "10", "--beta", "inf"), ("beta",)),
-        (inputs, (*evaluate, "--collection-size", "10", "--beta", "-1"), ("beta",)),
-        (inputs, ("compare", "{d}/good.run", "{d}/good.run", "{d}/good.qrels", "--permutations", "0"),
-         ("permutations",)),
-        (inputs, ("compare", "{d}/good.run", "{d}/good.run", "{d}/good.qrels", "--permutations", "-5"),
-         ("permutations",)),
-        (with_inputs("index", "collection"), (*retrieve, "--k", "0"), (("--k", "'k'", "k must", "k="),)),
-        (with_inputs("index", "collection"), (*retrieve, "--k", "-1"), (("--k", "'k'", "k must", "k="),)),
-        (with_inputs("index", "collection"), (*retrieve, "--split", "validation"), ("validation",)),
-        (with_inputs("collection", "tables"), (*index, "--k1", "nan"), ("k1",)),
-        (with_inputs("collection", "tables"), (*index, "--k1", "-1"), ("k1",)),
-        (with_inputs("collection", "tables"), (*index, "--b", "2"), (("--b", "'b'", "b must", "b="),)),
-        (with_inputs("collection", "tables"), (*index, "--mu", "-1"), ("mu",)),
-        (with_inputs("collection", "tables"), (*index, "--psq-cumulative", "0"),
-         (("psq-cumulative", "psq_cumulative"),)),
-        (with_inputs("collection", "tables"), (*index, "--psq-cumulative", "nan"),
-         (("psq-cumulative", "psq_cumulative"),)),
-        (with_inputs("collection", "tables"), (*index, "--psq-top-k", "0"), (("psq-top-k", "psq_top_k"),)),
-        (with_inputs("collection", "tables"), (*index, "--spelling", "2"), ("--spelling",)),
-        (with_inputs("collection", "tables"), (*index, "--tables", "{d}/collection"), ("{d}/collection",)),
-        (with_inputs("collection"), ("tables", "--collection", "{d}/collection", "--out", "{d}/out",
-                                     "--iterations", "0"), ("iterations",)),
-        (with_inputs("collection"), ("tables", "--collection", "{d}/collection", "--out", "{d}/out",
-                                     "--iterations", "-1"), ("iterations",)),
-        (with_inputs("collection"), ("baselines", "--quiet", "--collection", "{d}/collection", "--out",
-                                     "{d}/out", "--k", "0"), (("--k", "'k'", "k must", "k="),)),
-        (with_inputs("collection"), ("baselines", "--quiet", "--collection", "{d}/collection", "--out",
-                                     "{d}/out", "--split", "validation"), ("validation",)),
-        (lambda ctx: None, (*bible, "--pair", "en-sw", "--passage-verses", "0"),
-         (("passage-verses", "passage_verses"),)),
-        (lambda ctx: None, (*bible, "--pair", "en-sw", "--n-test", "-1"), (("n-test", "n_test"),)),
-        (lambda ctx: None, (*bible, "--pair", "en-xx"), (("en-xx", "'xx'", "--pair"),)),
-        (lambda ctx: None, (*bible, "--pair", "sw"), (("--pair", "en-XX", "en-sw"),)),
-        (lambda ctx: None, (*bible, "--pair", "en-en"), (("en-en", "'en'", "--pair"),)),
-    ]  # fmt: skip
+    size, k = ("--collection-size", "collection_size"), ("--k", "'k'", "k must", "k=")
+    psq = ("psq-cumulative", "psq_cumulative")
+    # fmt: off
+    table: list[tuple[Setup, tuple[str, ...], str | tuple[str, ...]]] = [
+        (trec, (*evaluate, "--collection-size", "0"), size),
+        (trec, (*evaluate, "--collection-size", "-3"), size),
+        (trec, (*evaluate, "--collection-size", "2"), size),  # fewer documents than q1 judged relevant
+        (trec, (*evaluate, "--collection-size", "10", "--cutoff", "0"), "cutoff"),
+        (trec, (*evaluate, "--collection-size", "10", "--beta", "nan"), "beta"),
+        (trec, (*evaluate, "--collection-size", "10", "--beta", "inf"), "beta"),
+        (trec, (*evaluate, "--collection-size", "10", "--beta", "-1"), "beta"),
+        (trec, (*compare, "--permutations", "0"), "permutations"),
+        (trec, (*compare, "--permutations", "-5"), "permutations"),
+        (copies("index", "collection"), (*retrieve, "--k", "0"), k),
+        (copies("index", "collection"), (*retrieve, "--k", "-1"), k),
+        (copies("index", "collection"), (*retrieve, "--split", "validation"), "validation"),
+        (copies("collection", "tables"), (*index, "--k1", "nan"), "k1"),
+        (copies("collection", "tables"), (*index, "--k1", "-1"), "k1"),
+        (copies("collection", "tables"), (*index, "--b", "2"), ("--b", "'b'", "b must", "b=")),
+        (copies("collection", "tables"), (*index, "--mu", "-1"), "mu"),
+        (copies("collection", "tables"), (*index, "--psq-cumulative", "0"), psq),
+        (copies("collection", "tables"), (*index, "--psq-cumulative", "nan"), psq),
+        (copies("collection", "tables"), (*index, "--psq-top-k", "0"), ("psq-top-k", "psq_top_k")),
+        (copies("collection", "tables"), (*index, "--spelling", "2"), "--spelling"),
+        (copies("collection", "tables"), (*index, "--tables", "{d}/collection"), "{d}/collection"),
+        (copies("collection"), (*tables, "--iterations", "0"), "iterations"),
+        (copies("collection"), (*tables, "--iterations", "-1"), "iterations"),
+        (copies("collection"), (*baselines, "--k", "0"), k),
+        (copies("collection"), (*baselines, "--split", "validation"), "validation"),
+        (nothing, (*bible, "--pair", "en-sw", "--passage-verses", "0"), ("passage-verses", "passage_verses")),
+        (nothing, (*bible, "--pair", "en-sw", "--n-test", "-1"), ("n-test", "n_test")),
+        (nothing, (*bible, "--pair", "en-xx"), ("en-xx", "'xx'", "--pair")),
+        (nothing, (*bible, "--pair", "sw"), ("--pair", "en-XX", "en-sw")),
+        (nothing, (*bible, "--pair", "en-en"), ("en-en", "'en'", "--pair")),
+    ]
+    # fmt: on
     return [
-        Case(" ".join(a for a in argv if not a.startswith("{d}") and a != "--quiet"), "options", setup, argv,
-             Expect(CLEAR, names))
+        Case(" ".join(a for a in argv if "{d}" not in a), "options", setup, argv, Expect(CLEAR, (names,)))
         for setup, argv, names in table
     ]
 
 
 # --------------------------------------------------------------------------- configs
+
 
 def _changed(base: dict[str, Any], changes: dict[str, Any]) -> dict[str, Any]:
     """``base`` with dotted keys set."""
@@ -1010,23 +1102,28 @@ NAN, INF = float("nan"), float("inf")
 
 def _experiment_changes() -> list[tuple[str, dict[str, Any], tuple[str | tuple[str, ...], ...]]]:
     """(name, changes to the tiny experiment, what the error must name)."""
+    # fmt: off
     key = {
         "unknown key": [("colection", 1), ("collection.n_trian", 5), ("tables.iteration", 2),
-                        ("baselines.depth", 10), ("embeddings.dims", 8), ("reranker.optim.learning_rate", 0.1),
-                        ("reranker.modle", {}), ("systems.full.optim.lrate", 1), ("systems.full.model.foo", 1)],
-        "wrong type": [("collection.n_train", "ten"), ("collection.n_train", 1.5), ("collection.n_test", True),
-                       ("collection.collection_books", "8"), ("tables.iterations", "2"), ("embeddings.dim", "big"),
+                        ("baselines.depth", 10), ("embeddings.dims", 8),
+                        ("reranker.optim.learning_rate", 0.1), ("reranker.modle", {}),
+                        ("systems.full.optim.lrate", 1), ("systems.full.model.foo", 1)],
+        "wrong type": [("collection.n_train", "ten"), ("collection.n_train", 1.5),
+                       ("collection.n_test", True), ("collection.collection_books", "8"),
+                       ("tables.iterations", "2"), ("embeddings.dim", "big"),
                        ("embeddings.epochs", 1.5), ("permutations", "many"), ("permutations", True),
                        ("split", 5), ("name", [1]), ("dense", "yes"), ("baselines.k", "1000"),
                        ("collection", [1, 2]), ("systems.full", 5), ("systems", ["full"]), ("dense_cache", 5),
                        ("reranker.optim.seed", 1.5), ("reranker.model.components", "en_en"),
                        ("train_pair", 5), ("zero_shot_pairs", "en-tl"), ("zero_shot_pairs", [5]),
                        ("ensemble_seeds", 5), ("ensemble_seeds", [0, "a"]), ("reranker", 5)],
-        "non-finite": [("reranker.optim.lr", NAN), ("systems.full.optim.lr", INF), ("reranker.optim.margin", NAN),
+        "non-finite": [("reranker.optim.lr", NAN), ("systems.full.optim.lr", INF),
+                       ("reranker.optim.margin", NAN),
                        ("baselines.psq_cumulative", NAN), ("permutations", INF), ("tables.iterations", NAN),
                        ("baselines.spelling", NAN), ("reranker.data.spelling", -INF),
                        ("reranker.optim.weight_decay", INF)],
-        "out of range": [("collection.n_train", -1), ("collection.n_test", 0), ("collection.passage_verses", 0),
+        "out of range": [("collection.n_train", -1), ("collection.n_test", 0),
+                         ("collection.passage_verses", 0),
                          ("tables.iterations", 0), ("embeddings.dim", 0), ("embeddings.epochs", -1),
                          ("embeddings.min_count", -1), ("embeddings.copies", 0), ("permutations", 0),
                          ("reranker.optim.epochs", 0), ("reranker.optim.batch_size", -1),
@@ -1042,12 +1139,20 @@ def _experiment_changes() -> list[tuple[str, dict[str, Any], tuple[str | tuple[s
                       ("reranker.model.interaction_kwargs", {"bogus": 1}),
                       ("systems.full.data", {"depth": 5}), ("systems.full.with_dense", True),
                       ("baselines.model_params", {"bm25": {"k1": NAN}})],
-    }  # fmt: skip
-    out = [(f"{kind}: {k} = {v!r}", {k: v}, (_key_named(k),)) for kind, pairs in key.items() for k, v in pairs]
+    }
+    # fmt: on
+    out = [
+        (f"{kind}: {k} = {v!r}", {k: v}, (_key_named(k),)) for kind, pairs in key.items() for k, v in pairs
+    ]
     for name in ("../../x", "a/b", ".hidden", "", "x y"):
         out.append((f"system named {name!r}", {"systems": {"full": {}, name: {}}}, ("systems",)))
-    out.append(("bad override in the last system", {"systems": {"full": {}, "zz": {"optim": {"lr": -1.0}}}},
-                ("systems.zz.optim.lr",)))  # fmt: skip
+    out.append(
+        (
+            "bad override in the last system",
+            {"systems": {"full": {}, "zz": {"optim": {"lr": -1.0}}}},
+            ("systems.zz.optim.lr",),
+        )
+    )
     return out
 
 
@@ -1069,19 +1174,40 @@ def _yaml_setup(name: str, config: dict[str, Any] | bytes | None, extra: dict[st
 
 def _no_steps(ctx: Ctx) -> str | None:
     steps = ctx.d / "out" / "steps"
-    return f"work began: {sorted(p.name for p in steps.iterdir())}" if steps.is_dir() and any(steps.iterdir()) else None
+    return (
+        f"work began: {sorted(p.name for p in steps.iterdir())}"
+        if steps.is_dir() and any(steps.iterdir())
+        else None
+    )
 
 
 def _config_cases() -> list[Case]:
     experiment = ("experiment", "{d}/exp.yaml", "--out", "{d}/out", "--quiet")
-    train = ("train", "--config", "{d}/train.yaml", "--collection", "{d}/nocoll", "--space", "{d}/nospace",
-             "--out", "{d}/out")  # fmt: skip
+    train = (
+        "train",
+        "--config",
+        "{d}/train.yaml",
+        "--collection",
+        "{d}/nocoll",
+        "--space",
+        "{d}/nospace",
+        "--out",
+        "{d}/out",
+    )
     cases = []
 
     def add(name: str, setup: Callable[[Ctx], None], argv: tuple[str, ...], names: tuple[Any, ...]) -> None:
         is_experiment = argv[0] == "experiment"
-        cases.append(Case(f"{argv[0]}: {name}", f"configs: {argv[0]}", setup, argv,
-                          Expect(CLEAR, names, after=_no_steps), guard=is_experiment))  # fmt: skip
+        cases.append(
+            Case(
+                f"{argv[0]}: {name}",
+                f"configs: {argv[0]}",
+                setup,
+                argv,
+                Expect(CLEAR, names, after=_no_steps),
+                guard=is_experiment,
+            )
+        )
 
     base = tiny_experiment()
     for name, changes, names in _experiment_changes():
@@ -1091,28 +1217,47 @@ def _config_cases() -> list[Case]:
             add(name, _yaml_setup(file, raw), argv, (f"{{d}}/{file}",))
     add("missing config file", lambda ctx: None, experiment, ("{d}/exp.yaml",))
     add("missing config file", lambda ctx: None, train, ("{d}/train.yaml",))
-    add("reranker file missing", _yaml_setup("exp.yaml", {**base, "reranker": "nope.yaml"}), experiment,
-        ("nope.yaml",))  # fmt: skip
+    add(
+        "reranker file missing",
+        _yaml_setup("exp.yaml", {**base, "reranker": "nope.yaml"}),
+        experiment,
+        ("nope.yaml",),
+    )
     rr = {"rr.yaml": yaml.safe_dump(_changed(tiny_reranker(), {"optim.foo": 1})).encode()}
-    add("reranker file with an unknown key", _yaml_setup("exp.yaml", {**base, "reranker": "rr.yaml"}, rr),
-        experiment, ("rr.yaml", "optim.foo"))  # fmt: skip
+    add(
+        "reranker file with an unknown key",
+        _yaml_setup("exp.yaml", {**base, "reranker": "rr.yaml"}, rr),
+        experiment,
+        ("rr.yaml", "optim.foo"),
+    )
     bad_yaml = {"rr.yaml": b"optim: [\n"}
-    add("reranker file not YAML", _yaml_setup("exp.yaml", {**base, "reranker": "rr.yaml"}, bad_yaml),
-        experiment, ("rr.yaml",))  # fmt: skip
+    add(
+        "reranker file not YAML",
+        _yaml_setup("exp.yaml", {**base, "reranker": "rr.yaml"}, bad_yaml),
+        experiment,
+        ("rr.yaml",),
+    )
 
+    # fmt: off
     train_changes = [
         ("optim.lr", INF), ("optim.lr", NAN), ("optim.lr", -0.1), ("optim.lr", 0), ("optim.margin", NAN),
         ("optim.margin", INF), ("optim.weight_decay", NAN), ("optim.dropout", 1.0), ("optim.epochs", 0),
         ("optim.batch_size", -1), ("optim.batch_size", 0), ("optim.patience", -1), ("device", "tpu"),
         ("modle", {}), ("model.foo", 1), ("optim.foo", 1), ("data.foo", 1), ("model.interaction", "nope"),
         ("model.fusion", "max"), ("model.components", "en_en"), ("model.interaction_kwargs", {"bogus": 1}),
-        ("data.depth", 0), ("data.negatives_per_positive", 0), ("data.spelling", 2), ("data.feature_norm", "l2"),
+        ("data.depth", 0), ("data.negatives_per_positive", 0), ("data.spelling", 2),
+        ("data.feature_norm", "l2"),
         ("data.first_stage", "xx-yy"), ("optim.lr", "fast"), ("optim.epochs", 2.5), ("optim.epochs", True),
         ("ensemble.seeds", []), ("ensemble.seeds", 5), ("cv.folds", 0),
-    ]  # fmt: skip
+    ]
+    # fmt: on
     for k, v in train_changes:
-        add(f"{k} = {v!r}", _yaml_setup("train.yaml", _changed(tiny_reranker(), {k: v})), train,
-            ("{d}/train.yaml", k))  # fmt: skip
+        add(
+            f"{k} = {v!r}",
+            _yaml_setup("train.yaml", _changed(tiny_reranker(), {k: v})),
+            train,
+            ("{d}/train.yaml", k),
+        )
     return cases
 
 
@@ -1132,20 +1277,24 @@ class Output:
     is_file: bool = False
 
 
+# fmt: off
 OUTPUTS: dict[str, Output] = {
     "bible": Output(("data", "bible", *BIBLE_ARGS, "--out", "{out}"), alt=("--seed", "14")),
     "tables": Output(("tables", "--collection", "{d}/collection", "--out", "{out}", "--iterations", "2"),
                      ("collection",), alt=("--iterations", "1")),
     "index": Output(("index", "--quiet", "--collection", "{d}/collection", "--tables", "{d}/tables", "--mode",
                      "qt", "--out", "{out}"), ("collection", "tables"), alt=("--k1", "1.0"), other="bible"),
-    "baselines": Output(("baselines", "--quiet", "--collection", "{d}/collection", "--out", "{out}", "--modes",
-                         "qt", "--models", "bm25", "--k", "10"), ("collection",), alt=("--k", "5")),
-    "embed": Output(("embed", "train", "{d}/collection", "--out", "{out}", "--method", "word2vec", "--dim", "8",
-                     "--epochs", "1", "--min-count", "1", "--quiet"), ("collection",), alt=("--dim", "4")),
-    "retrieve": Output(("retrieve", "--quiet", "--index", "{d}/index", "--collection", "{d}/collection", "--k",
-                        "10", "--out", "{out}"), ("index", "collection"), is_file=True),
+    "baselines": Output(("baselines", "--quiet", "--collection", "{d}/collection", "--out", "{out}",
+                         "--modes", "qt", "--models", "bm25", "--k", "10"), ("collection",),
+                        alt=("--k", "5")),
+    "embed": Output(("embed", "train", "{d}/collection", "--out", "{out}", "--method", "word2vec", "--dim",
+                     "8", "--epochs", "1", "--min-count", "1", "--quiet"), ("collection",),
+                    alt=("--dim", "4")),
+    "retrieve": Output(("retrieve", "--quiet", "--index", "{d}/index", "--collection", "{d}/collection",
+                        "--k", "10", "--out", "{out}"), ("index", "collection"), is_file=True),
     "experiment": Output(("experiment", "{d}/exp.yaml", "--out", "{out}", "--quiet")),
-}  # fmt: skip
+}
+# fmt: on
 """The commands whose ``--out`` the battery tries; all but ``experiment`` are fixtures too."""
 
 
@@ -1181,56 +1330,54 @@ def _same_as(fixture: str, out: str) -> Check:
 
 
 def _output_cases() -> list[Case]:
+    """Every --out a user may give: what must be refused (and survive), what may be written."""
+    user = files(
+        **{"out/notes.txt": b"my notes\n", "out/results.json": b"{}\n", "out/report.md": b"# mine\n"}
+    )
+    link = then(files(**{"mine/notes.txt": b"my notes\n"}), lambda ctx: (ctx.d / "out").symlink_to("mine"))
+    beside = files(**{".out.old/mine.txt": b"x\n"})
     cases = []
     for command, spec in OUTPUTS.items():
-
-        def inputs(ctx: Ctx, spec: Output = spec) -> None:
-            for name in spec.inputs:
-                ctx.fx.copy(name, ctx.d / name)
-            if spec.argv[0] == "experiment":
-                _write(ctx.d, {"exp.yaml": yaml.safe_dump(tiny_experiment()).encode()})
+        inputs = copies(*spec.inputs)
+        if command == "experiment":
+            inputs = files(**{"exp.yaml": yaml.safe_dump(tiny_experiment()).encode()})
 
         def earlier(ctx: Ctx, spec: Output = spec) -> None:
             _clir(_output_argv(spec, ctx.d, str(ctx.d / "out"), spec.alt))
 
-        user = {"notes.txt": b"my notes\n", "results.json": b"{}\n", "report.md": b"# mine\n"}
-        refused: list[tuple[str, Callable[[Ctx], None], str, str]] = [
-            ("a user's directory with files", files(**{f"out/{k}": v for k, v in user.items()}), "out", "out"),
-            ("an existing file", files(out=b"my file\n"), "out", "out"),
+        def other(ctx: Ctx, spec: Output = spec) -> None:
+            ctx.fx.copy(spec.other, ctx.d / "out")
+
+        # (name, setup, --out, the path the error names)
+        refused: list[tuple[str, Setup, str, str]] = [
+            ("a user's directory with files", user, "out", "out"),
             ("a path below a file", files(afile=b"my file\n"), "afile/out", "afile"),
-            ("a symlink to a user's directory",
-             then(files(**{"mine/notes.txt": b"my notes\n"}), lambda ctx: (ctx.d / "out").symlink_to("mine")),
-             "out", "out"),
+            ("a symlink to a user's directory", link, "out", "out"),
+            *([("an empty directory", files(out=None), "out", "out")] if spec.is_file else
+              [("an existing file", files(out=b"my file\n"), "out", "out"),
+               ("another kind of clir output", other, "out", "out")]),
         ]  # fmt: skip
-        if spec.is_file:
-            refused[1:2] = [("an empty directory", files(out=None), "out", "out")]
-        else:
-            refused.append(("another kind of clir output", lambda ctx, s=spec: ctx.fx.copy(s.other, ctx.d / "out") and None, "out", "out"))  # noqa: E501
         for name, setup, out, named in refused:
-            cases.append(Case(f"{command}: --out {name}", "outputs", then(inputs, setup),
-                              tuple(_output_argv(spec, "{d}", f"{{d}}/{out}")),
-                              Expect(CLEAR, (f"{{d}}/{named}",)), guard=command == "experiment"))  # fmt: skip
+            argv = tuple(_output_argv(spec, "{d}", f"{{d}}/{out}"))
+            expect = Expect(CLEAR, (f"{{d}}/{named}",))
+            cases.append(Case(f"{command}: --out {name}", "outputs", then(inputs, setup), argv, expect,
+                              guard=command == "experiment"))  # fmt: skip
         if command == "experiment":
-            continue
-        accepted: list[tuple[str, Callable[[Ctx], None], str, tuple[str, ...], tuple[str, ...]]] = [
-            ("a fresh path", lambda ctx: None, "out", (), ()),
-            ("a missing parent directory", lambda ctx: None, "a/b/out", (), ()),
-        ]
-        if spec.is_file:
-            accepted.append(("an existing file (replaced)", files(out=b"old\n"), "out", (), ("out",)))
-        else:
-            accepted += [
-                ("an empty directory", files(out=None), "out", (), ()),
-                ("the same kind (replaced)", earlier, "out", (), ("out/",)),
-                ("the same kind, a user's .out.old beside", then(earlier, files(**{".out.old/mine.txt": b"x\n"})),
-                 "out", (), ("out/",)),
-                ("--force over a user's directory", files(**{"out/notes.txt": b"my notes\n"}), "out", ("--force",),
-                 ("out/",)),
-            ]  # fmt: skip
+            continue  # its accepted --out: the cache cases
+        # (name, setup, --out, extra arguments, what the command may replace)
+        accepted: list[tuple[str, Setup, str, tuple[str, ...], tuple[str, ...]]] = [
+            ("a fresh path", nothing, "out", (), ()),
+            ("a missing parent directory", nothing, "a/b/out", (), ()),
+            *([("an existing file (replaced)", files(out=b"old\n"), "out", (), ("out",))] if spec.is_file else
+              [("an empty directory", files(out=None), "out", (), ()),
+               ("the same kind (replaced)", earlier, "out", (), ("out/",)),
+               ("the same kind, a user's .out.old beside", then(earlier, beside), "out", (), ("out/",)),
+               ("--force over a user's directory", user, "out", ("--force",), ("out/",))]),
+        ]  # fmt: skip
         for name, setup, out, extra, may_change in accepted:
-            cases.append(Case(f"{command}: --out {name}", "outputs", then(inputs, setup),
-                              tuple(_output_argv(spec, "{d}", f"{{d}}/{out}", extra)),
-                              Expect(OK, check=_same_as(command, out), may_change=may_change),
+            argv = tuple(_output_argv(spec, "{d}", f"{{d}}/{out}", extra))
+            expect = Expect(OK, check=_same_as(command, out), may_change=may_change)
+            cases.append(Case(f"{command}: --out {name}", "outputs", then(inputs, setup), argv, expect,
                               slow=command == "bible"))  # fmt: skip
     return cases
 
@@ -1256,7 +1403,8 @@ def _as_reference(ctx: Ctx) -> str | None:
     differ = sorted(k for k in want.keys() | got.keys() if want.get(k) != got.get(k))
     if differ:
         return f"files differ from the reference run: {differ[:4]}"
-    return None if _results(made) == _results(ref) else "results.json differs from the reference run"
+    same = _results(made / "results.json") == _results(ref / "results.json")
+    return None if same else "results.json differs from the reference run"
 
 
 def _flip(path: Path) -> None:
@@ -1279,12 +1427,17 @@ def _zero64(path: Path) -> None:
     path.write_bytes(bytes(data))
 
 
+def _garble(path: Path) -> None:
+    path.write_bytes(_garbage())
+
+
 def _old_step_json(path: Path) -> None:
     """A step.json of an older clir: no manifest."""
     record = json.loads(path.read_text())
     path.write_text(json.dumps({k: record[k] for k in ("name", "key", "params", "seconds")}))
 
 
+# fmt: off
 CORRUPTIONS: list[tuple[str, str, Callable[[Path], None]]] = [
     ("a digit of a baseline run changed", "steps/baselines-*/runs/qt-bm25.run", _flip),
     ("a baseline run truncated", "steps/baselines-*/runs/qt-bm25.run", _truncate),
@@ -1292,19 +1445,21 @@ CORRUPTIONS: list[tuple[str, str, Callable[[Path], None]]] = [
     ("64 bytes of a table's .npy zeroed", "steps/tables-*/en-doc/*.npy", _zero64),
     ("a table's .npy truncated", "steps/tables-*/doc-en/*.npy", _truncate),
     ("step.json of the tables truncated", "steps/tables-*/step.json", _truncate),
-    ("step.json of the tables binary garbage", "steps/tables-*/step.json", lambda p: p.write_bytes(_garbage())),
+    ("step.json of the tables binary garbage", "steps/tables-*/step.json", _garble),
     ("step.json of the tables deleted", "steps/tables-*/step.json", Path.unlink),
     ("step.json of the tables without a manifest (older clir)", "steps/tables-*/step.json", _old_step_json),
     ("a digit of the collection's qrels changed", "steps/collection-*/collection/qrels.txt", _flip),
     ("the collection's documents truncated", "steps/collection-*/collection/documents.jsonl", _truncate),
     ("a byte of the space's vectors flipped", "steps/space-*/en.bin", _flip),
     ("64 bytes of a rerank-data .npy zeroed", "steps/data-*/test/*.npy", _zero64),
-    ("64 bytes of model.safetensors zeroed", "steps/train-*/seed0/model.safetensors", _zero64),
-    ("a model's config.json truncated", "steps/train-*/seed0/config.json", _truncate),
+    ("64 bytes of model.safetensors zeroed", "steps/train-*/seed0/model/model.safetensors", _zero64),
+    ("a model's config.json truncated", "steps/train-*/seed0/model/config.json", _truncate),
+    ("64 bytes of the last training state zeroed", "steps/train-*/seed0/last/optimizer.safetensors", _zero64),
     ("a digit of the reranked run changed", "steps/rerank-*/runs/full.run", _flip),
     ("the reranked run truncated", "steps/rerank-*/runs/full.run", _truncate),
     ("bli.json truncated", "steps/bli-*/bli.json", _truncate),
-]  # fmt: skip
+]
+# fmt: on
 
 
 def _experiment_copy(ctx: Ctx) -> None:
@@ -1337,37 +1492,77 @@ def _half_built(step: str, damage: Callable[[Path], None] | None = None) -> Call
 
 
 def _all_cached(ctx: Ctx) -> str | None:
-    assert ctx.trace is not None
     built = [line for line in ctx.trace.out.splitlines() if line.startswith("[") and "cached" not in line]
     return f"re-ran steps of a finished experiment: {built}" if built else _as_reference(ctx)
 
 
 def _cache_cases() -> list[Case]:
-    cases = [Case("untouched finished experiment: every step reused", "cache", _experiment_copy, EXPERIMENT,
-                  Expect(OK, quiet=True, check=_all_cached, may_change=("exp/",)), slow=True)]  # fmt: skip
+    cases = [
+        Case(
+            "untouched finished experiment: every step reused",
+            "cache and faults",
+            _experiment_copy,
+            EXPERIMENT,
+            Expect(OK, quiet=True, check=_all_cached, may_change=("exp/",)),
+            slow=True,
+        )
+    ]
     for name, pattern, corrupt in CORRUPTIONS:
         step = pattern.split("/")[1].rstrip("-*")
         file = pattern.rsplit("/", 1)[1].replace("*", "")
-        cases.append(Case(f"{name}: rebuilt, same results", "cache", _corrupted(pattern, corrupt), EXPERIMENT,
-                          Expect(OK, warns=(step, file), check=_as_reference, may_change=("exp/",)), slow=True))  # fmt: skip
+        cases.append(
+            Case(
+                f"{name}: rebuilt, same results",
+                "cache and faults",
+                _corrupted(pattern, corrupt),
+                EXPERIMENT,
+                Expect(OK, warns=(step, file), check=_as_reference, may_change=("exp/",)),
+                slow=True,
+            )
+        )
     stale = {
         "results.json truncated (the report is always redone)": _corrupted("results.json", _truncate),
-        "a half-built tables step left by a crash": _half_built("tables", lambda p: _zero64(next(p.rglob("*.npy")))),
+        "a half-built tables step left by a crash": _half_built(
+            "tables", lambda p: _zero64(next(p.rglob("*.npy")))
+        ),
         "a half-built training step with a damaged checkpoint": _half_built(
             "train-full", lambda p: _zero64(next(p.rglob("model.safetensors")))
         ),
-    }  # fmt: skip
+    }
     for name, setup in stale.items():
-        cases.append(Case(f"{name}: same results", "cache", setup, EXPERIMENT,
-                          Expect(OK, check=_as_reference, may_change=("exp/",)), slow=True))  # fmt: skip
+        cases.append(
+            Case(
+                f"{name}: same results",
+                "cache and faults",
+                setup,
+                EXPERIMENT,
+                Expect(OK, check=_as_reference, may_change=("exp/",)),
+                slow=True,
+            )
+        )
     for step in ("tables", "space", "train-full", "rerank"):
-        cases.append(Case(f"kill -9 during the {step} step, then a re-run: same results", "cache",
-                          files(**{"exp.yaml": yaml.safe_dump(tiny_experiment()).encode()}), EXPERIMENT,
-                          Expect(OK, check=_as_reference, may_change=("exp/",)), slow=True,
-                          runner=_killed(f"exp/steps/{step}-*.partial/*")))  # fmt: skip
-    cases.append(Case("kill -9 while clir data bible writes, then a re-run", "cache", lambda ctx: None,
-                      tuple(_output_argv(OUTPUTS["bible"], "{d}", "{d}/out")),
-                      Expect(OK, check=_same_as("bible", "out")), slow=True, runner=_killed(".out.*.tmp/*")))  # fmt: skip
+        cases.append(
+            Case(
+                f"kill -9 during the {step} step, then a re-run: same results",
+                "cache and faults",
+                files(**{"exp.yaml": yaml.safe_dump(tiny_experiment()).encode()}),
+                EXPERIMENT,
+                Expect(OK, check=_as_reference, may_change=("exp/",)),
+                slow=True,
+                runner=_killed(f"exp/steps/{step}-*.partial"),
+            )
+        )
+    cases.append(
+        Case(
+            "kill -9 while clir data bible writes, then a re-run",
+            "cache and faults",
+            lambda ctx: None,
+            tuple(_output_argv(OUTPUTS["bible"], "{d}", "{d}/out")),
+            Expect(OK, check=_same_as("bible", "out")),
+            slow=True,
+            runner=_killed(".out.*.tmp"),
+        )
+    )
     return cases
 
 
@@ -1381,13 +1576,15 @@ def _wait_for(root: Path, pattern: str, process: subprocess.Popen, timeout: floa
     return False
 
 
-def _killed(pattern: str) -> Callable[[Ctx, list[str]], Trace]:
-    """Start the command, ``kill -9`` it once ``pattern`` exists, then run it again in-process."""
+def _killed(pattern: str, delay: float = 0.2) -> Callable[[Ctx, list[str]], Trace]:
+    """Start the command, ``kill -9`` it ``delay`` seconds after ``pattern`` exists, then run it
+    again in-process."""
 
     def runner(ctx: Ctx, argv: list[str]) -> Trace:
         process = clir_process(argv, ctx.d)
         if not _wait_for(ctx.d, pattern, process):
-            return Trace(None, escaped=f"the battery found no {pattern} to kill in: {finish(process).err}")
+            raise RuntimeError(f"the command ended before {pattern} appeared: {_tail(finish(process).err)}")
+        time.sleep(delay)
         os.killpg(process.pid, signal.SIGKILL)
         process.wait()
         return call(argv)
@@ -1399,14 +1596,20 @@ def _killed(pattern: str) -> Callable[[Ctx, list[str]], Trace]:
 
 
 def _race(pattern: str | None) -> Callable[[Ctx, list[str]], Trace]:
-    """Two processes of one command, the second started at once or when ``pattern`` exists. The
-    trace is the refused one's (or, if none failed, the second's); the other is kept."""
+    """Two processes of one command: both at once, or the first stopped (SIGSTOP) once
+    ``pattern`` exists while the second runs, then continued. The trace is the refused one's (or,
+    if none failed, the second's); the other is kept in ``ctx.others``."""
 
     def runner(ctx: Ctx, argv: list[str]) -> Trace:
         first = clir_process(argv, ctx.d)
-        if pattern:
-            _wait_for(ctx.d, pattern, first)
+        stopped = pattern is not None and _wait_for(ctx.d, pattern, first)
+        if stopped:
+            os.killpg(first.pid, signal.SIGSTOP)
         second = clir_process(argv, ctx.d)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            second.wait(timeout=120)  # a run that waits for the lock would wait forever here
+        if stopped:
+            os.killpg(first.pid, signal.SIGCONT)
         traces = sorted([finish(first), finish(second)], key=lambda t: t.code != 0)
         ctx.others = traces[:1]
         return traces[1]
@@ -1423,18 +1626,16 @@ def _winner_right(ctx: Ctx) -> str | None:
     problem = _as_reference(ctx)
     if problem:
         return f"after the race: {problem}"
-    third = Ctx(ctx.d, ctx.fx, call(EXPERIMENT_ABS(ctx)))
-    return _all_cached(third) if third.trace and third.trace.code == 0 else f"a third run failed: {third.trace}"
-
-
-def EXPERIMENT_ABS(ctx: Ctx) -> list[str]:  # noqa: N802
-    return [ctx.path(arg) for arg in EXPERIMENT]
+    third = Ctx(ctx.d, ctx.fx, call([ctx.path(arg) for arg in EXPERIMENT]))
+    return _all_cached(third) if third.trace.code == 0 else f"a third run failed: {_tail(third.trace.err)}"
 
 
 def _both_or_one_refused(ctx: Ctx, argv: list[str]) -> Trace:
     """Two ``clir data bible`` at once on one --out: each finishes or is refused clearly."""
     traces = [finish(p) for p in [clir_process(argv, ctx.d), clir_process(argv, ctx.d)]]
-    bad = [t for t in traces if t.code != 0 and (t.code != 2 or not _error_lines(t.err) or "Traceback" in t.err)]
+    bad = [
+        t for t in traces if t.code != 0 and (t.code != 2 or not _error_lines(t.err) or "Traceback" in t.err)
+    ]
     return bad[0] if bad else min(traces, key=lambda t: t.code or 0)
 
 
@@ -1442,16 +1643,43 @@ def _concurrency_cases() -> list[Case]:
     config = files(**{"exp.yaml": yaml.safe_dump(tiny_experiment()).encode()})
     race = Expect(CLEAR, ("{d}/exp",), after=_winner_right, may_change=("exp/",))
     return [
-        Case("two experiment runs on one --out at once", "concurrency", config, EXPERIMENT, race, slow=True,
-             runner=_race(None)),
-        Case("a second experiment run while the first trains", "concurrency", config, EXPERIMENT, race, slow=True,
-             runner=_race("exp/steps/train-full-*.partial/*")),
-        Case("a second experiment run while the first writes its report", "concurrency", config, EXPERIMENT, race,
-             slow=True, runner=_race("exp/steps/bli-*[0-9a-f]/step.json")),
-        Case("two clir data bible on one --out at once", "concurrency", lambda ctx: None,
-             tuple(_output_argv(OUTPUTS["bible"], "{d}", "{d}/out")), Expect(OK, check=_same_as("bible", "out")),
-             slow=True, runner=_both_or_one_refused),
-    ]  # fmt: skip
+        Case(
+            "two experiment runs on one --out at once",
+            "concurrency",
+            config,
+            EXPERIMENT,
+            race,
+            slow=True,
+            runner=_race(None),
+        ),
+        Case(
+            "a second experiment run while the first trains",
+            "concurrency",
+            config,
+            EXPERIMENT,
+            race,
+            slow=True,
+            runner=_race("exp/steps/train-full-*.partial/*"),
+        ),
+        Case(
+            "a second experiment run while the first writes its report",
+            "concurrency",
+            config,
+            EXPERIMENT,
+            race,
+            slow=True,
+            runner=_race("exp/steps/bli-*[0-9a-f]/step.json"),
+        ),
+        Case(
+            "two clir data bible on one --out at once",
+            "concurrency",
+            lambda ctx: None,
+            tuple(_output_argv(OUTPUTS["bible"], "{d}", "{d}/out")),
+            Expect(OK, check=_same_as("bible", "out")),
+            slow=True,
+            runner=_both_or_one_refused,
+        ),
+    ]
 
 
 def _fresh_experiment_right(ctx: Ctx) -> str | None:
@@ -1471,8 +1699,9 @@ def _fresh_experiment_right(ctx: Ctx) -> str | None:
         for metric in ir_measures.iter_calc(measures, qrels, ir_measures.read_trec_run(str(run))):
             sums[metric.measure] += metric.value if metric.query_id in qids else 0.0
         for m in measures:
-            if not _close(systems[run.stem][str(m)], sums[m] / len(qids)):
-                return f"{run.stem} {m}: results.json {systems[run.stem][str(m)]}, ir_measures {sums[m] / len(qids)}"
+            mean = sums[m] / len(qids)
+            if not _close(systems[run.stem][str(m)], mean):
+                return f"{run.stem} {m}: results.json {systems[run.stem][str(m)]}, ir_measures {mean}"
     return _as_reference(ctx) if runs else "no run files"
 
 
@@ -1481,9 +1710,14 @@ def _fresh_experiment_right(ctx: Ctx) -> str | None:
 
 def all_cases() -> list[Case]:
     """Every case of the battery, fast ones first."""
-    fresh = Case("experiment: --out a fresh empty directory (numbers = ir_measures on its runs)", "outputs",
-                 then(files(exp=None, **{"exp.yaml": yaml.safe_dump(tiny_experiment()).encode()})), EXPERIMENT,
-                 Expect(OK, check=_fresh_experiment_right), slow=True)  # fmt: skip
+    fresh = Case(
+        "experiment: --out a fresh empty directory (numbers = ir_measures on its runs)",
+        "outputs",
+        then(files(exp=None, **{"exp.yaml": yaml.safe_dump(tiny_experiment()).encode()})),
+        EXPERIMENT,
+        Expect(OK, check=_fresh_experiment_right),
+        slow=True,
+    )
     cases = [
         *_trec_cases("run", _run_variants()),
         *_trec_cases("qrels", _qrels_variants()),
