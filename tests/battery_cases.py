@@ -1492,7 +1492,9 @@ def _half_built(step: str, damage: Callable[[Path], None] | None = None) -> Call
 
 
 def _all_cached(ctx: Ctx) -> str | None:
-    built = [line for line in ctx.trace.out.splitlines() if line.startswith("[") and "cached" not in line]
+    """The run's step log (``[TAG] step``) shows no step built, and the results are the reference's."""
+    log = [line for line in ctx.trace.out.splitlines() if line.startswith("[")]
+    built = [line for line in log if line[1:].split("]")[0] not in ("cached", "wait")]
     return f"re-ran steps of a finished experiment: {built}" if built else _as_reference(ctx)
 
 
@@ -1630,6 +1632,22 @@ def _winner_right(ctx: Ctx) -> str | None:
     return _all_cached(third) if third.trace.code == 0 else f"a third run failed: {_tail(third.trace.err)}"
 
 
+def _waiting(ctx: Ctx, argv: list[str]) -> Trace:
+    """The second run, with ``--wait``, started while the first trains: its trace (the first's is
+    kept in ``ctx.others``)."""
+    first = clir_process(argv, ctx.d)
+    _wait_for(ctx.d, "exp/steps/train-full-*.partial", first)
+    second = clir_process([*argv, "--wait"], ctx.d)
+    ctx.others = [finish(first)]
+    return finish(second)
+
+
+def _waited_right(ctx: Ctx) -> str | None:
+    """The first run finished; the second waited for it, then reused every step."""
+    (first,) = ctx.others
+    return _all_cached(ctx) if first.code == 0 else f"the first run failed: {_tail(first.err)}"
+
+
 def _both_or_one_refused(ctx: Ctx, argv: list[str]) -> Trace:
     """Two ``clir data bible`` at once on one --out: each finishes or is refused clearly."""
     traces = [finish(p) for p in [clir_process(argv, ctx.d), clir_process(argv, ctx.d)]]
@@ -1669,6 +1687,15 @@ def _concurrency_cases() -> list[Case]:
             race,
             slow=True,
             runner=_race("exp/steps/bli-*[0-9a-f]/step.json"),
+        ),
+        Case(
+            "a second experiment run with --wait while the first trains: waits, then reuses every step",
+            "concurrency",
+            config,
+            EXPERIMENT,
+            Expect(OK, check=_waited_right, may_change=("exp/",)),
+            slow=True,
+            runner=_waiting,
         ),
         Case(
             "two clir data bible on one --out at once",
