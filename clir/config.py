@@ -15,7 +15,8 @@ rules that relate several fields go in :meth:`Section.check`::
 Types understood: sections (nested dataclasses, from a mapping or an instance), ``bool`` (never
 an int), ``int``, ``float`` (an int is accepted; nan and inf are rejected unless the field says
 :class:`AllowNonFinite`), ``str``, ``list[X]``, ``tuple[X, ...]``, ``tuple[X, Y]``,
-``dict[K, V]``, ``X | None`` and ``Any``. Constraints: :class:`Range`, :class:`OneOf`,
+``dict[K, V]``, ``X | None``, unions of kinds told apart by the value (``str | list[str]``: a
+string, or a list) and ``Any``. Constraints: :class:`Range`, :class:`OneOf`,
 :class:`Match`, :class:`NonEmpty`, :class:`Unique`. Every error is a
 :class:`~clir.errors.ConfigError` naming the source (the file), the dotted key
 (``systems.full.optim.lr``), the value received and what was expected.
@@ -24,7 +25,9 @@ A section is checked when it is built from a mapping (:func:`build`, :meth:`Sect
 when it is constructed in Python (errors then name the class) and by :meth:`Section.validate`
 (for a mutable section changed after construction). :meth:`Section.to_dict` gives plain JSON data
 and :meth:`Section.canonical` its canonical JSON text (sorted keys), for hashing: a default left
-out and the same default written explicitly give the same text.
+out and the same default written explicitly give the same text. A field marked
+:class:`OmitWhenNone` is left out of both while it is ``None``, so an option added to a section
+keeps the canonical text (and so every cached step's key) of the configs that do not set it.
 """
 
 from __future__ import annotations
@@ -133,6 +136,16 @@ class AllowNonFinite:
     """Accept nan and infinities in this float field (rejected by default)."""
 
 
+@dataclasses.dataclass(frozen=True)
+class OmitWhenNone:
+    """Leave this ``X | None`` field out of :meth:`Section.to_dict` while it is ``None``
+    (``Annotated[X | None, OmitWhenNone()]``): adding the option keeps existing step keys."""
+
+
+_MARKS = (AllowNonFinite, OmitWhenNone)
+"""Markers that say how to treat a field rather than constrain its value."""
+
+
 Name = Annotated[
     str,
     Match(
@@ -206,8 +219,9 @@ class Section:
         _check_section(self, source or type(self).__name__, "")
 
     def to_dict(self) -> dict[str, Any]:
-        """Plain JSON / YAML data: nested sections as mappings, tuples as lists."""
-        return _plain(dataclasses.asdict(self))  # type: ignore[call-overload]
+        """Plain JSON / YAML data: nested sections as mappings, tuples as lists; an
+        :class:`OmitWhenNone` field that is ``None`` is left out."""
+        return _plain(self)
 
     def canonical(self) -> str:
         """Canonical JSON text of :meth:`to_dict` (sorted keys, no spaces), for hashing."""
@@ -358,7 +372,7 @@ def _convert(hint: Any, value: Any, source: str, key: str, finite: bool = True) 
         finite = finite and not any(isinstance(mark, AllowNonFinite) for mark in marks)
         value = _convert(args[0], value, source, key, finite)
         for mark in marks:
-            if not isinstance(mark, AllowNonFinite) and not mark.ok(value):
+            if not isinstance(mark, _MARKS) and not mark.ok(value):
                 raise ConfigError(f"{source}: {key}={value!r} is invalid; expected {mark.expected()}")
         return value
     if isinstance(hint, type) and issubclass(hint, Section):
@@ -369,10 +383,15 @@ def _convert(hint: Any, value: Any, source: str, key: str, finite: bool = True) 
     if hint is Any:
         return value
     if origin in (typing.Union, types.UnionType):
-        inner = [arg for arg in args if arg is not type(None)]
-        if len(inner) != 1:
-            raise TypeError(f"{key}: only 'X | None' unions are supported in configs, not {hint}")
-        return None if value is None else _convert(inner[0], value, source, key, finite)
+        if value is None and type(None) in args:
+            return None
+        arms = [arg for arg in args if arg is not type(None)]
+        if len(arms) == 1:
+            return _convert(arms[0], value, source, key, finite)
+        for arm in arms:  # the first arm of the value's kind converts it (and names its errors)
+            if isinstance(value, _kind(arm)[0]):
+                return _convert(arm, value, source, key, finite)
+        raise wrong(" or ".join(_kind(arm)[1] for arm in arms))
     if origin in (list, tuple):
         if not isinstance(value, (list, tuple)):
             raise wrong("a list")
@@ -421,7 +440,43 @@ def _convert(hint: Any, value: Any, source: str, key: str, finite: bool = True) 
     raise TypeError(f"{key}: unsupported config type {hint!r}")
 
 
+_KINDS: dict[Any, tuple[type | tuple[type, ...], str]] = {
+    bool: (bool, "true or false"),
+    int: (int, "an integer"),
+    float: ((int, float), "a number"),
+    str: (str, "a string"),
+    list: ((list, tuple), "a list"),
+    tuple: ((list, tuple), "a list"),
+    dict: (Mapping, "a mapping"),
+}
+
+
+def _kind(hint: Any) -> tuple[type | tuple[type, ...], str]:
+    """The Python types of the values an arm of a union takes, and their description."""
+    if typing.get_origin(hint) is Annotated:
+        hint = typing.get_args(hint)[0]
+    if isinstance(hint, type) and issubclass(hint, Section):
+        return Mapping, "a mapping"
+    kind = _KINDS.get(typing.get_origin(hint) or hint)
+    if kind is None:
+        raise TypeError(f"unsupported arm {hint!r} of a union in a config")
+    return kind
+
+
+def _omitted(hint: Any, value: Any) -> bool:
+    """Whether a field of this hint is left out of :meth:`Section.to_dict` at this value."""
+    return (
+        value is None
+        and typing.get_origin(hint) is Annotated
+        and any(isinstance(mark, OmitWhenNone) for mark in hint.__metadata__)
+    )
+
+
 def _plain(value: Any) -> Any:
+    if isinstance(value, Section):
+        hints = _hints(type(value))
+        items = [(f.name, getattr(value, f.name)) for f in dataclasses.fields(value)]  # type: ignore[arg-type]
+        return {name: _plain(v) for name, v in items if not _omitted(hints[name], v)}
     if isinstance(value, dict):
         return {k: _plain(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
@@ -436,6 +491,7 @@ __all__ = [
     "Name",
     "NonEmpty",
     "NonNegativeInt",
+    "OmitWhenNone",
     "OneOf",
     "PositiveInt",
     "Range",

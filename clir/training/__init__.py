@@ -1,6 +1,6 @@
 """Training the bilingual reranker (layer 8): configs, data records, tensorisation and negative
 sampling, the trainer with early stopping, resumable checkpoints, seed ensembles and k-fold
-cross-validation.
+cross-validation; starting from trained weights (``optim.init_from``).
 
 >>> config = load_config("configs/reranker-knrm.yaml")                      # doctest: +SKIP
 >>> trainer = Trainer(config, metric=map_metric)                            # doctest: +SKIP
@@ -35,6 +35,7 @@ from clir.training.data import (
 from clir.training.ensemble import TrainedReranker, combine, load_models, member_scores, rerank
 from clir.training.scoring import resolve_device, score_candidates, scores_to_run
 from clir.training.trainer import EpochInfo, MetricFn, Trainer, build_reranker
+from clir.training.warmstart import init_digest, load_init_weights
 
 __all__ = [
     "COMPONENTS",
@@ -57,9 +58,11 @@ __all__ = [
     "build_reranker",
     "combine",
     "cross_validate",
+    "init_digest",
     "is_checkpoint",
     "kfold_qids",
     "load_config",
+    "load_init_weights",
     "load_models",
     "member_scores",
     "normalise_scores",

@@ -11,8 +11,8 @@ A config file has five sections and two top-level keys::
       fusion_hidden: 8           # hidden units of the "mlp" fusion
       features: true             # feed the first-stage / overlap features to the fusion layer
     data:
-      first_stage: psq-ql        # which first-stage run supplies the candidates
-      depth: 100                 # candidates reranked per query
+      first_stage: psq-ql        # which first-stage run supplies the candidates (or a list)
+      depth: 100                 # candidates reranked per query (per first stage)
       negatives_per_positive: 1
       max_query_len: 20
       max_doc_len: 200
@@ -28,6 +28,7 @@ A config file has five sections and two top-level keys::
       weight_decay: 0.0
       seed: 0
       patience: 3                # epochs without dev improvement before stopping (0: never)
+      init_from: null            # a checkpoint or ensemble directory to start from
     cv:
       folds: 1                   # > 1: k-fold cross-validation over the training queries
     ensemble:
@@ -37,6 +38,21 @@ A config file has five sections and two top-level keys::
 
 Every key is optional (the defaults are those above); an unknown key is an error naming the key,
 its section and the file.
+
+**Union candidates.** ``data.first_stage`` names one first stage (``qt-bm25``) or several
+(``[qt-bm25, psq-bm25, dt-bm25]``). With several, a query's candidates are the union of each
+stage's top ``depth`` documents (so up to ``depth`` × stages of them, :attr:`DataConfig.max_candidates`),
+ranked by reciprocal-rank fusion (:func:`clir.pipeline.features.fuse_runs`); every feature
+column is computed exactly for every candidate, whichever stages retrieved it. A single name
+builds exactly the data it always did (and a config with one keeps its cached steps).
+
+**Starting from a checkpoint.** ``optim.init_from`` names a checkpoint or ensemble directory
+(relative to the working directory); for an ensemble, the member trained with the same seed
+(else its first member) is used. Its interaction components' weights, and its fusion layer's
+when its feature names are this data's, replace the random initialisation
+(:func:`clir.training.warmstart.load_init_weights`). Left out of the config's ``to_dict`` while
+unset, so configs without it keep their step keys; the experiment keys a training step by
+the path and the digest of the weights it names (:func:`clir.training.warmstart.init_digest`).
 """
 
 from __future__ import annotations
@@ -51,6 +67,7 @@ import yaml
 from clir.config import (
     NonEmpty,
     NonNegativeInt,
+    OmitWhenNone,
     OneOf,
     PositiveInt,
     Range,
@@ -113,8 +130,9 @@ class DataConfig(Section):
 
     Attributes:
         first_stage: Name ``"<mode>-<model>"`` of the first-stage run whose top ``depth`` are
-            reranked (e.g. ``"psq-ql"``, ``"qt-bm25"``; see :mod:`clir.pipeline.features`).
-        depth: Candidates per query.
+            reranked (e.g. ``"psq-ql"``, ``"qt-bm25"``; see :mod:`clir.pipeline.features`), or
+            a list of names: the union of their top ``depth`` lists, fused by reciprocal rank.
+        depth: Candidates per query (per first stage).
         negatives_per_positive: Negatives sampled per (query, relevant candidate) per epoch.
         max_query_len: Query tokens kept (longer queries are truncated).
         max_doc_len: Document tokens kept (the first ones).
@@ -125,7 +143,7 @@ class DataConfig(Section):
             (the least similarity; ``None``: off; see :class:`~clir.translation.SpellingMatcher`).
     """
 
-    first_stage: str = "psq-ql"
+    first_stage: str | Annotated[list[str], NonEmpty(), Unique()] = "psq-ql"
     depth: PositiveInt = 100
     negatives_per_positive: PositiveInt = 1
     max_query_len: PositiveInt = 20
@@ -134,14 +152,27 @@ class DataConfig(Section):
     qt_k: PositiveInt = 1
     spelling: Annotated[float, Range(gt=0, le=1)] | None = None
 
+    @property
+    def first_stages(self) -> list[str]:
+        """The first stages whose candidates are reranked (one or several)."""
+        return [self.first_stage] if isinstance(self.first_stage, str) else list(self.first_stage)
+
+    @property
+    def max_candidates(self) -> int:
+        """The most candidates a query can have: ``depth`` per first stage."""
+        return self.depth * len(self.first_stages)
+
     def check(self, where: Where) -> None:
-        mode, _, model = self.first_stage.partition("-")
-        if mode not in MODES or model not in RETRIEVERS:
-            raise where.error(
-                "first_stage",
-                self.first_stage,
-                f"'<mode>-<model>' with a mode among {sorted(MODES)} and a model among {sorted(RETRIEVERS)}",
-            )
+        several = not isinstance(self.first_stage, str)
+        for i, name in enumerate(self.first_stages):
+            mode, _, model = name.partition("-")
+            if mode not in MODES or model not in RETRIEVERS:
+                raise where.error(
+                    f"first_stage[{i}]" if several else "first_stage",
+                    name,
+                    f"'<mode>-<model>' with a mode among {sorted(MODES)} and a model among "
+                    f"{sorted(RETRIEVERS)}",
+                )
 
 
 @dataclass
@@ -159,6 +190,8 @@ class OptimConfig(Section):
         weight_decay: Adam weight decay (L2).
         seed: Seed of initialisation, dropout, sampling and shuffling.
         patience: Stop after this many epochs without a better dev score (0: run all epochs).
+        init_from: A checkpoint or ensemble directory whose trained weights start training
+            (see the module docstring); ``None``: random initialisation.
     """
 
     lr: Annotated[float, Range(gt=0)] = 1e-3
@@ -169,6 +202,7 @@ class OptimConfig(Section):
     weight_decay: Annotated[float, Range(ge=0)] = 0.0
     seed: int = 0
     patience: NonNegativeInt = 3
+    init_from: Annotated[str | None, OmitWhenNone()] = None
 
 
 @dataclass

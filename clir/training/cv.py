@@ -151,7 +151,7 @@ def cross_validate(
             )  # fmt: skip
             fold_members.append(path)
         models = [TrainedReranker.load(p) for p in fold_members]
-        scores = combine(member_scores(models, held, space=space, depth=config.data.depth))
+        scores = combine(member_scores(models, held, space=space, depth=config.data.max_candidates))
         oof_scores.update(zip(held.qids, scores, strict=True))
         members.extend(fold_members)
     oof_run = scores_to_run(data, [oof_scores[q] for q in data.qids])

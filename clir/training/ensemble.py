@@ -67,8 +67,8 @@ class TrainedReranker:
         return cls(model, config, names, path)
 
 
-def load_models(path: str | Path, device: torch.device | str | None = None) -> list[TrainedReranker]:
-    """The members of an ensemble directory, or the one model of a checkpoint directory.
+def member_paths(path: str | Path) -> list[Path]:
+    """The checkpoint directories of an ensemble directory, or a checkpoint directory itself.
 
     Raises:
         DataNotFoundError: If ``path`` is neither.
@@ -76,10 +76,19 @@ def load_models(path: str | Path, device: torch.device | str | None = None) -> l
     path = Path(path)
     if (path / ENSEMBLE_FILE).is_file():
         meta = json.loads((path / ENSEMBLE_FILE).read_text(encoding="utf-8"))
-        return [TrainedReranker.load(path / member, device) for member in meta["members"]]
+        return [path / member for member in meta["members"]]
     if is_checkpoint(path):
-        return [TrainedReranker.load(path, device)]
+        return [path]
     raise DataNotFoundError(f"{path} holds neither {ENSEMBLE_FILE} nor a reranker checkpoint")
+
+
+def load_models(path: str | Path, device: torch.device | str | None = None) -> list[TrainedReranker]:
+    """The members of an ensemble directory, or the one model of a checkpoint directory.
+
+    Raises:
+        DataNotFoundError: If ``path`` is neither.
+    """
+    return [TrainedReranker.load(member, device) for member in member_paths(path)]
 
 
 def write_ensemble(
@@ -126,7 +135,7 @@ def member_scores(
         members: Trained rerankers.
         data: Queries with candidates.
         space: The shared space.
-        depth: Candidates reranked per query (default: each member's ``data.depth``).
+        depth: Candidates reranked per query (default: each member's ``data.max_candidates``).
         batch_size: Pairs per forward pass.
         device: ``"cpu"``, ``"cuda"``, ``"auto"`` (default: each member's config).
         progress: Show progress bars.
@@ -154,7 +163,7 @@ def member_scores(
                 score_candidates(
                     model,
                     tensorizer,
-                    depth or member.config.data.depth,
+                    depth or member.config.data.max_candidates,
                     batch_size,
                     target,
                     progress=progress,
@@ -209,8 +218,8 @@ def rerank(
         data: Queries with candidates (built like the training data, same features).
         space: The shared space.
         run: The full first-stage run, kept beneath the reranked candidates.
-        depth: Candidates reranked (default: the first member's ``data.depth``); the rest keep
-            their first-stage order beneath.
+        depth: Candidates reranked (default: the first member's ``data.max_candidates``); the
+            rest keep their first-stage order beneath.
         normalise: Per-query normalisation before averaging (``"zscore"`` or ``"minmax"``).
         batch_size: Pairs per forward pass.
         device: Overrides the members' configured device.
@@ -222,7 +231,7 @@ def rerank(
     if isinstance(models, (str, Path)):
         models = load_models(models)
     if depth is None:
-        depth = models[0].config.data.depth
+        depth = models[0].config.data.max_candidates
     scores = member_scores(
         models, data, space=space, depth=depth, batch_size=batch_size, device=device, progress=progress
     )

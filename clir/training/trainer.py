@@ -39,6 +39,7 @@ from clir.training.checkpoint import (
 from clir.training.config import TrainConfig
 from clir.training.data import RerankData, Tensorizer, Vocabulary, sample_pairs
 from clir.training.scoring import resolve_device, score_candidates, scores_to_run
+from clir.training.warmstart import load_init_weights
 from clir.types import Qrels, Run
 
 MetricFn = Callable[[Run, Qrels], float]
@@ -190,8 +191,10 @@ class Trainer:
 
         Raises:
             ConfigError: If the data has no training pair, a dev set comes without a metric,
-                the feature names of train and dev differ, or ``resume`` finds a checkpoint made
-                with another config.
+                the feature names of train and dev differ, ``resume`` finds a checkpoint made
+                with another config, or ``optim.init_from`` names a model of another
+                architecture.
+            DataNotFoundError: If ``optim.init_from`` is neither a checkpoint nor an ensemble.
         """
         cfg = self.config
         out_dir = Path(out_dir)
@@ -213,6 +216,7 @@ class Trainer:
         model = build_reranker(cfg, embeddings, self._features(train), self.seed, train.feature_names).to(
             self.device
         )
+        init = load_init_weights(model, cfg.optim.init_from, self.seed) if cfg.optim.init_from else None
         parameters = [p for p in model.parameters() if p.requires_grad]
         optimizer = torch.optim.Adam(parameters, lr=cfg.optim.lr, weight_decay=cfg.optim.weight_decay)
         state = TrainingState(
@@ -223,6 +227,7 @@ class Trainer:
                 "train_qids": len(train.queries),
                 "dev_qids": len(dev.queries) if dev else 0,
                 "vocabulary": len(vocab),
+                **({"init_from": init} if init is not None else {}),
             }
         )
         best_state = trainable_state(model)
@@ -250,7 +255,7 @@ class Trainer:
                 score = None
                 if dev_tensorizer is not None and dev is not None and self.metric is not None:
                     scores = score_candidates(
-                        model, dev_tensorizer, cfg.data.depth, device=self.device, progress=False
+                        model, dev_tensorizer, cfg.data.max_candidates, device=self.device, progress=False
                     )
                     score = float(self.metric(scores_to_run(dev, scores), dev_qrels))
                 improved = score is None or state.best_score is None or score > state.best_score
@@ -302,12 +307,12 @@ class Trainer:
         rng = np.random.default_rng([self.seed, epoch])
         torch.manual_seed(self.seed * 1_000_003 + epoch)
         triples = sample_pairs(
-            tensorizer.data, qrels, rng, cfg.data.negatives_per_positive, depth=cfg.data.depth
+            tensorizer.data, qrels, rng, cfg.data.negatives_per_positive, depth=cfg.data.max_candidates
         )
         if not triples:
             raise ConfigError(
                 "no training pairs: no training query has both a relevant and a non-relevant candidate "
-                f"among its first {cfg.data.depth} (check the qrels and the first-stage run)"
+                f"among its first {cfg.data.max_candidates} (check the qrels and the first-stage run)"
             )
         model.train()
         total, size = 0.0, cfg.optim.batch_size
