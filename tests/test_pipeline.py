@@ -136,3 +136,30 @@ def test_only_mode_model_runs_count_as_lexical_baselines():
 
     assert all(is_baseline(name) for name in ("qt-bm25", "psq-ql", "dt-bm25"))
     assert not any(is_baseline(name) for name in ("dt-mono", "e5-dense", "full", "lexical-fusion"))
+
+
+def test_a_train_step_started_from_a_checkpoint_is_keyed_by_its_weights(tmp_path):
+    from test_training import make_data, make_space, map_metric, tiny_config
+
+    from clir.pipeline.cache import step_key
+    from clir.training import Trainer
+
+    class Keys:
+        def run(self, name, params, build, inputs=(), *, resumable=False):
+            return step_key(name, params)
+
+    def train(seed: int) -> Path:
+        data, qrels = make_data(n_queries=6, seed=3)
+        return Trainer(tiny_config(epochs=1), metric=map_metric, seed=seed).fit(
+            data, None, qrels, tmp_path / "pretrained", space=make_space()
+        )
+
+    def key(config) -> str:
+        return experiment_module._train_step(Keys(), config, "full", None, None, {}, False)
+
+    base = load_experiment(CONFIGS / "experiment-fast.yaml")
+    started = dataclasses.replace(base, systems={"full": {"optim": {"init_from": str(train(0))}}})
+    first = key(started)
+    assert first == key(started) != key(base)
+    train(1)  # retrained at the same path
+    assert key(started) != first

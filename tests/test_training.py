@@ -384,6 +384,94 @@ def test_ensemble_and_cross_validation(tmp_path):
     assert len(load_models(out)) == 2
 
 
+# ------------------------------------------------------------------- starting from a checkpoint
+
+
+def test_training_from_a_pretrained_model_beats_random_initialisation(tmp_path):
+    space = make_space()
+    pretraining, qrels = make_data(n_queries=30, seed=1)
+    train, train_qrels = make_data(n_queries=6, seed=7)
+    dev, dev_qrels = make_data(n_queries=15, seed=8)
+    qrels.update(train_qrels)
+    qrels.update(dev_qrels)
+    pretrained = Trainer(tiny_config(epochs=6, patience=0), metric=map_metric).fit(
+        pretraining, None, qrels, tmp_path / "pretrained", space=space
+    )
+
+    def one_epoch(init_from: str | None, out: str):
+        config = tiny_config(epochs=1, init_from=init_from)
+        return read_state(
+            Trainer(config, metric=map_metric).fit(train, dev, qrels, tmp_path / out, space=space)
+        )
+
+    warm, cold = one_epoch(str(pretrained), "warm"), one_epoch(None, "cold")
+    assert warm.best_score > cold.best_score + 0.1, (warm.best_score, cold.best_score)
+    assert warm.info["init_from"] == {"path": str(pretrained), "sha256": ANY_SHA256, "fusion": True}
+    assert "init_from" not in cold.info
+    assert "init_from" not in tiny_config().to_dict()["optim"]  # unset, it keeps step keys as they were
+
+
+class _Sha256:
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, str) and len(other) == 64 and set(other) <= set("0123456789abcdef")
+
+
+ANY_SHA256 = _Sha256()
+
+
+def test_init_from_an_ensemble_takes_the_member_of_the_same_seed_and_checks_the_architecture(tmp_path):
+    from clir.errors import DataNotFoundError
+    from clir.training import build_reranker, init_digest, load_init_weights
+
+    space = make_space()
+    data, qrels = make_data(n_queries=8, seed=3)
+    config = tiny_config(epochs=1)
+    config.ensemble.seeds = [0, 1]
+    ensemble = train_ensemble(config, data, None, qrels, tmp_path / "ens", space=space)
+    members = load_models(ensemble)
+    matrix = Vocabulary.build([data]).embedding_matrix(space)
+
+    def weights(model, prefix: str) -> dict[str, torch.Tensor]:
+        return {k: v for k, v in model.state_dict().items() if k.startswith(prefix)}
+
+    def same(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> bool:
+        return a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+    for seed, member in ((1, members[1]), (5, members[0])):  # no member of seed 5: the first
+        model = build_reranker(config, matrix, 1, seed, data.feature_names)
+        assert load_init_weights(model, ensemble, seed)["path"] == str(member.path)
+        assert same(weights(model, "scorers."), weights(member.model, "scorers."))
+        assert same(weights(model, "fusion."), weights(member.model, "fusion."))
+    renamed = build_reranker(config, matrix, 1, 0, ["another_feature"])
+    assert load_init_weights(renamed, ensemble, 0)["fusion"] is False  # other columns: fresh fusion
+    assert same(weights(renamed, "scorers."), weights(members[0].model, "scorers."))
+    fresh = build_reranker(config, matrix, 1, 0, ["another_feature"])
+    assert same(weights(renamed, "fusion."), weights(fresh, "fusion."))
+
+    other = tiny_config(epochs=1, init_from=str(ensemble))
+    other.model.interaction_kwargs = {"n_kernels": 5}
+    message = r"model.interaction_kwargs \(\{'n_kernels': 11\} there, \{'n_kernels': 5\} here\)"
+    with pytest.raises(
+        ConfigError, match=rf"optim.init_from='.*ens': the model of .*seed0 differs .* in {message}"
+    ):
+        Trainer(other, metric=map_metric).fit(data, None, qrels, tmp_path / "other", space=space)
+    other.model.interaction_kwargs = {"n_kernels": 11}
+    other.model.components = ["en_en"]
+    with pytest.raises(
+        ConfigError, match=r"model.components \(\['en_en', 'src_src'\] there, \['en_en'\] here\)"
+    ):
+        Trainer(other, metric=map_metric).fit(data, None, qrels, tmp_path / "other", space=space)
+    other.optim.init_from = str(tmp_path / "nothing")
+    with pytest.raises(DataNotFoundError, match=r"holds neither ensemble\.json nor a reranker checkpoint"):
+        Trainer(other, metric=map_metric).fit(data, None, qrels, tmp_path / "other", space=space)
+
+    before = init_digest(ensemble)
+    assert before == init_digest(ensemble) and before != init_digest(members[0].path)
+    config.ensemble.seeds = [2, 1]  # retrained at the same path: other weights, another digest
+    train_ensemble(config, data, None, qrels, tmp_path / "ens", space=space)
+    assert init_digest(ensemble) != before
+
+
 # ---------------------------------------------------------------------------- pipeline features
 
 

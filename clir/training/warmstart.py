@@ -91,7 +91,8 @@ def load_init_weights(model: nn.Module, path: str | Path, seed: int) -> dict[str
         ConfigError: If the architectures differ (naming each difference).
     """
     member = init_member(path, seed)
-    saved, tensors = read_model_dir(model_dir(member))
+    saved_dir, tensors = read_model_dir(model_dir(member))
+    saved = saved_dir["config"]
     ours = model.get_config()  # type: ignore[operator]
     fusion = saved.get("feature_names") == ours["feature_names"]
     keys = {**ARCHITECTURE, **(FUSION if fusion else {})}
