@@ -240,7 +240,10 @@ def test_bad_arguments_name_the_problem():
         build_pseudo_collection(PAIRS, "xx", passage_verses=3, n_dev=4)
     with pytest.raises(ConfigError, match=r"holdout=0\.1 is invalid; expected a share of the 4 passages"):
         build_pseudo_collection(PAIRS, "xx", passage_verses=3, holdout=0.1, n_dev=0)
-    with pytest.raises(ConfigError, match=r"holdout=1\.0 is invalid; expected a value >= 0\.0 and < 1\.0"):
+    # (typing caches Annotated[float, Range(...)]: an equal Range(ge=0, lt=1) made first prints so)
+    with pytest.raises(
+        ConfigError, match=r"holdout=1\.0 is invalid; expected a value >= 0(\.0)? and < 1(\.0)?$"
+    ):
         build_pseudo_collection(PAIRS, "xx", holdout=1.0)
     with pytest.raises(ConfigError, match="layout='verses' is invalid; expected one of"):
         build_pseudo_collection(PAIRS, "xx", layout="verses")
