@@ -1491,6 +1491,14 @@ def _half_built(step: str, damage: Callable[[Path], None] | None = None) -> Call
     return setup
 
 
+def _damaged_checkpoint(partial: Path) -> None:
+    """A finished member's model damaged in a half-built training step; the reranking that read
+    the model removed, so that the re-run reranks with what the training step then holds."""
+    _zero64(partial / "seed0" / "model" / "model.safetensors")
+    (rerank,) = partial.parent.glob("rerank-*[0-9a-f]")
+    shutil.rmtree(rerank)
+
+
 def _all_cached(ctx: Ctx) -> str | None:
     """The run's step log (``[TAG] step``) shows no step built, and the results are the reference's."""
     log = [line for line in ctx.trace.out.splitlines() if line.startswith("[")]
@@ -1525,10 +1533,10 @@ def _cache_cases() -> list[Case]:
     stale = {
         "results.json truncated (the report is always redone)": _corrupted("results.json", _truncate),
         "a half-built tables step left by a crash": _half_built(
-            "tables", lambda p: _zero64(next(p.rglob("*.npy")))
+            "tables", lambda p: _zero64(sorted(p.rglob("*.npy"))[0])
         ),
         "a half-built training step with a damaged checkpoint": _half_built(
-            "train-full", lambda p: _zero64(next(p.rglob("model.safetensors")))
+            "train-full", _damaged_checkpoint
         ),
     }
     for name, setup in stale.items():
