@@ -15,7 +15,7 @@ import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from clir.errors import ClirError
+from clir.errors import ClirError, ConfigError
 
 Handler = Callable[[argparse.Namespace], int]
 
@@ -53,6 +53,27 @@ def _data_bible(args: argparse.Namespace) -> int:
         progress=not args.quiet,
     )
     collection.save(args.out, xml=args.xml, force=args.force)
+    print(json.dumps(collection.stats, indent=2))
+    print(f"wrote {args.out}", file=sys.stderr)
+    return 0
+
+
+def _data_pseudo(args: argparse.Namespace) -> int:
+    from clir.datasets import Collection, build_pseudo_collection
+    from clir.formats import read_parallel
+
+    _check_out(args, "collection")
+    if args.source.is_dir():
+        source = Collection.load(args.source, doc_lang=args.doc_lang)
+        pairs, doc_lang = source.parallel, source.doc_lang
+    elif args.doc_lang is None:
+        raise ConfigError(f"--doc-lang is needed when the source is a parallel.tsv file ({args.source})")
+    else:
+        pairs, doc_lang = read_parallel(args.source), args.doc_lang
+    names = ("layout", "passage_verses", "n_train", "n_dev", "holdout", "seed")
+    options = {name: getattr(args, name) for name in names}
+    collection = build_pseudo_collection(pairs, doc_lang, **options)
+    collection.save(args.out, force=args.force)
     print(json.dumps(collection.stats, indent=2))
     print(f"wrote {args.out}", file=sys.stderr)
     return 0
@@ -250,6 +271,9 @@ def _train(args: argparse.Namespace) -> int:
     from clir.training import load_config
 
     config = load_config(args.config)
+    if args.init_from is not None:
+        config.optim.init_from = str(args.init_from)
+        config.validate(f"{args.config} with --init-from")
     if args.force:
         output_directory(args.out, kind="reranker", force=True)
     _check_out(args, "reranker")
@@ -474,6 +498,37 @@ def build_parser() -> argparse.ArgumentParser:
     bible.add_argument("--quiet", action="store_true", help="no progress bars")
     _force_argument(bible)
     bible.set_defaults(handler=_data_bible)
+    pseudo = data_commands.add_parser(
+        "pseudo",
+        help="training data without relevance labels: English keyword pseudo-queries against passages "
+        "of parallel text",
+        description="Passages of consecutive parallel pairs (in the document language) are the "
+        "documents; one English keyword query (the real queries' recipe) per sampled pair, judged "
+        "relevant (grade 2) to the passage that holds it. With --holdout a share of the text is kept "
+        "for the pseudo-queries and the rest is written as the new collection's parallel.tsv: learn the "
+        "tables and the space from that, so that no pseudo-query was seen by them.",
+    )
+    pseudo.add_argument(
+        "source", type=Path, help="a collection directory (its parallel.tsv) or a parallel.tsv file"
+    )
+    pseudo.add_argument("--out", required=True, type=Path, help="output collection directory")
+    pseudo.add_argument("--doc-lang", help="document language (needed for a parallel.tsv file)")
+    pseudo.add_argument(
+        "--layout",
+        choices=("pairs", "bible"),
+        default="pairs",
+        help="pairs: passages are windows of consecutive pairs (default); bible: pair ids are verse "
+        "keys and passages stay within a chapter",
+    )
+    pseudo.add_argument("--passage-verses", type=int, default=5, help="pairs per passage (default 5)")
+    pseudo.add_argument("--n-train", type=int, help="training queries (default: every usable passage)")
+    pseudo.add_argument("--n-dev", type=int, default=200, help="development queries (default 200)")
+    pseudo.add_argument(
+        "--holdout", type=float, default=0.0, help="share of the text kept for pseudo-queries (e.g. 0.2)"
+    )
+    pseudo.add_argument("--seed", type=int, default=13, help="seed of the sample and splits")
+    _force_argument(pseudo)
+    pseudo.set_defaults(handler=_data_pseudo)
     check = data_commands.add_parser(
         "check", help="validate a collection directory (yours or built) and print its statistics"
     )
@@ -613,6 +668,13 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--tables", type=Path, help="translation tables directory (learned there if absent)")
     train.add_argument("--out", required=True, type=Path)
     train.add_argument("--resume", action="store_true", help="continue from the last checkpoint")
+    train.add_argument(
+        "--init-from",
+        type=Path,
+        metavar="MODEL",
+        help="start from the weights of this checkpoint or ensemble (e.g. one trained on 'clir data "
+        "pseudo' data); sets the config's optim.init_from",
+    )
     _force_argument(train)
     train.set_defaults(handler=_train)
 
@@ -732,6 +794,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("clir: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # the reader went away (clir ... | head): nothing to report
+        sys.stderr.close()
+        return 0
     except Exception as error:
         if debug:
             raise

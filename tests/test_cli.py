@@ -75,7 +75,7 @@ def test_malformed_run_is_reported_with_file_and_line(tmp_path, capsys):
 
 @pytest.mark.slow
 def test_command_chain_on_a_small_real_collection(tmp_path, capsys):
-    from clir.datasets import BibleCollectionBuilder
+    from clir.datasets import BibleCollectionBuilder, Collection
 
     collection = tmp_path / "en-sw"
     BibleCollectionBuilder(
@@ -114,6 +114,19 @@ def test_command_chain_on_a_small_real_collection(tmp_path, capsys):
     values = json.loads(capsys.readouterr().out)
     assert set(values) == {"AP", "P@10", "nDCG@10", "nDCG@20", "R@100", "R@1000", "AQWV"}
     assert 0.05 < values["AP"] <= 1  # 2 short books: the psq run finds most verses' passages
+
+    pseudo = tmp_path / "pseudo"
+    argv = ["data", "pseudo", str(collection), "--out", str(pseudo), "--layout", "bible", "--n-dev", "4"]
+    assert main([*argv, "--holdout", "0.5"]) == 0
+    stats = json.loads(capsys.readouterr().out)
+    assert stats["queries"]["dev"] == 4 and stats["queries"]["train"] > 0
+    # half the parallel side became passages, the other half is left for the tables
+    given = Collection.load(collection).parallel
+    left = Collection.load(pseudo).parallel
+    assert stats["pairs_given"] == len(given) and stats["pseudo_pairs"] + len(left) == len(given)
+    assert {p.pair_id for p in left} < {p.pair_id for p in given}
+    assert main([*argv[:2], str(collection / "parallel.tsv"), *argv[3:]]) == 2
+    assert "--doc-lang is needed" in capsys.readouterr().err
 
     space = tmp_path / "space"
     assert main(["embed", "train", str(collection), "--joint", "--method", "word2vec", "--dim", "8",
