@@ -14,6 +14,7 @@ import sys
 import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import NoReturn
 
 from clir.errors import ClirError, ConfigError
 
@@ -103,6 +104,17 @@ def _tables(args: argparse.Namespace) -> int:
     lang = collection.doc_lang
     print(f"wrote {args.out}: en->{lang} {len(en_doc)} words, {lang}->en {len(doc_en)} words")
     return 0
+
+
+def _positive(text: str) -> int:
+    """A count option: an integer >= 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 1, got {text!r}")
+    return value
 
 
 def _spelling(text: str) -> float | None:
@@ -379,6 +391,19 @@ def _measures(args: argparse.Namespace, size: int | None) -> list[str]:
     return measures
 
 
+def _read_qrels(path: Path):
+    """The qrels of ``clir evaluate`` / ``compare``, refused (naming the file) when nothing in them
+    can be evaluated."""
+    from clir.errors import FormatError
+    from clir.formats import read_qrels
+
+    qrels = read_qrels(path)
+    if not any(rel >= 1 for judged in qrels.values() for rel in judged.values()):
+        found = f"no judgement with relevance >= 1 among {len(qrels)} judged queries"
+        raise FormatError(path, None, f"{found}: nothing to evaluate")
+    return qrels
+
+
 def _aqwv_config(args: argparse.Namespace):
     from clir.evaluation import AQWVConfig
 
@@ -387,9 +412,9 @@ def _aqwv_config(args: argparse.Namespace):
 
 def _evaluate(args: argparse.Namespace) -> int:
     from clir.evaluation import evaluate_per_query, format_table
-    from clir.formats import read_qrels, read_run
+    from clir.formats import read_run
 
-    run, qrels = read_run(args.run), read_qrels(args.qrels)
+    run, qrels = read_run(args.run), _read_qrels(args.qrels)
     size = _collection_size(args)
     measures = _measures(args, size)
     config = _aqwv_config(args)
@@ -418,14 +443,14 @@ def _finite(values: dict) -> dict:
 
 def _compare(args: argparse.Namespace) -> int:
     from clir.evaluation import compare
-    from clir.formats import read_qrels, read_run
+    from clir.formats import read_run
 
     size = _collection_size(args)
     measures = _measures(args, size)
     result = compare(
         read_run(args.run_a),
         read_run(args.run_b),
-        read_qrels(args.qrels),
+        _read_qrels(args.qrels),
         measures,
         collection_size=size,
         aqwv=_aqwv_config(args),
@@ -456,18 +481,25 @@ def _add_evaluation_options(parser: argparse.ArgumentParser) -> None:
         "--metrics", nargs="+", metavar="M", help="measures, e.g. AP P@10 nDCG@10 R@1000 AQWV"
     )
     size = parser.add_mutually_exclusive_group()
-    size.add_argument("--collection-size", type=int, help="documents in the collection (for AQWV)")
+    size.add_argument("--collection-size", type=_positive, help="documents in the collection (for AQWV)")
     size.add_argument("--collection", type=Path, help="collection directory (its size is used for AQWV)")
     parser.add_argument("--beta", type=float, default=40.0, help="AQWV's beta (default 40)")
-    parser.add_argument("--cutoff", type=int, default=10, help="AQWV's fixed cutoff (default 10)")
+    parser.add_argument("--cutoff", type=_positive, default=10, help="AQWV's fixed cutoff (default 10)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
+
+
+class _Parser(argparse.ArgumentParser):
+    """An argument parser whose errors are one ``clir: error:`` line, like every other failure."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"clir: error: {message} (see '{self.prog} --help')\n")
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the ``clir`` command."""
     from clir import __version__
 
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="clir",
         description="Cross-lingual retrieval for low-resource languages: collections, first-stage "
         "retrieval, shared embeddings, neural reranking and evaluation.",
@@ -542,7 +574,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     tables.add_argument("--collection", required=True, type=Path)
     tables.add_argument("--out", required=True, type=Path, help="directory for en-doc/ and doc-en/")
-    tables.add_argument("--iterations", type=int, default=10, help="EM iterations (default 10)")
+    tables.add_argument("--iterations", type=_positive, default=10, help="EM iterations (default 10)")
     tables.add_argument("--seed", type=int, default=0)
     _force_argument(tables)
     tables.set_defaults(handler=_tables)
@@ -562,7 +594,7 @@ def build_parser() -> argparse.ArgumentParser:
     index.add_argument("--k1", type=float, default=1.5)
     index.add_argument("--b", type=float, default=0.75)
     index.add_argument("--mu", type=float, default=2500.0)
-    index.add_argument("--psq-top-k", type=int, default=10)
+    index.add_argument("--psq-top-k", type=_positive, default=10)
     index.add_argument("--psq-cumulative", type=float, default=0.9)
     _spelling_argument(index)
     index.add_argument("--quiet", action="store_true")
@@ -575,7 +607,7 @@ def build_parser() -> argparse.ArgumentParser:
     source.add_argument("--collection", type=Path, help="take the queries of this collection's --split")
     source.add_argument("--topics", type=Path, help="a topics TSV file (qid, text[, description])")
     retrieve.add_argument("--split", default="test")
-    retrieve.add_argument("--k", type=int, default=1000, help="depth of the run (default 1000)")
+    retrieve.add_argument("--k", type=_positive, default=1000, help="depth of the run (default 1000)")
     retrieve.add_argument("--out", required=True, type=Path)
     retrieve.add_argument("--tag", help="run tag (default MODE-MODEL)")
     retrieve.add_argument(
@@ -596,7 +628,7 @@ def build_parser() -> argparse.ArgumentParser:
     baselines.add_argument("--modes", nargs="+", default=["qt", "psq", "dt"], choices=("qt", "psq", "dt"))
     baselines.add_argument("--models", nargs="+", default=["bm25", "ql"], choices=("bm25", "ql"))
     baselines.add_argument("--split", default="test")
-    baselines.add_argument("--k", type=int, default=1000)
+    baselines.add_argument("--k", type=_positive, default=1000)
     _spelling_argument(baselines)
     baselines.add_argument("--quiet", action="store_true")
     _force_argument(baselines)
@@ -688,7 +720,7 @@ def build_parser() -> argparse.ArgumentParser:
     rerank.add_argument("--run", type=Path, help="the run to rerank (default: the model's first stage)")
     rerank.add_argument("--split", default="test")
     rerank.add_argument("--tables", type=Path, help="translation tables directory (learned there if absent)")
-    rerank.add_argument("--depth", type=int, help="candidates reranked (default: the model's)")
+    rerank.add_argument("--depth", type=_positive, help="candidates reranked (default: the model's)")
     rerank.add_argument("--out", required=True, type=Path)
     rerank.add_argument("--tag", default="reranked")
     rerank.set_defaults(handler=_rerank)
@@ -750,7 +782,7 @@ def build_parser() -> argparse.ArgumentParser:
     comp.add_argument("run_b", type=Path)
     comp.add_argument("qrels", type=Path)
     _add_evaluation_options(comp)
-    comp.add_argument("--permutations", type=int, default=10_000, help="randomization test samples")
+    comp.add_argument("--permutations", type=_positive, default=10_000, help="randomization test samples")
     comp.add_argument("--seed", type=int, default=0)
     comp.set_defaults(handler=_compare)
     return parser

@@ -55,7 +55,9 @@ scores = st.floats(allow_nan=False, allow_infinity=False) | st.sampled_from([0.0
 
 runs = st.dictionaries(identifiers, st.dictionaries(identifiers, scores, min_size=1, max_size=6), max_size=4)
 qrels = st.dictionaries(
-    identifiers, st.dictionaries(identifiers, st.integers(-3, 10**6), min_size=1, max_size=6), max_size=4
+    identifiers,
+    st.dictionaries(identifiers, st.integers(-(2**15), 2**15 - 1), min_size=1, max_size=6),
+    max_size=4,
 )
 topics = st.lists(
     st.builds(Query, identifiers, texts.map(_one_line).filter(bool), texts.map(_one_line)),

@@ -52,7 +52,8 @@ def _write(path, text):
         (read_qrels, "q1 0 d1 1\nq1 0 d2\n", 2, "expected 4 fields"),
         (read_qrels, "q1 0 d1 high\n", 1, "relevance must be an integer"),
         # pytrec_eval holds a C int: a larger grade made it raise a SystemError
-        (read_qrels, "q1 0 d1 99999999999999999999999\n", 1, "out of range: expected -2147483648 to"),
+        (read_qrels, "q1 0 d1 99999999999999999999999\n", 1, "out of range: expected -32768 to 32767"),
+        (read_qrels, "q1 0 d1 32768\n", 1, "relevance 32768 is out of range"),
         (read_run, "q1 Q0 d1 2147483648 2.0 t\n", 1, "rank 2147483648 is out of range"),
         (read_qrels, "q1 0 d1 1\n\nq1 0 d1 0\n", 3, "judged twice"),
         (read_topics, "q1\tfoo\nq2\n", 2, "expected 2 or 3 tab-separated fields"),

@@ -12,7 +12,7 @@ import yaml
 from gensim.models import KeyedVectors
 
 from clir.embeddings.space import SharedSpace
-from clir.errors import ConfigError, NonFiniteError
+from clir.errors import ConfigError, FormatError, NonFiniteError
 from clir.evaluation import evaluate
 from clir.training import (
     RerankData,
@@ -356,6 +356,27 @@ def test_resume_equals_uninterrupted_run(tmp_path):
     run_a = rerank(full, dev, space=space)
     run_b = rerank(resumed, dev, space=space)
     assert run_a == run_b
+
+
+def test_a_damaged_checkpoint_is_never_resumed_nor_scored(tmp_path):
+    space = make_space()
+    train, qrels = make_data(n_queries=12, seed=3)
+    dev, dev_qrels = make_data(n_queries=6, seed=4)
+    qrels.update(dev_qrels)
+    config = tiny_config(epochs=2, patience=0)
+    full = Trainer(config, metric=map_metric).fit(train, dev, qrels, tmp_path / "full", space=space)
+    expected = rerank(full, dev, space=space)
+
+    damaged = Trainer(config, metric=map_metric).fit(train, dev, qrels, tmp_path / "damaged", space=space)
+    weights = damaged / "model" / "model.safetensors"
+    data = bytearray(weights.read_bytes())
+    data[-64:] = bytes(64)  # zeroed weights: same size, still a valid safetensors file
+    weights.write_bytes(bytes(data))
+    with pytest.raises(FormatError, match=r"damaged checkpoint: model/model\.safetensors differs"):
+        rerank(damaged, dev, space=space)
+    with pytest.warns(UserWarning, match="damaged checkpoint .* training from the start"):
+        Trainer(config, metric=map_metric).fit(train, dev, qrels, damaged, space=space, resume=True)
+    assert rerank(damaged, dev, space=space) == expected
 
 
 def test_ensemble_and_cross_validation(tmp_path):

@@ -164,7 +164,7 @@ class Collection:
         if not path.is_dir():
             raise DataNotFoundError(f"{path}: no such collection directory")
         info: dict[str, Any] = {}
-        if (path / "collection.json").is_file():
+        if (path / "collection.json").exists():
             info = _read_json(path / "collection.json")
             for key in ("name", "doc_lang", "query_lang"):
                 if not isinstance(info.get(key, ""), str):
@@ -186,7 +186,7 @@ class Collection:
             raise FormatError(path / "documents.jsonl", None, "holds no document")
         queries = _read_splits(path)
         qrels = read_qrels(path / "qrels.txt")
-        parallel = read_parallel(path / "parallel.tsv") if (path / "parallel.tsv").is_file() else []
+        parallel = read_parallel(path / "parallel.tsv") if (path / "parallel.tsv").exists() else []
         _check_judgements(path, documents, queries, qrels)
 
         collection = cls(
@@ -200,7 +200,7 @@ class Collection:
             metadata={k: v for k, v in info.items() if k not in _RESERVED_KEYS or k == "type"},
         )
         collection.stats = collection_stats(collection)
-        if (path / "stats.json").is_file():
+        if (path / "stats.json").exists():
             collection.stats = _verified_stats(path / "stats.json", collection.stats)
         return collection
 
@@ -247,7 +247,7 @@ def _round(value: float) -> float:
 def _read_splits(path: Path) -> dict[str, list[Query]]:
     files = {p.name[len("topics.") : -len(".tsv")]: p for p in sorted(path.glob("topics.*.tsv"))}
     single = path / "topics.tsv"
-    if single.is_file():
+    if single.exists():
         if "test" in files:
             raise FormatError(single, None, "both topics.tsv and topics.test.tsv exist; keep one")
         files["test"] = single
@@ -304,6 +304,8 @@ def _write_json(path: Path, obj: Any) -> None:
 
 
 def _read_json(path: Path) -> dict[str, Any]:
+    if path.is_dir():
+        raise FormatError(path, None, "is a directory, not a file")
     try:
         obj = json.loads(path.read_text(encoding="utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:

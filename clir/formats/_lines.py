@@ -27,9 +27,11 @@ def numbered_lines(path: str | Path) -> Iterator[tuple[int, str]]:
 
     Raises:
         DataNotFoundError: If the file does not exist.
-        FormatError: If the file is not valid UTF-8 (naming the line).
+        FormatError: If the path is a directory, or the file is not valid UTF-8 (naming the line).
     """
     path = Path(path)
+    if path.is_dir():
+        raise FormatError(path, None, "is a directory, not a file")
     if not path.is_file():
         raise DataNotFoundError(f"{path}: no such file")
     with path.open("rb") as handle:
@@ -65,11 +67,14 @@ def fields_of(path: str | Path, number: int, line: str, sep: str | None, count: 
 INT32 = (-(2**31), 2**31 - 1)
 """The range of an integer field: a C ``int``, as pytrec_eval (and so ir_measures) stores it."""
 
+GRADES = (-(2**15), 2**15 - 1)
+"""The range of a relevance grade: pytrec_eval allocates memory per grade level (a grade of 2**31
+took 17 GB and 43 s), and no qrels need more levels than this."""
 
-def integer_of(path: str | Path, number: int, text: str, what: str) -> int:
-    """Parse an ASCII integer in :data:`INT32` (``int`` alone would also read ``1_0`` and
-    non-ASCII digits, which C's ``atol`` in trec_eval reads otherwise, and any size, which
-    pytrec_eval cannot hold).
+
+def integer_of(path: str | Path, number: int, text: str, what: str, bounds: tuple[int, int] = INT32) -> int:
+    """Parse an ASCII integer within ``bounds`` (``int`` alone would also read ``1_0`` and
+    non-ASCII digits, which C's ``atol`` in trec_eval reads otherwise, and any size).
 
     Raises:
         FormatError: Naming ``path:number``, ``what`` and the text.
@@ -80,8 +85,8 @@ def integer_of(path: str | Path, number: int, text: str, what: str) -> int:
         value = None
     if value is None:
         raise FormatError(path, number, f"{what} must be an integer, got {text!r}")
-    if not INT32[0] <= value <= INT32[1]:
-        raise FormatError(path, number, f"{what} {text} is out of range: expected {INT32[0]} to {INT32[1]}")
+    if not bounds[0] <= value <= bounds[1]:
+        raise FormatError(path, number, f"{what} {text} is out of range: expected {bounds[0]} to {bounds[1]}")
     return value
 
 

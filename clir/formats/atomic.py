@@ -116,8 +116,9 @@ def _replaceable(path: Path, kind: str, force: bool) -> bool:
         raise OutputExistsError(
             path, "the root, home or working directory (or a parent of it)", force_helps=False
         )
-    if next(os.scandir(path), None) is None:
-        return False
+    with os.scandir(path) as entries:
+        if next(entries, None) is None:
+            return False
     found = artefact_kind(path)
     if found == kind or force:
         return True

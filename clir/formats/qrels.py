@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 
 from clir.errors import ConfigError, FormatError
-from clir.formats._lines import INT32, fields_of, integer_of, numbered_lines
+from clir.formats._lines import GRADES, fields_of, integer_of, numbered_lines
 from clir.formats.atomic import atomic_write
 from clir.formats.identifiers import check_identifier
 from clir.types import Qrel, Qrels
@@ -27,7 +27,7 @@ def read_qrels(path: str | Path) -> Qrels:
         qid, _iteration, docno, rel = fields_of(path, number, line, None, 4, "qid iter docno relevance")
         check_identifier(qid, "qid", path, number)
         check_identifier(docno, "docno", path, number)
-        relevance = integer_of(path, number, rel, "relevance")
+        relevance = integer_of(path, number, rel, "relevance", GRADES)
         judged = qrels.setdefault(qid, {})
         if docno in judged:
             raise FormatError(path, number, f"document {docno!r} judged twice for query {qid!r}")
@@ -49,11 +49,11 @@ def write_qrels(path: str | Path, qrels: Qrels | Iterable[Qrel]) -> None:
         if (
             isinstance(relevance, bool)
             or not isinstance(relevance, (int, np.integer))
-            or not INT32[0] <= relevance <= INT32[1]
+            or not GRADES[0] <= relevance <= GRADES[1]
         ):
             raise ConfigError(
                 f"{path}: not written: relevance of {docno!r} for query {qid!r} is {relevance!r}; "
-                f"expected an integer from {INT32[0]} to {INT32[1]}"
+                f"expected an integer from {GRADES[0]} to {GRADES[1]}"
             )
     with atomic_write(path) as out:
         for qrel in sorted(rows):

@@ -37,6 +37,7 @@ import clir
 from clir.errors import OutputLockedError
 from clir.formats import atomic_write
 from clir.formats.atomic import output_directory
+from clir.formats.manifest import file_manifest, is_manifest, manifest_problem
 
 DONE = "step.json"
 LOCK = ".lock"
@@ -78,29 +79,6 @@ def step_key(name: str, params: Mapping[str, Any], inputs: Sequence[StepResult] 
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
 
 
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(2**20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
-def _manifest(directory: Path) -> dict[str, dict[str, Any]]:
-    """``{relative path: {"size", "sha256"}}`` of every file under ``directory`` but step.json."""
-    files = sorted(p for p in directory.rglob("*") if p.is_file() and p != directory / DONE)
-    return {
-        p.relative_to(directory).as_posix(): {"size": p.stat().st_size, "sha256": _sha256(p)} for p in files
-    }
-
-
-def _is_manifest(files: object) -> bool:
-    return isinstance(files, dict) and all(
-        isinstance(entry, dict) and type(entry.get("size")) is int and isinstance(entry.get("sha256"), str)
-        for entry in files.values()
-    )
-
-
 def _verified_seconds(path: Path, verify: bool) -> float:
     """Check a finished step's files against its manifest.
 
@@ -114,23 +92,13 @@ def _verified_seconds(path: Path, verify: bool) -> float:
         record = json.loads((path / DONE).read_text(encoding="utf-8"))
     except (OSError, ValueError) as error:  # ValueError: bad JSON or bad UTF-8
         raise _StaleStep(f"{DONE} is unreadable ({error})") from None
-    if not isinstance(record, dict) or not _is_manifest(record.get("files")):
+    if not isinstance(record, dict) or not is_manifest(record.get("files")):
         raise _StaleStep(f"{DONE} records no manifest of the step's files (an older clir wrote it?)")
     if type(record.get("seconds")) not in (int, float):
         raise _StaleStep(f"{DONE} records no build time")
-    files = sorted(record["files"].items(), key=lambda item: item[1]["size"])
-    for name, entry in files:
-        if not (path / name).is_file():
-            raise _StaleStep(f"{name} is missing")
-        if (size := (path / name).stat().st_size) != entry["size"]:
-            raise _StaleStep(f"{name} has {size} bytes, the manifest {entry['size']}")
-    hashed = 0
-    for name, entry in files:
-        hashed += entry["size"]
-        if hashed > HASH_BUDGET and not verify:
-            break
-        if _sha256(path / name) != entry["sha256"]:
-            raise _StaleStep(f"{name} differs from the manifest (SHA-256)")
+    problem = manifest_problem(path, record["files"], None if verify else HASH_BUDGET)
+    if problem is not None:
+        raise _StaleStep(problem)
     return float(record["seconds"])
 
 
@@ -269,7 +237,8 @@ class StepRunner:
         start = time.perf_counter()
         build(work)
         seconds = time.perf_counter() - start
-        record = {"name": name, "key": key, "params": params, "seconds": seconds, "files": _manifest(work)}
+        files = file_manifest(work, exclude=(DONE,))
+        record = {"name": name, "key": key, "params": params, "seconds": seconds, "files": files}
         with atomic_write(work / DONE) as handle:
             json.dump(record, handle, indent=2, default=str)
         shutil.rmtree(path, ignore_errors=True)

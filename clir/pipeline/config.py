@@ -119,6 +119,11 @@ class ExperimentConfig(Section):
         for key, pair in pairs:
             with where.context(f"{key}={pair!r}: "):
                 BibleCollectionBuilder(parse_pair(pair)[1], progress=False, **self.collection.to_dict())
+        sizes = self.collection.sizes()
+        for split in dict.fromkeys(["train", "dev", self.split]):  # trained on train, stopped on dev
+            if sizes[split] < 1:
+                expected = f"at least 1 query (the {split} split is used)"
+                raise where.error(f"collection.n_{split}", sizes[split], expected)
         for system in self.systems:
             self._train_config(system, where)
 

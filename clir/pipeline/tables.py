@@ -24,7 +24,8 @@ def learn_tables(
     """Learn p(doc term | English term) and p(English term | doc term) from the parallel side.
 
     Tables are learned over the analyzers' terms (English stems, document-language lemmas), the
-    vocabulary of the indexes. When ``out`` already holds both tables they are loaded instead.
+    vocabulary of the indexes. When ``out`` already holds both tables, learned with the same
+    ``iterations`` and ``seed``, they are loaded instead (tables of other settings are replaced).
 
     Args:
         collection: A collection with parallel pairs (never its collection side).
@@ -40,7 +41,9 @@ def learn_tables(
         ConfigError: If the collection has no parallel text.
     """
     if out is not None and all((Path(out) / name / "meta.json").is_file() for name in (EN_DOC, DOC_EN)):
-        return load_tables(out)
+        tables = load_tables(out)
+        if all(t.meta.get("iterations") == iterations and t.meta.get("seed") == seed for t in tables):
+            return tables
     if not collection.parallel:
         raise ConfigError(f"collection {collection.name!r} has no parallel text to learn tables from")
     if out is not None:

@@ -12,6 +12,8 @@ every epoch, so an interruption leaves the previous epoch's checkpoint intact::
     last/model.safetensors       the last epoch's weights (no embedding matrix)
     last/optimizer.safetensors   the optimiser's tensors; last/optimizer.json its other state
     last/rng.safetensors         torch RNG states (CPU, and CUDA where present)
+    manifest.json         size and SHA-256 of every other file: a damaged checkpoint is never
+                          resumed (training starts again) nor loaded for scoring
 
 The frozen embedding matrix is not stored: it is rebuilt from the shared space for the
 vocabulary of whatever data the model is applied to, which also makes zero-shot transfer to
@@ -33,6 +35,7 @@ from torch import Tensor, nn
 import clir
 from clir.errors import ConfigError, DataNotFoundError, FormatError
 from clir.formats import atomic_directory
+from clir.formats.manifest import file_manifest, is_manifest, manifest_problem
 from clir.rerankers.base import read_model_dir
 from clir.rerankers.encoding import FrozenEmbedding
 from clir.training.config import TrainConfig, load_config, save_config
@@ -43,6 +46,7 @@ CONFIG_FILE = "train_config.yaml"
 CURVE_FILE = "curve.json"
 MODEL_DIR = "model"
 LAST_DIR = "last"
+MANIFEST_FILE = "manifest.json"
 
 
 @dataclass
@@ -190,7 +194,23 @@ def save_checkpoint(
             "best_score": _json_number(state.best_score),
         }
         (tmp / CHECKPOINT_FILE).write_text(json.dumps(meta, indent=1) + "\n", encoding="utf-8")
+        (tmp / MANIFEST_FILE).write_text(json.dumps(file_manifest(tmp), indent=1) + "\n", encoding="utf-8")
     return path
+
+
+def checkpoint_problem(path: str | Path) -> str | None:
+    """What is wrong with a checkpoint's files against its manifest (``None``: intact, or saved by
+    a clir that wrote no manifest)."""
+    path = Path(path)
+    try:
+        files = json.loads((path / MANIFEST_FILE).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as error:
+        return f"{MANIFEST_FILE} is unreadable ({error})"
+    if not is_manifest(files):
+        return f"{MANIFEST_FILE} is not a manifest"
+    return manifest_problem(path, files)
 
 
 def is_checkpoint(path: str | Path) -> bool:

@@ -23,10 +23,10 @@ import torch
 from torch import nn
 
 import clir
-from clir.errors import ConfigError, DataNotFoundError
+from clir.errors import ConfigError, DataNotFoundError, FormatError
 from clir.formats import atomic_write
 from clir.rerankers.bilingual import BilingualReranker
-from clir.training.checkpoint import is_checkpoint, model_dir, read_config, read_state
+from clir.training.checkpoint import checkpoint_problem, is_checkpoint, model_dir, read_config, read_state
 from clir.training.config import TrainConfig
 from clir.training.data import RerankData, Tensorizer, Vocabulary, normalise_scores
 from clir.training.scoring import resolve_device, score_candidates, scores_to_run, set_embeddings
@@ -58,9 +58,12 @@ class TrainedReranker:
 
         Raises:
             DataNotFoundError: If ``path`` is not a checkpoint.
+            FormatError: If its files do not match its manifest (a damaged checkpoint).
         """
         path = Path(path)
         state = read_state(path)
+        if (problem := checkpoint_problem(path)) is not None:
+            raise FormatError(path, None, f"damaged checkpoint: {problem}; train it again")
         config = read_config(path)
         model = BilingualReranker.load(model_dir(path), device=device)
         names = list(state.info.get("feature_names", [])) if config.model.features else []

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 import time
+import warnings
 from collections.abc import Callable, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -29,6 +30,7 @@ from clir.errors import ConfigError, NonFiniteError
 from clir.rerankers import BilingualReranker, get_interaction_model, hinge_loss
 from clir.training.checkpoint import (
     TrainingState,
+    checkpoint_problem,
     is_checkpoint,
     load_trainable_state,
     read_config,
@@ -184,7 +186,9 @@ class Trainer:
             out_dir: The checkpoint directory (see :mod:`clir.training.checkpoint`).
             space: The shared space (``.matrix(entries)``, ``.dim``) the embeddings come from.
             resume: Continue from the checkpoint in ``out_dir`` when there is one (a finished
-                one is returned as is). Without ``resume`` an existing checkpoint is replaced.
+                one is returned as is; a damaged one, whose files do not match its manifest, is
+                trained again from the start with a warning). Without ``resume`` an existing
+                checkpoint is replaced.
 
         Returns:
             ``out_dir`` as a :class:`~pathlib.Path`; its ``model/`` is the best epoch's model.
@@ -231,7 +235,9 @@ class Trainer:
             }
         )
         best_state = trainable_state(model)
-        if resume and is_checkpoint(out_dir):
+        if resume and is_checkpoint(out_dir) and (problem := checkpoint_problem(out_dir)) is not None:
+            warnings.warn(f"{out_dir}: damaged checkpoint ({problem}); training from the start", stacklevel=2)
+        elif resume and is_checkpoint(out_dir):
             ignored = ("device", "progress")  # where and how verbosely: not what is trained
             saved = {k: v for k, v in read_config(out_dir).to_dict().items() if k not in ignored}
             if saved != {k: v for k, v in cfg.to_dict().items() if k not in ignored}:
