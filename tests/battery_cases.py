@@ -1582,7 +1582,7 @@ def _wait_for(root: Path, pattern: str, process: subprocess.Popen, timeout: floa
     while process.poll() is None and time.monotonic() < deadline:
         if any(root.glob(pattern)):
             return True
-        time.sleep(0.02)
+        time.sleep(0.002)  # some steps of the tiny experiment last a few hundredths of a second
     return False
 
 

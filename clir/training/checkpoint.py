@@ -12,8 +12,8 @@ every epoch, so an interruption leaves the previous epoch's checkpoint intact::
     last/model.safetensors       the last epoch's weights (no embedding matrix)
     last/optimizer.safetensors   the optimiser's tensors; last/optimizer.json its other state
     last/rng.safetensors         torch RNG states (CPU, and CUDA where present)
-    manifest.json         size and SHA-256 of every other file: a damaged checkpoint is never
-                          resumed (training starts again) nor loaded for scoring
+    manifest.json         size and SHA-256 of every other file but the curve: a damaged
+                          checkpoint is never resumed (training starts again) nor loaded for scoring
 
 The frozen embedding matrix is not stored: it is rebuilt from the shared space for the
 vocabulary of whatever data the model is applied to, which also makes zero-shot transfer to
@@ -194,7 +194,8 @@ def save_checkpoint(
             "best_score": _json_number(state.best_score),
         }
         (tmp / CHECKPOINT_FILE).write_text(json.dumps(meta, indent=1) + "\n", encoding="utf-8")
-        (tmp / MANIFEST_FILE).write_text(json.dumps(file_manifest(tmp), indent=1) + "\n", encoding="utf-8")
+        files = file_manifest(tmp, exclude=(CURVE_FILE,))  # the curve holds timings: it varies
+        (tmp / MANIFEST_FILE).write_text(json.dumps(files, indent=1) + "\n", encoding="utf-8")
     return path
 
 
