@@ -7,8 +7,10 @@ config's own ``data.first_stage`` (``single``) or the union of several first sta
 ``depth`` lists, reciprocal-rank fused (``union``, ``data.first_stage: [qt-bm25, psq-bm25,
 dt-bm25]``). For each candidate set: the share of relevant passages among the candidates
 (pooled over queries, and the mean per-query recall), the mean number of candidates per query,
-the MAP of the candidate order itself, then the OOF MAP of each system. Prints JSON (and
-writes it with ``--out``). Early stopping watches the held-out fold, so every OOF number is a
+the MAP of the candidate order itself, then the OOF MAP of each system; and paired per-query
+comparisons (MAP difference, randomization p) of union against single candidates per system and
+of ``full`` against ``lexical-fusion`` per candidate set. Prints JSON (and writes it with
+``--out``). Early stopping watches the held-out fold, so every OOF number is a
 little optimistic, all alike.
 
     python experiments/candidates_oof.py \\
@@ -26,14 +28,14 @@ from pathlib import Path
 
 from clir.datasets import Collection
 from clir.embeddings import SharedSpace
-from clir.evaluation import evaluate
+from clir.evaluation import compare, evaluate
 from clir.pipeline.config import load_experiment
 from clir.pipeline.experiment import stage_names
 from clir.pipeline.features import CollectionFeatures, collection_rerank_data, map_metric
 from clir.pipeline.tables import load_tables
 from clir.training import RerankData, TrainConfig
 from clir.training.cv import cross_validate
-from clir.types import Qrels
+from clir.types import Qrels, Run
 
 SYSTEMS = ("lexical-fusion", "full")
 
@@ -94,6 +96,7 @@ def main() -> None:
     space = SharedSpace.load(args.space)
 
     results: dict[str, dict[str, object]] = {}
+    runs: dict[tuple[str, str], Run] = {}
     for candidates in ("single", "union"):
         data_config = configs[candidates, "full"].data
         data = collection_rerank_data(features, queries, data=data_config)
@@ -104,6 +107,7 @@ def main() -> None:
                 cv = cross_validate(
                     configs[candidates, system], data, collection.qrels, tmp, space=space, metric=map_metric
                 )
+            runs[candidates, system] = cv.oof_run
             scores = evaluate(cv.oof_run, qrels, ["AP", "P@10"])
             row[system] = {
                 "oof_map": round(float(scores["AP"]), 4),
@@ -112,6 +116,12 @@ def main() -> None:
             }
         results[candidates] = row
         print(candidates, row, flush=True)
+    pairs = {f"union - single, {s}": (("single", s), ("union", s)) for s in SYSTEMS}
+    pairs.update({f"full - lexical-fusion, {c}": ((c, "lexical-fusion"), (c, "full")) for c in results})
+    comparisons = {}
+    for name, (a, b) in pairs.items():
+        ap = compare(runs[a], runs[b], qrels, ["AP"])["AP"]
+        comparisons[name] = {"diff": round(ap.diff, 4), "p_randomization": round(ap.p_randomization, 4)}
     report = {
         "collection": str(args.collection),
         "queries": len(queries),
@@ -119,6 +129,7 @@ def main() -> None:
         "seed": args.seed,
         "depth_per_stage": single["depth"],
         "results": results,
+        "comparisons": comparisons,
     }
     text = json.dumps(report, indent=2)
     print(text)
