@@ -720,7 +720,11 @@ def build_parser() -> argparse.ArgumentParser:
     rerank.add_argument("--run", type=Path, help="the run to rerank (default: the model's first stage)")
     rerank.add_argument("--split", default="test")
     rerank.add_argument("--tables", type=Path, help="translation tables directory (learned there if absent)")
-    rerank.add_argument("--depth", type=_positive, help="candidates reranked (default: the model's)")
+    rerank.add_argument(
+        "--depth",
+        type=_positive,
+        help="candidates reranked per first stage of the model (default: the model's data.depth)",
+    )
     rerank.add_argument("--out", required=True, type=Path)
     rerank.add_argument("--tag", default="reranked")
     rerank.set_defaults(handler=_rerank)

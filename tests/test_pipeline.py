@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from clir.datasets import Collection
 from clir.errors import ConfigError, NonFiniteError
 from clir.pipeline import experiment as experiment_module
 from clir.pipeline.cache import StepRunner
@@ -129,6 +130,22 @@ def test_fast_experiment_end_to_end_then_resume_after_interruption(tmp_path, mon
     assert saved["timings"]["train-full"] > 0
     for plot in ("ap_diff_en-sw.png", "training_curves.png", "report.md"):
         assert (out / plot).stat().st_size > 0
+
+    from clir.pipeline.explain import explain_pair
+
+    (step,) = (out / "steps").glob("collection-en-sw-*")
+    collection = Collection.load(step / "collection")
+    query = collection.split("test")[0]
+    docno = next(iter(collection.qrels[query.qid]))
+    (model,) = (out / "steps").glob("train-full-*")
+    (space,) = (out / "steps").glob("space-*")
+    (tables,) = (out / "steps").glob("tables-en-sw-*")
+    explained = explain_pair(
+        model, collection, space, query.qid, docno, tables_dir=tables, png=tmp_path / "h.png"
+    )
+    assert explained.rank >= 1 and math.isfinite(explained.score)
+    assert sum(abs(share) for share in explained.shares.values()) == pytest.approx(1.0)
+    assert (tmp_path / "h.png").stat().st_size > 0
 
 
 def test_only_mode_model_runs_count_as_lexical_baselines():

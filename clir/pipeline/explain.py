@@ -17,7 +17,12 @@ from clir.datasets import Collection
 from clir.embeddings import SharedSpace
 from clir.errors import ConfigError
 from clir.formats import atomic_write
-from clir.pipeline.features import CollectionFeatures, collection_rerank_data, stage_features
+from clir.pipeline.features import (
+    CollectionFeatures,
+    collection_rerank_data,
+    search_candidates,
+    stage_features,
+)
 from clir.pipeline.tables import learn_tables
 from clir.rerankers.bilingual import COMPONENTS
 from clir.training import Tensorizer, Vocabulary, load_models
@@ -74,10 +79,10 @@ def explain_pair(
         raise ConfigError(f"docno {docno!r} is not a document of collection {collection.name!r}")
     space = space if isinstance(space, SharedSpace) else SharedSpace.load(space)
     data_config = member.config.data
-    stages = [data_config.first_stage, *stage_features(member.feature_names)]
+    stages = list(dict.fromkeys([*data_config.first_stages, *stage_features(member.feature_names)]))
     tables = learn_tables(collection, tables_dir, progress=False)
     features = CollectionFeatures.build(collection, stage_names=stages, tables=tables, progress=False)
-    run = features.stages[data_config.first_stage].search([query], k=data_config.depth)
+    run = search_candidates(features.stages, data_config.first_stages, [query], data_config.depth)
     ranked = run.get(qid, {})
     if docno not in ranked:
         ranked[docno] = min(ranked.values(), default=0.0) - 1.0
