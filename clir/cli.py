@@ -213,7 +213,7 @@ def _embed_train(args: argparse.Namespace) -> int:
     defaults = JOINT_CONFIG if args.joint else EmbeddingConfig()
     given = {k: getattr(args, k) for k in ("method", "dim", "window", "min_count", "epochs", "seed")}
     config = EmbeddingConfig.from_dict(
-        {**defaults.to_dict(), **{k: v for k, v in given.items() if v is not None}}
+        {**defaults.to_dict(), **{k: v for k, v in given.items() if v is not None}}, source="clir embed train"
     )
     _check_out(args, "space")
     space = train_embeddings(
