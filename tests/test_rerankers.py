@@ -506,6 +506,29 @@ def test_bilingual_ablations() -> None:
         BilingualReranker(DIM, table(), n_features=3)(batch)
 
 
+def test_bilingual_feature_dropout_in_training_only(tmp_path) -> None:
+    batch = bilingual_batch(features=50)
+    model = BilingualReranker(DIM, table(), n_features=50, feature_dropout=0.5)
+    plain = BilingualReranker(DIM, table(), n_features=50)  # the same weights (same seed)
+    torch.testing.assert_close(model.eval()(batch), plain.eval()(batch), rtol=0, atol=0)
+    model.train()
+    torch.manual_seed(3)
+    inputs = model._inputs(batch)[0]
+    torch.manual_seed(3)
+    torch.testing.assert_close(model._inputs(batch)[0], inputs, rtol=0, atol=0)  # seeded: the same
+    torch.manual_seed(4)
+    assert not torch.equal(model._inputs(batch)[0], inputs)
+    n = len(COMPONENTS)
+    torch.testing.assert_close(inputs[:, :n], plain.train()._inputs(batch)[0][:, :n])  # scores kept
+    kept = inputs[:, n:] != 0
+    assert 0.3 < kept.float().mean() < 0.7
+    torch.testing.assert_close(inputs[:, n:][kept], batch.features[kept] * 2)  # kept / (1 - p)
+    model.save(tmp_path / "m")
+    assert BilingualReranker.load(tmp_path / "m").feature_dropout == 0.5
+    with pytest.raises(ConfigError, match=r"feature_dropout must be in \[0, 1\), got 1"):
+        BilingualReranker(DIM, table(), n_features=2, feature_dropout=1)
+
+
 def test_bilingual_shared_and_mixed_weights() -> None:
     separate = BilingualReranker(DIM, table(), model="drmm")
     shared = BilingualReranker(DIM, table(), model="drmm", share_weights=True)

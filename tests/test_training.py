@@ -493,6 +493,85 @@ def test_init_from_an_ensemble_takes_the_member_of_the_same_seed_and_checks_the_
     assert init_digest(ensemble) != before
 
 
+# ------------------------------------------------- regularising the fusion (issue 13, lever 4)
+
+
+def _same(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> bool:
+    return a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+
+def _part(model, prefix: str) -> dict[str, torch.Tensor]:
+    return {k: v for k, v in model.state_dict().items() if k.startswith(prefix)}
+
+
+def test_regularisation_options_unset_leave_configs_and_training_as_they_were():
+    from clir.pipeline.config import load_experiment
+    from clir.training import build_reranker
+    from clir.training.trainer import parameter_groups
+
+    experiment = load_experiment(CONFIGS / "default.yaml")
+    for system in experiment.systems:  # unset, the options stay out of every step key
+        assert not {"feature_dropout", "component_lr"} & set(experiment.reranker_config(system)["optim"])
+    config = tiny_config()
+    model = build_reranker(config, np.ones((5, 16), np.float32), 1, 0)
+    assert model.feature_dropout == 0.0
+    (group,) = parameter_groups(model, config)
+    assert group["params"] == list(model.parameters())
+    written = tiny_config(feature_dropout=0.3, component_lr=0.0).to_dict()["optim"]
+    assert (written["feature_dropout"], written["component_lr"]) == (0.3, 0.0)
+    with pytest.raises(
+        ConfigError, match=r"optim\.feature_dropout=1\.0 is invalid; expected a value >= 0 and < 1"
+    ):
+        TrainConfig.from_dict({"optim": {"feature_dropout": 1.0}}, "x.yaml")
+
+
+def test_feature_dropout_training_is_seeded_and_changes_the_model(tmp_path):
+    space = make_space()
+    train, qrels = make_data(n_queries=10, seed=3)
+
+    def fit(out: str, **optim):
+        trainer = Trainer(tiny_config(epochs=2, patience=0, **optim), metric=map_metric)
+        trainer.fit(train, None, qrels, tmp_path / out, space=space)
+        return trainer.model_
+
+    once, again = fit("a", feature_dropout=0.5), fit("b", feature_dropout=0.5)
+    assert _same(once.state_dict(), again.state_dict())
+    assert not _same(once.state_dict(), fit("c").state_dict())
+
+
+def test_frozen_components_do_not_change_during_training(tmp_path):
+    from clir.training import build_reranker
+    from clir.training.trainer import parameter_groups
+
+    space = make_space()
+    train, qrels = make_data(n_queries=12, seed=3)
+    dev, dev_qrels = make_data(n_queries=6, seed=4)
+    qrels.update(dev_qrels)
+    stage1 = tiny_config(epochs=2, patience=0)
+    stage1.model.features = False
+    pretrained = Trainer(stage1, metric=map_metric)
+    path = pretrained.fit(train, dev, qrels, tmp_path / "stage1", space=space)
+
+    frozen = Trainer(
+        tiny_config(epochs=3, patience=0, init_from=str(path), component_lr=0.0), metric=map_metric
+    )
+    frozen.fit(train, dev, qrels, tmp_path / "stage2", space=space)
+    assert _same(_part(frozen.model_, "scorers."), _part(pretrained.model_, "scorers."))
+    assert frozen.state_.info["init_from"]["fusion"] is False  # other feature names: a fresh fusion
+    matrix = Vocabulary.build([train, dev]).embedding_matrix(space)
+    fresh = build_reranker(frozen.config, matrix, 1, 0, train.feature_names)
+    assert not _same(_part(frozen.model_, "fusion."), _part(fresh, "fusion."))  # the fusion trained
+
+    slow = tiny_config(epochs=1, patience=0, init_from=str(path), component_lr=1e-4)
+    model = build_reranker(slow, matrix, 1, 0, train.feature_names)
+    fusion, scorers = parameter_groups(model, slow)
+    assert fusion == {"params": list(model.fusion.parameters())}
+    assert scorers == {"params": list(model.scorers.parameters()), "lr": 1e-4}
+    trainer = Trainer(slow, metric=map_metric)
+    trainer.fit(train, dev, qrels, tmp_path / "slow", space=space)
+    assert not _same(_part(trainer.model_, "scorers."), _part(pretrained.model_, "scorers."))
+
+
 # ---------------------------------------------------------------------------- pipeline features
 
 

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 
 from clir.errors import ConfigError
@@ -95,6 +96,10 @@ class BilingualReranker(SavedModule, nn.Module):
         feature_names: Optional names of the F features (for :meth:`explain`).
         fusion: ``"linear"`` or ``"mlp"``.
         fusion_hidden: Hidden units of the MLP fusion.
+        feature_dropout: In training mode only, each feature of each pair (not the component
+            scores) is zeroed with this probability and the kept ones are scaled by
+            ``1 / (1 - p)`` (inverted dropout, so the fusion weights mean the same at inference,
+            where nothing is dropped): the fusion cannot lean on the lexical columns alone.
         seed: Seed of the initialisation (component k uses ``seed + k`` unless weights are shared).
 
     Raises:
@@ -117,6 +122,7 @@ class BilingualReranker(SavedModule, nn.Module):
         feature_names: Sequence[str] | None = None,
         fusion: str = "linear",
         fusion_hidden: int = 8,
+        feature_dropout: float = 0.0,
         seed: int = 0,
     ) -> None:
         super().__init__()
@@ -141,6 +147,8 @@ class BilingualReranker(SavedModule, nn.Module):
             raise ConfigError("component_models cannot be combined with share_weights=True")
         if not components and n_features == 0:
             raise ConfigError("no active component and n_features=0: the model would have no input")
+        if not 0 <= feature_dropout < 1:
+            raise ConfigError(f"feature_dropout must be in [0, 1), got {feature_dropout!r}")
 
         self.embedding_dim = embedding_dim
         self.model, self.model_kwargs = model, dict(model_kwargs or {})
@@ -149,6 +157,7 @@ class BilingualReranker(SavedModule, nn.Module):
         self.n_features = n_features
         self.feature_names = list(feature_names) if feature_names is not None else None
         self.fusion_kind, self.fusion_hidden, self.seed = fusion, fusion_hidden, seed
+        self.feature_dropout = float(feature_dropout)
 
         self.embedding: FrozenEmbedding | None = None
         if embeddings is not None:
@@ -232,13 +241,18 @@ class BilingualReranker(SavedModule, nn.Module):
         return pairs
 
     def _inputs(self, batch: BilingualBatch) -> tuple[Tensor, dict[str, Tensor]]:
+        """The fusion inputs ``[component scores; features]`` (B, n) and the component scores;
+        in training mode the features pass through ``feature_dropout``."""
         scores = self._scores(batch)
         columns = [s.unsqueeze(1) for s in scores.values()]
         if self.n_features:
             if batch.features is None or batch.features.shape[1] != self.n_features:
                 got = None if batch.features is None else tuple(batch.features.shape)
                 raise ConfigError(f"the model expects features of shape (B, {self.n_features}), got {got}")
-            columns.append(batch.features.float())
+            features = batch.features.float()
+            if self.training and self.feature_dropout:
+                features = F.dropout(features, self.feature_dropout)
+            columns.append(features)
         return torch.cat(columns, dim=1), scores
 
     def _scores(self, batch: BilingualBatch) -> dict[str, Tensor]:
@@ -328,6 +342,7 @@ class BilingualReranker(SavedModule, nn.Module):
             "feature_names": self.feature_names,
             "fusion": self.fusion_kind,
             "fusion_hidden": self.fusion_hidden,
+            "feature_dropout": self.feature_dropout,
             "seed": self.seed,
         }
 

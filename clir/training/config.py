@@ -29,6 +29,8 @@ A config file has five sections and two top-level keys::
       seed: 0
       patience: 3                # epochs without dev improvement before stopping (0: never)
       init_from: null            # a checkpoint or ensemble directory to start from
+      feature_dropout: null      # e.g. 0.3: drop feature columns in training (null: off)
+      component_lr: null         # learning rate of the components (null: lr; 0: frozen)
     cv:
       folds: 1                   # > 1: k-fold cross-validation over the training queries
     ensemble:
@@ -53,6 +55,14 @@ when its feature names are this data's, replace the random initialisation
 (:func:`clir.training.warmstart.load_init_weights`). Left out of the config's ``to_dict`` while
 unset, so configs without it keep their step keys; the experiment keys a training step by
 the path and the digest of the weights it names (:func:`clir.training.warmstart.init_digest`).
+
+**Regularising the fusion** (issue 13, lever 4: the lexical columns may drown the neural ones
+when everything is trained jointly). ``optim.feature_dropout`` zeroes each feature of each
+training pair with that probability (inverted dropout; nothing is dropped at inference).
+``optim.component_lr`` trains the interaction components at their own learning rate, ``0``
+freezing them: with ``init_from`` a components-only model (``model.features: false``), that is
+"components first, then the fusion". Both are left out of ``to_dict`` while unset, as
+``init_from`` is.
 """
 
 from __future__ import annotations
@@ -192,6 +202,11 @@ class OptimConfig(Section):
         patience: Stop after this many epochs without a better dev score (0: run all epochs).
         init_from: A checkpoint or ensemble directory whose trained weights start training
             (see the module docstring); ``None``: random initialisation.
+        feature_dropout: Probability with which each feature (not a component score) of each
+            training pair is zeroed, the kept ones scaled by ``1 / (1 - p)``; never at
+            inference. ``None``: off (as 0, but keeps the step keys of configs without it).
+        component_lr: Adam learning rate of the interaction components (``lr`` stays the
+            fusion layer's); ``0`` freezes them. ``None``: ``lr`` for everything.
     """
 
     lr: Annotated[float, Range(gt=0)] = 1e-3
@@ -203,6 +218,8 @@ class OptimConfig(Section):
     seed: int = 0
     patience: NonNegativeInt = 3
     init_from: Annotated[str | None, OmitWhenNone()] = None
+    feature_dropout: Annotated[Annotated[float, Range(ge=0, lt=1)] | None, OmitWhenNone()] = None
+    component_lr: Annotated[Annotated[float, Range(ge=0)] | None, OmitWhenNone()] = None
 
 
 @dataclass

@@ -69,7 +69,7 @@ def build_reranker(
     """The bilingual reranker a config describes.
 
     Args:
-        config: Its ``model`` section and ``optim.dropout`` are read.
+        config: Its ``model`` section, ``optim.dropout`` and ``optim.feature_dropout`` are read.
         embeddings: The frozen matrix ``(V, dim)`` (row 0 = padding).
         n_features: Width of the extra feature vector (0 when ``model.features`` is off).
         seed: Seed of the weight initialisation.
@@ -110,8 +110,33 @@ def build_reranker(
         feature_names=list(feature_names) if feature_names is not None else None,
         fusion=m.fusion,
         fusion_hidden=m.fusion_hidden,
+        feature_dropout=config.optim.feature_dropout or 0.0,
         seed=seed,
     )
+
+
+def parameter_groups(model: BilingualReranker, config: TrainConfig) -> list[dict[str, Any]]:
+    """The optimiser's parameter groups: everything at ``optim.lr``, or, with
+    ``optim.component_lr`` set, the interaction components at that rate (frozen, and left out,
+    at 0) and the rest at ``optim.lr``.
+
+    Args:
+        model: The reranker about to be trained (frozen components get ``requires_grad=False``).
+        config: Its ``optim`` section is read.
+
+    Returns:
+        Groups for :class:`torch.optim.Adam`, empty ones left out.
+    """
+    component_lr = config.optim.component_lr
+    if component_lr is None:
+        return [{"params": [p for p in model.parameters() if p.requires_grad]}]
+    if component_lr == 0:
+        model.scorers.requires_grad_(False)
+    components = {id(p) for p in model.scorers.parameters()}
+    rest = [p for p in model.parameters() if p.requires_grad and id(p) not in components]
+    scorers = [p for p in model.scorers.parameters() if p.requires_grad]
+    groups = [{"params": rest}, {"params": scorers, "lr": component_lr}]
+    return [group for group in groups if group["params"]]
 
 
 @contextmanager
@@ -221,8 +246,9 @@ class Trainer:
             self.device
         )
         init = load_init_weights(model, cfg.optim.init_from, self.seed) if cfg.optim.init_from else None
-        parameters = [p for p in model.parameters() if p.requires_grad]
-        optimizer = torch.optim.Adam(parameters, lr=cfg.optim.lr, weight_decay=cfg.optim.weight_decay)
+        optimizer = torch.optim.Adam(
+            parameter_groups(model, cfg), lr=cfg.optim.lr, weight_decay=cfg.optim.weight_decay
+        )
         state = TrainingState(
             info={
                 "feature_names": list(train.feature_names),
