@@ -403,6 +403,11 @@ def test_ensemble_and_cross_validation(tmp_path):
     qrels.update(dev_qrels)
     out = train_ensemble(config, train, dev, qrels, tmp_path / "ens", space=space, metric=map_metric)
     assert len(load_models(out)) == 2
+    # a cross-validated start would leak the held-out folds' queries into cross-validation
+    config.cv.folds = 3
+    config.optim.init_from = str(tmp_path / "cv")
+    with pytest.raises(ConfigError, match="is a cross-validation ensemble: its fold models saw the queries"):
+        cross_validate(config, train, qrels, tmp_path / "cv2", space=space, metric=map_metric)
 
 
 # ------------------------------------------------------------------- starting from a checkpoint

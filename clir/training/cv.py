@@ -24,7 +24,7 @@ from clir.formats import write_run
 from clir.formats.atomic import output_directory
 from clir.training.config import TrainConfig
 from clir.training.data import RerankData
-from clir.training.ensemble import TrainedReranker, combine, member_scores, write_ensemble
+from clir.training.ensemble import TrainedReranker, combine, ensemble_meta, member_scores, write_ensemble
 from clir.training.scoring import scores_to_run
 from clir.training.trainer import MetricFn, Trainer
 from clir.types import Qrels, Run
@@ -131,10 +131,18 @@ def cross_validate(
         A :class:`CVResult`.
 
     Raises:
-        ConfigError: Without a metric, or with too few queries for the folds.
+        ConfigError: Without a metric, with too few queries for the folds, or with an
+            ``optim.init_from`` that was itself cross-validated: its members were trained on
+            queries that these folds hold out, so the out-of-fold scores would leak.
     """
     if metric is None:
         raise ConfigError("cross-validation needs metric=(run, qrels) -> float for early stopping")
+    if config.optim.init_from and "folds" in ensemble_meta(config.optim.init_from):
+        raise ConfigError(
+            f"optim.init_from={config.optim.init_from!r} is a cross-validation ensemble: its fold models "
+            "saw the queries that these folds hold out; start from a model trained without "
+            "cross-validation (cv.folds: 1), e.g. on pseudo-queries"
+        )
     out_dir = output_directory(out_dir, kind="reranker")
     folds = kfold_qids(data.qids, config.cv.folds, config.optim.seed)
     members: list[Path] = []

@@ -70,6 +70,15 @@ class TrainedReranker:
         return cls(model, config, names, path)
 
 
+def ensemble_meta(path: str | Path) -> dict[str, Any]:
+    """The ``ensemble.json`` of an ensemble directory (``members``, ``seeds``, and ``folds`` when
+    it was cross-validated); ``{}`` for any other directory."""
+    path = Path(path)
+    if not (path / ENSEMBLE_FILE).is_file():
+        return {}
+    return json.loads((path / ENSEMBLE_FILE).read_text(encoding="utf-8"))
+
+
 def member_paths(path: str | Path) -> list[Path]:
     """The checkpoint directories of an ensemble directory, or a checkpoint directory itself.
 
@@ -77,8 +86,7 @@ def member_paths(path: str | Path) -> list[Path]:
         DataNotFoundError: If ``path`` is neither.
     """
     path = Path(path)
-    if (path / ENSEMBLE_FILE).is_file():
-        meta = json.loads((path / ENSEMBLE_FILE).read_text(encoding="utf-8"))
+    if meta := ensemble_meta(path):
         return [path / member for member in meta["members"]]
     if is_checkpoint(path):
         return [path]
