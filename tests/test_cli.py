@@ -243,3 +243,17 @@ def test_warnings_print_as_clir_warnings(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "clir: warning: run: 1 query(ies) have no relevant document in the qrels" in err
     assert "UserWarning" not in err
+
+
+def test_no_module_imports_the_package_face():
+    """Lower layers read the version from clir._version, never from ``import clir`` (ARCHITECTURE.md)."""
+    import ast
+
+    root = Path(__file__).resolve().parents[1] / "clir"
+    offenders = [
+        str(path.relative_to(root))
+        for path in root.rglob("*.py")
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if isinstance(node, ast.Import) and any(alias.name == "clir" for alias in node.names)
+    ]
+    assert offenders == []

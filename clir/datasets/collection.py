@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import clir
+from clir._version import __version__
 from clir.datasets.splits import SPLITS
 from clir.errors import ConfigError, DataNotFoundError, FormatError
 from clir.formats import (
@@ -124,7 +124,7 @@ class Collection:
             _write_json(tmp / "stats.json", self.stats)
             info = {
                 "type": self.metadata.get("type", "collection"),
-                "clir_version": clir.__version__,
+                "clir_version": __version__,
                 "name": self.name,
                 "doc_lang": self.doc_lang,
                 "query_lang": self.query_lang,

@@ -11,7 +11,7 @@ import numpy as np
 from gensim.models.fasttext import ft_ngram_hashes
 from gensim.models.keyedvectors import KeyedVectors
 
-import clir
+from clir._version import __version__
 from clir.embeddings.csls import translate
 from clir.embeddings.vectors_io import load_word2vec, make_keyed_vectors, save_word2vec
 from clir.errors import ConfigError, DataNotFoundError, FormatError
@@ -269,7 +269,7 @@ class SharedSpace:
                 subword_info[lang] = {**sub.params(), "ngrams_file": name}
             info = {
                 "type": "SharedSpace",
-                "clir_version": clir.__version__,
+                "clir_version": __version__,
                 "dim": self.dim,
                 "languages": self.languages,
                 "subwords": subword_info,

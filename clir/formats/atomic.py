@@ -23,7 +23,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import IO
 
-import clir
+from clir._version import __version__
 from clir.errors import ConfigError, OutputExistsError
 
 MARKER = ".clir-artefact.json"
@@ -150,7 +150,7 @@ def output_directory(path: str | Path, *, kind: str, force: bool = False) -> Pat
     check_output(path, kind=kind, force=force)
     path.mkdir(parents=True, exist_ok=True)
     if artefact_kind(path) != kind:
-        marker = {"kind": kind, "clir_version": clir.__version__}
+        marker = {"kind": kind, "clir_version": __version__}
         with atomic_write(path / MARKER) as handle:
             handle.write(json.dumps(marker) + "\n")
     return path
@@ -232,7 +232,7 @@ def atomic_directory(path: str | Path, *, kind: str = "directory", force: bool =
     tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent))
     try:
         yield tmp
-        marker = {"kind": kind, "clir_version": clir.__version__}
+        marker = {"kind": kind, "clir_version": __version__}
         (tmp / MARKER).write_text(json.dumps(marker) + "\n", encoding="utf-8")
         _usual_permissions(tmp)
         if _replaceable(path, kind, force):

@@ -33,7 +33,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO, Any
 
-import clir
+from clir._version import __version__
 from clir.errors import OutputLockedError
 from clir.formats import atomic_write
 from clir.formats.atomic import output_directory
@@ -70,7 +70,7 @@ class StepResult:
 def step_key(name: str, params: Mapping[str, Any], inputs: Sequence[StepResult] = ()) -> str:
     """The content hash of a step: its name, JSON params and the keys of its inputs."""
     payload = {
-        "clir_version": clir.__version__,
+        "clir_version": __version__,
         "name": name,
         "params": params,
         "inputs": sorted(step.key for step in inputs),

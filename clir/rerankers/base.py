@@ -26,7 +26,7 @@ import torch
 from safetensors.torch import load_file, save_file
 from torch import Tensor, nn
 
-import clir
+from clir._version import __version__
 from clir.errors import ConfigError, DataNotFoundError
 from clir.formats.atomic import atomic_directory
 from clir.rerankers.batch import PairBatch
@@ -111,7 +111,7 @@ def write_model_dir(path: str | Path, config: dict[str, Any], tensors: dict[str,
     with atomic_directory(path, kind="model") as tmp:
         (tmp / CONFIG_FILE).write_text(json.dumps(config, indent=2, sort_keys=True) + "\n", encoding="utf-8")
         cpu = {k: v.detach().to("cpu").contiguous() for k, v in tensors.items()}
-        save_file(cpu, str(tmp / WEIGHTS_FILE), metadata={"clir_version": clir.__version__})
+        save_file(cpu, str(tmp / WEIGHTS_FILE), metadata={"clir_version": __version__})
 
 
 def restore(
@@ -159,7 +159,7 @@ class SavedModule:
         state = {k: v for k, v in self.state_dict().items() if include_embeddings or k != EMBEDDING_KEY}  # type: ignore[attr-defined]
         config = {
             "type": self.name,
-            "clir_version": clir.__version__,
+            "clir_version": __version__,
             "config": self.get_config(),
             "has_embeddings": EMBEDDING_KEY in state,
         }

@@ -42,7 +42,7 @@ import numpy as np
 import scipy.sparse as sp
 from tqdm.auto import tqdm
 
-import clir
+from clir._version import __version__
 from clir.errors import ConfigError, FormatError
 from clir.formats import atomic_directory
 from clir.retrieval.index import DocTerms, SparseIndex, read_json, write_json
@@ -443,7 +443,7 @@ class Retriever(ABC):
             (tmp / "index").mkdir()
             index.write(tmp / "index")
             np.save(tmp / "weights.npy", np.ascontiguousarray(self._weights.data), allow_pickle=False)
-            meta = {"type": self.name, "clir_version": clir.__version__, "params": self.get_params()}
+            meta = {"type": self.name, "clir_version": __version__, "params": self.get_params()}
             write_json(tmp / "retriever.json", meta)
         return path
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 from tqdm.auto import tqdm
 
-import clir
+from clir._version import __version__
 from clir.errors import ConfigError, MissingDependencyError
 from clir.formats import atomic_directory, atomic_write, ranked
 from clir.types import Document, Query, Run
@@ -148,7 +148,7 @@ class DenseRetriever:
             raise ConfigError("nothing to save: call .index(documents) first")
         with atomic_directory(path, kind="dense-retriever") as tmp:
             np.save(tmp / "vectors.npy", self.vectors, allow_pickle=False)
-            meta = {"type": "DenseRetriever", "clir_version": clir.__version__, "encoder": self.encoder.name}
+            meta = {"type": "DenseRetriever", "clir_version": __version__, "encoder": self.encoder.name}
             (tmp / "dense.json").write_text(json.dumps({**meta, "docnos": self.docnos}))
         return Path(path)
 

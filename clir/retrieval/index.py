@@ -20,7 +20,7 @@ import numpy as np
 import scipy.sparse as sp
 from tqdm.auto import tqdm
 
-import clir
+from clir._version import __version__
 from clir.errors import ConfigError, DataNotFoundError, FormatError
 from clir.formats import atomic_directory
 
@@ -266,7 +266,7 @@ class SparseIndex:
         _write_json(directory / "vocab.json", self.vocab)
         meta = {
             "type": "SparseIndex",
-            "clir_version": clir.__version__,
+            "clir_version": __version__,
             "n_docs": self.n_docs,
             "n_terms": self.n_terms,
             "nnz": int(self.postings.nnz),

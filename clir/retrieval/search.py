@@ -9,7 +9,7 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
-import clir
+from clir._version import __version__
 from clir.errors import ConfigError, FormatError
 from clir.formats import atomic_directory
 from clir.retrieval.base import QueryTerms, Retriever, get_retriever
@@ -213,7 +213,7 @@ class FirstStage:
                 self.table_en_doc.save(tmp / "table_en_doc")
             meta = {
                 "type": "FirstStage",
-                "clir_version": clir.__version__,
+                "clir_version": __version__,
                 "mode": self.mode,
                 "model": self.model,
                 "qt_k": self.qt_k,

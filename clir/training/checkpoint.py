@@ -32,7 +32,7 @@ import torch
 from safetensors.torch import load_file, save_file
 from torch import Tensor, nn
 
-import clir
+from clir._version import __version__
 from clir.errors import ConfigError, DataNotFoundError, FormatError
 from clir.formats import atomic_directory
 from clir.formats.manifest import file_manifest, is_manifest, manifest_problem
@@ -173,9 +173,7 @@ def save_checkpoint(
     tensors, optim_meta = _optimizer_to_files(optimizer)
     with atomic_directory(path, kind="checkpoint") as tmp:
         (tmp / LAST_DIR).mkdir()
-        save_file(
-            last, str(tmp / LAST_DIR / "model.safetensors"), metadata={"clir_version": clir.__version__}
-        )
+        save_file(last, str(tmp / LAST_DIR / "model.safetensors"), metadata={"clir_version": __version__})
         save_file(tensors, str(tmp / LAST_DIR / "optimizer.safetensors"))
         (tmp / LAST_DIR / "optimizer.json").write_text(json.dumps(optim_meta, indent=1), encoding="utf-8")
         save_file(_rng_tensors(), str(tmp / LAST_DIR / "rng.safetensors"))
@@ -189,7 +187,7 @@ def save_checkpoint(
         (tmp / CURVE_FILE).write_text(json.dumps(state.curve, indent=1) + "\n", encoding="utf-8")
         meta = {
             "type": CHECKPOINT_TYPE,
-            "clir_version": clir.__version__,
+            "clir_version": __version__,
             **{k: v for k, v in asdict(state).items() if k != "curve"},
             "best_score": _json_number(state.best_score),
         }

@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 import torch
 
-import clir
+from clir._version import __version__
 from clir.errors import ConfigError, DataNotFoundError, FormatError, NonFiniteError
 from clir.formats import atomic_directory
 from clir.rerankers.batch import BilingualBatch, TokenView
@@ -184,7 +184,7 @@ class RerankData:
         path = Path(path)
         info = {
             "type": "rerank_data",
-            "clir_version": clir.__version__,
+            "clir_version": __version__,
             "doc_lang": self.doc_lang,
             "query_lang": self.query_lang,
             "feature_names": self.feature_names,

@@ -22,7 +22,7 @@ import numpy as np
 import torch
 from torch import nn
 
-import clir
+from clir._version import __version__
 from clir.errors import ConfigError, DataNotFoundError, FormatError
 from clir.formats import atomic_write
 from clir.rerankers.bilingual import BilingualReranker
@@ -108,7 +108,7 @@ def write_ensemble(
     """Write ``ensemble.json`` listing member checkpoints (stored relative to ``path``)."""
     path = Path(path)
     relative = [str(Path(m).resolve().relative_to(path.resolve())) for m in members]
-    info = {"type": ENSEMBLE_TYPE, "clir_version": clir.__version__, "members": relative, **(meta or {})}
+    info = {"type": ENSEMBLE_TYPE, "clir_version": __version__, "members": relative, **(meta or {})}
     with atomic_write(path / ENSEMBLE_FILE) as handle:
         json.dump(info, handle, indent=1)
         handle.write("\n")

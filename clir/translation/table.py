@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-import clir
+from clir._version import __version__
 from clir.errors import ConfigError, DataNotFoundError, FormatError
 from clir.formats import atomic_directory
 
@@ -258,7 +258,7 @@ class TranslationTable:
                 tmp / "meta.json",
                 {
                     "type": "TranslationTable",
-                    "clir_version": clir.__version__,
+                    "clir_version": __version__,
                     "source_lang": self.source_lang,
                     "target_lang": self.target_lang,
                     "shape": list(csr.shape),
