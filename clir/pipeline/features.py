@@ -610,17 +610,20 @@ def rerank_collection(
     cf = CollectionFeatures.build(
         collection, stage_names=stage_names, tables=tables, tables_dir=tables_dir, progress=config.progress
     )
+    candidates = run
+    if run is None:  # each first stage searched once: its top depth are candidates, the rest beneath
+        queries = collection.split(split)
+        runs = [cf.stages[name].search(queries, k=1000) for name in config.data.first_stages]
+        run, candidates = fuse_runs(runs), fuse_runs(runs, depth)
+        depth *= len(runs)
     data = collection_rerank_data(
         cf,
         split,
-        candidates=run,
+        candidates=candidates,
         feature_names=names,
         data=config.data,
         depth=depth,
         progress=config.progress,
     )
-    if run is None:
-        queries = collection.split(split)
-        run = fuse_runs([cf.stages[name].search(queries, k=1000) for name in config.data.first_stages])
     reranked = max((len(query.docnos) for query in data.queries), default=0)
     return rerank(models, data, space=space, run=run, depth=reranked, progress=config.progress)
