@@ -395,12 +395,14 @@ def _read_qrels(path: Path):
     """The qrels of ``clir evaluate`` / ``compare``, refused (naming the file) when nothing in them
     can be evaluated."""
     from clir.errors import FormatError
+    from clir.evaluation import evaluated_queries
     from clir.formats import read_qrels
 
     qrels = read_qrels(path)
-    if not any(rel >= 1 for judged in qrels.values() for rel in judged.values()):
-        found = f"no judgement with relevance >= 1 among {len(qrels)} judged queries"
-        raise FormatError(path, None, f"{found}: nothing to evaluate")
+    try:
+        evaluated_queries(qrels)
+    except ConfigError as error:
+        raise FormatError(path, None, str(error)) from None
     return qrels
 
 

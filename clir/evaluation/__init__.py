@@ -5,7 +5,7 @@ Every measure is averaged over the same queries: those of the qrels with at leas
 document (``relevance >= 1``); a query the run does not list scores 0.
 """
 
-from clir.evaluation._queries import CoverageWarning
+from clir.evaluation._queries import CoverageWarning, evaluated_queries
 from clir.evaluation.aqwv import AQWVConfig, aqwv, aqwv_per_query, qwv
 from clir.evaluation.measures import DEFAULT_MEASURES, evaluate, evaluate_per_query, measure_name
 from clir.evaluation.significance import Comparison, compare, paired_ttest, randomization_test
@@ -21,6 +21,7 @@ __all__ = [
     "compare",
     "evaluate",
     "evaluate_per_query",
+    "evaluated_queries",
     "format_table",
     "markdown_table",
     "measure_name",
