@@ -217,6 +217,7 @@ def _space_step(
             space.embedding_config(),
             joint=space.joint,
             copies=space.copies,
+            remix=bool(space.remix),
             centre=space.centre,
             progress=progress,
         )
