@@ -30,7 +30,6 @@ from clir.embeddings import (
     translate,
 )
 from clir.embeddings.bli import bli_predictions, precision_by_frequency
-from clir.embeddings.joint import RemixedCorpus
 from clir.embeddings.seeds import identical_pairs, pairs_from_lexicon
 from clir.embeddings.vectors_io import load_word2vec, make_keyed_vectors, save_word2vec
 from clir.errors import ConfigError, DataNotFoundError
@@ -345,24 +344,6 @@ def test_pseudo_bilingual_corpus_tags_merges_and_is_seeded():
     assert ratio == [["en:a", "sw:x", "en:b", "sw:y"]]
     with pytest.raises(ConfigError, match="mix='zip'"):
         pseudo_bilingual_corpus(parallel, mix="zip")
-
-
-def test_remixed_corpus_merges_afresh_on_every_pass_and_is_seeded():
-    parallel = {"sw": [(["god", "love", "is"], ["mungu", "ni", "upendo"]), (["man"], ["mtu"])]}
-    corpus = RemixedCorpus(parallel, {"en": [["heaven"]]}, copies=2, seed=3)
-    assert len(corpus) == 5
-    passes = [list(corpus) for _ in range(3)]
-    for offset, one in enumerate(passes):  # pass p is the plain corpus of seed 3 + p
-        assert one == pseudo_bilingual_corpus(parallel, {"en": [["heaven"]]}, copies=2, seed=3 + offset)
-    assert passes[0] != passes[1] != passes[2]
-    assert {tuple(sorted(s)) for s in passes[0]} == {tuple(sorted(s)) for s in passes[1]}
-    # training sees the remixed passes: deterministic with one worker, and not the plain corpus
-    config = EmbeddingConfig(method="word2vec", dim=8, min_count=1, epochs=3, window=5, workers=1)
-    pairs = {"sw": [(s, [w.upper() for w in s]) for s in TOY]}
-    remixed = [train_joint(pairs, config=config, remix=True, progress=False)[1] for _ in range(2)]
-    plain = train_joint(pairs, config=config, progress=False)[1]
-    np.testing.assert_array_equal(remixed[0].vectors, remixed[1].vectors)
-    assert not np.allclose(remixed[0].vectors, plain.vectors)
 
 
 def test_configs_validate_and_round_trip():

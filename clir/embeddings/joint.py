@@ -11,7 +11,7 @@ Søgaard 2015). Every language's monolingual text is added with the same tags.
 from __future__ import annotations
 
 import random
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -96,49 +96,6 @@ def pseudo_bilingual_corpus(
     return corpus
 
 
-class RemixedCorpus:
-    """The pseudo-bilingual corpus merged and ordered afresh on every pass over it.
-
-    Each pass (gensim makes one to build the vocabulary and one per epoch) is
-    :func:`pseudo_bilingual_corpus` with its own seed, so a word meets other translations'
-    neighbours in every epoch at no extra cost, where ``copies`` buys that with a longer epoch.
-    The passes are seeded in order, so training with one worker stays deterministic.
-
-    Args:
-        parallel: As for :func:`pseudo_bilingual_corpus`.
-        monolingual: As for :func:`pseudo_bilingual_corpus`.
-        pivot: The pivot language.
-        mix: Pair merging.
-        copies: Merged versions per pair in each pass.
-        seed: Seed of the first pass (pass ``p`` uses ``seed + p``).
-    """
-
-    def __init__(
-        self,
-        parallel: Mapping[str, Sequence[tuple[Sequence[str], Sequence[str]]]],
-        monolingual: Mapping[str, Sequence[Sequence[str]]] | None = None,
-        *,
-        pivot: str = PIVOT,
-        mix: str = "shuffle",
-        copies: int = 1,
-        seed: int = 0,
-    ) -> None:
-        self._build = lambda pass_seed: pseudo_bilingual_corpus(
-            parallel, monolingual, pivot=pivot, mix=mix, copies=copies, seed=pass_seed
-        )
-        self._seed = seed
-        self._passes = 0
-        self._length = len(self._build(seed))
-
-    def __len__(self) -> int:
-        return self._length
-
-    def __iter__(self) -> Iterator[list[str]]:
-        corpus = self._build(self._seed + self._passes)
-        self._passes += 1
-        return iter(corpus)
-
-
 def split_joint(
     kv: KeyedVectors, languages: Sequence[str]
 ) -> tuple[dict[str, KeyedVectors], dict[str, SubwordVectors]]:
@@ -201,7 +158,6 @@ def train_joint(
     pivot: str = PIVOT,
     mix: str = "shuffle",
     copies: int = 1,
-    remix: bool = False,
     centre: bool = False,
     progress: bool = True,
 ) -> tuple[SharedSpace, KeyedVectors]:
@@ -217,8 +173,6 @@ def train_joint(
         pivot: The pivot language.
         mix: Pair merging (see :func:`pseudo_bilingual_corpus`).
         copies: Shuffled copies per pair.
-        remix: Merge and order the corpus afresh in every epoch (:class:`RemixedCorpus`)
-            instead of once.
         centre: Centre each language separately (see :func:`joint_space`).
         progress: Show progress bars.
 
@@ -227,15 +181,15 @@ def train_joint(
         :func:`~clir.embeddings.align.map_to_pivot` via :func:`split_joint`).
     """
     config = config or JOINT_CONFIG
-    make = RemixedCorpus if remix else pseudo_bilingual_corpus
-    corpus = make(parallel, monolingual, pivot=pivot, mix=mix, copies=copies, seed=config.seed)
+    corpus = pseudo_bilingual_corpus(
+        parallel, monolingual, pivot=pivot, mix=mix, copies=copies, seed=config.seed
+    )
     kv = train_vectors(corpus, config, progress=progress, desc="train joint")
     languages = sorted({pivot, *parallel, *(monolingual or {})})
     meta = {
         "embedding_config": config.to_dict(),
         "mix": mix,
         "copies": copies,
-        **({"remix": True} if remix else {}),
         "pivot": pivot,
         "sentences": len(corpus),
         "tokens": int(np.sum([len(s) for s in corpus])),

@@ -136,7 +136,6 @@ def train_embeddings(
     joint: bool = False,
     mix: str = "shuffle",
     copies: int = 1,
-    remix: bool = False,
     centre: bool = True,
     extra_text: Mapping[str, Sequence[str]] | None = None,
     progress: bool = True,
@@ -156,7 +155,6 @@ def train_embeddings(
         joint: Train one model on the pseudo-bilingual corpus instead of one per language.
         mix: Pair merging of the joint corpus.
         copies: Shuffled copies per pair in the joint corpus.
-        remix: Merge the joint corpus afresh in every epoch.
         centre: Centre each language of a joint space (monolingual vectors are centred when
             aligned).
         extra_text: ``{lang: [text, ...]}`` more raw monolingual text (e.g. other English Bibles).
@@ -175,7 +173,6 @@ def train_embeddings(
             config,
             mix=mix,
             copies=copies,
-            remix=remix,
             centre=centre,
             progress=progress,
         )

@@ -13,7 +13,6 @@ from clir.config import (
     Match,
     Name,
     NonEmpty,
-    OmitWhenNone,
     OneOf,
     PositiveInt,
     Section,
@@ -56,13 +55,11 @@ class SpaceConfig(EmbeddingConfig):
     Attributes:
         joint: Train one space over the pseudo-bilingual corpus (else monolingual vectors).
         copies: Shuffled copies of each verse pair in the joint corpus.
-        remix: Merge the joint corpus afresh in every epoch (unset: once).
         centre: Centre each language of a joint space.
     """
 
     joint: bool = True
     copies: PositiveInt = 1
-    remix: Annotated[bool | None, OmitWhenNone()] = None
     centre: bool = True
 
     def embedding_config(self) -> EmbeddingConfig:

@@ -217,7 +217,6 @@ def _space_step(
             space.embedding_config(),
             joint=space.joint,
             copies=space.copies,
-            remix=bool(space.remix),
             centre=space.centre,
             progress=progress,
         )
