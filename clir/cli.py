@@ -117,6 +117,17 @@ def _positive(text: str) -> int:
     return value
 
 
+def _probability(text: str) -> float:
+    """A level or coverage option: a number strictly between 0 and 1."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not 0 < value < 1:
+        raise argparse.ArgumentTypeError(f"must be a number in (0, 1), got {text!r}")
+    return value
+
+
 def _spelling(text: str) -> float | None:
     """``--spelling``: a similarity in (0, 1], or ``off``."""
     if text == "off":
@@ -444,34 +455,86 @@ def _finite(values: dict) -> dict:
 
 
 def _compare(args: argparse.Namespace) -> int:
-    from clir.evaluation import compare
+    from clir.evaluation import SignificanceConfig, compare_runs, format_p
     from clir.formats import read_run
 
+    if args.baseline is None:
+        baseline, others = args.runs[0], [str(path) for path in args.runs[1:]]
+    else:
+        baseline, others = args.baseline, [str(path) for path in args.runs if path != args.baseline]
+    if not others:
+        raise ConfigError(
+            f"nothing to compare: give at least two RUNs (the baseline {baseline} is the only one)"
+        )
+    if len(set(others)) < len(others):
+        repeated = next(name for name in others if others.count(name) > 1)
+        raise ConfigError(f"RUN {repeated} is given twice")
+    config = SignificanceConfig(
+        correction=args.correction,
+        alpha=args.alpha,
+        permutations=args.permutations,
+        interval=args.interval,
+        confidence=args.confidence,
+        bootstrap_samples=args.bootstrap_samples,
+        seed=args.seed,
+    )
     size = _collection_size(args)
     measures = _measures(args, size)
-    result = compare(
-        read_run(args.run_a),
-        read_run(args.run_b),
+    result = compare_runs(
+        read_run(baseline),
+        {name: read_run(name) for name in others},
         _read_qrels(args.qrels),
         measures,
         collection_size=size,
         aqwv=_aqwv_config(args),
-        n_permutations=args.permutations,
-        seed=args.seed,
+        config=config,
+        reference_name=str(baseline),
     )
     if args.json:
-        payload = {name: _finite(dataclasses.asdict(c)) for name, c in result.items()}
+        payload = {
+            "baseline": str(baseline),
+            "significance": config.to_dict(),
+            "runs": {
+                name: {m: _finite(dataclasses.asdict(c)) for m, c in by_measure.items()}
+                for name, by_measure in result.items()
+            },
+        }
         print(json.dumps(payload, indent=2))
         return 0
-    name_a, name_b = Path(args.run_a).name, Path(args.run_b).name
-    width = max(len(m) for m in [*result, "measure"])
-    print(f"{'measure':<{width}}  {'A':>8}  {'B':>8}  {'B-A':>8}  {'p(t)':>8}  {'p(rand)':>8}   n")
-    for name, c in result.items():
-        print(
-            f"{name:<{width}}  {c.mean_a:8.4f}  {c.mean_b:8.4f}  {c.diff:+8.4f}  "
-            f"{c.p_ttest:8.4f}  {c.p_randomization:8.4f}  {c.n_queries:3d}"
-        )
-    print(f"A = {name_a}, B = {name_b}; p: paired t-test and paired randomization test (two-sided)")
+    first = next(iter(result.values()))
+    header = ["run", "mean", "diff", f"{config.confidence:.0%} CI", "p(rand)", "uncorr.", "p(t)", "uncorr."]
+    for measure in first:
+        rows = [[baseline.name, f"{first[measure].mean_a:.4f}", "", "", "", "", "", ""]]
+        for name, by_measure in result.items():
+            c = by_measure[measure]
+            mark = "*" if c.p_randomization_corrected < config.alpha else ""
+            rows.append(
+                [
+                    Path(name).name,
+                    f"{c.mean_b:.4f}",
+                    f"{c.diff:+.4f}",
+                    "-" if math.isnan(c.ci_low) else f"[{c.ci_low:+.4f}, {c.ci_high:+.4f}]",
+                    format_p(c.p_randomization_corrected) + mark,
+                    format_p(c.p_randomization),
+                    format_p(c.p_ttest_corrected),
+                    format_p(c.p_ttest),
+                ]
+            )
+        widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
+        print(f"{measure} ({first[measure].n_queries} queries)")
+        for row in [header, *rows]:
+            cells = [row[0].ljust(widths[0])] + [
+                cell.rjust(w) for cell, w in zip(row[1:], widths[1:], strict=True)
+            ]
+            print("  ".join(cells).rstrip())
+        print()
+    correction = {"holm": "Holm-Bonferroni", "bonferroni": "Bonferroni", "none": "no"}[config.correction]
+    interval = "paired bootstrap" if config.interval == "bootstrap" else "paired t"
+    print(
+        f"baseline = {baseline}; diff = run - baseline, {interval} interval; two-sided p of the paired "
+        f"randomization and t tests, {correction} correction over the {len(result)} run(s) of each "
+        f"measure (uncorr.: before it); *: corrected p(rand) < {config.alpha:g}"
+    )
     return 0
 
 
@@ -488,6 +551,12 @@ def _add_evaluation_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--beta", type=float, default=40.0, help="AQWV's beta (default 40)")
     parser.add_argument("--cutoff", type=_positive, default=10, help="AQWV's fixed cutoff (default 10)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
+
+
+CORRECTIONS = ("holm", "bonferroni", "none")
+INTERVALS = ("bootstrap", "t")
+"""``clir compare``'s choices: those of :mod:`clir.evaluation.significance` (a test checks),
+not imported here because numpy and scipy would slow every ``clir --help``."""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -780,16 +849,51 @@ def build_parser() -> argparse.ArgumentParser:
 
     comp = commands.add_parser(
         "compare",
-        help="compare two runs with paired significance tests",
-        description="Each measure for both runs, the difference (B - A) and the p-values of a paired "
-        "t-test and a paired randomization test.",
+        help="compare runs with a baseline: paired tests corrected for multiple testing",
+        description="Each measure for the baseline and every other run: the run's mean, its "
+        "difference from the baseline with a confidence interval, and the p-values of a paired "
+        "randomization test and a paired t-test, each corrected over the runs compared on that "
+        "measure (Holm-Bonferroni by default) with the uncorrected value beside it.",
     )
-    comp.add_argument("run_a", type=Path)
-    comp.add_argument("run_b", type=Path)
-    comp.add_argument("qrels", type=Path)
+    comp.add_argument("runs", nargs="+", type=Path, metavar="RUN", help="TREC run files")
+    comp.add_argument("qrels", type=Path, metavar="QRELS", help="TREC qrels file")
+    comp.add_argument(
+        "--baseline",
+        type=Path,
+        metavar="RUN",
+        help="the run every other is compared with (default: the first RUN); may be one of the RUNs",
+    )
     _add_evaluation_options(comp)
-    comp.add_argument("--permutations", type=_positive, default=10_000, help="randomization test samples")
-    comp.add_argument("--seed", type=int, default=0)
+    comp.add_argument(
+        "--correction",
+        choices=CORRECTIONS,
+        default="holm",
+        help="multiple-testing correction over the runs compared on one measure (default holm)",
+    )
+    comp.add_argument(
+        "--alpha",
+        type=_probability,
+        default=0.05,
+        help="level of significance for the '*' mark (default 0.05)",
+    )
+    comp.add_argument(
+        "--interval",
+        choices=INTERVALS,
+        default="bootstrap",
+        help="confidence interval of a difference: paired bootstrap or paired t (default bootstrap)",
+    )
+    comp.add_argument(
+        "--confidence", type=_probability, default=0.95, help="coverage of the interval (default 0.95)"
+    )
+    comp.add_argument(
+        "--bootstrap-samples", type=_positive, default=10_000, help="bootstrap resamples (default 10000)"
+    )
+    comp.add_argument(
+        "--permutations", type=_positive, default=10_000, help="randomization test samples (default 10000)"
+    )
+    comp.add_argument(
+        "--seed", type=int, default=0, help="seed of the randomization test and bootstrap (default 0)"
+    )
     comp.set_defaults(handler=_compare)
     return parser
 

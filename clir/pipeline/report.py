@@ -11,13 +11,20 @@ from pathlib import Path
 from typing import Any
 
 from clir.datasets import Collection
-from clir.evaluation import CoverageWarning, compare, evaluate, evaluate_per_query, markdown_table
+from clir.evaluation import (
+    Comparison,
+    CoverageWarning,
+    compare_runs,
+    evaluate,
+    evaluate_per_query,
+    format_p,
+    markdown_table,
+)
 from clir.formats import atomic_write
 from clir.types import Run
 
 BASELINE = re.compile(r"^(qt|psq|dt)-(bm25|ql)$")
 LEXICAL_FUSION = "lexical-fusion"
-ALPHA = 0.05
 
 
 def is_baseline(name: str) -> bool:
@@ -40,7 +47,9 @@ def write_report(
 
     Significance: each system against the best lexical baseline of its pair (by MAP on the
     evaluated split, the strongest, i.e. most conservative, reference) and against the lexical
-    fusion, with the paired randomization test (and t-test) per measure.
+    fusion, with the paired randomization test (and t-test) per measure, each p-value also
+    corrected over its family (every system against that reference on that measure, see
+    :func:`clir.evaluation.compare_runs`), and a confidence interval of each difference.
 
     Returns:
         The ``results.json`` content.
@@ -64,28 +73,23 @@ def write_report(
             best = max((n for n in pair_runs if is_baseline(n)), key=lambda n: systems[pair][n]["AP"])
             references = [best] + ([LEXICAL_FUSION] if LEXICAL_FUSION in pair_runs else [])
             significance[pair] = {"best_baseline": best}
-            for name, run in pair_runs.items():
-                if is_baseline(name):
+            for reference in references:
+                others = {n: r for n, r in pair_runs.items() if not is_baseline(n) and n != reference}
+                if not others:
                     continue
-                significance[pair][name] = {
-                    reference: {
-                        measure: {
-                            "diff": c.diff,
-                            "p_ttest": _finite(c.p_ttest),
-                            "p_randomization": c.p_randomization,
-                        }
-                        for measure, c in compare(
-                            pair_runs[reference],
-                            run,
-                            qrels,
-                            measures,
-                            collection_size=size,
-                            n_permutations=config.permutations,
-                        ).items()
+                by_run = compare_runs(
+                    pair_runs[reference],
+                    others,
+                    qrels,
+                    measures,
+                    collection_size=size,
+                    config=config.significance,
+                    reference_name=reference,
+                )
+                for name, comparisons in by_run.items():
+                    significance[pair].setdefault(name, {})[reference] = {
+                        measure: _test_record(c) for measure, c in comparisons.items()
                     }
-                    for reference in references
-                    if reference != name
-                }
     results = {
         "systems": systems,
         "significance": significance,
@@ -105,35 +109,88 @@ def _finite(value: float) -> float | None:
     return None if math.isnan(value) else value
 
 
+def _test_record(c: Comparison) -> dict[str, Any]:
+    """One comparison in ``results.json`` (JSON has no NaN: a test that could not run is null)."""
+    return {
+        "diff": c.diff,
+        "ci": [_finite(c.ci_low), _finite(c.ci_high)],
+        "p_ttest": _finite(c.p_ttest),
+        "p_ttest_corrected": _finite(c.p_ttest_corrected),
+        "p_randomization": c.p_randomization,
+        "p_randomization_corrected": c.p_randomization_corrected,
+    }
+
+
 def results_table(results: Mapping[str, Any], pair: str, measures: Sequence[str]) -> str:
     """The Markdown table of one pair with significant improvements marked: ``*`` better than
     the best lexical baseline, ``†`` better than the lexical fusion (paired randomization test,
-    p < 0.05). Significant losses are not marked; ``results.json`` holds every p-value."""
+    corrected p below the config's alpha). Significant losses are not marked; ``results.json``
+    holds every p-value."""
     rows = results["systems"][pair]
     sig = results["significance"][pair]
+    alpha = results["config"]["significance"]["alpha"]
     markers: dict[str, dict[str, str]] = {}
     for name in rows:
         for reference, mark in ((sig["best_baseline"], "*"), (LEXICAL_FUSION, "†")):
             tests = sig.get(name, {}).get(reference, {})
             for measure, test in tests.items():
-                if test["p_randomization"] < ALPHA and test["diff"] > 0:
+                if test["p_randomization_corrected"] < alpha and test["diff"] > 0:
                     markers.setdefault(name, {})
                     markers[name][measure] = markers[name].get(measure, "") + mark
     return markdown_table(rows, list(measures), markers=markers)
 
 
+def significance_table(results: Mapping[str, Any], pair: str, reference: str, measures: Sequence[str]) -> str:
+    """The Markdown table of every system's difference from ``reference``: per measure the
+    difference, its confidence interval, and the corrected randomization-test p-value with the
+    uncorrected one in brackets (``**bold**`` when the corrected one is below alpha)."""
+    sig = results["significance"][pair]
+    alpha = results["config"]["significance"]["alpha"]
+    lines = ["| system | " + " | ".join(measures) + " |", "| --- |" + " ---: |" * len(measures)]
+    for name in results["systems"][pair]:
+        tests = sig.get(name, {}).get(reference)
+        if not tests:
+            continue
+        cells = []
+        for measure in measures:
+            test = tests[measure]
+            low, high = test["ci"]
+            interval = "" if low is None else f" [{low:+.3f}, {high:+.3f}]"
+            p = format_p(test["p_randomization_corrected"])
+            if test["p_randomization_corrected"] < alpha:
+                p = f"**{p}**"
+            cells.append(f"{test['diff']:+.3f}{interval} p {p} ({format_p(test['p_randomization'])})")
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def _markdown(config: Any, results: Mapping[str, Any], measures: Sequence[str], plots: list[str]) -> str:
+    test = config.significance
+    correction = _CORRECTION_NAMES[test.correction]
+    interval = "paired bootstrap" if test.interval == "bootstrap" else "paired t"
     lines = [f"# {config.name}", ""]
     lines.append(
         f"Reranker trained on **{config.train_pair}** ({config.split} queries evaluated); "
         f"zero-shot on {', '.join(config.zero_shot_pairs) or 'no other pair'}. "
         "`*`: significantly better than the best lexical baseline, `†`: than the lexical fusion "
-        "(paired randomization test, p < 0.05)."
+        f"(paired randomization test, p < {test.alpha:g} after {correction} over every system "
+        "compared with that reference on that measure, per language pair)."
     )
     for pair in results["systems"]:
         best = results["significance"][pair]["best_baseline"]
         lines += ["", f"## {pair}" + (" (zero-shot)" if pair != config.train_pair else ""), ""]
         lines += [f"Best lexical baseline: `{best}`.", "", results_table(results, pair, measures)]
+        for reference in dict.fromkeys([best, LEXICAL_FUSION]):
+            table = significance_table(results, pair, reference, measures)
+            if table.count("\n") < 2:
+                continue
+            lines += [
+                "",
+                f"Difference from `{reference}` [{test.confidence:.0%} {interval} interval], "
+                f"randomization-test p after {correction} (uncorrected in brackets):",
+                "",
+                table,
+            ]
     if results["bli"].get("rows"):
         lines += ["", "## Shared space: bilingual lexicon induction (to English)", ""]
         lines += [
@@ -150,6 +207,13 @@ def _markdown(config: Any, results: Mapping[str, Any], measures: Sequence[str], 
     if plots:
         lines += ["", "## Plots", ""] + [f"![{p}]({p})" for p in plots]
     return "\n".join(lines) + "\n"
+
+
+_CORRECTION_NAMES = {
+    "holm": "Holm-Bonferroni correction",
+    "bonferroni": "Bonferroni correction",
+    "none": "no correction",
+}
 
 
 def _plots(
