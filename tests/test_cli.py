@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import re
 from pathlib import Path
@@ -27,12 +28,59 @@ def readme_example(tmp_path):
     return run, qrels
 
 
-def test_every_command_has_help():
-    parser = build_parser()
-    for command in ("data", "evaluate", "compare"):
-        with pytest.raises(SystemExit) as exit_info:
-            parser.parse_args([command, "--help"])
-        assert exit_info.value.code == 0
+def _commands(parser: argparse.ArgumentParser, path: tuple[str, ...] = ("clir",)):
+    """Every parser of the tree with its command path, and the help line its parent lists it with."""
+    yield path, parser, None
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            listed = {choice.dest: choice.help for choice in action._choices_actions}
+            for name, sub in action.choices.items():
+                for sub_path, sub_parser, line in _commands(sub, (*path, name)):
+                    yield sub_path, sub_parser, line if sub_path != (*path, name) else listed.get(name)
+
+
+def test_every_command_and_option_explains_itself():
+    missing = []
+    commands = list(_commands(build_parser()))
+    assert len(commands) > 15
+    for path, parser, listed in commands:
+        name = " ".join(path)
+        if not (parser.description or "").strip():
+            missing.append(f"{name}: no description")
+        if len(path) > 1 and not (listed or "").strip():
+            missing.append(f"{name}: no help line in its parent's list")
+        formatter = parser._get_formatter()
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                continue
+            label = "/".join(action.option_strings) or action.dest
+            if not (action.help or "").strip() or action.help == argparse.SUPPRESS:
+                missing.append(f"{name} {label}: no help")
+            shown = formatter._get_help_string(action) or ""
+            has_default = action.option_strings and action.default not in (None, False, argparse.SUPPRESS)
+            if has_default and "default" not in shown:
+                missing.append(f"{name} {label}: help does not show the default {action.default!r}")
+        help_text = parser.format_help()
+        assert "%(" not in help_text, name
+    assert missing == []
+
+
+def test_every_command_takes_quiet_and_verbose_and_index_names_its_own_bm25():
+    for path, parser, _ in _commands(build_parser()):
+        if not any(isinstance(a, argparse._SubParsersAction) for a in parser._actions) and len(path) > 1:
+            options = {o for a in parser._actions for o in a.option_strings}
+            assert {"--quiet", "--verbose"} <= options, path
+    index_help = build_parser()._subparsers._group_actions[0].choices["index"].format_help()
+    assert "clir's own" in " ".join(index_help.split())
+    assert "bm25: rank-bm25's" not in " ".join(index_help.split())
+
+
+def test_help_shows_defaults(capsys):
+    with pytest.raises(SystemExit):
+        main(["baselines", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "first-stage modes (default: qt psq dt)" in text
+    assert "depth of each run (default: 1000)" in text
 
 
 def test_evaluate_readme_example_matches_hand_computed_values(readme_example, capsys):
