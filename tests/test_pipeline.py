@@ -141,6 +141,12 @@ def test_fast_experiment_end_to_end_then_resume_after_interruption(tmp_path, mon
     (model,) = (out / "steps").glob("train-full-*")
     (space,) = (out / "steps").glob("space-*")
     (tables,) = (out / "steps").glob("tables-en-sw-*")
+    index = json.loads((out / "steps" / "index.json").read_text())
+    assert (index["train-full"], index["space"], index["tables-en-sw"]) == (
+        model.name,
+        space.name,
+        tables.name,
+    )
     explained = explain_pair(
         model, collection, space, query.qid, docno, tables_dir=tables, png=tmp_path / "h.png"
     )
