@@ -257,3 +257,64 @@ def test_significance_defaults_written_or_omitted_give_the_same_config_text():
     assert ExperimentConfig.from_dict({"significance": {"correction": "none"}}).canonical() != (
         ExperimentConfig.from_dict({}).canonical()
     )
+
+
+def test_systems_are_ordered_by_role():
+    from clir.pipeline.report import system_order
+
+    names = sorted(
+        ["dt-bm25", "dt-ql", "e5-dense", "en_en", "full", "full+e5", "full-ensemble", "lexical-fusion",
+         "mono-dt", "psq-bm25", "psq-ql", "qt-bm25", "qt-ql", "src_en"]
+    )  # fmt: skip
+    config_systems = ["lexical-fusion", "src_en", "en_en", "mono-dt", "full", "full+e5"]
+    assert system_order(names, config_systems) == [
+        "qt-bm25", "qt-ql", "psq-bm25", "psq-ql", "dt-bm25", "dt-ql",  # lexical runs
+        "e5-dense",  # another first stage
+        "lexical-fusion",
+        "src_en", "en_en", "mono-dt",  # components, in the config's order
+        "full", "full+e5",
+        "full-ensemble",
+    ]  # fmt: skip
+
+
+def test_training_curves_average_the_seeds_of_a_system():
+    from clir.pipeline.report import _over_seeds
+
+    seeds = [
+        [{"epoch": 1, "loss": 1.0, "dev": 0.2}, {"epoch": 2, "loss": 0.5, "dev": 0.3}],
+        [{"epoch": 1, "loss": 3.0, "dev": None}],  # stopped early, no dev score
+    ]
+    epochs, mean, sd = _over_seeds(seeds, "loss")
+    assert epochs.tolist() == [1, 2] and mean.tolist() == [2.0, 0.5] and sd.tolist() == [1.0, 0.0]
+    _, dev_mean, dev_sd = _over_seeds(seeds, "dev")
+    assert dev_mean.tolist() == pytest.approx([0.2, 0.3]) and dev_sd.tolist() == [0.0, 0.0]
+
+
+def test_report_plots_curves_per_system_and_n_per_bli_bin(tmp_path):
+    from clir.pipeline.config import ExperimentConfig
+    from clir.pipeline.report import write_report
+
+    curves = {}
+    for system, n_seeds in (("lexical-fusion", 1), ("full", 3)):
+        for seed in range(n_seeds):
+            folder = tmp_path / "steps" / system / f"seed{seed}"
+            folder.mkdir(parents=True)
+            rows = [{"epoch": e, "loss": 1 / e + seed, "dev": 0.1 * e} for e in (1, 2, 3)]
+            (folder / "curve.json").write_text(json.dumps(rows))
+        curves[system] = tmp_path / "steps" / system
+    bins = [
+        {"lo": 0, "hi": 500, "words": 120, "precision": 0.5},
+        {"lo": 500, "hi": 10**9, "words": 30, "precision": 0.2},
+    ]
+    qids = ["q1", "q2"]
+    runs = {name: {q: {"rel": 1.0} for q in qids} for name in ("qt-bm25", "full")}
+    out = tmp_path / "out"
+    out.mkdir()
+    write_report(
+        out, ExperimentConfig(systems={"full": {}, "lexical-fusion": {}}), {"en-sw": runs},
+        collections={"en-sw": _Pair({q: {"rel": 1} for q in qids})}, curves=curves,
+        bli={"by_frequency": {"sw": bins}}, timings={}, measures=["AP"],
+    )  # fmt: skip
+    report = (out / "report.md").read_text()
+    for plot in ("training_curves.png", "bli_frequency.png"):
+        assert f"![{plot}]({plot})" in report and (out / plot).read_bytes()[:4] == b"\x89PNG"

@@ -6,7 +6,7 @@ import json
 import math
 import re
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +30,32 @@ LEXICAL_FUSION = "lexical-fusion"
 def is_baseline(name: str) -> bool:
     """Whether a system name is a lexical first-stage run."""
     return BASELINE.match(name) is not None
+
+
+def system_order(names: Iterable[str], systems: Sequence[str]) -> list[str]:
+    """Systems ordered by role, as a reader compares them: the lexical runs (QT, PSQ, DT; BM25
+    before QL), any other first stage (the dense reference), the lexical fusion, the components
+    and ablations (in the config's order), the full model and its variants (``full+e5``), and the
+    ensembles (``full-ensemble``).
+
+    Args:
+        names: The systems of one pair.
+        systems: The config's reranked systems, in its order.
+    """
+    position = {name: i for i, name in enumerate(systems)}
+
+    def key(name: str) -> tuple[int, int, int]:
+        if match := BASELINE.match(name):
+            return (0, ("qt", "psq", "dt").index(match[1]), ("bm25", "ql").index(match[2]))
+        if name == LEXICAL_FUSION:
+            return (2, 0, 0)
+        if name.endswith("-ensemble"):
+            return (5, position.get(name.removesuffix("-ensemble"), len(position)), 0)
+        if name not in position:
+            return (1, 0, 0)
+        return (4 if name == "full" or name.startswith("full+") else 3, position[name], 0)
+
+    return sorted(names, key=key)
 
 
 def write_report(
@@ -59,7 +85,8 @@ def write_report(
     per_query_ap: dict[str, dict[str, dict[str, float]]] = {}
     with warnings.catch_warnings():  # a query that retrieved nothing counts 0; its first stage warned
         warnings.simplefilter("ignore", CoverageWarning)
-        for pair, pair_runs in runs.items():
+        for pair, unordered in runs.items():
+            pair_runs = {name: unordered[name] for name in system_order(unordered, list(config.systems))}
             collection = collections[pair]
             qrels = collection.qrels_of(config.split)
             size = len(collection.documents)
@@ -243,35 +270,70 @@ def _plots(
         name = f"ap_diff_{pair}.png"
         _save(fig, out / name)
         names.append(name)
-    fig, (loss_ax, map_ax) = plt.subplots(1, 2, figsize=(10, 3.5))
-    plotted = False
-    for system, path in curves.items():
-        for curve_file in sorted(Path(path).glob("**/curve.json")):
-            curve = json.loads(curve_file.read_text())
-            epochs = [row["epoch"] for row in curve]
-            label = f"{system}/{curve_file.parent.name}"
-            loss_ax.plot(epochs, [row["loss"] for row in curve], label=label)
-            map_ax.plot(epochs, [row.get("dev") for row in curve], label=label)
-            plotted = True
-    if plotted:
-        loss_ax.set(xlabel="epoch", ylabel="training hinge loss")
-        map_ax.set(xlabel="epoch", ylabel="dev MAP")
-        map_ax.legend(fontsize=6)
+    by_system = {
+        system: [json.loads(f.read_text()) for f in sorted(Path(path).glob("**/curve.json"))]
+        for system, path in curves.items()
+    }
+    by_system = {system: seeds for system, seeds in by_system.items() if seeds}
+    if by_system:
+        fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+        palette = plt.get_cmap("tab10" if len(by_system) <= 10 else "tab20").colors
+        for i, (system, seeds) in enumerate(by_system.items()):
+            style = {"color": palette[i % len(palette)], "linestyle": ("-", "--", ":")[i // len(palette) % 3]}
+            label = system if len(seeds) == 1 else f"{system} (mean ± sd, {len(seeds)} seeds)"
+            for ax, column in zip(axes, ("loss", "dev"), strict=True):
+                epochs, mean, sd = _over_seeds(seeds, column)
+                ax.plot(epochs, mean, label=label, **style)
+                if len(seeds) > 1:
+                    ax.fill_between(
+                        epochs, mean - sd, mean + sd, color=style["color"], alpha=0.2, linewidth=0
+                    )
+        axes[0].set(xlabel="epoch", ylabel="training hinge loss")
+        axes[1].set(xlabel="epoch", ylabel="dev MAP")
+        axes[1].legend(fontsize=7, loc="center left", bbox_to_anchor=(1.02, 0.5))
         _save(fig, out / "training_curves.png")
         names.append("training_curves.png")
-    else:
-        plt.close(fig)
     if bli.get("by_frequency"):
-        fig, ax = plt.subplots(figsize=(6, 3.5))
+        fig, ax = plt.subplots(figsize=(7, 4))
         for lang, bins in bli["by_frequency"].items():
             labels = [f"{b['lo']}-{b['hi'] if b['hi'] < 10**8 else ''}" for b in bins]
-            ax.plot(labels, [b["precision"] for b in bins], marker="o", label=f"{lang}->en")
-        ax.set(xlabel="source-word frequency rank", ylabel="P@1 (CSLS)", title="BLI by word frequency")
+            (line,) = ax.plot(labels, [b["precision"] for b in bins], marker="o", label=f"{lang}->en")
+            for label, b in zip(labels, bins, strict=True):  # each point's number of test words
+                ax.annotate(
+                    f"n={b['words']}",
+                    (label, b["precision"]),
+                    textcoords="offset points",
+                    xytext=(0, 5),
+                    ha="center",
+                    fontsize=7,
+                    color=line.get_color(),
+                )
+        ax.set(
+            xlabel="source-word frequency rank",
+            ylabel="P@1 (CSLS)",
+            title="BLI by word frequency\n(gold: IBM1 mutual pairs; n: test words in the bin)",
+        )
+        ax.margins(y=0.15)
         ax.tick_params(axis="x", labelrotation=30)
         ax.legend()
         _save(fig, out / "bli_frequency.png")
         names.append("bli_frequency.png")
     return names
+
+
+def _over_seeds(seeds: Sequence[Sequence[Mapping[str, Any]]], column: str) -> tuple[Any, Any, Any]:
+    """Per epoch, the mean and standard deviation of one curve column over the seeds that reached
+    that epoch (early stopping ends seeds at different epochs; a missing dev score is NaN)."""
+    import numpy as np
+
+    epochs = sorted({row["epoch"] for curve in seeds for row in curve})
+    values = [
+        [row.get(column) for curve in seeds for row in curve if row["epoch"] == epoch] for epoch in epochs
+    ]
+    matrix = [np.array([np.nan if v is None else v for v in vs], dtype=float) for vs in values]
+    mean = np.array([np.nanmean(v) if np.isfinite(v).any() else np.nan for v in matrix])
+    sd = np.array([np.nanstd(v) if np.isfinite(v).sum() > 1 else 0.0 for v in matrix])
+    return np.array(epochs), mean, sd
 
 
 def _save(fig: Any, path: Path) -> None:
