@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import logging
 import math
 import os
 import sys
@@ -17,6 +18,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from clir.errors import ClirError, ConfigError
+from clir.progress import DELAY, NORMAL, QUIET, VERBOSE, set_verbosity
 
 Handler = Callable[[argparse.Namespace], int]
 
@@ -114,6 +116,17 @@ def _positive(text: str) -> int:
         value = 0
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be an integer >= 1, got {text!r}")
+    return value
+
+
+def _probability(text: str) -> float:
+    """A level or coverage option: a number strictly between 0 and 1."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not 0 < value < 1:
+        raise argparse.ArgumentTypeError(f"must be a number in (0, 1), got {text!r}")
     return value
 
 
@@ -357,7 +370,13 @@ def _experiment(args: argparse.Namespace) -> int:
 
     config = load_experiment(args.config)
     results = run_experiment(
-        config, args.out, progress=not args.quiet, verify=args.verify, wait=args.wait, force=args.force
+        config,
+        args.out,
+        progress=not args.quiet,
+        log=(lambda line: None) if args.quiet else print,
+        verify=args.verify,
+        wait=args.wait,
+        force=args.force,
     )
     for pair in results["systems"]:
         print(f"\n{pair}{'' if pair == config.train_pair else ' (zero-shot)'}, {config.split} queries\n")
@@ -444,34 +463,86 @@ def _finite(values: dict) -> dict:
 
 
 def _compare(args: argparse.Namespace) -> int:
-    from clir.evaluation import compare
+    from clir.evaluation import SignificanceConfig, compare_runs, format_p
     from clir.formats import read_run
 
+    if args.baseline is None:
+        baseline, others = args.runs[0], [str(path) for path in args.runs[1:]]
+    else:
+        baseline, others = args.baseline, [str(path) for path in args.runs if path != args.baseline]
+    if not others:
+        raise ConfigError(
+            f"nothing to compare: give at least two RUNs (the baseline {baseline} is the only one)"
+        )
+    if len(set(others)) < len(others):
+        repeated = next(name for name in others if others.count(name) > 1)
+        raise ConfigError(f"RUN {repeated} is given twice")
+    config = SignificanceConfig(
+        correction=args.correction,
+        alpha=args.alpha,
+        permutations=args.permutations,
+        interval=args.interval,
+        confidence=args.confidence,
+        bootstrap_samples=args.bootstrap_samples,
+        seed=args.seed,
+    )
     size = _collection_size(args)
     measures = _measures(args, size)
-    result = compare(
-        read_run(args.run_a),
-        read_run(args.run_b),
+    result = compare_runs(
+        read_run(baseline),
+        {name: read_run(name) for name in others},
         _read_qrels(args.qrels),
         measures,
         collection_size=size,
         aqwv=_aqwv_config(args),
-        n_permutations=args.permutations,
-        seed=args.seed,
+        config=config,
+        reference_name=str(baseline),
     )
     if args.json:
-        payload = {name: _finite(dataclasses.asdict(c)) for name, c in result.items()}
+        payload = {
+            "baseline": str(baseline),
+            "significance": config.to_dict(),
+            "runs": {
+                name: {m: _finite(dataclasses.asdict(c)) for m, c in by_measure.items()}
+                for name, by_measure in result.items()
+            },
+        }
         print(json.dumps(payload, indent=2))
         return 0
-    name_a, name_b = Path(args.run_a).name, Path(args.run_b).name
-    width = max(len(m) for m in [*result, "measure"])
-    print(f"{'measure':<{width}}  {'A':>8}  {'B':>8}  {'B-A':>8}  {'p(t)':>8}  {'p(rand)':>8}   n")
-    for name, c in result.items():
-        print(
-            f"{name:<{width}}  {c.mean_a:8.4f}  {c.mean_b:8.4f}  {c.diff:+8.4f}  "
-            f"{c.p_ttest:8.4f}  {c.p_randomization:8.4f}  {c.n_queries:3d}"
-        )
-    print(f"A = {name_a}, B = {name_b}; p: paired t-test and paired randomization test (two-sided)")
+    first = next(iter(result.values()))
+    header = ["run", "mean", "diff", f"{config.confidence:.0%} CI", "p(rand)", "uncorr.", "p(t)", "uncorr."]
+    for measure in first:
+        rows = [[baseline.name, f"{first[measure].mean_a:.4f}", "", "", "", "", "", ""]]
+        for name, by_measure in result.items():
+            c = by_measure[measure]
+            mark = "*" if c.p_randomization_corrected < config.alpha else ""
+            rows.append(
+                [
+                    Path(name).name,
+                    f"{c.mean_b:.4f}",
+                    f"{c.diff:+.4f}",
+                    "-" if math.isnan(c.ci_low) else f"[{c.ci_low:+.4f}, {c.ci_high:+.4f}]",
+                    format_p(c.p_randomization_corrected) + mark,
+                    format_p(c.p_randomization),
+                    format_p(c.p_ttest_corrected),
+                    format_p(c.p_ttest),
+                ]
+            )
+        widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
+        print(f"{measure} ({first[measure].n_queries} queries)")
+        for row in [header, *rows]:
+            cells = [row[0].ljust(widths[0])] + [
+                cell.rjust(w) for cell, w in zip(row[1:], widths[1:], strict=True)
+            ]
+            print("  ".join(cells).rstrip())
+        print()
+    correction = {"holm": "Holm-Bonferroni", "bonferroni": "Bonferroni", "none": "no"}[config.correction]
+    interval = "paired bootstrap" if config.interval == "bootstrap" else "paired t"
+    print(
+        f"baseline = {baseline}; diff = run - baseline, {interval} interval; two-sided p of the paired "
+        f"randomization and t tests, {correction} correction over the {len(result)} run(s) of each "
+        f"measure (uncorr.: before it); *: corrected p(rand) < {config.alpha:g}"
+    )
     return 0
 
 
@@ -490,11 +561,63 @@ def _add_evaluation_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print one JSON object")
 
 
+CORRECTIONS = ("holm", "bonferroni", "none")
+INTERVALS = ("bootstrap", "t")
+"""``clir compare``'s choices: those of :mod:`clir.evaluation.significance` (a test checks),
+not imported here because numpy and scipy would slow every ``clir --help``."""
+
+
 class _Parser(argparse.ArgumentParser):
     """An argument parser whose errors are one ``clir: error:`` line, like every other failure."""
 
     def error(self, message: str) -> NoReturn:
         self.exit(2, f"clir: error: {message} (see '{self.prog} --help')\n")
+
+
+class _HelpFormatter(argparse.HelpFormatter):
+    """Help lines that end with the option's default, unless the text already tells it."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help or ""
+        default = action.default
+        if not action.option_strings or default in (None, False, argparse.SUPPRESS) or "default" in text:
+            return text
+        shown = " ".join(map(str, default)) if isinstance(default, (list, tuple)) else str(default)
+        return f"{text} (default: {shown.replace('%', '%%')})"
+
+
+def _subcommands(parser: argparse.ArgumentParser) -> list[argparse.ArgumentParser]:
+    """The parsers of a parser's subcommands."""
+    return [
+        sub
+        for action in parser._actions
+        if isinstance(action, argparse._SubParsersAction)
+        for sub in action.choices.values()
+    ]
+
+
+def _finish(parser: argparse.ArgumentParser) -> None:
+    """Give every parser of the tree the help formatter, and every command (a leaf of the tree)
+    ``--quiet`` and ``--verbose``."""
+    parser.formatter_class = _HelpFormatter
+    subs = _subcommands(parser)
+    for sub in subs:
+        _finish(sub)
+    if subs or parser.prog == "clir":
+        return
+    verbosity = parser.add_mutually_exclusive_group()
+    verbosity.add_argument(
+        "-q",
+        "--quiet",
+        action="store_true",
+        help="no progress bars or step lines: results, warnings and errors",
+    )
+    verbosity.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        help=f"a progress bar for all work (by default only for work past {DELAY:g} s) and clir's info log",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -512,7 +635,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
-    data = commands.add_parser("data", help="build or check a test collection")
+    data = commands.add_parser(
+        "data",
+        help="build or check a test collection",
+        description="Build a CLIR test collection (from Bibles, or pseudo-queries over parallel text) "
+        "or check one: a directory of documents.jsonl, topics, qrels, parallel.tsv and splits.",
+    )
     data_commands = data.add_subparsers(dest="data_command", metavar="SOURCE", required=True)
     bible = data_commands.add_parser(
         "bible",
@@ -529,7 +657,6 @@ def build_parser() -> argparse.ArgumentParser:
     bible.add_argument("--n-test", type=int, default=500, help="test queries (default 500)")
     bible.add_argument("--seed", type=int, default=13, help="seed of the query sample and splits")
     bible.add_argument("--xml", action="store_true", help="also write TREC topic XML")
-    bible.add_argument("--quiet", action="store_true", help="no progress bars")
     _force_argument(bible)
     bible.set_defaults(handler=_data_bible)
     pseudo = data_commands.add_parser(
@@ -564,20 +691,25 @@ def build_parser() -> argparse.ArgumentParser:
     _force_argument(pseudo)
     pseudo.set_defaults(handler=_data_pseudo)
     check = data_commands.add_parser(
-        "check", help="validate a collection directory (yours or built) and print its statistics"
+        "check",
+        help="validate a collection directory (yours or built) and print its statistics",
+        description="Read every file of a collection directory, checking formats and references "
+        "(each qrel's query and document exist), and print its statistics as JSON.",
     )
-    check.add_argument("dir", type=Path)
+    check.add_argument("dir", type=Path, help="the collection directory")
     check.add_argument("--doc-lang", help="document language when there is no collection.json")
     check.set_defaults(handler=_data_check)
 
     tables = commands.add_parser(
         "tables",
         help="learn IBM Model 1 translation tables (both directions) from a collection's parallel side",
+        description="IBM Model 1 (EM) over the collection's parallel.tsv, once English to the document "
+        "language and once back; the tables feed QT, PSQ and DT and the reranker's features.",
     )
-    tables.add_argument("--collection", required=True, type=Path)
+    tables.add_argument("--collection", required=True, type=Path, help="collection directory")
     tables.add_argument("--out", required=True, type=Path, help="directory for en-doc/ and doc-en/")
     tables.add_argument("--iterations", type=_positive, default=10, help="EM iterations (default 10)")
-    tables.add_argument("--seed", type=int, default=0)
+    tables.add_argument("--seed", type=int, default=0, help="seed of the model's initialisation")
     _force_argument(tables)
     tables.set_defaults(handler=_tables)
 
@@ -585,32 +717,44 @@ def build_parser() -> argparse.ArgumentParser:
         "index",
         help="index a collection's documents for one first-stage mode and model",
         description="qt: English query translated word by word (top translation); psq: probabilistic "
-        "structured queries; dt: documents translated word by word into English. bm25: rank-bm25's "
-        "BM25Okapi; ql: query likelihood with Dirichlet smoothing.",
+        "structured queries; dt: documents translated word by word into English. bm25: clir's own "
+        "Okapi BM25 (its scores are checked against rank-bm25's BM25Okapi in the tests); ql: query "
+        "likelihood with Dirichlet smoothing.",
     )
-    index.add_argument("--collection", required=True, type=Path)
+    index.add_argument("--collection", required=True, type=Path, help="collection directory")
     index.add_argument("--tables", required=True, type=Path, help="directory written by 'clir tables'")
-    index.add_argument("--mode", choices=("qt", "psq", "dt"), required=True)
-    index.add_argument("--model", choices=("bm25", "ql"), default="bm25")
-    index.add_argument("--out", required=True, type=Path)
-    index.add_argument("--k1", type=float, default=1.5)
-    index.add_argument("--b", type=float, default=0.75)
-    index.add_argument("--mu", type=float, default=2500.0)
-    index.add_argument("--psq-top-k", type=_positive, default=10)
-    index.add_argument("--psq-cumulative", type=float, default=0.9)
+    index.add_argument("--mode", choices=("qt", "psq", "dt"), required=True, help="how the languages meet")
+    index.add_argument("--model", choices=("bm25", "ql"), default="bm25", help="the scoring model")
+    index.add_argument("--out", required=True, type=Path, help="index directory to write")
+    index.add_argument("--k1", type=float, default=1.5, help="BM25 term-frequency saturation")
+    index.add_argument("--b", type=float, default=0.75, help="BM25 length normalisation, in [0, 1]")
+    index.add_argument("--mu", type=float, default=2500.0, help="QL Dirichlet smoothing")
+    index.add_argument(
+        "--psq-top-k", type=_positive, default=10, help="PSQ: translations kept per query term, at most"
+    )
+    index.add_argument(
+        "--psq-cumulative",
+        type=float,
+        default=0.9,
+        help="PSQ: translations kept until their probabilities sum to this",
+    )
     _spelling_argument(index)
-    index.add_argument("--quiet", action="store_true")
     _force_argument(index)
     index.set_defaults(handler=_index)
 
-    retrieve = commands.add_parser("retrieve", help="search an index and write a TREC run")
+    retrieve = commands.add_parser(
+        "retrieve",
+        help="search an index and write a TREC run",
+        description="Search an index written by 'clir index' with a collection split's queries (or a "
+        "topics file) and write the top --k documents of each as a TREC run.",
+    )
     retrieve.add_argument("--index", required=True, type=Path, help="directory written by 'clir index'")
     source = retrieve.add_mutually_exclusive_group(required=True)
     source.add_argument("--collection", type=Path, help="take the queries of this collection's --split")
     source.add_argument("--topics", type=Path, help="a topics TSV file (qid, text[, description])")
-    retrieve.add_argument("--split", default="test")
+    retrieve.add_argument("--split", default="test", help="query split of --collection")
     retrieve.add_argument("--k", type=_positive, default=1000, help="depth of the run (default 1000)")
-    retrieve.add_argument("--out", required=True, type=Path)
+    retrieve.add_argument("--out", required=True, type=Path, help="TREC run file to write")
     retrieve.add_argument("--tag", help="run tag (default MODE-MODEL)")
     retrieve.add_argument(
         "--pad",
@@ -618,25 +762,38 @@ def build_parser() -> argparse.ArgumentParser:
         help="fill each BM25 list up to --k with documents that match none of the query's terms "
         "(all scored 0); by default only matching documents are listed",
     )
-    retrieve.add_argument("--quiet", action="store_true")
     retrieve.set_defaults(handler=_retrieve)
 
     baselines = commands.add_parser(
         "baselines",
         help="run and evaluate the lexical baselines {QT, PSQ, DT} x {BM25, QL} on a collection",
+        description="Learns the translation tables, indexes the collection once per mode and model, "
+        "searches the --split queries and prints the results table; runs and tables go under --out.",
     )
-    baselines.add_argument("--collection", required=True, type=Path)
-    baselines.add_argument("--out", required=True, type=Path)
-    baselines.add_argument("--modes", nargs="+", default=["qt", "psq", "dt"], choices=("qt", "psq", "dt"))
-    baselines.add_argument("--models", nargs="+", default=["bm25", "ql"], choices=("bm25", "ql"))
-    baselines.add_argument("--split", default="test")
-    baselines.add_argument("--k", type=_positive, default=1000)
+    baselines.add_argument("--collection", required=True, type=Path, help="collection directory")
+    baselines.add_argument("--out", required=True, type=Path, help="directory for the runs and tables")
+    baselines.add_argument(
+        "--modes",
+        nargs="+",
+        default=["qt", "psq", "dt"],
+        choices=("qt", "psq", "dt"),
+        help="first-stage modes",
+    )
+    baselines.add_argument(
+        "--models", nargs="+", default=["bm25", "ql"], choices=("bm25", "ql"), help="scoring models"
+    )
+    baselines.add_argument("--split", default="test", help="query split searched and evaluated")
+    baselines.add_argument("--k", type=_positive, default=1000, help="depth of each run")
     _spelling_argument(baselines)
-    baselines.add_argument("--quiet", action="store_true")
     _force_argument(baselines)
     baselines.set_defaults(handler=_baselines)
 
-    embed = commands.add_parser("embed", help="train, align and evaluate the shared cross-lingual space")
+    embed = commands.add_parser(
+        "embed",
+        help="train, align and evaluate the shared cross-lingual space",
+        description="The reranker's shared space in three steps: 'train' word vectors (or one joint "
+        "space), 'align' monolingual vectors onto English, 'eval' by bilingual lexicon induction.",
+    )
     embed_commands = embed.add_subparsers(dest="embed_command", metavar="STEP", required=True)
     embed_train = embed_commands.add_parser(
         "train",
@@ -646,7 +803,7 @@ def build_parser() -> argparse.ArgumentParser:
         "aligned verse pair merged and shuffled, tokens tagged by language): a shared space directly.",
     )
     embed_train.add_argument("collections", nargs="+", type=Path, help="collection directories")
-    embed_train.add_argument("--out", required=True, type=Path)
+    embed_train.add_argument("--out", required=True, type=Path, help="space directory to write")
     embed_train.add_argument("--joint", action="store_true", help="one joint space (no mapping step)")
     embed_train.add_argument(
         "--method", choices=("fasttext", "word2vec"), help="default fasttext; word2vec with --joint"
@@ -657,36 +814,43 @@ def build_parser() -> argparse.ArgumentParser:
     embed_train.add_argument("--epochs", type=int, help="default 10")
     embed_train.add_argument("--seed", type=int, help="default 0")
     embed_train.add_argument("--no-centre", action="store_true", help="keep a joint space uncentred")
-    embed_train.add_argument("--quiet", action="store_true")
     _force_argument(embed_train)
     embed_train.set_defaults(handler=_embed_train)
     embed_align = embed_commands.add_parser(
         "align",
         help="map every language onto English: Procrustes from a seed lexicon + CSLS refinement",
+        description="Orthogonal Procrustes from seed pairs (IBM1 mutual translations, TSV lexicons, "
+        "FreeDict or identical strings), then refinement on CSLS mutual nearest neighbours; a share "
+        "of the seeds is held out for BLI.",
     )
     embed_align.add_argument("vectors", type=Path, help="directory written by 'clir embed train'")
-    embed_align.add_argument("--out", required=True, type=Path)
+    embed_align.add_argument("--out", required=True, type=Path, help="aligned space directory to write")
     embed_align.add_argument(
         "--collections", nargs="+", type=Path, help="collections whose parallel side gives IBM1 seed pairs"
     )
     embed_align.add_argument(
-        "--seed-source", choices=("ibm1", "tsv", "freedict", "identical"), default="ibm1"
+        "--seed-source",
+        choices=("ibm1", "tsv", "freedict", "identical"),
+        default="ibm1",
+        help="where the seed lexicon comes from",
     )
     embed_align.add_argument("--lexicon", nargs="+", metavar="LANG=FILE", help="TSV seed lexicons")
     embed_align.add_argument("--identical", action="store_true", help="add identical strings as seeds")
     embed_align.add_argument("--refine", type=int, default=5, help="refinement iterations (default 5)")
-    embed_align.add_argument("--csls-k", type=int, default=10)
+    embed_align.add_argument("--csls-k", type=int, default=10, help="neighbours of the CSLS criterion")
     embed_align.add_argument("--test-size", type=float, default=0.2, help="seed share held out for BLI")
-    embed_align.add_argument("--quiet", action="store_true")
     _force_argument(embed_align)
     embed_align.set_defaults(handler=_embed_align)
     embed_eval = embed_commands.add_parser(
-        "eval", help="bilingual lexicon induction: P@1 and P@5, nearest neighbour and CSLS"
+        "eval",
+        help="bilingual lexicon induction: P@1 and P@5, nearest neighbour and CSLS",
+        description="For each language, translate held-out seed words (and FreeDict entries where "
+        "installed) into English by nearest neighbour and by CSLS; print P@1 and P@5.",
     )
-    embed_eval.add_argument("space", type=Path)
-    embed_eval.add_argument("--languages", nargs="+")
+    embed_eval.add_argument("space", type=Path, help="space directory (from 'clir embed train' or 'align')")
+    embed_eval.add_argument("--languages", nargs="+", help="languages to evaluate (default: every one)")
     embed_eval.add_argument("--no-freedict", action="store_true", help="skip the FreeDict dictionaries")
-    embed_eval.add_argument("--json", action="store_true")
+    embed_eval.add_argument("--json", action="store_true", help="print the rows as JSON")
     embed_eval.set_defaults(handler=_embed_eval)
 
     train = commands.add_parser(
@@ -697,10 +861,10 @@ def build_parser() -> argparse.ArgumentParser:
         "interrupted run from its last epoch.",
     )
     train.add_argument("--config", required=True, type=Path, help="YAML training config (see configs/)")
-    train.add_argument("--collection", required=True, type=Path)
+    train.add_argument("--collection", required=True, type=Path, help="collection directory")
     train.add_argument("--space", required=True, type=Path, help="shared embedding space directory")
     train.add_argument("--tables", type=Path, help="translation tables directory (learned there if absent)")
-    train.add_argument("--out", required=True, type=Path)
+    train.add_argument("--out", required=True, type=Path, help="model directory to write")
     train.add_argument("--resume", action="store_true", help="continue from the last checkpoint")
     train.add_argument(
         "--init-from",
@@ -715,31 +879,36 @@ def build_parser() -> argparse.ArgumentParser:
     rerank = commands.add_parser(
         "rerank",
         help="rerank a first-stage run with a trained model (zero-shot on another language pair too)",
+        description="Score the top --depth candidates of each query with the model (an ensemble: the "
+        "mean of its members' z-scored scores) and write the reranked TREC run.",
     )
     rerank.add_argument("--model", required=True, type=Path, help="checkpoint or ensemble directory")
-    rerank.add_argument("--collection", required=True, type=Path)
-    rerank.add_argument("--space", required=True, type=Path)
+    rerank.add_argument("--collection", required=True, type=Path, help="collection directory")
+    rerank.add_argument("--space", required=True, type=Path, help="shared embedding space directory")
     rerank.add_argument("--run", type=Path, help="the run to rerank (default: the model's first stage)")
-    rerank.add_argument("--split", default="test")
+    rerank.add_argument("--split", default="test", help="query split reranked")
     rerank.add_argument("--tables", type=Path, help="translation tables directory (learned there if absent)")
     rerank.add_argument(
         "--depth",
         type=_positive,
         help="candidates reranked per first stage of the model (default: the model's data.depth)",
     )
-    rerank.add_argument("--out", required=True, type=Path)
-    rerank.add_argument("--tag", default="reranked")
+    rerank.add_argument("--out", required=True, type=Path, help="TREC run file to write")
+    rerank.add_argument("--tag", default="reranked", help="run tag")
     rerank.set_defaults(handler=_rerank)
 
     explain = commands.add_parser(
         "explain",
         help="why a document ranked where it did: component scores, fusion shares, similarity heatmaps",
+        description="For one query and document: the model's score and rank among the candidates, "
+        "each fusion input's value and share of the score, and (with --png) the query-document "
+        "similarity matrices of each interaction component.",
     )
     explain.add_argument("--model", required=True, type=Path, help="checkpoint or ensemble directory")
-    explain.add_argument("--collection", required=True, type=Path)
-    explain.add_argument("--space", required=True, type=Path)
-    explain.add_argument("--qid", required=True)
-    explain.add_argument("--docno", required=True)
+    explain.add_argument("--collection", required=True, type=Path, help="collection directory")
+    explain.add_argument("--space", required=True, type=Path, help="shared embedding space directory")
+    explain.add_argument("--qid", required=True, help="the query's id")
+    explain.add_argument("--docno", required=True, help="the document's id")
     explain.add_argument("--tables", type=Path, help="translation tables directory (learned there if absent)")
     explain.add_argument("--png", type=Path, help="write the similarity heatmaps to this PNG")
     explain.set_defaults(handler=_explain)
@@ -753,8 +922,9 @@ def build_parser() -> argparse.ArgumentParser:
         "change re-runs only what depends on it.",
     )
     experiment.add_argument("config", type=Path, help="experiment YAML (see configs/)")
-    experiment.add_argument("--out", required=True, type=Path)
-    experiment.add_argument("--quiet", action="store_true", help="no progress bars")
+    experiment.add_argument(
+        "--out", required=True, type=Path, help="experiment directory: steps/, results.json, report.md"
+    )
     experiment.add_argument(
         "--verify",
         action="store_true",
@@ -772,25 +942,61 @@ def build_parser() -> argparse.ArgumentParser:
         help="evaluate a TREC run against TREC qrels",
         description="MAP (AP), P@10, nDCG@10/20, R@100/1000 through ir_measures, and AQWV.",
     )
-    evaluate.add_argument("run", type=Path)
-    evaluate.add_argument("qrels", type=Path)
+    evaluate.add_argument("run", type=Path, help="TREC run file")
+    evaluate.add_argument("qrels", type=Path, help="TREC qrels file")
     _add_evaluation_options(evaluate)
     evaluate.add_argument("--per-query", action="store_true", help="also give each query's values")
     evaluate.set_defaults(handler=_evaluate)
 
     comp = commands.add_parser(
         "compare",
-        help="compare two runs with paired significance tests",
-        description="Each measure for both runs, the difference (B - A) and the p-values of a paired "
-        "t-test and a paired randomization test.",
+        help="compare runs with a baseline: paired tests corrected for multiple testing",
+        description="Each measure for the baseline and every other run: the run's mean, its "
+        "difference from the baseline with a confidence interval, and the p-values of a paired "
+        "randomization test and a paired t-test, each corrected over the runs compared on that "
+        "measure (Holm-Bonferroni by default) with the uncorrected value beside it.",
     )
-    comp.add_argument("run_a", type=Path)
-    comp.add_argument("run_b", type=Path)
-    comp.add_argument("qrels", type=Path)
+    comp.add_argument("runs", nargs="+", type=Path, metavar="RUN", help="TREC run files")
+    comp.add_argument("qrels", type=Path, metavar="QRELS", help="TREC qrels file")
+    comp.add_argument(
+        "--baseline",
+        type=Path,
+        metavar="RUN",
+        help="the run every other is compared with (default: the first RUN); may be one of the RUNs",
+    )
     _add_evaluation_options(comp)
-    comp.add_argument("--permutations", type=_positive, default=10_000, help="randomization test samples")
-    comp.add_argument("--seed", type=int, default=0)
+    comp.add_argument(
+        "--correction",
+        choices=CORRECTIONS,
+        default="holm",
+        help="multiple-testing correction over the runs compared on one measure (default holm)",
+    )
+    comp.add_argument(
+        "--alpha",
+        type=_probability,
+        default=0.05,
+        help="level of significance for the '*' mark (default 0.05)",
+    )
+    comp.add_argument(
+        "--interval",
+        choices=INTERVALS,
+        default="bootstrap",
+        help="confidence interval of a difference: paired bootstrap or paired t (default bootstrap)",
+    )
+    comp.add_argument(
+        "--confidence", type=_probability, default=0.95, help="coverage of the interval (default 0.95)"
+    )
+    comp.add_argument(
+        "--bootstrap-samples", type=_positive, default=10_000, help="bootstrap resamples (default 10000)"
+    )
+    comp.add_argument(
+        "--permutations", type=_positive, default=10_000, help="randomization test samples (default 10000)"
+    )
+    comp.add_argument(
+        "--seed", type=int, default=0, help="seed of the randomization test and bootstrap (default 0)"
+    )
     comp.set_defaults(handler=_compare)
+    _finish(parser)
     return parser
 
 
@@ -820,13 +1026,21 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     A failure prints one ``clir: error: ...`` line and returns 2 (130 when interrupted); the
     traceback is shown only with ``--debug`` or ``CLIR_DEBUG=1``. Warnings print as
-    ``clir: warning: ...``.
+    ``clir: warning: ...``. ``--quiet`` and ``--verbose`` set the progress bars' verbosity
+    (:mod:`clir.progress`) for the command; ``--verbose`` also prints clir's info log.
     """
     args = build_parser().parse_args(argv)
     debug = args.debug or os.environ.get(DEBUG_ENV, "") not in ("", "0")
     shown = warnings.showwarning
     if not debug:
         warnings.showwarning = _show_warning
+    set_verbosity(QUIET if args.quiet else VERBOSE if args.verbose else NORMAL)
+    log = logging.getLogger("clir")
+    handler = logging.StreamHandler()
+    handler.setFormatter(logging.Formatter("clir: %(message)s"))
+    if args.verbose:
+        log.addHandler(handler)
+        log.setLevel(logging.INFO)
     try:
         return args.handler(args)
     except KeyboardInterrupt:
@@ -842,6 +1056,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     finally:
         warnings.showwarning = shown
+        set_verbosity(NORMAL)
+        if args.verbose:
+            log.removeHandler(handler)
+            log.setLevel(logging.NOTSET)
 
 
 if __name__ == "__main__":

@@ -466,7 +466,7 @@ def tiny_experiment() -> dict[str, Any]:
         "reranker": tiny_reranker(),
         "systems": {"full": {}},
         "ensemble_seeds": [0],
-        "permutations": 100,
+        "significance": {"permutations": 100, "bootstrap_samples": 100},
     }
 
 
@@ -546,11 +546,17 @@ def per_query(expected: dict[str, dict[str, float]]) -> Check:
     return check
 
 
+def _compared_ap(ctx: Ctx) -> dict[str, Any]:
+    """The AP comparison of ``compare A B --json --metrics AP`` (B against the baseline A)."""
+    (by_measure,) = _json_out(ctx)["runs"].values()
+    return by_measure["AP"]
+
+
 def compared(expected_a: dict[str, float], expected_b: dict[str, float]) -> Check:
     """For ``compare A B --json --metrics AP``: the mean AP of A and of B."""
 
     def check(ctx: Ctx) -> str | None:
-        got = _json_out(ctx)["AP"]
+        got = _compared_ap(ctx)
         mean_a, mean_b = (sum(ap.values()) / len(ap) for ap in (expected_a, expected_b))
         if not (_close(got["mean_a"], mean_a) and _close(got["mean_b"], mean_b)):
             return f"AP means {got['mean_a']}, {got['mean_b']}; expected {mean_a}, {mean_b}"
@@ -962,14 +968,14 @@ def _readme_values(ctx: Ctx) -> str | None:
 
 
 def _one_query_compare(ctx: Ctx) -> str | None:
-    got = _json_out(ctx)["AP"]
+    got = _compared_ap(ctx)
     if got["n_queries"] != 1 or got["p_ttest"] is not None or not _close(got["mean_b"], 5 / 6):
         return f"one query: {got}; expected n_queries 1, p_ttest null, mean_b 5/6"
     return None
 
 
 def _identical_compare(ctx: Ctx) -> str | None:
-    got = _json_out(ctx)["AP"]
+    got = _compared_ap(ctx)
     return None if got["diff"] == 0.0 and got["p_randomization"] == 1.0 else f"identical runs: {got}"
 
 
@@ -1111,7 +1117,8 @@ def _experiment_changes() -> list[tuple[str, dict[str, Any], tuple[str | tuple[s
         "wrong type": [("collection.n_train", "ten"), ("collection.n_train", 1.5),
                        ("collection.n_test", True), ("collection.collection_books", "8"),
                        ("tables.iterations", "2"), ("embeddings.dim", "big"),
-                       ("embeddings.epochs", 1.5), ("permutations", "many"), ("permutations", True),
+                       ("embeddings.epochs", 1.5), ("significance.permutations", "many"),
+                       ("significance.permutations", True),
                        ("split", 5), ("name", [1]), ("dense", "yes"), ("baselines.k", "1000"),
                        ("collection", [1, 2]), ("systems.full", 5), ("systems", ["full"]), ("dense_cache", 5),
                        ("reranker.optim.seed", 1.5), ("reranker.model.components", "en_en"),
@@ -1119,13 +1126,15 @@ def _experiment_changes() -> list[tuple[str, dict[str, Any], tuple[str | tuple[s
                        ("ensemble_seeds", 5), ("ensemble_seeds", [0, "a"]), ("reranker", 5)],
         "non-finite": [("reranker.optim.lr", NAN), ("systems.full.optim.lr", INF),
                        ("reranker.optim.margin", NAN),
-                       ("baselines.psq_cumulative", NAN), ("permutations", INF), ("tables.iterations", NAN),
+                       ("baselines.psq_cumulative", NAN), ("significance.permutations", INF),
+                       ("tables.iterations", NAN),
                        ("baselines.spelling", NAN), ("reranker.data.spelling", -INF),
                        ("reranker.optim.weight_decay", INF)],
         "out of range": [("collection.n_train", -1), ("collection.n_test", 0),
                          ("collection.passage_verses", 0),
                          ("tables.iterations", 0), ("embeddings.dim", 0), ("embeddings.epochs", -1),
-                         ("embeddings.min_count", -1), ("embeddings.copies", 0), ("permutations", 0),
+                         ("embeddings.min_count", -1), ("embeddings.copies", 0),
+                         ("significance.permutations", 0),
                          ("reranker.optim.epochs", 0), ("reranker.optim.batch_size", -1),
                          ("reranker.data.depth", 0), ("baselines.k", 0), ("baselines.psq_top_k", 0),
                          ("ensemble_seeds", []), ("systems", {}), ("systems", None)],
@@ -1133,6 +1142,7 @@ def _experiment_changes() -> list[tuple[str, dict[str, Any], tuple[str | tuple[s
                       ("zero_shot_pairs", ["en-zz"]), ("zero_shot_pairs", ["../x"]), ("split", "validation"),
                       ("embeddings.method", "glove"), ("reranker.model.interaction", "bogus"),
                       ("reranker.device", "tpu"), ("baselines.modes", ["qt", "xx"]),
+                      ("significance.correction", "fdr"), ("significance.alpha", 1.5),
                       ("baselines.models", ["bm26"]), ("collection.collection_books", [8, 99]),
                       ("collection.parallel_books", [8]), ("reranker.data.first_stage", "xx-yy"),
                       ("reranker.model.components", ["en_en", "nonsense"]),

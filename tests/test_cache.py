@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import subprocess
 import sys
 import threading
@@ -53,7 +54,9 @@ def test_step_json_records_every_file_with_size_and_sha256(tmp_path):
     for name, entry in record["files"].items():
         data = (path / name).read_bytes()
         assert entry == {"size": len(data), "sha256": hashlib.sha256(data).hexdigest()}
-    assert [p.name for p in path.parent.iterdir()] == [path.name]  # no temporary step.json left
+    assert sorted(p.name for p in path.parent.iterdir()) == sorted(
+        [path.name, "index.json"]
+    )  # no temporary file
 
 
 def test_an_untouched_step_is_reused_without_building(tmp_path):
@@ -178,3 +181,25 @@ def test_wait_waits_for_the_holder(tmp_path):
         order.append("first released")
     thread.join(timeout=10)
     assert order == [f"[wait]   {tmp_path} is in use by PID {os.getpid()}", "first released", "second"]
+
+
+def test_steps_index_maps_readable_names_to_the_step_folders(tmp_path):
+    def index() -> dict[str, str]:
+        return json.loads((tmp_path / "steps" / "index.json").read_text())
+
+    build = Build()
+    with StepRunner(tmp_path, log=lambda line: None) as runner:
+        a1 = runner.run("tables-en-sw", {"p": 1}, build)
+        b = runner.run("space", {}, build, [a1])
+        assert index() == {"space": b.path.name, "tables-en-sw": a1.path.name}
+        a2 = runner.run("tables-en-sw", {"p": 2}, build)  # another config: the index follows it
+        assert a2.path != a1.path and index()["tables-en-sw"] == a2.path.name
+        reused = runner.run("tables-en-sw", {"p": 1}, build)  # a reused step counts as this run's
+        assert reused.cached and index()["tables-en-sw"] == a1.path.name
+    shutil.rmtree(b.path)  # a folder removed by hand drops out at the next write
+    (tmp_path / "steps" / "index.json").write_text("not json")  # and a damaged index is rebuilt
+    with StepRunner(tmp_path, log=lambda line: None) as runner:
+        runner.run("tables-en-sw", {"p": 2}, build)
+    assert index() == {"tables-en-sw": a2.path.name}
+    assert all((tmp_path / "steps" / folder / DONE).is_file() for folder in index().values())
+    assert not list((tmp_path / "steps").glob(".index.json.*"))  # written atomically, no leftovers

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import re
 from pathlib import Path
@@ -27,12 +28,59 @@ def readme_example(tmp_path):
     return run, qrels
 
 
-def test_every_command_has_help():
-    parser = build_parser()
-    for command in ("data", "evaluate", "compare"):
-        with pytest.raises(SystemExit) as exit_info:
-            parser.parse_args([command, "--help"])
-        assert exit_info.value.code == 0
+def _commands(parser: argparse.ArgumentParser, path: tuple[str, ...] = ("clir",)):
+    """Every parser of the tree with its command path, and the help line its parent lists it with."""
+    yield path, parser, None
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            listed = {choice.dest: choice.help for choice in action._choices_actions}
+            for name, sub in action.choices.items():
+                for sub_path, sub_parser, line in _commands(sub, (*path, name)):
+                    yield sub_path, sub_parser, line if sub_path != (*path, name) else listed.get(name)
+
+
+def test_every_command_and_option_explains_itself():
+    missing = []
+    commands = list(_commands(build_parser()))
+    assert len(commands) > 15
+    for path, parser, listed in commands:
+        name = " ".join(path)
+        if not (parser.description or "").strip():
+            missing.append(f"{name}: no description")
+        if len(path) > 1 and not (listed or "").strip():
+            missing.append(f"{name}: no help line in its parent's list")
+        formatter = parser._get_formatter()
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                continue
+            label = "/".join(action.option_strings) or action.dest
+            if not (action.help or "").strip() or action.help == argparse.SUPPRESS:
+                missing.append(f"{name} {label}: no help")
+            shown = formatter._get_help_string(action) or ""
+            has_default = action.option_strings and action.default not in (None, False, argparse.SUPPRESS)
+            if has_default and "default" not in shown:
+                missing.append(f"{name} {label}: help does not show the default {action.default!r}")
+        help_text = parser.format_help()
+        assert "%(" not in help_text, name
+    assert missing == []
+
+
+def test_every_command_takes_quiet_and_verbose_and_index_names_its_own_bm25():
+    for path, parser, _ in _commands(build_parser()):
+        if not any(isinstance(a, argparse._SubParsersAction) for a in parser._actions) and len(path) > 1:
+            options = {o for a in parser._actions for o in a.option_strings}
+            assert {"--quiet", "--verbose"} <= options, path
+    index_help = build_parser()._subparsers._group_actions[0].choices["index"].format_help()
+    assert "clir's own" in " ".join(index_help.split())
+    assert "bm25: rank-bm25's" not in " ".join(index_help.split())
+
+
+def test_help_shows_defaults(capsys):
+    with pytest.raises(SystemExit):
+        main(["baselines", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "first-stage modes (default: qt psq dt)" in text
+    assert "depth of each run (default: 1000)" in text
 
 
 def test_evaluate_readme_example_matches_hand_computed_values(readme_example, capsys):
@@ -60,8 +108,85 @@ def test_evaluate_readme_table_is_what_the_command_prints(readme_example, capsys
 def test_compare_identical_runs(readme_example, capsys):
     run, qrels = readme_example
     assert main(["compare", str(run), str(run), str(qrels), "--metrics", "AP", "--json"]) == 0
+    ap = json.loads(capsys.readouterr().out)["runs"][str(run)]["AP"]
+    assert ap["diff"] == 0.0 and ap["p_randomization"] == ap["p_randomization_corrected"] == 1.0
+
+
+@pytest.fixture
+def three_runs(tmp_path):
+    """10 queries, one relevant document each. base.run ranks it second (AP 1/2); better.run first
+    (AP 1); half.run first on q0-q4 only; and base-copy.run equals base.run."""
+    qids = [f"q{i}" for i in range(10)]
+    (tmp_path / "qrels").write_text("".join(f"{q} 0 rel 1\n" for q in qids))
+
+    def write(name: str, first: set[str]) -> str:
+        lines = []
+        for q in qids:
+            order = ["rel", "other"] if q in first else ["other", "rel"]
+            lines += [f"{q} Q0 {doc} {rank} {3 - rank} {name}\n" for rank, doc in enumerate(order, 1)]
+        (tmp_path / name).write_text("".join(lines))
+        return str(tmp_path / name)
+
+    runs = {
+        "base": write("base.run", set()),
+        "better": write("better.run", set(qids)),
+        "half": write("half.run", set(qids[:5])),
+        "copy": write("base-copy.run", set()),
+    }
+    return runs, str(tmp_path / "qrels")
+
+
+def test_compare_many_runs_with_holm_correction(three_runs, capsys):
+    runs, qrels = three_runs
+    argv = ["compare", runs["base"], runs["better"], runs["half"], runs["copy"], qrels, "--metrics", "AP"]
+    assert main([*argv, "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
-    assert out["AP"]["diff"] == 0.0 and out["AP"]["p_randomization"] == 1.0
+    assert out["baseline"] == runs["base"] and out["significance"]["correction"] == "holm"
+    ap = {name: out["runs"][runs[name]]["AP"] for name in ("better", "half", "copy")}
+    p_better, p_half = 2 / 2**10, 2 / 2**5  # exact sign-flip tests on 10 and 5 non-zero differences
+    assert [ap[n]["p_randomization"] for n in ap] == pytest.approx([p_better, p_half, 1.0])
+    # Holm over the 3 runs: 3 p_better, max(2 p_half, 3 p_better), 1
+    assert [ap[n]["p_randomization_corrected"] for n in ap] == pytest.approx([3 * p_better, 2 * p_half, 1.0])
+    assert (ap["better"]["mean_a"], ap["better"]["mean_b"], ap["better"]["diff"]) == (0.5, 1.0, 0.5)
+    assert ap["better"]["p_ttest"] == 0.0 and ap["copy"]["ci_low"] == ap["copy"]["ci_high"] == 0.0
+
+    assert main([*argv, "--correction", "none"]) == 0
+    text = capsys.readouterr().out
+    better_line = next(line for line in text.splitlines() if line.startswith("better.run"))
+    # the t-test p of a constant difference is 0: shown below the printed precision, never 0.0000
+    assert better_line.split()[-4:] == ["0.0020*", "0.0020", "<0.0001", "<0.0001"]
+    assert "no correction over the 3 run(s)" in text
+
+    assert (
+        main(["compare", *runs.values(), qrels, "--baseline", runs["better"], "--json", "--metrics", "AP"])
+        == 0
+    )
+    out = json.loads(capsys.readouterr().out)
+    assert out["baseline"] == runs["better"] and set(out["runs"]) == {
+        runs["base"],
+        runs["half"],
+        runs["copy"],
+    }
+    assert out["runs"][runs["base"]]["AP"]["diff"] == -0.5
+
+
+def test_compare_refuses_a_single_run_and_a_repeated_run(three_runs, capsys):
+    runs, qrels = three_runs
+    assert main(["compare", runs["base"], qrels]) == 2
+    assert "nothing to compare: give at least two RUNs" in capsys.readouterr().err
+    assert main(["compare", runs["base"], runs["half"], runs["half"], qrels]) == 2
+    assert f"RUN {runs['half']} is given twice" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exit_info:
+        main(["compare", runs["base"], runs["half"], qrels, "--alpha", "1"])
+    assert exit_info.value.code == 2
+    assert "argument --alpha: must be a number in (0, 1), got '1'" in capsys.readouterr().err
+
+
+def test_compare_choices_are_the_libraries():
+    from clir import cli
+    from clir.evaluation import significance
+
+    assert (cli.CORRECTIONS, cli.INTERVALS) == (significance.CORRECTIONS, significance.INTERVALS)
 
 
 def test_malformed_run_is_reported_with_file_and_line(tmp_path, capsys):

@@ -19,11 +19,16 @@ from clir.errors import ConfigError
 from clir.evaluation import (
     DEFAULT_MEASURES,
     AQWVConfig,
+    SignificanceConfig,
+    adjust_pvalues,
     aqwv,
     aqwv_per_query,
     compare,
+    compare_runs,
+    confidence_interval,
     evaluate,
     evaluate_per_query,
+    format_p,
     format_table,
     markdown_table,
     measure_name,
@@ -383,6 +388,115 @@ def test_significance_input_errors():
         paired_ttest([1.0, 2.0], [1.0])
     with pytest.raises(ConfigError, match="n_permutations"):
         randomization_test([1.0], [2.0], n_permutations=0)
+
+
+def test_holm_and_bonferroni_by_hand():
+    p = [0.01, 0.04, 0.03, 0.005]
+    # sorted: 0.005*4 = 0.02, 0.01*3 = 0.03, 0.03*2 = 0.06, 0.04*1 = 0.04 -> running max 0.06
+    assert adjust_pvalues(p) == pytest.approx([0.03, 0.06, 0.06, 0.02])
+    assert adjust_pvalues(p, "bonferroni") == pytest.approx([0.04, 0.16, 0.12, 0.02])
+    assert adjust_pvalues(p, "none") == p
+    assert adjust_pvalues([0.6, 0.7]) == [1.0, 1.0]  # 1.2 and 0.7 -> capped, then the running max
+    # a test that could not run (NaN) stays NaN and is not counted: m = 2
+    adjusted = adjust_pvalues([0.02, math.nan, 0.5])
+    assert adjusted[0] == pytest.approx(0.04) and math.isnan(adjusted[1]) and adjusted[2] == 0.5
+    assert adjust_pvalues([]) == []
+    with pytest.raises(ConfigError, match="correction method 'fdr' is unknown"):
+        adjust_pvalues(p, "fdr")
+    with pytest.raises(ConfigError, match=r"p-values must lie in \[0, 1\].*1\.5"):
+        adjust_pvalues([0.1, 1.5])
+
+
+def _holm_rejections(p: list[float], alpha: float) -> set[int]:
+    """Holm's step-down procedure as he wrote it: reject the i-th smallest p-value while it is at
+    most alpha / (m - i + 1), stop at the first that is not."""
+    rejected: set[int] = set()
+    for rank, index in enumerate(sorted(range(len(p)), key=lambda i: p[i])):
+        if p[index] > alpha / (len(p) - rank):
+            break
+        rejected.add(index)
+    return rejected
+
+
+@given(
+    st.lists(st.floats(0, 1), min_size=1, max_size=12),
+    st.sampled_from([0.01, 0.05, 0.1]),
+)
+def test_holm_adjustment_properties(p, alpha):
+    holm, bonferroni = adjust_pvalues(p), adjust_pvalues(p, "bonferroni")
+    for raw, h, b in zip(p, holm, bonferroni, strict=True):
+        assert raw <= h <= b <= 1.0
+    for i, j in itertools.product(range(len(p)), repeat=2):
+        if p[i] <= p[j]:
+            assert holm[i] <= holm[j]  # the adjustment keeps the order
+    assert min(holm) == pytest.approx(min(1.0, len(p) * min(p)))
+    # rejecting where the adjusted p is at most alpha is Holm's sequential procedure
+    assert {i for i, h in enumerate(holm) if h <= alpha} == _holm_rejections(p, alpha)
+
+
+def test_t_interval_matches_the_hand_formula():
+    a = [0.1, 0.2, 0.3, 0.4, 0.5]
+    b = [0.15, 0.22, 0.41, 0.38, 0.6]
+    d = np.array(b) - np.array(a)
+    half = stats.t.ppf(0.975, df=4) * d.std(ddof=1) / math.sqrt(5)
+    low, high = confidence_interval(a, b, method="t")
+    assert (low, high) == pytest.approx((d.mean() - half, d.mean() + half))
+
+
+def test_bootstrap_interval_of_two_queries_by_hand():
+    # differences 0 and 1: a resample's mean is 0, 1/2 or 1 with probabilities 1/4, 1/2, 1/4
+    a, b = [0.0, 0.0], [0.0, 1.0]
+    assert confidence_interval(a, b, confidence=0.95) == (0.0, 1.0)
+    assert confidence_interval(a, b, confidence=0.4) == (0.5, 0.5)  # the 30% and 70% quantiles
+    assert confidence_interval(a, b, seed=3) == confidence_interval(a, b, seed=3)
+    assert confidence_interval([0.1, 0.2], [0.3, 0.4]) == pytest.approx((0.2, 0.2))  # one shift
+    assert all(math.isnan(x) for x in confidence_interval([0.1], [0.3]))
+    with pytest.raises(ConfigError, match="interval method 'bca' is unknown"):
+        confidence_interval(a, b, method="bca")
+
+
+def test_bootstrap_interval_is_close_to_the_t_interval_on_normal_data():
+    rng = np.random.default_rng(5)
+    a = rng.random(300)
+    b = a + rng.normal(0.05, 0.2, size=300)
+    boot, t = confidence_interval(a, b, seed=1), confidence_interval(a, b, method="t")
+    assert boot[0] < np.mean(b - a) < boot[1]
+    assert boot == pytest.approx(t, abs=0.004)  # half-width ~0.023; sampling noise ~0.001
+
+
+def test_compare_runs_corrects_each_measure_over_the_runs():
+    # 10 queries. "better" ranks the relevant document first where the reference ranks it second
+    # (AP +1/2 on every query: exact randomization p = 2 / 2**10, t-test p = 0); "same" equals the
+    # reference (p = 1); "half" wins on 5 queries (AP +1/2) and equals on 5.
+    qrels = {f"q{i}": {"rel": 1} for i in range(10)}
+    reference = {qid: {"other": 2.0, "rel": 1.0} for qid in qrels}
+    better = {qid: {"rel": 2.0, "other": 1.0} for qid in qrels}
+    half = {qid: better[qid] if i < 5 else reference[qid] for i, qid in enumerate(qrels)}
+    runs = {"better": better, "same": reference, "half": half}
+    result = compare_runs(reference, runs, qrels, ["AP"])
+    p_better, p_half = 2 / 2**10, 2**5 * 2 / 2**10  # half: 5 zeros free, only +-all of the rest
+    ap = {name: result[name]["AP"] for name in runs}
+    assert [ap[n].p_randomization for n in runs] == pytest.approx([p_better, 1.0, p_half])
+    # Holm over m = 3: p_better * 3, then max(p_half * 2, that), then 1
+    assert [ap[n].p_randomization_corrected for n in runs] == pytest.approx([3 * p_better, 1.0, 2 * p_half])
+    assert ap["better"].p_ttest == ap["better"].p_ttest_corrected == 0.0
+    assert (ap["better"].ci_low, ap["better"].ci_high) == (0.5, 0.5)
+    assert ap["half"].ci_low >= 0.0 and ap["half"].ci_high <= 0.5
+    bonferroni = compare_runs(
+        reference, runs, qrels, ["AP"], config=SignificanceConfig(correction="bonferroni")
+    )
+    assert bonferroni["half"]["AP"].p_randomization_corrected == pytest.approx(3 * p_half)
+    none = compare_runs(reference, runs, qrels, ["AP"], config=SignificanceConfig(correction="none"))
+    assert none["half"]["AP"].p_randomization_corrected == pytest.approx(p_half)
+    alone = compare(reference, half, qrels, ["AP"])["AP"]  # a family of one
+    assert alone.p_randomization_corrected == alone.p_randomization == pytest.approx(p_half)
+
+
+def test_format_p():
+    assert [format_p(p) for p in (0.0, 0.00004, 0.0001, 0.03125, 1.0)] == [
+        "<0.0001", "<0.0001", "0.0001", "0.0312", "1.0000",
+    ]  # fmt: skip
+    assert format_p(0.004, digits=2) == "<0.01" and format_p(math.nan) == format_p(None) == "-"
 
 
 # ---------------------------------------------------------------- tables

@@ -125,8 +125,9 @@ def test_fast_experiment_end_to_end_then_resume_after_interruption(tmp_path, mon
             assert set(rows[name]) == set(experiment_module.MEASURES)
             assert all(math.isfinite(v) for v in rows[name].values())
         best = saved["significance"][pair]["best_baseline"]
-        p = saved["significance"][pair]["full"][best]["AP"]["p_randomization"]
-        assert 0 < p <= 1
+        test = saved["significance"][pair]["full"][best]["AP"]
+        assert 0 < test["p_randomization"] <= test["p_randomization_corrected"] <= 1
+        assert test["ci"][0] <= test["diff"] <= test["ci"][1]
     assert saved["timings"]["train-full"] > 0
     for plot in ("ap_diff_en-sw.png", "training_curves.png", "report.md"):
         assert (out / plot).stat().st_size > 0
@@ -140,6 +141,12 @@ def test_fast_experiment_end_to_end_then_resume_after_interruption(tmp_path, mon
     (model,) = (out / "steps").glob("train-full-*")
     (space,) = (out / "steps").glob("space-*")
     (tables,) = (out / "steps").glob("tables-en-sw-*")
+    index = json.loads((out / "steps" / "index.json").read_text())
+    assert (index["train-full"], index["space"], index["tables-en-sw"]) == (
+        model.name,
+        space.name,
+        tables.name,
+    )
     explained = explain_pair(
         model, collection, space, query.qid, docno, tables_dir=tables, png=tmp_path / "h.png"
     )
@@ -180,3 +187,134 @@ def test_a_train_step_started_from_a_checkpoint_is_keyed_by_its_weights(tmp_path
     assert first == key(started) != key(base)
     train(1)  # retrained at the same path
     assert key(started) != first
+
+
+class _Pair:
+    """What the report reads of a collection: the split's qrels and the number of documents."""
+
+    def __init__(self, qrels):
+        self.qrels, self.documents = qrels, ["rel", "other", "third"]
+
+    def qrels_of(self, split):
+        return self.qrels
+
+
+def test_report_marks_significance_by_the_holm_corrected_p(tmp_path):
+    from clir.evaluation import SignificanceConfig
+    from clir.pipeline.config import ExperimentConfig
+    from clir.pipeline.report import write_report
+
+    # 10 queries, one relevant document each. qt-bm25 ranks it second (AP 1/2) and is the best
+    # baseline (dt-bm25 ranks it third); lexical-fusion equals it; full ranks it first everywhere
+    # (exact randomization p = 2 / 2**10); six ranks it first on 6 queries (p = 2 / 2**6 = 0.031).
+    # Against qt-bm25 (family: lexical-fusion, full, six) Holm multiplies six's p, the second
+    # smallest of 3, by 2: 0.0625, not significant. Against lexical-fusion (family: full, six) it
+    # is the larger of 2: times 1, still significant.
+    qids = [f"q{i}" for i in range(10)]
+    second = {q: {"other": 2.0, "rel": 1.0, "third": 0.5} for q in qids}
+    first = {q: {"rel": 2.0, "other": 1.0, "third": 0.5} for q in qids}
+    runs = {
+        "qt-bm25": second,
+        "dt-bm25": {q: {"other": 2.0, "third": 1.5, "rel": 1.0} for q in qids},
+        "lexical-fusion": second,
+        "full": first,
+        "six": {q: first[q] if i < 6 else second[q] for i, q in enumerate(qids)},
+    }
+    config = ExperimentConfig(significance=SignificanceConfig(bootstrap_samples=500))
+    qrels = {q: {"rel": 1} for q in qids}
+    results = write_report(
+        tmp_path, config, {"en-sw": runs}, collections={"en-sw": _Pair(qrels)}, curves={}, bli={},
+        timings={"collection-en-sw": 1.0}, measures=["AP"],
+    )  # fmt: skip
+    sig = results["significance"]["en-sw"]
+    assert sig["best_baseline"] == "qt-bm25"
+    against_best = {name: sig[name]["qt-bm25"]["AP"] for name in ("lexical-fusion", "full", "six")}
+    assert [t["p_randomization"] for t in against_best.values()] == pytest.approx([1.0, 2 / 2**10, 2 / 2**6])
+    assert [t["p_randomization_corrected"] for t in against_best.values()] == pytest.approx(
+        [1.0, 3 * 2 / 2**10, 2 * 2 / 2**6]
+    )
+    assert sig["six"]["lexical-fusion"]["AP"]["p_randomization_corrected"] == pytest.approx(2 / 2**6)
+    assert against_best["full"]["ci"] == [0.5, 0.5]
+    assert json.loads((tmp_path / "results.json").read_text()) == json.loads(json.dumps(results))
+    report = (tmp_path / "report.md").read_text()
+    rows: dict[str, list[str]] = {}  # the results table's cells (the first line of each system)
+    for line in report.splitlines():
+        if line.startswith("| "):
+            cells = [cell.strip() for cell in line.strip("|").split("|")]
+            rows.setdefault(cells[0], cells)
+    assert (rows["full"][1], rows["six"][1], rows["lexical-fusion"][1]) == ("1.0000*†", "0.8000†", "0.5000")
+    assert "Holm-Bonferroni" in report
+    # the difference table: corrected p in bold when significant, the uncorrected in brackets
+    assert "+0.500 [+0.500, +0.500] p **0.0059** (0.0020)" in report
+    assert "p 0.0625 (0.0312)" in report
+
+
+def test_significance_defaults_written_or_omitted_give_the_same_config_text():
+    from clir.pipeline.config import ExperimentConfig
+
+    written = {"significance": {"correction": "holm", "alpha": 0.05, "interval": "bootstrap"}}
+    assert ExperimentConfig.from_dict(written).canonical() == ExperimentConfig.from_dict({}).canonical()
+    assert ExperimentConfig.from_dict({"significance": {"correction": "none"}}).canonical() != (
+        ExperimentConfig.from_dict({}).canonical()
+    )
+
+
+def test_systems_are_ordered_by_role():
+    from clir.pipeline.report import system_order
+
+    names = sorted(
+        ["dt-bm25", "dt-ql", "e5-dense", "en_en", "full", "full+e5", "full-ensemble", "lexical-fusion",
+         "mono-dt", "psq-bm25", "psq-ql", "qt-bm25", "qt-ql", "src_en"]
+    )  # fmt: skip
+    config_systems = ["lexical-fusion", "src_en", "en_en", "mono-dt", "full", "full+e5"]
+    assert system_order(names, config_systems) == [
+        "qt-bm25", "qt-ql", "psq-bm25", "psq-ql", "dt-bm25", "dt-ql",  # lexical runs
+        "e5-dense",  # another first stage
+        "lexical-fusion",
+        "src_en", "en_en", "mono-dt",  # components, in the config's order
+        "full", "full+e5",
+        "full-ensemble",
+    ]  # fmt: skip
+
+
+def test_training_curves_average_the_seeds_of_a_system():
+    from clir.pipeline.report import _over_seeds
+
+    seeds = [
+        [{"epoch": 1, "loss": 1.0, "dev": 0.2}, {"epoch": 2, "loss": 0.5, "dev": 0.3}],
+        [{"epoch": 1, "loss": 3.0, "dev": None}],  # stopped early, no dev score
+    ]
+    epochs, mean, sd = _over_seeds(seeds, "loss")
+    assert epochs.tolist() == [1, 2] and mean.tolist() == [2.0, 0.5] and sd.tolist() == [1.0, 0.0]
+    _, dev_mean, dev_sd = _over_seeds(seeds, "dev")
+    assert dev_mean.tolist() == pytest.approx([0.2, 0.3]) and dev_sd.tolist() == [0.0, 0.0]
+
+
+def test_report_plots_curves_per_system_and_n_per_bli_bin(tmp_path):
+    from clir.pipeline.config import ExperimentConfig
+    from clir.pipeline.report import write_report
+
+    curves = {}
+    for system, n_seeds in (("lexical-fusion", 1), ("full", 3)):
+        for seed in range(n_seeds):
+            folder = tmp_path / "steps" / system / f"seed{seed}"
+            folder.mkdir(parents=True)
+            rows = [{"epoch": e, "loss": 1 / e + seed, "dev": 0.1 * e} for e in (1, 2, 3)]
+            (folder / "curve.json").write_text(json.dumps(rows))
+        curves[system] = tmp_path / "steps" / system
+    bins = [
+        {"lo": 0, "hi": 500, "words": 120, "precision": 0.5},
+        {"lo": 500, "hi": 10**9, "words": 30, "precision": 0.2},
+    ]
+    qids = ["q1", "q2"]
+    runs = {name: {q: {"rel": 1.0} for q in qids} for name in ("qt-bm25", "full")}
+    out = tmp_path / "out"
+    out.mkdir()
+    write_report(
+        out, ExperimentConfig(systems={"full": {}, "lexical-fusion": {}}), {"en-sw": runs},
+        collections={"en-sw": _Pair({q: {"rel": 1} for q in qids})}, curves=curves,
+        bli={"by_frequency": {"sw": bins}}, timings={}, measures=["AP"],
+    )  # fmt: skip
+    report = (out / "report.md").read_text()
+    for plot in ("training_curves.png", "bli_frequency.png"):
+        assert f"![{plot}]({plot})" in report and (out / plot).read_bytes()[:4] == b"\x89PNG"

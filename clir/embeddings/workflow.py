@@ -17,8 +17,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tqdm.auto import tqdm
-
 from clir.embeddings.align import map_to_pivot, subwords_of
 from clir.embeddings.base import PIVOT, AlignConfig, EmbeddingConfig
 from clir.embeddings.bli import evaluate_bli
@@ -36,6 +34,7 @@ from clir.embeddings.space import SharedSpace
 from clir.embeddings.train import train_vectors
 from clir.errors import ConfigError, DataNotFoundError
 from clir.formats import atomic_write, read_documents, read_parallel
+from clir.progress import progress_bar
 from clir.text import get_analyzer
 from clir.translation.freedict import load_freedict
 from clir.translation.ibm1 import train_ibm1_both
@@ -113,14 +112,14 @@ def load_corpora(
             if not parallel_path.is_file():
                 raise DataNotFoundError(f"{parallel_path}: the collection has no parallel side")
             pairs = read_parallel(parallel_path)
-            for pair in tqdm(pairs, desc=f"analyze {directory.name}", disable=not progress):
+            for pair in progress_bar(pairs, desc=f"analyze {directory.name}", enabled=progress):
                 pairs_out.append((english.analyze(pair.source), analyzer.analyze(pair.target)))
             docs_path = directory / "documents.jsonl"
             if documents and docs_path.is_file():
                 docs = read_documents(docs_path)
                 corpora.monolingual.setdefault(lang, []).extend(
                     analyzer.analyze(doc.text)
-                    for doc in tqdm(docs, desc=f"analyze {directory.name} docs", disable=not progress)
+                    for doc in progress_bar(docs, desc=f"analyze {directory.name} docs", enabled=progress)
                 )
     for lang, texts in sorted((extra_text or {}).items()):
         analyzer = get_analyzer(lang)

@@ -8,20 +8,38 @@ document (``relevance >= 1``); a query the run does not list scores 0.
 from clir.evaluation._queries import CoverageWarning, evaluated_queries
 from clir.evaluation.aqwv import AQWVConfig, aqwv, aqwv_per_query, qwv
 from clir.evaluation.measures import DEFAULT_MEASURES, evaluate, evaluate_per_query, measure_name
-from clir.evaluation.significance import Comparison, compare, paired_ttest, randomization_test
-from clir.evaluation.table import format_table, markdown_table
+from clir.evaluation.significance import (
+    CORRECTIONS,
+    INTERVALS,
+    Comparison,
+    SignificanceConfig,
+    adjust_pvalues,
+    compare,
+    compare_runs,
+    confidence_interval,
+    paired_ttest,
+    randomization_test,
+)
+from clir.evaluation.table import format_p, format_table, markdown_table
 
 __all__ = [
+    "CORRECTIONS",
     "DEFAULT_MEASURES",
+    "INTERVALS",
     "AQWVConfig",
     "Comparison",
     "CoverageWarning",
+    "SignificanceConfig",
+    "adjust_pvalues",
     "aqwv",
     "aqwv_per_query",
     "compare",
+    "compare_runs",
+    "confidence_interval",
     "evaluate",
     "evaluate_per_query",
     "evaluated_queries",
+    "format_p",
     "format_table",
     "markdown_table",
     "measure_name",

@@ -1,4 +1,4 @@
-"""Paired significance tests between two runs, measure by measure.
+"""Paired significance tests between runs, measure by measure, corrected for multiple testing.
 
 Both runs are evaluated on the same queries (every query of the qrels with a relevant
 document, see :mod:`clir.evaluation.measures`), so their per-query values pair up. Two
@@ -16,17 +16,28 @@ two-sided tests of "no difference" are reported:
 Degenerate cases: when every difference is 0 both p-values are 1; when every difference is the
 same non-zero value the t-test p-value is 0 (infinite t); with fewer than two queries the t-test
 p-value is NaN.
+
+Several runs compared with one reference (:func:`compare_runs`) make a family of tests per
+measure: its p-values are adjusted together (:func:`adjust_pvalues`), by Holm's step-down
+Bonferroni method by default (Holm, Scand. J. Statist. 1979), which controls the family-wise
+error rate at any dependence between the tests. Each difference also gets a confidence interval
+(:func:`confidence_interval`): the percentile interval of a paired bootstrap of the mean
+difference (queries resampled with replacement, :func:`scipy.stats.bootstrap`), or the paired
+t interval.
 """
 
 from __future__ import annotations
 
+import math
 import warnings
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Annotated
 
 import numpy as np
 from scipy import stats
 
+from clir.config import OneOf, PositiveInt, Range, Section
 from clir.errors import ConfigError
 from clir.evaluation.aqwv import AQWVConfig
 from clir.evaluation.measures import DEFAULT_MEASURES, _per_query
@@ -37,25 +48,64 @@ EXACT_MAX_QUERIES = 16
 
 _BATCH = 2048
 
+CORRECTIONS = ("holm", "bonferroni", "none")
+"""Multiple-testing corrections of :func:`adjust_pvalues`."""
+
+INTERVALS = ("bootstrap", "t")
+"""Confidence intervals of :func:`confidence_interval`."""
+
+
+@dataclass(frozen=True)
+class SignificanceConfig(Section):
+    """How runs are compared (the ``significance`` section of an experiment config).
+
+    Attributes:
+        correction: Adjustment of the p-values of one family (every run against one reference
+            on one measure): ``holm`` (Holm-Bonferroni), ``bonferroni`` or ``none``.
+        alpha: Level below which a corrected p-value counts as significant.
+        permutations: Random sign vectors of the randomization test (unused when exact).
+        interval: Confidence interval of a difference: ``bootstrap`` (paired, percentile) or
+            ``t`` (paired t).
+        confidence: Coverage of the interval.
+        bootstrap_samples: Resamples of the bootstrap interval.
+        seed: Seed of the randomization test and of the bootstrap.
+    """
+
+    correction: Annotated[str, OneOf(CORRECTIONS)] = "holm"
+    alpha: Annotated[float, Range(gt=0, lt=1)] = 0.05
+    permutations: PositiveInt = 10_000
+    interval: Annotated[str, OneOf(INTERVALS)] = "bootstrap"
+    confidence: Annotated[float, Range(gt=0, lt=1)] = 0.95
+    bootstrap_samples: PositiveInt = 10_000
+    seed: int = 0
+
 
 @dataclass(frozen=True)
 class Comparison:
-    """Two runs compared on one measure.
+    """Run B compared with a reference run A on one measure.
 
     Attributes:
         mean_a: Mean of run A over the evaluated queries.
         mean_b: Mean of run B.
         diff: ``mean_b - mean_a``: positive when B is better.
+        ci_low: Lower end of the confidence interval of ``diff`` (NaN with fewer than 2 queries).
+        ci_high: Upper end.
         p_ttest: Two-sided p-value of the paired t-test.
+        p_ttest_corrected: ``p_ttest`` adjusted over its family (see :func:`compare_runs`).
         p_randomization: Two-sided p-value of the paired randomization (sign-flip) test.
+        p_randomization_corrected: ``p_randomization`` adjusted over its family.
         n_queries: Number of paired queries.
     """
 
     mean_a: float
     mean_b: float
     diff: float
+    ci_low: float
+    ci_high: float
     p_ttest: float
+    p_ttest_corrected: float
     p_randomization: float
+    p_randomization_corrected: float
     n_queries: int
 
 
@@ -133,6 +183,167 @@ def randomization_test(
     return (count + 1) / (n_permutations + 1)
 
 
+def adjust_pvalues(pvalues: Sequence[float], method: str = "holm") -> list[float]:
+    """P-values adjusted for testing them together (one family).
+
+    ``holm``: sort the ``m`` p-values ascending, multiply the ``i``-th smallest (from 1) by
+    ``m - i + 1``, cap at 1 and carry the running maximum up the order (Holm's step-down method);
+    ``bonferroni``: each times ``m``, capped at 1; ``none``: unchanged. A NaN p-value (a test
+    that could not be computed) stays NaN and is not counted in ``m``.
+
+    Args:
+        pvalues: The family's p-values, each in [0, 1] or NaN.
+        method: One of :data:`CORRECTIONS`.
+
+    Returns:
+        The adjusted p-values, in the order given.
+
+    Raises:
+        ConfigError: On an unknown method or a p-value outside [0, 1].
+    """
+    if method not in CORRECTIONS:
+        raise ConfigError(f"correction method {method!r} is unknown; expected one of {list(CORRECTIONS)}")
+    values = np.asarray(pvalues, dtype=np.float64)
+    bad = values[~np.isnan(values) & ((values < 0) | (values > 1))]
+    if bad.size:
+        raise ConfigError(f"p-values must lie in [0, 1] (or be NaN), got {float(bad[0])!r}")
+    adjusted = values.copy()
+    tested = np.flatnonzero(~np.isnan(values))
+    m = tested.size
+    if method == "bonferroni":
+        adjusted[tested] = np.minimum(1.0, values[tested] * m)
+    elif method == "holm":
+        order = tested[np.argsort(values[tested], kind="stable")]
+        scaled = values[order] * (m - np.arange(m))
+        adjusted[order] = np.minimum(1.0, np.maximum.accumulate(scaled))
+    return [float(p) for p in adjusted]
+
+
+def confidence_interval(
+    a: Sequence[float] | np.ndarray,
+    b: Sequence[float] | np.ndarray,
+    *,
+    method: str = "bootstrap",
+    confidence: float = 0.95,
+    samples: int = 10_000,
+    seed: int = 0,
+) -> tuple[float, float]:
+    """Confidence interval of the mean paired difference ``mean(b - a)``.
+
+    Args:
+        a: Per-query values of the reference.
+        b: Per-query values of the other run, in the same query order.
+        method: ``bootstrap``: percentile interval of ``samples`` resamples of the queries
+            (:func:`scipy.stats.bootstrap`, seeded); ``t``: mean difference plus or minus the
+            t quantile times its standard error.
+        confidence: Coverage, in (0, 1).
+        samples: Bootstrap resamples.
+        seed: Seed of the bootstrap.
+
+    Returns:
+        ``(low, high)``; a single point when every difference is the same; NaN with fewer than
+        two queries.
+
+    Raises:
+        ConfigError: As :func:`paired_ttest`, or on an unknown method.
+    """
+    if method not in INTERVALS:
+        raise ConfigError(f"interval method {method!r} is unknown; expected one of {list(INTERVALS)}")
+    diffs = _differences(a, b)
+    if diffs.size < 2:
+        return (math.nan, math.nan)
+    if np.ptp(diffs) == 0:
+        return (float(diffs[0]), float(diffs[0]))
+    if method == "t":
+        interval = stats.ttest_1samp(diffs, 0.0).confidence_interval(confidence)
+    else:
+        interval = stats.bootstrap(
+            (diffs,),
+            np.mean,
+            n_resamples=samples,
+            confidence_level=confidence,
+            method="percentile",
+            rng=np.random.default_rng(seed),
+        ).confidence_interval
+    return (float(interval.low), float(interval.high))
+
+
+def compare_runs(
+    reference: Run,
+    runs: Mapping[str, Run],
+    qrels: Qrels,
+    measures: Sequence[str] = DEFAULT_MEASURES,
+    *,
+    collection_size: int | None = None,
+    aqwv: AQWVConfig | None = None,
+    config: SignificanceConfig | None = None,
+    reference_name: str = "reference",
+) -> dict[str, dict[str, Comparison]]:
+    """Compare every run with one reference, correcting each measure's family of tests.
+
+    A family is every run of ``runs`` against ``reference`` on one measure: its t-test p-values
+    are adjusted together, and so are its randomization p-values (``config.correction``).
+
+    Args:
+        reference: Run A of every comparison (e.g. the baseline).
+        runs: ``{name: run}``, each run B of one comparison; ``diff`` is B minus A.
+        qrels: ``qrels[qid][docno] = relevance``.
+        measures: Measure names as for :func:`clir.evaluation.evaluate`.
+        collection_size: Documents in the collection; required when an AQWV measure is asked.
+        aqwv: Returned-set rule and beta of the AQWV measures.
+        config: Tests, interval and correction (default :class:`SignificanceConfig`).
+        reference_name: Names the reference in warnings (the runs are named by their keys).
+
+    Returns:
+        ``{name: {measure: Comparison}}`` in the order of ``runs`` and ``measures``.
+
+    Raises:
+        ConfigError: As :func:`clir.evaluation.evaluate`, or on an empty ``runs``.
+    """
+    config = config or SignificanceConfig()
+    if not runs:
+        raise ConfigError("runs is empty: give at least one run to compare with the reference")
+    values_a = _per_query(reference, qrels, measures, aqwv, collection_size, reference_name, stacklevel=4)
+    values = {
+        name: _per_query(run, qrels, measures, aqwv, collection_size, name, stacklevel=4)
+        for name, run in runs.items()
+    }
+    raw: dict[str, dict[str, Comparison]] = {name: {} for name in runs}
+    for measure, per_query_a in values_a.items():
+        qids = list(per_query_a)
+        a = np.array([per_query_a[qid] for qid in qids])
+        for name in runs:
+            b = np.array([values[name][measure][qid] for qid in qids])
+            p_ttest = paired_ttest(a, b)
+            p_randomization = randomization_test(a, b, n_permutations=config.permutations, seed=config.seed)
+            low, high = confidence_interval(
+                a,
+                b,
+                method=config.interval,
+                confidence=config.confidence,
+                samples=config.bootstrap_samples,
+                seed=config.seed,
+            )
+            raw[name][measure] = Comparison(
+                mean_a=float(a.mean()),
+                mean_b=float(b.mean()),
+                diff=float(b.mean() - a.mean()),
+                ci_low=low,
+                ci_high=high,
+                p_ttest=p_ttest,
+                p_ttest_corrected=p_ttest,
+                p_randomization=p_randomization,
+                p_randomization_corrected=p_randomization,
+                n_queries=len(qids),
+            )
+        family = [raw[name][measure] for name in runs]
+        ttest = adjust_pvalues([c.p_ttest for c in family], config.correction)
+        randomization = adjust_pvalues([c.p_randomization for c in family], config.correction)
+        for name, c, p_t, p_r in zip(runs, family, ttest, randomization, strict=True):
+            raw[name][measure] = replace(c, p_ttest_corrected=p_t, p_randomization_corrected=p_r)
+    return raw
+
+
 def compare(
     run_a: Run,
     run_b: Run,
@@ -141,10 +352,12 @@ def compare(
     *,
     collection_size: int | None = None,
     aqwv: AQWVConfig | None = None,
-    n_permutations: int = 10_000,
-    seed: int = 0,
+    config: SignificanceConfig | None = None,
 ) -> dict[str, Comparison]:
     """Compare two runs on each measure with paired t and randomization tests.
+
+    One comparison per measure is a family of one: its corrected p-values equal the
+    uncorrected. To compare several runs with one reference use :func:`compare_runs`.
 
     Args:
         run_a: The reference run (e.g. the baseline).
@@ -153,29 +366,22 @@ def compare(
         measures: Measure names as for :func:`clir.evaluation.evaluate`.
         collection_size: Documents in the collection; required when an AQWV measure is asked.
         aqwv: Returned-set rule and beta of the AQWV measures.
-        n_permutations: Random sign vectors of the randomization test (unused when exact).
-        seed: Seed of the randomization test.
+        config: Tests and interval (default :class:`SignificanceConfig`).
 
     Returns:
         ``{measure: Comparison}`` in the order of ``measures``.
 
     Raises:
-        ConfigError: As :func:`clir.evaluation.evaluate`, or on ``n_permutations < 1``.
+        ConfigError: As :func:`clir.evaluation.evaluate`.
     """
-    _check_permutations(n_permutations)
-    values_a = _per_query(run_a, qrels, measures, aqwv, collection_size, "run_a", stacklevel=4)
-    values_b = _per_query(run_b, qrels, measures, aqwv, collection_size, "run_b", stacklevel=4)
-    comparisons: dict[str, Comparison] = {}
-    for name, per_query_a in values_a.items():
-        qids = list(per_query_a)
-        a = np.array([per_query_a[qid] for qid in qids])
-        b = np.array([values_b[name][qid] for qid in qids])
-        comparisons[name] = Comparison(
-            mean_a=float(a.mean()),
-            mean_b=float(b.mean()),
-            diff=float(b.mean() - a.mean()),
-            p_ttest=paired_ttest(a, b),
-            p_randomization=randomization_test(a, b, n_permutations=n_permutations, seed=seed),
-            n_queries=len(qids),
-        )
-    return comparisons
+    by_run = compare_runs(
+        run_a,
+        {"run_b": run_b},
+        qrels,
+        measures,
+        collection_size=collection_size,
+        aqwv=aqwv,
+        config=config,
+        reference_name="run_a",
+    )
+    return by_run["run_b"]

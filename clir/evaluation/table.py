@@ -80,3 +80,20 @@ def markdown_table(
     for line in _cells(rows, measures, digits, markers):
         lines.append("| " + " | ".join(cell.replace("|", "\\|") for cell in line) + " |")
     return "\n".join(lines)
+
+
+def format_p(p: float | None, digits: int = 4) -> str:
+    """A p-value as text: ``digits`` decimals, ``<0.0001`` (for 4 digits) below what they show,
+    ``-`` for one that could not be computed (``None`` or NaN).
+
+    Args:
+        p: The p-value.
+        digits: Decimals shown.
+
+    Returns:
+        The text, e.g. ``0.0312``, ``<0.0001`` or ``1.0000``.
+    """
+    if p is None or math.isnan(p):
+        return "-"
+    smallest = 10.0**-digits
+    return f"<{smallest:.{digits}f}" if p < smallest else f"{p:.{digits}f}"

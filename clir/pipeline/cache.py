@@ -16,6 +16,11 @@ the file.
 
 Only one runner writes into an experiment directory at a time: :class:`StepRunner` is a context
 manager that holds an exclusive lock on ``OUT/.lock`` (which records its PID).
+
+Hashed folder names are for the machine; ``steps/index.json`` is for the reader: it maps each
+step's readable name (``tables-en-sw``) to the folder that step last ran or was reused from
+(``tables-en-sw-3f2a...``). It is rewritten (atomically) each time a step finishes or is reused,
+and entries whose folder is gone are dropped, so it follows the cache.
 """
 
 from __future__ import annotations
@@ -41,6 +46,8 @@ from clir.formats.manifest import file_manifest, is_manifest, manifest_problem
 
 DONE = "step.json"
 LOCK = ".lock"
+INDEX = "index.json"
+"""``steps/index.json``: readable step name -> step folder name."""
 HASH_BUDGET = 64 * 2**20
 """Bytes of a step's files (smallest first) whose SHA-256 is checked on reuse without
 ``verify``: about 0.1 s a step, and every metadata file, run and small array is covered; larger
@@ -227,6 +234,7 @@ class StepRunner:
             else:
                 self.log(f"[cached] {name}")
                 self.timings.setdefault(name, 0.0)
+                self._index(name, path)
                 return StepResult(name, key, path, True, seconds)
         if resumable and work.is_dir():
             label = "[resume] "
@@ -244,4 +252,23 @@ class StepRunner:
         shutil.rmtree(path, ignore_errors=True)
         os.replace(work, path)
         self.timings[name] = seconds
+        self._index(name, path)
         return StepResult(name, key, path, False, seconds)
+
+    def _index(self, name: str, path: Path) -> None:
+        """Point ``name`` at ``path`` in ``steps/index.json``, dropping entries whose folder is gone."""
+        index_path = path.parent / INDEX
+        try:
+            entries = json.loads(index_path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):  # none yet, or unreadable: rebuilt from this run's steps
+            entries = {}
+        if not isinstance(entries, dict):
+            entries = {}
+        entries[name] = path.name
+        kept = {
+            step: folder
+            for step, folder in sorted(entries.items())
+            if isinstance(folder, str) and (path.parent / folder / DONE).is_file()
+        }
+        with atomic_write(index_path) as handle:
+            json.dump(kept, handle, indent=2)

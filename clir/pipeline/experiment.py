@@ -5,7 +5,8 @@ collection (per pair) -> translation tables (per pair) -> lexical baselines (per
 [dense e5 reference (per pair), when the config asks] -> shared embedding space (all languages)
 -> rerank data (per pair) -> reranker training (per system, on the trained pair) -> reranking
 (per pair) -> BLI of the space -> evaluation and report (always redone: cheap). The report is
-``OUT/results.json``, ``OUT/report.md`` and PNG plots.
+``OUT/results.json``, ``OUT/report.md`` and PNG plots; ``OUT/steps/index.json`` maps each step's
+readable name to its hashed folder.
 """
 
 from __future__ import annotations

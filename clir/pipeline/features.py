@@ -46,7 +46,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from tqdm.auto import tqdm
 
 from clir.datasets import Collection
 from clir.embeddings import SharedSpace
@@ -55,6 +54,7 @@ from clir.evaluation import CoverageWarning, evaluate
 from clir.formats import ranked
 from clir.pipeline.baselines import BaselineConfig, first_stage
 from clir.pipeline.tables import learn_tables
+from clir.progress import progress_bar
 from clir.retrieval import FirstStage
 from clir.retrieval.dense import DenseRetriever
 from clir.text import Analyzer, get_analyzer
@@ -153,7 +153,7 @@ class DocumentTokens:
         src, en = {}, {}
         df_src: Counter[str] = Counter()
         df_en: Counter[str] = Counter()
-        for doc in tqdm(documents, desc="analyzing documents", unit="doc", disable=not progress):
+        for doc in progress_bar(documents, desc="analyzing documents", unit="doc", enabled=progress):
             tokens = doc_analyzer.analyze(doc.text)
             translated = translate_tokens_top1(tokens, table_doc_en)
             src[doc.docno], en[doc.docno] = tokens, translated
@@ -360,7 +360,7 @@ def build_rerank_data(
             raw = stage_scores(stages[name], queries, docnos)
             columns[name] = [normalise_scores(r, feature_norm) for r in raw]
     out = []
-    for qi, query in enumerate(tqdm(queries, desc="rerank data", unit="query", disable=not progress)):
+    for qi, query in enumerate(progress_bar(queries, desc="rerank data", unit="query", enabled=progress)):
         q_en = en_analyzer.analyze(query.text)
         q_src = translate_query_qt(q_en, table_en_doc, k=qt_k)
         if spelling is not None:

@@ -6,23 +6,56 @@ import json
 import math
 import re
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from clir.datasets import Collection
-from clir.evaluation import CoverageWarning, compare, evaluate, evaluate_per_query, markdown_table
+from clir.evaluation import (
+    Comparison,
+    CoverageWarning,
+    compare_runs,
+    evaluate,
+    evaluate_per_query,
+    format_p,
+    markdown_table,
+)
 from clir.formats import atomic_write
 from clir.types import Run
 
 BASELINE = re.compile(r"^(qt|psq|dt)-(bm25|ql)$")
 LEXICAL_FUSION = "lexical-fusion"
-ALPHA = 0.05
 
 
 def is_baseline(name: str) -> bool:
     """Whether a system name is a lexical first-stage run."""
     return BASELINE.match(name) is not None
+
+
+def system_order(names: Iterable[str], systems: Sequence[str]) -> list[str]:
+    """Systems ordered by role, as a reader compares them: the lexical runs (QT, PSQ, DT; BM25
+    before QL), any other first stage (the dense reference), the lexical fusion, the components
+    and ablations (in the config's order), the full model and its variants (``full+e5``), and the
+    ensembles (``full-ensemble``).
+
+    Args:
+        names: The systems of one pair.
+        systems: The config's reranked systems, in its order.
+    """
+    position = {name: i for i, name in enumerate(systems)}
+
+    def key(name: str) -> tuple[int, int, int]:
+        if match := BASELINE.match(name):
+            return (0, ("qt", "psq", "dt").index(match[1]), ("bm25", "ql").index(match[2]))
+        if name == LEXICAL_FUSION:
+            return (2, 0, 0)
+        if name.endswith("-ensemble"):
+            return (5, position.get(name.removesuffix("-ensemble"), len(position)), 0)
+        if name not in position:
+            return (1, 0, 0)
+        return (4 if name == "full" or name.startswith("full+") else 3, position[name], 0)
+
+    return sorted(names, key=key)
 
 
 def write_report(
@@ -40,7 +73,9 @@ def write_report(
 
     Significance: each system against the best lexical baseline of its pair (by MAP on the
     evaluated split, the strongest, i.e. most conservative, reference) and against the lexical
-    fusion, with the paired randomization test (and t-test) per measure.
+    fusion, with the paired randomization test (and t-test) per measure, each p-value also
+    corrected over its family (every system against that reference on that measure, see
+    :func:`clir.evaluation.compare_runs`), and a confidence interval of each difference.
 
     Returns:
         The ``results.json`` content.
@@ -50,7 +85,8 @@ def write_report(
     per_query_ap: dict[str, dict[str, dict[str, float]]] = {}
     with warnings.catch_warnings():  # a query that retrieved nothing counts 0; its first stage warned
         warnings.simplefilter("ignore", CoverageWarning)
-        for pair, pair_runs in runs.items():
+        for pair, unordered in runs.items():
+            pair_runs = {name: unordered[name] for name in system_order(unordered, list(config.systems))}
             collection = collections[pair]
             qrels = collection.qrels_of(config.split)
             size = len(collection.documents)
@@ -64,28 +100,23 @@ def write_report(
             best = max((n for n in pair_runs if is_baseline(n)), key=lambda n: systems[pair][n]["AP"])
             references = [best] + ([LEXICAL_FUSION] if LEXICAL_FUSION in pair_runs else [])
             significance[pair] = {"best_baseline": best}
-            for name, run in pair_runs.items():
-                if is_baseline(name):
+            for reference in references:
+                others = {n: r for n, r in pair_runs.items() if not is_baseline(n) and n != reference}
+                if not others:
                     continue
-                significance[pair][name] = {
-                    reference: {
-                        measure: {
-                            "diff": c.diff,
-                            "p_ttest": _finite(c.p_ttest),
-                            "p_randomization": c.p_randomization,
-                        }
-                        for measure, c in compare(
-                            pair_runs[reference],
-                            run,
-                            qrels,
-                            measures,
-                            collection_size=size,
-                            n_permutations=config.permutations,
-                        ).items()
+                by_run = compare_runs(
+                    pair_runs[reference],
+                    others,
+                    qrels,
+                    measures,
+                    collection_size=size,
+                    config=config.significance,
+                    reference_name=reference,
+                )
+                for name, comparisons in by_run.items():
+                    significance[pair].setdefault(name, {})[reference] = {
+                        measure: _test_record(c) for measure, c in comparisons.items()
                     }
-                    for reference in references
-                    if reference != name
-                }
     results = {
         "systems": systems,
         "significance": significance,
@@ -105,35 +136,88 @@ def _finite(value: float) -> float | None:
     return None if math.isnan(value) else value
 
 
+def _test_record(c: Comparison) -> dict[str, Any]:
+    """One comparison in ``results.json`` (JSON has no NaN: a test that could not run is null)."""
+    return {
+        "diff": c.diff,
+        "ci": [_finite(c.ci_low), _finite(c.ci_high)],
+        "p_ttest": _finite(c.p_ttest),
+        "p_ttest_corrected": _finite(c.p_ttest_corrected),
+        "p_randomization": c.p_randomization,
+        "p_randomization_corrected": c.p_randomization_corrected,
+    }
+
+
 def results_table(results: Mapping[str, Any], pair: str, measures: Sequence[str]) -> str:
     """The Markdown table of one pair with significant improvements marked: ``*`` better than
     the best lexical baseline, ``†`` better than the lexical fusion (paired randomization test,
-    p < 0.05). Significant losses are not marked; ``results.json`` holds every p-value."""
+    corrected p below the config's alpha). Significant losses are not marked; ``results.json``
+    holds every p-value."""
     rows = results["systems"][pair]
     sig = results["significance"][pair]
+    alpha = results["config"]["significance"]["alpha"]
     markers: dict[str, dict[str, str]] = {}
     for name in rows:
         for reference, mark in ((sig["best_baseline"], "*"), (LEXICAL_FUSION, "†")):
             tests = sig.get(name, {}).get(reference, {})
             for measure, test in tests.items():
-                if test["p_randomization"] < ALPHA and test["diff"] > 0:
+                if test["p_randomization_corrected"] < alpha and test["diff"] > 0:
                     markers.setdefault(name, {})
                     markers[name][measure] = markers[name].get(measure, "") + mark
     return markdown_table(rows, list(measures), markers=markers)
 
 
+def significance_table(results: Mapping[str, Any], pair: str, reference: str, measures: Sequence[str]) -> str:
+    """The Markdown table of every system's difference from ``reference``: per measure the
+    difference, its confidence interval, and the corrected randomization-test p-value with the
+    uncorrected one in brackets (``**bold**`` when the corrected one is below alpha)."""
+    sig = results["significance"][pair]
+    alpha = results["config"]["significance"]["alpha"]
+    lines = ["| system | " + " | ".join(measures) + " |", "| --- |" + " ---: |" * len(measures)]
+    for name in results["systems"][pair]:
+        tests = sig.get(name, {}).get(reference)
+        if not tests:
+            continue
+        cells = []
+        for measure in measures:
+            test = tests[measure]
+            low, high = test["ci"]
+            interval = "" if low is None else f" [{low:+.3f}, {high:+.3f}]"
+            p = format_p(test["p_randomization_corrected"])
+            if test["p_randomization_corrected"] < alpha:
+                p = f"**{p}**"
+            cells.append(f"{test['diff']:+.3f}{interval} p {p} ({format_p(test['p_randomization'])})")
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def _markdown(config: Any, results: Mapping[str, Any], measures: Sequence[str], plots: list[str]) -> str:
+    test = config.significance
+    correction = _CORRECTION_NAMES[test.correction]
+    interval = "paired bootstrap" if test.interval == "bootstrap" else "paired t"
     lines = [f"# {config.name}", ""]
     lines.append(
         f"Reranker trained on **{config.train_pair}** ({config.split} queries evaluated); "
         f"zero-shot on {', '.join(config.zero_shot_pairs) or 'no other pair'}. "
         "`*`: significantly better than the best lexical baseline, `†`: than the lexical fusion "
-        "(paired randomization test, p < 0.05)."
+        f"(paired randomization test, p < {test.alpha:g} after {correction} over every system "
+        "compared with that reference on that measure, per language pair)."
     )
     for pair in results["systems"]:
         best = results["significance"][pair]["best_baseline"]
         lines += ["", f"## {pair}" + (" (zero-shot)" if pair != config.train_pair else ""), ""]
         lines += [f"Best lexical baseline: `{best}`.", "", results_table(results, pair, measures)]
+        for reference in dict.fromkeys([best, LEXICAL_FUSION]):
+            table = significance_table(results, pair, reference, measures)
+            if table.count("\n") < 2:
+                continue
+            lines += [
+                "",
+                f"Difference from `{reference}` [{test.confidence:.0%} {interval} interval], "
+                f"randomization-test p after {correction} (uncorrected in brackets):",
+                "",
+                table,
+            ]
     if results["bli"].get("rows"):
         lines += ["", "## Shared space: bilingual lexicon induction (to English)", ""]
         lines += [
@@ -150,6 +234,13 @@ def _markdown(config: Any, results: Mapping[str, Any], measures: Sequence[str], 
     if plots:
         lines += ["", "## Plots", ""] + [f"![{p}]({p})" for p in plots]
     return "\n".join(lines) + "\n"
+
+
+_CORRECTION_NAMES = {
+    "holm": "Holm-Bonferroni correction",
+    "bonferroni": "Bonferroni correction",
+    "none": "no correction",
+}
 
 
 def _plots(
@@ -179,35 +270,70 @@ def _plots(
         name = f"ap_diff_{pair}.png"
         _save(fig, out / name)
         names.append(name)
-    fig, (loss_ax, map_ax) = plt.subplots(1, 2, figsize=(10, 3.5))
-    plotted = False
-    for system, path in curves.items():
-        for curve_file in sorted(Path(path).glob("**/curve.json")):
-            curve = json.loads(curve_file.read_text())
-            epochs = [row["epoch"] for row in curve]
-            label = f"{system}/{curve_file.parent.name}"
-            loss_ax.plot(epochs, [row["loss"] for row in curve], label=label)
-            map_ax.plot(epochs, [row.get("dev") for row in curve], label=label)
-            plotted = True
-    if plotted:
-        loss_ax.set(xlabel="epoch", ylabel="training hinge loss")
-        map_ax.set(xlabel="epoch", ylabel="dev MAP")
-        map_ax.legend(fontsize=6)
+    by_system = {
+        system: [json.loads(f.read_text()) for f in sorted(Path(path).glob("**/curve.json"))]
+        for system, path in curves.items()
+    }
+    by_system = {system: seeds for system, seeds in by_system.items() if seeds}
+    if by_system:
+        fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+        palette = plt.get_cmap("tab10" if len(by_system) <= 10 else "tab20").colors
+        for i, (system, seeds) in enumerate(by_system.items()):
+            style = {"color": palette[i % len(palette)], "linestyle": ("-", "--", ":")[i // len(palette) % 3]}
+            label = system if len(seeds) == 1 else f"{system} (mean ± sd, {len(seeds)} seeds)"
+            for ax, column in zip(axes, ("loss", "dev"), strict=True):
+                epochs, mean, sd = _over_seeds(seeds, column)
+                ax.plot(epochs, mean, label=label, **style)
+                if len(seeds) > 1:
+                    ax.fill_between(
+                        epochs, mean - sd, mean + sd, color=style["color"], alpha=0.2, linewidth=0
+                    )
+        axes[0].set(xlabel="epoch", ylabel="training hinge loss")
+        axes[1].set(xlabel="epoch", ylabel="dev MAP")
+        axes[1].legend(fontsize=7, loc="center left", bbox_to_anchor=(1.02, 0.5))
         _save(fig, out / "training_curves.png")
         names.append("training_curves.png")
-    else:
-        plt.close(fig)
     if bli.get("by_frequency"):
-        fig, ax = plt.subplots(figsize=(6, 3.5))
+        fig, ax = plt.subplots(figsize=(7, 4))
         for lang, bins in bli["by_frequency"].items():
             labels = [f"{b['lo']}-{b['hi'] if b['hi'] < 10**8 else ''}" for b in bins]
-            ax.plot(labels, [b["precision"] for b in bins], marker="o", label=f"{lang}->en")
-        ax.set(xlabel="source-word frequency rank", ylabel="P@1 (CSLS)", title="BLI by word frequency")
+            (line,) = ax.plot(labels, [b["precision"] for b in bins], marker="o", label=f"{lang}->en")
+            for label, b in zip(labels, bins, strict=True):  # each point's number of test words
+                ax.annotate(
+                    f"n={b['words']}",
+                    (label, b["precision"]),
+                    textcoords="offset points",
+                    xytext=(0, 5),
+                    ha="center",
+                    fontsize=7,
+                    color=line.get_color(),
+                )
+        ax.set(
+            xlabel="source-word frequency rank",
+            ylabel="P@1 (CSLS)",
+            title="BLI by word frequency\n(gold: IBM1 mutual pairs; n: test words in the bin)",
+        )
+        ax.margins(y=0.15)
         ax.tick_params(axis="x", labelrotation=30)
         ax.legend()
         _save(fig, out / "bli_frequency.png")
         names.append("bli_frequency.png")
     return names
+
+
+def _over_seeds(seeds: Sequence[Sequence[Mapping[str, Any]]], column: str) -> tuple[Any, Any, Any]:
+    """Per epoch, the mean and standard deviation of one curve column over the seeds that reached
+    that epoch (early stopping ends seeds at different epochs; a missing dev score is NaN)."""
+    import numpy as np
+
+    epochs = sorted({row["epoch"] for curve in seeds for row in curve})
+    values = [
+        [row.get(column) for curve in seeds for row in curve if row["epoch"] == epoch] for epoch in epochs
+    ]
+    matrix = [np.array([np.nan if v is None else v for v in vs], dtype=float) for vs in values]
+    mean = np.array([np.nanmean(v) if np.isfinite(v).any() else np.nan for v in matrix])
+    sd = np.array([np.nanstd(v) if np.isfinite(v).sum() > 1 else 0.0 for v in matrix])
+    return np.array(epochs), mean, sd
 
 
 def _save(fig: Any, path: Path) -> None:

@@ -40,11 +40,11 @@ from typing import Any, ClassVar, NamedTuple, TypeVar
 
 import numpy as np
 import scipy.sparse as sp
-from tqdm.auto import tqdm
 
 from clir._version import __version__
 from clir.errors import ConfigError, FormatError
 from clir.formats import atomic_directory
+from clir.progress import progress_bar
 from clir.retrieval.index import DocTerms, SparseIndex, read_json, write_json
 from clir.retrieval.topk import dense_rows, dense_topk, prefer_dense, sparse_topk, unmatched_order
 from clir.types import Run
@@ -303,7 +303,7 @@ class Retriever(ABC):
         prior = self._prior()
         alike = (plan.beta == 0) | (prior is None)  # the unmatched documents all score the same
         matched_only = ~plan.has_terms | (alike & (not pad))
-        for start, stop in tqdm(plan.chunks(), desc="retrieving", unit="batch", disable=not progress):
+        for start, stop in progress_bar(plan.chunks(), desc="retrieving", unit="batch", enabled=progress):
             matches = float(plan.cost[start:stop].mean()) if stop > start else 0.0
             if prefer_dense(index.n_docs, min(matches, index.n_docs)):
                 step = dense_rows(index.n_docs)

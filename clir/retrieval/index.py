@@ -18,11 +18,11 @@ from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
-from tqdm.auto import tqdm
 
 from clir._version import __version__
 from clir.errors import ConfigError, DataNotFoundError, FormatError
 from clir.formats import atomic_directory
+from clir.progress import progress_bar
 
 DocTerms = Sequence[str] | Mapping[str, float]
 """A document as index terms: a token list, or a weighted bag ``{term: weight}``."""
@@ -97,7 +97,7 @@ class SparseIndex:
         weights: list[float] = []
         counts = np.zeros(len(docs), dtype=np.int64)
         doc_len = np.zeros(len(docs), dtype=np.float64)
-        for i, doc in enumerate(tqdm(docs, desc="indexing", unit="doc", disable=not progress)):
+        for i, doc in enumerate(progress_bar(docs, desc="indexing", unit="doc", enabled=progress)):
             if isinstance(doc, Mapping):
                 n = 0
                 for term, weight in doc.items():

@@ -7,11 +7,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from tqdm.auto import tqdm
-
 from clir._version import __version__
 from clir.errors import ConfigError, FormatError
 from clir.formats import atomic_directory
+from clir.progress import progress_bar
 from clir.retrieval.base import QueryTerms, Retriever, get_retriever
 from clir.retrieval.index import DocTerms, read_json, write_json
 from clir.text import Analyzer, analyzer_from_config, get_analyzer
@@ -152,7 +151,9 @@ class FirstStage:
         """
         terms = [
             self.document_terms(doc)
-            for doc in tqdm(documents, desc=f"analyzing ({self.mode})", unit="doc", disable=not self.progress)
+            for doc in progress_bar(
+                documents, desc=f"analyzing ({self.mode})", unit="doc", enabled=self.progress
+            )
         ]
         self.retriever.index([doc.docno for doc in documents], terms, progress=self.progress)
         self._matcher = None

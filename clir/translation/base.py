@@ -13,9 +13,8 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
-from tqdm.auto import tqdm
-
 from clir.errors import ConfigError
+from clir.progress import progress_bar
 from clir.types import Document, Query
 
 TRANSLATORS: dict[str, type[Translator]] = {}
@@ -123,7 +122,7 @@ class TableTranslator(Translator):
         from clir.translation.query import translate_query_qt
 
         out = []
-        for text in tqdm(texts, desc="translate", disable=not self.progress):
+        for text in progress_bar(texts, desc="translate", enabled=self.progress):
             tokens = self.analyzer.analyze(text)
             terms = (
                 translate_tokens_top1(tokens, self.table)

@@ -6,9 +6,8 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from tqdm.auto import tqdm
-
 from clir.errors import ConfigError
+from clir.progress import progress_bar
 from clir.translation.table import TranslationTable
 from clir.types import Document
 
@@ -87,7 +86,7 @@ def translate_documents(
     if mode not in DT_MODES:
         raise ConfigError(f"mode must be one of {sorted(DT_MODES)}, got {mode!r}")
     out: list[Document] = []
-    for doc in tqdm(documents, desc="translate documents", disable=not progress):
+    for doc in progress_bar(documents, desc="translate documents", enabled=progress):
         tokens = analyzer.analyze(doc.text)
         if mode == "top1":
             value = " ".join(translate_tokens_top1(tokens, table))

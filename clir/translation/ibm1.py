@@ -13,9 +13,9 @@ from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
-from tqdm.auto import tqdm
 
 from clir.errors import ConfigError
+from clir.progress import progress_bar
 from clir.translation.base import TableTranslator, analyzer_config, register_translator
 from clir.translation.table import TranslationTable
 from clir.types import ParallelPair
@@ -47,7 +47,7 @@ class IBMModel1:
             probable translations are always broken by target string, not by chance).
         init: ``"uniform"`` (t(f|e) constant) or ``"random"`` (uniform times a random factor in
             [0.5, 1.5) per co-occurring pair, drawn from ``seed``).
-        progress: Show a tqdm progress bar over iterations.
+        progress: Show a progress bar over iterations.
 
     Attributes:
         table_: The learned TranslationTable, p(target | source), rows summing to 1.
@@ -117,7 +117,7 @@ class IBMModel1:
 
         self.log_likelihoods_: list[float] = []
         self.iteration_seconds_: list[float] = []
-        for _ in tqdm(range(self.iterations), desc="IBM1 EM", disable=not self.progress):
+        for _ in progress_bar(range(self.iterations), desc="IBM1 EM", enabled=self.progress):
             start = time.perf_counter()
             counts, log_likelihood = co.expected_counts(t)
             t = _normalise_by(counts, co.pair_source, xs.shape[1])
@@ -171,10 +171,11 @@ def train_ibm1_both(
         each table's meta records the analyzer configs and the training settings.
     """
     en_tokens = [
-        en_analyzer.analyze(pair.source) for pair in tqdm(pairs, desc="analyze en", disable=not progress)
+        en_analyzer.analyze(pair.source) for pair in progress_bar(pairs, desc="analyze en", enabled=progress)
     ]
     doc_tokens = [
-        doc_analyzer.analyze(pair.target) for pair in tqdm(pairs, desc="analyze doc", disable=not progress)
+        doc_analyzer.analyze(pair.target)
+        for pair in progress_bar(pairs, desc="analyze doc", enabled=progress)
     ]
     en_lang, doc_lang = _lang_of(en_analyzer, "en"), _lang_of(doc_analyzer, "doc")
     en_config, doc_config = analyzer_config(en_analyzer), analyzer_config(doc_analyzer)

@@ -11,9 +11,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from tqdm.auto import tqdm
-
 from clir.errors import ConfigError, DataNotFoundError, MissingDependencyError
+from clir.progress import progress_bar
 from clir.translation.base import Translator, register_translator
 
 
@@ -85,7 +84,7 @@ class MarianTranslator(Translator):
         texts = list(texts)
         out: list[str] = []
         starts = range(0, len(texts), self.batch_size)
-        for start in tqdm(starts, desc="translate", disable=not self.progress):
+        for start in progress_bar(starts, desc="translate", enabled=self.progress):
             out.extend(self._translate_batch(texts[start : start + self.batch_size]))
         return out
 
