@@ -217,7 +217,7 @@ class ExperimentConfig(Section):
             while (start := self.pretrain(chain[-1])) is not None and start not in order:
                 if start in chain:
                     cycle = " -> ".join([*chain[chain.index(start) :], start])
-                    raise where.error(f"systems.{system}.pretrain", start, f"no cycle of starts ({cycle})")
+                    raise where.error(f"systems.{chain[-1]}.pretrain", start, f"no cycle of starts ({cycle})")
                 chain.append(start)
             order += [s for s in reversed(chain) if s not in order]
         return order
