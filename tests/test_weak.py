@@ -170,6 +170,7 @@ CHECKS = [  # (systems, weak section, the error after "<file>: ")
     ({"x": {"train_on": "pseudo"}}, {}, "systems.x.train_on='pseudo' is invalid; expected one of "
      "['labels', 'weak']"),
     ({"x": {"pretrain": "y"}}, None, "systems.x.pretrain: no system 'y' (the config has ['x'])"),
+    ({"x": {"pretrain": {"y": 1}}}, None, "systems.x.pretrain: no system {'y': 1} (the config has ['x'])"),
     ({"x": {"pretrain": "x"}}, None, "systems.x.pretrain='x' is invalid; expected no cycle of starts "
      "(x -> x)"),
     ({"a": {"pretrain": "b"}, "b": {"pretrain": "a"}}, None, "systems.b.pretrain='a' is invalid; "

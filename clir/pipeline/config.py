@@ -255,7 +255,7 @@ class ExperimentConfig(Section):
             expected = "false for a system trained on weak data (the pseudo collection has no dense run)"
             raise where.error(key + "with_dense", with_dense, expected)
         start = overrides.pop("pretrain", None)
-        if start is not None and start not in self.systems:
+        if start is not None and (not isinstance(start, str) or start not in self.systems):
             raise ConfigError(
                 f"{where.source}: {where.prefix}{key}pretrain: no system {start!r} "
                 f"(the config has {sorted(self.systems)})"
