@@ -179,7 +179,8 @@ def test_a_train_step_started_from_a_checkpoint_is_keyed_by_its_weights(tmp_path
         )
 
     def key(config) -> str:
-        return experiment_module._train_step(Keys(), config, "full", None, None, {}, False)
+        source = experiment_module.TrainSource(None, None)  # type: ignore[arg-type]
+        return experiment_module._train_step(Keys(), config, "full", source, None, None, False)
 
     base = load_experiment(CONFIGS / "experiment-fast.yaml")
     started = dataclasses.replace(base, systems={"full": {"optim": {"init_from": str(train(0))}}})

@@ -22,6 +22,7 @@ from clir.datasets import (
     build_pseudo_collection,
     docno_of,
     get_verse_source,
+    outside_pseudo_chapters,
     passage_range,
     read_verse_grid,
 )
@@ -162,6 +163,9 @@ def test_holdout_pairs_are_disjoint_from_the_pairs_left_for_tables(main, grid, t
     # The wiring of the module docstring: the main collection with the pairs left as its parallel side.
     path = dataclasses.replace(main, parallel=clean.parallel).save(tmp_path / "en-sw-clean")
     assert [p.pair_id for p in read_parallel(path / "parallel.tsv")] == left
+    # Another parallel side keyed by the same verses loses the same chapters (the experiment's clean
+    # regime); of the pairs given, exactly what the builder left.
+    assert outside_pseudo_chapters(main.parallel, clean) == clean.parallel
 
 
 # --- a user's parallel.tsv ---------------------------------------------------------------------

