@@ -37,6 +37,41 @@ def _force_argument(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _collection_arguments(
+    parser: argparse.ArgumentParser, *, parallel: bool = True, required: bool = True
+) -> None:
+    """``--collection DIR`` with ``--doc-lang`` (and ``--parallel``), read by :func:`_load_collection`."""
+    parser.add_argument("--collection", required=required, type=Path, help="collection directory")
+    parser.add_argument(
+        "--doc-lang", help="document language, when the collection has no collection.json (overrides it)"
+    )
+    if parallel:
+        parser.add_argument(
+            "--parallel",
+            type=Path,
+            metavar="FILE",
+            help="parallel text to learn the translation tables from, instead of the collection's "
+            "parallel.tsv (TSV: pair_id, English, document language)",
+        )
+
+
+def _load_collection(args: argparse.Namespace):
+    """The ``--collection`` of a command, with its ``--doc-lang`` and ``--parallel``."""
+    from clir.datasets import Collection
+    from clir.formats import read_parallel
+
+    collection = Collection.load(args.collection, doc_lang=args.doc_lang)
+    if getattr(args, "parallel", None) is not None:
+        collection.parallel = read_parallel(args.parallel)
+    return collection
+
+
+_TABLES_HELP = (
+    "translation tables directory: loaded from it, else learned into it from the collection's "
+    "parallel text (or --parallel)"
+)
+
+
 # --------------------------------------------------------------------------- data
 
 
@@ -80,6 +115,44 @@ def _data_pseudo(args: argparse.Namespace) -> int:
     return 0
 
 
+def _topic_files(items: Sequence[str]) -> dict[str, Path]:
+    """``--topics [SPLIT=]FILE ...``: a file without a split is the ``test`` split."""
+    files: dict[str, Path] = {}
+    for item in items:
+        split, sep, path = item.partition("=")
+        if not sep or Path(item).exists():  # a file whose name holds '='
+            split, path = "test", item
+        if split in files:
+            raise ConfigError(f"--topics: two files for split {split!r} ({files[split]} and {path})")
+        files[split] = Path(path)
+    return files
+
+
+def _data_import(args: argparse.Namespace) -> int:
+    from clir.datasets import ImportConfig, import_collection
+
+    _check_out(args, "collection")
+    names = ("documents_layout", "docno_field", "text_fields", "topics_layout", "qid_field")
+    names += ("query_field", "description_field", "qrels_layout")
+    options = {name: getattr(args, name) for name in names if getattr(args, name) is not None}
+    stats = import_collection(
+        args.out,
+        documents=args.documents,
+        topics=_topic_files(args.topics),
+        qrels=args.qrels,
+        doc_lang=args.doc_lang,
+        query_lang=args.query_lang,
+        name=args.name,
+        parallel=args.parallel,
+        config=ImportConfig.from_dict(options, source="clir data import"),
+        xml=args.xml,
+        force=args.force,
+    )
+    print(json.dumps(stats, indent=2))
+    print(f"wrote {args.out}", file=sys.stderr)
+    return 0
+
+
 def _data_check(args: argparse.Namespace) -> int:
     from clir.datasets import Collection
 
@@ -92,11 +165,10 @@ def _data_check(args: argparse.Namespace) -> int:
 
 
 def _tables(args: argparse.Namespace) -> int:
-    from clir.datasets import Collection
     from clir.formats.atomic import output_directory
     from clir.pipeline.tables import learn_tables
 
-    collection = Collection.load(args.collection)
+    collection = _load_collection(args)
     if args.force:
         output_directory(args.out, kind="tables", force=True)
     _check_out(args, "tables")
@@ -142,12 +214,11 @@ def _spelling_argument(parser: argparse.ArgumentParser) -> None:
 
 
 def _index(args: argparse.Namespace) -> int:
-    from clir.datasets import Collection
     from clir.pipeline.baselines import BaselineConfig, first_stage
     from clir.pipeline.tables import load_tables
 
     _check_out(args, "first-stage")
-    collection = Collection.load(args.collection)
+    collection = _load_collection(args)
     params = {"ql": {"mu": args.mu}, "bm25": {"k1": args.k1, "b": args.b}}
     config = BaselineConfig(
         psq_top_k=args.psq_top_k,
@@ -162,7 +233,6 @@ def _index(args: argparse.Namespace) -> int:
 
 
 def _retrieve(args: argparse.Namespace) -> int:
-    from clir.datasets import Collection
     from clir.formats import read_topics, write_run
     from clir.retrieval import FirstStage
 
@@ -170,7 +240,7 @@ def _retrieve(args: argparse.Namespace) -> int:
     if args.topics is not None:
         queries = read_topics(args.topics)
     else:
-        queries = Collection.load(args.collection).split(args.split)
+        queries = _load_collection(args).split(args.split)
     stage = FirstStage.load(args.index, progress=not args.quiet)
     run = stage.search(queries, k=args.k, pad=args.pad)
     write_run(args.out, run, tag=args.tag or f"{stage.mode}-{stage.model}")
@@ -179,17 +249,18 @@ def _retrieve(args: argparse.Namespace) -> int:
 
 
 def _baselines(args: argparse.Namespace) -> int:
-    from clir.datasets import Collection
     from clir.evaluation import DEFAULT_MEASURES, format_table
     from clir.formats.atomic import output_directory
     from clir.pipeline.baselines import BaselineConfig, run_baselines
+    from clir.pipeline.tables import load_tables
 
     output_directory(args.out, kind="baselines", force=args.force)
-    collection = Collection.load(args.collection)
+    collection = _load_collection(args)
+    tables = load_tables(args.tables) if args.tables is not None else None
     config = BaselineConfig(
         modes=tuple(args.modes), models=tuple(args.models), split=args.split, k=args.k, spelling=args.spelling
     )
-    results = run_baselines(collection, args.out, config, progress=not args.quiet)
+    results = run_baselines(collection, args.out, config, tables=tables, progress=not args.quiet)
     print(f"{collection.name}, {args.split} queries")
     print(format_table(results, list(DEFAULT_MEASURES)))
     return 0
@@ -210,7 +281,8 @@ def _collections_by_language(paths: Sequence[Path]) -> dict[str, list[Path]]:
 def _embed_train(args: argparse.Namespace) -> int:
     from clir.embeddings import JOINT_CONFIG, EmbeddingConfig, train_embeddings
 
-    defaults = JOINT_CONFIG if args.joint else EmbeddingConfig()
+    joint = not args.monolingual
+    defaults = JOINT_CONFIG if joint else EmbeddingConfig()
     given = {k: getattr(args, k) for k in ("method", "dim", "window", "min_count", "epochs", "seed")}
     config = EmbeddingConfig.from_dict(
         {**defaults.to_dict(), **{k: v for k, v in given.items() if v is not None}}, source="clir embed train"
@@ -220,11 +292,12 @@ def _embed_train(args: argparse.Namespace) -> int:
         _collections_by_language(args.collections),
         args.out,
         config,
-        joint=args.joint,
+        joint=joint,
+        centre=not args.no_centre,
         progress=not args.quiet,
         force=args.force,
     )
-    kind = "joint shared space" if args.joint else "monolingual vectors (align them with 'clir embed align')"
+    kind = "joint shared space" if joint else "monolingual vectors (align them with 'clir embed align')"
     print(f"wrote {args.out}: {kind} for {', '.join(space.languages)}")
     return 0
 
@@ -277,9 +350,9 @@ def _embed_eval(args: argparse.Namespace) -> int:
 
 
 def _train(args: argparse.Namespace) -> int:
-    from clir.datasets import Collection
     from clir.formats.atomic import output_directory
     from clir.pipeline.features import train_reranker
+    from clir.pipeline.tables import learn_tables
     from clir.training import load_config
 
     config = load_config(args.config)
@@ -289,12 +362,13 @@ def _train(args: argparse.Namespace) -> int:
     if args.force:
         output_directory(args.out, kind="reranker", force=True)
     _check_out(args, "reranker")
+    collection = _load_collection(args)
     path = train_reranker(
         config,
-        Collection.load(args.collection),
+        collection,
         args.space,
         args.out,
-        tables_dir=args.tables,
+        tables=learn_tables(collection, args.tables),
         resume=args.resume,
     )
     print(f"wrote {path}")
@@ -302,18 +376,19 @@ def _train(args: argparse.Namespace) -> int:
 
 
 def _rerank(args: argparse.Namespace) -> int:
-    from clir.datasets import Collection
     from clir.formats import read_run, write_run
     from clir.pipeline.features import rerank_collection
+    from clir.pipeline.tables import learn_tables
 
     _check_out(args)
+    collection = _load_collection(args)
     run = rerank_collection(
         args.model,
-        Collection.load(args.collection),
+        collection,
         args.space,
         split=args.split,
         run=read_run(args.run) if args.run is not None else None,
-        tables_dir=args.tables,
+        tables=learn_tables(collection, args.tables),
         depth=args.depth,
     )
     write_run(args.out, run, tag=args.tag)
@@ -322,7 +397,6 @@ def _rerank(args: argparse.Namespace) -> int:
 
 
 def _explain(args: argparse.Namespace) -> int:
-    from clir.datasets import Collection
     from clir.formats.atomic import check_output
     from clir.pipeline.explain import explain_pair
 
@@ -330,7 +404,7 @@ def _explain(args: argparse.Namespace) -> int:
         check_output(args.png)
     result = explain_pair(
         args.model,
-        Collection.load(args.collection),
+        _load_collection(args),
         args.space,
         args.qid,
         args.docno,
@@ -563,6 +637,59 @@ def build_parser() -> argparse.ArgumentParser:
     pseudo.add_argument("--seed", type=int, default=13, help="seed of the sample and splits")
     _force_argument(pseudo)
     pseudo.set_defaults(handler=_data_pseudo)
+    imp = data_commands.add_parser(
+        "import",
+        help="your own collection: documents, topics and qrels from files in common layouts",
+        description="Writes a clir collection directory (documents.jsonl, topics.<split>.tsv, qrels, "
+        "collection.json, stats.json) from a documents file (JSONL with any field names, or "
+        "docno<TAB>text TSV), topics files (TSV qid<TAB>text[<TAB>description], JSONL, or TREC topics "
+        "<top><num><title><desc> / <topic number=...>) and qrels (TREC, or TSV qid<TAB>docno<TAB>grade). "
+        "Layouts are told from each file's first line unless named; .gz files are read decompressed. "
+        "Prints the statistics.",
+    )
+    imp.add_argument("--documents", required=True, type=Path, help="the documents file")
+    imp.add_argument(
+        "--topics",
+        required=True,
+        nargs="+",
+        metavar="[SPLIT=]FILE",
+        help="topics files, each of one split (train, dev, test, ...; a file without SPLIT= is 'test')",
+    )
+    imp.add_argument(
+        "--qrels", required=True, nargs="+", type=Path, metavar="FILE", help="qrels files (merged)"
+    )
+    imp.add_argument("--doc-lang", required=True, help="language code of the documents, e.g. sw, so, ha")
+    imp.add_argument("--query-lang", default="en", help="language code of the queries (default en)")
+    imp.add_argument("--out", required=True, type=Path, help="output collection directory")
+    imp.add_argument("--name", help="the collection's name (default: the --out directory's name)")
+    imp.add_argument(
+        "--parallel",
+        type=Path,
+        metavar="FILE",
+        help="parallel text (TSV: pair_id, English, document language)",
+    )
+    imp.add_argument("--documents-layout", choices=("auto", "jsonl", "tsv"), help="default: auto")
+    imp.add_argument("--docno-field", help="JSON field of the document id (default docno; BEIR: _id)")
+    imp.add_argument(
+        "--text-field",
+        dest="text_fields",
+        nargs="+",
+        metavar="FIELD",
+        help="JSON fields joined into the document text (default text; e.g. title text)",
+    )
+    imp.add_argument("--topics-layout", choices=("auto", "tsv", "jsonl", "trec"), help="default: auto")
+    imp.add_argument("--qid-field", help="JSON field of the qid (default qid)")
+    imp.add_argument(
+        "--query-field", help="the searched text: JSON field (default text) or TREC element (default title)"
+    )
+    imp.add_argument(
+        "--description-field",
+        help="the long form: JSON field (default description) or TREC element (default desc/description)",
+    )
+    imp.add_argument("--qrels-layout", choices=("auto", "trec", "tsv"), help="default: auto")
+    imp.add_argument("--xml", action="store_true", help="also write the topics as TREC XML")
+    _force_argument(imp)
+    imp.set_defaults(handler=_data_import)
     check = data_commands.add_parser(
         "check", help="validate a collection directory (yours or built) and print its statistics"
     )
@@ -574,7 +701,7 @@ def build_parser() -> argparse.ArgumentParser:
         "tables",
         help="learn IBM Model 1 translation tables (both directions) from a collection's parallel side",
     )
-    tables.add_argument("--collection", required=True, type=Path)
+    _collection_arguments(tables)
     tables.add_argument("--out", required=True, type=Path, help="directory for en-doc/ and doc-en/")
     tables.add_argument("--iterations", type=_positive, default=10, help="EM iterations (default 10)")
     tables.add_argument("--seed", type=int, default=0)
@@ -588,7 +715,7 @@ def build_parser() -> argparse.ArgumentParser:
         "structured queries; dt: documents translated word by word into English. bm25: rank-bm25's "
         "BM25Okapi; ql: query likelihood with Dirichlet smoothing.",
     )
-    index.add_argument("--collection", required=True, type=Path)
+    _collection_arguments(index, parallel=False)
     index.add_argument("--tables", required=True, type=Path, help="directory written by 'clir tables'")
     index.add_argument("--mode", choices=("qt", "psq", "dt"), required=True)
     index.add_argument("--model", choices=("bm25", "ql"), default="bm25")
@@ -607,6 +734,7 @@ def build_parser() -> argparse.ArgumentParser:
     retrieve.add_argument("--index", required=True, type=Path, help="directory written by 'clir index'")
     source = retrieve.add_mutually_exclusive_group(required=True)
     source.add_argument("--collection", type=Path, help="take the queries of this collection's --split")
+    retrieve.add_argument("--doc-lang", help="document language, when the collection has no collection.json")
     source.add_argument("--topics", type=Path, help="a topics TSV file (qid, text[, description])")
     retrieve.add_argument("--split", default="test")
     retrieve.add_argument("--k", type=_positive, default=1000, help="depth of the run (default 1000)")
@@ -625,7 +753,13 @@ def build_parser() -> argparse.ArgumentParser:
         "baselines",
         help="run and evaluate the lexical baselines {QT, PSQ, DT} x {BM25, QL} on a collection",
     )
-    baselines.add_argument("--collection", required=True, type=Path)
+    _collection_arguments(baselines)
+    baselines.add_argument(
+        "--tables",
+        type=Path,
+        help="translation tables written by 'clir tables' (default: learned into OUT/tables from the "
+        "collection's parallel text, or --parallel)",
+    )
     baselines.add_argument("--out", required=True, type=Path)
     baselines.add_argument("--modes", nargs="+", default=["qt", "psq", "dt"], choices=("qt", "psq", "dt"))
     baselines.add_argument("--models", nargs="+", default=["bm25", "ql"], choices=("bm25", "ql"))
@@ -642,19 +776,30 @@ def build_parser() -> argparse.ArgumentParser:
         "train",
         help="train word vectors from collections' text (monolingual per language, or one joint space)",
         description="Monolingual text per language: its collections' documents and parallel side; "
-        "English: the English side. --joint trains one model over a pseudo-bilingual corpus (each "
-        "aligned verse pair merged and shuffled, tokens tagged by language): a shared space directly.",
+        "English: the English side. By default (--joint) one model is trained over a pseudo-bilingual "
+        "corpus (each aligned verse pair merged and shuffled, tokens tagged by language): a shared space "
+        "directly, with the settings of 'make run' (configs/default.yaml).",
     )
     embed_train.add_argument("collections", nargs="+", type=Path, help="collection directories")
     embed_train.add_argument("--out", required=True, type=Path)
-    embed_train.add_argument("--joint", action="store_true", help="one joint space (no mapping step)")
+    space_kind = embed_train.add_mutually_exclusive_group()
+    space_kind.add_argument(
+        "--joint",
+        action="store_true",
+        help="one joint space, no mapping step (the default, as in 'make run')",
+    )
+    space_kind.add_argument(
+        "--monolingual",
+        action="store_true",
+        help="monolingual vectors per language, to map with 'clir embed align' (MUSE's route)",
+    )
     embed_train.add_argument(
-        "--method", choices=("fasttext", "word2vec"), help="default fasttext; word2vec with --joint"
+        "--method", choices=("fasttext", "word2vec"), help="default word2vec; fasttext with --monolingual"
     )
     embed_train.add_argument("--dim", type=int, help="default 100")
-    embed_train.add_argument("--window", type=int, help="default 5; 20 with --joint")
+    embed_train.add_argument("--window", type=int, help="default 20; 5 with --monolingual")
     embed_train.add_argument("--min-count", type=int, help="default 2")
-    embed_train.add_argument("--epochs", type=int, help="default 10")
+    embed_train.add_argument("--epochs", type=int, help="default 20; 10 with --monolingual")
     embed_train.add_argument("--seed", type=int, help="default 0")
     embed_train.add_argument("--no-centre", action="store_true", help="keep a joint space uncentred")
     embed_train.add_argument("--quiet", action="store_true")
@@ -697,9 +842,9 @@ def build_parser() -> argparse.ArgumentParser:
         "interrupted run from its last epoch.",
     )
     train.add_argument("--config", required=True, type=Path, help="YAML training config (see configs/)")
-    train.add_argument("--collection", required=True, type=Path)
+    _collection_arguments(train)
     train.add_argument("--space", required=True, type=Path, help="shared embedding space directory")
-    train.add_argument("--tables", type=Path, help="translation tables directory (learned there if absent)")
+    train.add_argument("--tables", type=Path, help=_TABLES_HELP)
     train.add_argument("--out", required=True, type=Path)
     train.add_argument("--resume", action="store_true", help="continue from the last checkpoint")
     train.add_argument(
@@ -717,11 +862,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="rerank a first-stage run with a trained model (zero-shot on another language pair too)",
     )
     rerank.add_argument("--model", required=True, type=Path, help="checkpoint or ensemble directory")
-    rerank.add_argument("--collection", required=True, type=Path)
+    _collection_arguments(rerank)
     rerank.add_argument("--space", required=True, type=Path)
     rerank.add_argument("--run", type=Path, help="the run to rerank (default: the model's first stage)")
     rerank.add_argument("--split", default="test")
-    rerank.add_argument("--tables", type=Path, help="translation tables directory (learned there if absent)")
+    rerank.add_argument("--tables", type=Path, help=_TABLES_HELP)
     rerank.add_argument(
         "--depth",
         type=_positive,
@@ -736,11 +881,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="why a document ranked where it did: component scores, fusion shares, similarity heatmaps",
     )
     explain.add_argument("--model", required=True, type=Path, help="checkpoint or ensemble directory")
-    explain.add_argument("--collection", required=True, type=Path)
+    _collection_arguments(explain)
     explain.add_argument("--space", required=True, type=Path)
     explain.add_argument("--qid", required=True)
     explain.add_argument("--docno", required=True)
-    explain.add_argument("--tables", type=Path, help="translation tables directory (learned there if absent)")
+    explain.add_argument("--tables", type=Path, help=_TABLES_HELP)
     explain.add_argument("--png", type=Path, help="write the similarity heatmaps to this PNG")
     explain.set_defaults(handler=_explain)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from clir.datasets import Collection
-from clir.errors import ConfigError
+from clir.errors import ConfigError, DataNotFoundError
 from clir.formats.atomic import output_directory
 from clir.text import get_analyzer
 from clir.translation import TranslationTable, train_ibm1_both
@@ -25,7 +25,8 @@ def learn_tables(
 
     Tables are learned over the analyzers' terms (English stems, document-language lemmas), the
     vocabulary of the indexes. When ``out`` already holds both tables, learned with the same
-    ``iterations`` and ``seed``, they are loaded instead (tables of other settings are replaced).
+    ``iterations`` and ``seed`` (or by any settings, when the collection has no parallel text to
+    learn from), they are loaded instead (tables of other settings are replaced).
 
     Args:
         collection: A collection with parallel pairs (never its collection side).
@@ -38,14 +39,20 @@ def learn_tables(
         ``(en->doc, doc->en)`` tables.
 
     Raises:
-        ConfigError: If the collection has no parallel text.
+        ConfigError: If the collection has no parallel text and ``out`` holds no tables (the
+            message names ``--tables`` and ``--parallel``).
     """
     if out is not None and all((Path(out) / name / "meta.json").is_file() for name in (EN_DOC, DOC_EN)):
         tables = load_tables(out)
-        if all(t.meta.get("iterations") == iterations and t.meta.get("seed") == seed for t in tables):
+        same = all(t.meta.get("iterations") == iterations and t.meta.get("seed") == seed for t in tables)
+        if same or not collection.parallel:
             return tables
     if not collection.parallel:
-        raise ConfigError(f"collection {collection.name!r} has no parallel text to learn tables from")
+        raise ConfigError(
+            f"collection {collection.name!r} has no parallel text to learn translation tables from: "
+            f"pass --tables DIR (tables written by 'clir tables') or --parallel FILE (English / "
+            f"{collection.doc_lang} text, TSV: pair_id, English, {collection.doc_lang})"
+        )
     if out is not None:
         output_directory(out, kind="tables")
     en_doc, doc_en = train_ibm1_both(
@@ -63,5 +70,11 @@ def learn_tables(
 
 
 def load_tables(path: str | Path) -> tuple[TranslationTable, TranslationTable]:
-    """Load the ``(en->doc, doc->en)`` tables saved by :func:`learn_tables`."""
+    """Load the ``(en->doc, doc->en)`` tables saved by :func:`learn_tables` (``clir tables``).
+
+    Raises:
+        DataNotFoundError: If ``path`` is not a directory.
+    """
+    if not Path(path).is_dir():
+        raise DataNotFoundError(f"{path}: no translation tables directory (one written by 'clir tables')")
     return TranslationTable.load(Path(path) / EN_DOC), TranslationTable.load(Path(path) / DOC_EN)
