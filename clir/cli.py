@@ -153,6 +153,17 @@ def _data_import(args: argparse.Namespace) -> int:
     return 0
 
 
+def _data_irds(args: argparse.Namespace) -> int:
+    from clir.datasets import save_ir_dataset
+
+    _check_out(args, "collection")
+    names = ("doc_lang", "fields", "query_field", "query_lang", "split", "name", "force")
+    stats = save_ir_dataset(args.dataset_id, args.out, **{name: getattr(args, name) for name in names})
+    print(json.dumps(stats, indent=2))
+    print(f"wrote {args.out}", file=sys.stderr)
+    return 0
+
+
 def _data_check(args: argparse.Namespace) -> int:
     from clir.datasets import Collection
 
@@ -690,6 +701,27 @@ def build_parser() -> argparse.ArgumentParser:
     imp.add_argument("--xml", action="store_true", help="also write the topics as TREC XML")
     _force_argument(imp)
     imp.set_defaults(handler=_data_import)
+    irds = data_commands.add_parser(
+        "irds",
+        help="a collection from ir_datasets (HC4, NeuCLIR, MIRACL, ...), documents streamed",
+        description="Reads an ir_datasets dataset (downloaded and cached by ir_datasets on first use; "
+        "needs the 'irds' extra) and writes it as a clir collection directory. Document text: each "
+        "document's default_text() (title and text for HC4 / NeuCLIR / MIRACL) unless --field names "
+        "fields; query text: each query's default_text() (HC4 / NeuCLIR: the English title) unless "
+        "--query-field names another.",
+    )
+    irds.add_argument("dataset_id", help="e.g. hc4/fa/test, neuclir/1/fa/trec-2022, miracl/sw/dev")
+    irds.add_argument("--out", required=True, type=Path, help="output collection directory")
+    irds.add_argument("--doc-lang", help="document language (default: the dataset's)")
+    irds.add_argument("--query-lang", help="query language (default: the dataset's, else en)")
+    irds.add_argument(
+        "--field", dest="fields", nargs="+", metavar="FIELD", help="document fields joined into the text"
+    )
+    irds.add_argument("--query-field", help="the query field searched, e.g. description")
+    irds.add_argument("--split", default="test", help="the split the dataset's queries form (default test)")
+    irds.add_argument("--name", help="the collection's name (default: the dataset id)")
+    _force_argument(irds)
+    irds.set_defaults(handler=_data_irds)
     check = data_commands.add_parser(
         "check", help="validate a collection directory (yours or built) and print its statistics"
     )

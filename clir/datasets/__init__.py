@@ -22,7 +22,13 @@ from clir.datasets.bible import (
 )
 from clir.datasets.chichewa import ChichewaSource
 from clir.datasets.collection import Collection, collection_stats, save_collection
-from clir.datasets.importing import ImportConfig, import_collection, read_qrels_files, read_topic_files
+from clir.datasets.importing import (
+    ImportConfig,
+    import_collection,
+    read_qrels_files,
+    read_topic_files,
+    save_ir_dataset,
+)
 from clir.datasets.passages import docno_of, passage_of, passage_range
 from clir.datasets.pseudo import LAYOUTS, PseudoConfig, build_pseudo_collection
 from clir.datasets.queries import KeywordSelector
@@ -94,5 +100,6 @@ __all__ = [
     "read_verse_grid",
     "sample_query_verses",
     "save_collection",
+    "save_ir_dataset",
     "supported_languages",
 ]

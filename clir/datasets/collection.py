@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from clir._version import __version__
+from clir.datasets.irds import ir_dataset_parts
 from clir.datasets.splits import SPLITS
 from clir.errors import ConfigError, DataNotFoundError, FormatError
 from clir.formats import (
@@ -129,6 +130,47 @@ class Collection:
             force=force,
         )
         return Path(path)
+
+    @classmethod
+    def from_ir_datasets(
+        cls,
+        dataset_id: str,
+        *,
+        doc_lang: str | None = None,
+        fields: Sequence[str] | None = None,
+        query_field: str | None = None,
+        query_lang: str | None = None,
+        split: str = "test",
+    ) -> Collection:
+        """A collection in memory from an ir_datasets dataset (``pip install 'clir-lowres[irds]'``);
+        to write a large one without holding its documents, use ``clir data irds`` /
+        :func:`~clir.datasets.importing.save_ir_dataset`.
+
+        Args:
+            dataset_id: The dataset's id, e.g. ``"hc4/fa/test"``, ``"miracl/sw/dev"``.
+            doc_lang: Language of the documents (default: the dataset's).
+            fields: Document fields joined into the text (default: ``default_text()``).
+            query_field: The query field searched (default: ``default_text()``).
+            query_lang: Language of the queries (default: the dataset's, else ``"en"``).
+            split: The split its queries form.
+
+        Raises:
+            See :func:`~clir.datasets.irds.ir_dataset_parts`.
+        """
+        parts = ir_dataset_parts(
+            dataset_id, doc_lang=doc_lang, fields=fields, query_field=query_field, query_lang=query_lang
+        )
+        collection = cls(
+            name=dataset_id.replace("/", "-"),
+            doc_lang=parts.doc_lang,
+            query_lang=parts.query_lang,
+            documents=list(parts.documents),
+            queries={split: parts.queries},
+            qrels=parts.qrels,
+            metadata=parts.metadata,
+        )
+        collection.stats = collection_stats(collection)
+        return collection
 
     @classmethod
     def load(

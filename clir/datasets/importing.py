@@ -1,5 +1,6 @@
-"""Bring your own collection: documents, topics and qrels from files in common layouts, written
-as a clir collection directory (``clir data import``).
+"""Bring your own collection: documents, topics and qrels from files in common layouts, or an
+ir_datasets dataset, written as a clir collection directory (``clir data import``, ``clir data
+irds``).
 
 >>> from clir.datasets import ImportConfig, import_collection
 >>> import_collection(                                              # doctest: +SKIP
@@ -19,6 +20,7 @@ from typing import Annotated, Any
 
 from clir.config import NonEmpty, OneOf, Section
 from clir.datasets.collection import save_collection
+from clir.datasets.irds import ir_dataset_parts
 from clir.errors import FormatError
 from clir.formats import read_parallel
 from clir.formats.layouts import iter_documents_as, read_qrels_as, read_topics_as, sniff_format
@@ -159,5 +161,44 @@ def import_collection(
         parallel=read_parallel(parallel) if parallel is not None else [],
         metadata={"type": "import", "source": source, "parameters": config.to_dict()},
         xml=xml,
+        force=force,
+    )
+
+
+def save_ir_dataset(
+    dataset_id: str,
+    out: str | Path,
+    *,
+    doc_lang: str | None = None,
+    fields: Sequence[str] | None = None,
+    query_field: str | None = None,
+    query_lang: str | None = None,
+    split: str = "test",
+    name: str | None = None,
+    force: bool = False,
+) -> dict[str, Any]:
+    """``clir data irds``: write an ir_datasets dataset as a clir collection directory, streaming
+    its documents (see :func:`~clir.datasets.irds.ir_dataset_parts` for the arguments).
+
+    Args:
+        split: The split its queries form.
+        name: The collection's name (default: the dataset id, ``/`` as ``-``).
+        force: Replace a directory that is not a saved collection.
+
+    Returns:
+        The collection's statistics.
+    """
+    parts = ir_dataset_parts(
+        dataset_id, doc_lang=doc_lang, fields=fields, query_field=query_field, query_lang=query_lang
+    )
+    return save_collection(
+        out,
+        name=name or dataset_id.replace("/", "-"),
+        doc_lang=parts.doc_lang,
+        query_lang=parts.query_lang,
+        documents=parts.documents,
+        queries={split: parts.queries},
+        qrels=parts.qrels,
+        metadata=parts.metadata,
         force=force,
     )
