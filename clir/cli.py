@@ -177,13 +177,26 @@ def _data_check(args: argparse.Namespace) -> int:
 
 def _tables(args: argparse.Namespace) -> int:
     from clir.formats.atomic import output_directory
-    from clir.pipeline.tables import learn_tables
+    from clir.pipeline.tables import import_tables, learn_tables, tables_from_alignments, write_tokens
 
     collection = _load_collection(args)
+    if args.write_tokens is not None:
+        write_tokens(collection, args.write_tokens, progress=True)
+        print(f"wrote {args.write_tokens}: en.txt and doc.txt, {len(collection.parallel)} pairs")
+        return 0
+    if args.out is None:
+        raise ConfigError("clir tables: --out is required (unless --write-tokens)")
+    if args.import_tables and len(args.import_tables) > 2:
+        raise ConfigError(f"--import-tables takes EN_DOC [DOC_EN], got {len(args.import_tables)} files")
     if args.force:
         output_directory(args.out, kind="tables", force=True)
     _check_out(args, "tables")
-    en_doc, doc_en = learn_tables(collection, args.out, iterations=args.iterations, seed=args.seed)
+    if args.alignments:
+        en_doc, doc_en = tables_from_alignments(collection, args.alignments, args.out, progress=True)
+    elif args.import_tables:
+        en_doc, doc_en = import_tables(collection, *args.import_tables, out=args.out)
+    else:
+        en_doc, doc_en = learn_tables(collection, args.out, iterations=args.iterations, seed=args.seed)
     lang = collection.doc_lang
     print(f"wrote {args.out}: en->{lang} {len(en_doc)} words, {lang}->en {len(doc_en)} words")
     return 0
@@ -732,9 +745,36 @@ def build_parser() -> argparse.ArgumentParser:
     tables = commands.add_parser(
         "tables",
         help="learn IBM Model 1 translation tables (both directions) from a collection's parallel side",
+        description="By default IBM Model 1 in both directions over the analyzed parallel text. "
+        "--alignments makes the tables from an outside aligner's links instead (Pharaoh i-j lines, "
+        "e.g. eflomal's, over the tokens that --write-tokens writes: relative link frequencies), and "
+        "--import-tables reads other toolkits' tables (TSV source<TAB>target<TAB>p, or JSON "
+        '{"source": {"target": p}}), mapping their words to index terms with the analyzers.',
     )
     _collection_arguments(tables)
-    tables.add_argument("--out", required=True, type=Path, help="directory for en-doc/ and doc-en/")
+    tables.add_argument("--out", type=Path, help="directory for en-doc/ and doc-en/")
+    source = tables.add_mutually_exclusive_group()
+    source.add_argument(
+        "--write-tokens",
+        type=Path,
+        metavar="DIR",
+        help="write DIR/en.txt and DIR/doc.txt (the analyzed parallel text, one pair a line) for an "
+        "aligner, e.g. eflomal-align -s en.txt -t doc.txt -f fwd.links -r rev.links; no tables",
+    )
+    source.add_argument(
+        "--alignments",
+        nargs="+",
+        type=Path,
+        metavar="LINKS",
+        help="tables from these links files (English the source; counts of several files add up)",
+    )
+    source.add_argument(
+        "--import-tables",
+        nargs="+",
+        type=Path,
+        metavar="FILE",
+        help="EN_DOC [DOC_EN] table files (without DOC_EN: EN_DOC transposed and renormalised)",
+    )
     tables.add_argument("--iterations", type=_positive, default=10, help="EM iterations (default 10)")
     tables.add_argument("--seed", type=int, default=0)
     _force_argument(tables)
