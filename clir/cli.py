@@ -445,6 +445,57 @@ def _explain(args: argparse.Namespace) -> int:
     return 0
 
 
+def _bundle(args: argparse.Namespace) -> int:
+    from clir.pipeline.bundle import save_pretrained
+
+    _check_out(args, "bundle")
+    scores = json.loads(args.scores.read_text(encoding="utf-8"))["systems"] if args.scores else None
+    save_pretrained(
+        args.out,
+        reranker=args.model,
+        space=args.space,
+        tables=args.tables,
+        collection=_load_collection(args),
+        scores=scores,
+        name=args.name,
+        force=args.force,
+    )
+    print(f"wrote {args.out}")
+    return 0
+
+
+def _search(args: argparse.Namespace) -> int:
+    from clir.formats import write_run
+    from clir.formats.layouts import read_topics_as, sniff_format
+    from clir.pipeline.bundle import Bundle
+    from clir.types import Query
+
+    if (args.topics is None) != (args.out is None):
+        raise ConfigError("clir search: --topics FILE needs --out RUN, and --out only goes with --topics")
+    if args.out is not None:
+        _check_out(args)
+    bundle = Bundle.from_pretrained(args.bundle)
+    collection = _load_collection(args)
+    if args.query is not None:
+        queries = [Query("query", args.query)]
+    else:
+        queries = read_topics_as(args.topics, sniff_format(args.topics, "topics"))
+    k = args.k or (10 if args.query is not None else 1000)
+    run = bundle.search(collection, queries, k=k, tables_dir=args.tables)
+    if args.out is not None:
+        write_run(args.out, run, tag=args.tag)
+        print(f"wrote {args.out}: {len(run)} queries, depth {k}")
+        return 0
+    from clir.formats import ranked
+
+    texts = {d.docno: d.text for d in collection.documents}
+    for rank, (docno, score) in enumerate(ranked(run.get("query", {}))[:k], start=1):
+        snippet = " ".join(texts[docno].split())
+        snippet = snippet if len(snippet) <= args.snippet else snippet[: args.snippet - 1].rstrip() + "…"
+        print(f"{rank:3d}  {score:8.4f}  {docno}  {snippet}")
+    return 0
+
+
 # --------------------------------------------------------------------------- experiment
 
 
@@ -947,6 +998,57 @@ def build_parser() -> argparse.ArgumentParser:
     rerank.add_argument("--out", required=True, type=Path)
     rerank.add_argument("--tag", default="reranked")
     rerank.set_defaults(handler=_rerank)
+
+    bundle = commands.add_parser(
+        "bundle",
+        help="package a trained reranker with its space, tables and first-stage settings (for clir search)",
+        description="Writes a bundle directory in a layout the Hugging Face hub accepts: config.json, a "
+        "README.md model card (training data, scores), the checkpoint or ensemble, the space and the "
+        "tables. Load it with clir search --bundle or clir.pipeline.bundle.Bundle.from_pretrained.",
+    )
+    bundle.add_argument("--model", required=True, type=Path, help="checkpoint or ensemble directory")
+    bundle.add_argument("--space", required=True, type=Path)
+    bundle.add_argument(
+        "--tables", required=True, type=Path, help="tables of the training pair ('clir tables')"
+    )
+    _collection_arguments(bundle, parallel=False)
+    bundle.add_argument(
+        "--scores", type=Path, help="a results.json (clir experiment's) whose scores go into the model card"
+    )
+    bundle.add_argument("--name", default="clir bilingual reranker", help="the model card's title")
+    bundle.add_argument("--out", required=True, type=Path)
+    _force_argument(bundle)
+    bundle.set_defaults(handler=_bundle)
+
+    search = commands.add_parser(
+        "search",
+        help="search a collection with a trained bundle: one query (ranked documents with snippets) "
+        "or a topics file (a TREC run)",
+        description="Indexes the collection for the bundle's first stages, searches and reranks with "
+        "its model. A collection in the bundle's training language uses the bundle's tables; one in "
+        "another language of its space (zero-shot) needs --tables DIR or parallel text (--parallel).",
+    )
+    search.add_argument(
+        "--bundle", required=True, help="bundle directory (or a hub id in the local hub cache)"
+    )
+    _collection_arguments(search)
+    search.add_argument(
+        "--tables", type=Path, help=_TABLES_HELP + " (default for the training language: the bundle's)"
+    )
+    question = search.add_mutually_exclusive_group(required=True)
+    question.add_argument("--query", help="an English query: print the ranked documents")
+    question.add_argument(
+        "--topics", type=Path, help="a topics file (TSV, JSONL or TREC topics): write --out"
+    )
+    search.add_argument("--out", type=Path, help="the TREC run written for --topics")
+    search.add_argument(
+        "--k", type=_positive, help="documents per query (default 10 for --query, 1000 for --topics)"
+    )
+    search.add_argument(
+        "--snippet", type=_positive, default=100, help="characters of text shown (default 100)"
+    )
+    search.add_argument("--tag", default="clir-bundle", help="run tag")
+    search.set_defaults(handler=_search)
 
     explain = commands.add_parser(
         "explain",
