@@ -5,7 +5,9 @@ collection (per pair) -> translation tables (per pair) -> lexical baselines (per
 [dense e5 reference (per pair), when the config asks] -> shared embedding space (all languages)
 -> rerank data (per pair) -> reranker training (per system, on the trained pair) -> reranking
 (per pair) -> BLI of the space -> evaluation and report (always redone: cheap). The report is
-``OUT/results.json``, ``OUT/report.md`` and PNG plots.
+``OUT/results.json``, ``OUT/report.md`` and PNG plots; ``OUT/bundle`` packages the ``full``
+system (its ensemble), the space and the training pair's tables for ``clir search``
+(:mod:`clir.pipeline.bundle`).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from clir.embeddings.workflow import FREEDICT_PAIRS, freedict_pairs, train_embed
 from clir.errors import DataNotFoundError, NonFiniteError
 from clir.formats import read_run, write_run
 from clir.pipeline.baselines import BaselineConfig, run_baselines
+from clir.pipeline.bundle import save_pretrained
 from clir.pipeline.cache import StepResult, StepRunner
 from clir.pipeline.config import ExperimentConfig
 from clir.pipeline.features import (
@@ -47,6 +50,9 @@ MEASURES = ("AP", "P@10", "nDCG@10", "R@100", "AQWV")
 """The columns of the experiment table."""
 
 DENSE = "e5-dense"
+
+CARD_SYSTEMS = ("qt-bm25", "psq-bm25", "dt-bm25", "lexical-fusion", "full", "full-ensemble")
+"""The systems whose scores the bundle's model card lists."""
 """The dense reference run and feature (multilingual-e5-small)."""
 
 
@@ -133,7 +139,7 @@ def run_experiment(
                     for path in sorted((rerank_steps[pair].path / "runs").glob("*.run"))
                 }
             )
-        return write_report(
+        results = write_report(
             out,
             config,
             runs,
@@ -143,6 +149,23 @@ def run_experiment(
             timings=runner.timings,
             measures=MEASURES,
         )
+        if "full" in train_steps and not config.with_dense("full"):
+            steps = pairs[config.train_pair]
+            scores = {
+                pair: {s: v for s, v in rows.items() if s in CARD_SYSTEMS}
+                for pair, rows in results["systems"].items()
+            }
+            save_pretrained(
+                out / "bundle",
+                reranker=train_steps["full"].path,
+                space=space_step.path,
+                tables=steps.tables.path,
+                collection=Collection.load(steps.collection.path),
+                baseline=baseline,
+                scores=scores,
+                name=f"clir {config.train_pair} bilingual reranker ({config.name})",
+            )
+        return results
 
 
 def _pair_steps(
