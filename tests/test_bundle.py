@@ -5,6 +5,7 @@ language it was not trained on (zero-shot) once that collection's tables can be 
 from __future__ import annotations
 
 import json
+import shutil
 
 import numpy as np
 import pytest
@@ -87,6 +88,12 @@ def test_bundle_layout_and_model_card(trained, tmp_path):
     assert main([*argv, "--collection", str(root / "sw"), "--out", str(tmp_path / "b")]) == 0
     made = json.loads((tmp_path / "b" / "config.json").read_text())
     assert made == {**config, "scores": {}}  # the command writes what save_pretrained writes
+    changed = tmp_path / "changed"
+    shutil.copytree(bundle, changed)
+    config["analyzers"]["en"] = {**config["analyzers"]["en"], "stem": False}
+    (changed / "config.json").write_text(json.dumps(config))
+    with pytest.warns(UserWarning, match=r"the 'en' analyzer of this clir differs from the bundle's"):
+        Bundle.from_pretrained(changed)
     with pytest.raises(DataNotFoundError, match=r"no config\.json; not a clir bundle"):
         Bundle.from_pretrained(root / "space")
     with pytest.raises(DataNotFoundError, match=r"nor in the local Hugging Face hub cache"):

@@ -17,7 +17,7 @@ from clir.errors import ConfigError, FormatError
 from clir.formats import write_topics_xml
 from clir.formats.atomic import MARKER
 from clir.formats.layouts import iter_documents_as, read_qrels_as, read_topics_as, sniff_format
-from clir.types import Query
+from clir.types import Document, Query
 
 SGML = """<top>
 <num> Number: 401
@@ -266,3 +266,22 @@ def test_topics_of_several_splits_and_the_python_api(tmp_path):
         import_collection(tmp_path / "d", documents=files["corpus.jsonl"], qrels=[files["qrels.tsv"]],
                           topics={"dev": files["topics.txt"], "test": files["topics.txt"]}, doc_lang="sw",
                           config=ImportConfig(docno_field="_id"))  # fmt: skip
+
+
+def test_a_split_without_queries_is_left_out(tmp_path):
+    import warnings
+
+    collection = Collection(
+        "c",
+        "sw",
+        "en",
+        [Document("d1", "mbwa")],
+        {"train": [Query("q1", "dog")], "dev": []},
+        {"q1": {"d1": 1}},
+    )
+    collection.save(tmp_path / "c")
+    assert not (tmp_path / "c" / "topics.dev.tsv").exists()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no stale statistics, no unjudged query
+        loaded = Collection.load(tmp_path / "c")
+    assert list(loaded.queries) == ["train"] and loaded.stats["queries"] == {"train": 1}

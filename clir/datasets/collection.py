@@ -302,7 +302,7 @@ def save_collection(
         name: The collection's name.
         doc_lang: Language code of the documents.
         documents: The documents, in collection order (any iterable, read once).
-        queries: ``split -> queries``.
+        queries: ``split -> queries`` (a split without queries is left out).
         qrels: Judgements of the queries of every split.
         query_lang: Language code of the queries.
         parallel: Aligned ``(pair_id, English, doc language)`` pairs.
@@ -316,9 +316,10 @@ def save_collection(
 
     Raises:
         OutputExistsError: If ``path`` holds something else (see :func:`atomic_directory`).
-        FormatError: If it would hold no document, or a split no query.
+        FormatError: If it would hold no document.
     """
     path = Path(path)
+    queries = {split: split_queries for split, split_queries in queries.items() if split_queries}
     docnos: set[str] = set()
     words = 0
 
@@ -335,8 +336,6 @@ def save_collection(
             raise FormatError(path / "documents.jsonl", None, "not written: no document")
         _check_judgements(path, docnos, queries, qrels)
         for split, split_queries in queries.items():
-            if not split_queries:
-                raise FormatError(path / f"topics.{split}.tsv", None, "not written: no query")
             write_topics(tmp / f"topics.{split}.tsv", split_queries)
             if xml:
                 write_topics_xml(tmp / f"topics.{split}.xml", split_queries)

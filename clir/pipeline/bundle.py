@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -73,6 +74,9 @@ class Bundle:
         Raises:
             DataNotFoundError: If it is neither.
             FormatError: If the directory's ``config.json`` is not a clir bundle's.
+
+        Warns:
+            UserWarning: When a language's analyzer settings differ from those it was saved with.
         """
         path = _resolve(name_or_path)
         config = json.loads((path / CONFIG_FILE).read_text(encoding="utf-8"))
@@ -81,6 +85,13 @@ class Bundle:
                 path / CONFIG_FILE, None, f"type is {config.get('type')!r}, expected {BUNDLE_TYPE!r}"
             )
         load_models(path / "reranker")  # fails now, naming the file, if a member is damaged
+        for lang, saved in config["analyzers"].items():
+            if analyzer_config(get_analyzer(lang)) != saved:
+                warnings.warn(
+                    f"{path / CONFIG_FILE}: the {lang!r} analyzer of this clir differs from the bundle's "
+                    f"({saved}); its terms may not match the tables and the space",
+                    stacklevel=2,
+                )
         return cls(path, config, SharedSpace.load(path / "space"), load_tables(path / "tables"))
 
     def tables_for(
