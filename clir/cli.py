@@ -293,13 +293,21 @@ def _baselines(args: argparse.Namespace) -> int:
 # --------------------------------------------------------------------------- embeddings
 
 
-def _collections_by_language(paths: Sequence[Path]) -> dict[str, list[Path]]:
+def _collections_by_language(paths: Sequence[Path], doc_lang: str | None) -> dict[str, list[Path]]:
+    """Collection directories by language: their collection.json's, else ``--doc-lang``."""
     from clir.datasets import Collection
 
     by_lang: dict[str, list[Path]] = {}
     for path in paths:
-        by_lang.setdefault(Collection.load(path).doc_lang, []).append(path)
+        lang = None if (path / "collection.json").is_file() else doc_lang
+        by_lang.setdefault(Collection.load(path, doc_lang=lang).doc_lang, []).append(path)
     return by_lang
+
+
+def _doc_lang_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--doc-lang", help="document language of the collections that have no collection.json"
+    )
 
 
 def _embed_train(args: argparse.Namespace) -> int:
@@ -313,7 +321,7 @@ def _embed_train(args: argparse.Namespace) -> int:
     )
     _check_out(args, "space")
     space = train_embeddings(
-        _collections_by_language(args.collections),
+        _collections_by_language(args.collections, args.doc_lang),
         args.out,
         config,
         joint=joint,
@@ -339,7 +347,7 @@ def _embed_align(args: argparse.Namespace) -> int:
         args.vectors,
         args.out,
         config,
-        collections=_collections_by_language(args.collections) if args.collections else None,
+        collections=_collections_by_language(args.collections, args.doc_lang) if args.collections else None,
         tsv=tsv,
         test_size=args.test_size,
         progress=not args.quiet,
@@ -904,6 +912,7 @@ def build_parser() -> argparse.ArgumentParser:
         "directly, with the settings of 'make run' (configs/default.yaml).",
     )
     embed_train.add_argument("collections", nargs="+", type=Path, help="collection directories")
+    _doc_lang_argument(embed_train)
     embed_train.add_argument("--out", required=True, type=Path)
     space_kind = embed_train.add_mutually_exclusive_group()
     space_kind.add_argument(
@@ -937,6 +946,7 @@ def build_parser() -> argparse.ArgumentParser:
     embed_align.add_argument(
         "--collections", nargs="+", type=Path, help="collections whose parallel side gives IBM1 seed pairs"
     )
+    _doc_lang_argument(embed_align)
     embed_align.add_argument(
         "--seed-source", choices=("ibm1", "tsv", "freedict", "identical"), default="ibm1"
     )

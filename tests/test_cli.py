@@ -265,7 +265,7 @@ def test_embed_train_defaults_are_the_space_of_make_run(tmp_path, monkeypatch):
 
     calls = []
     monkeypatch.setattr(clir.embeddings, "train_embeddings", lambda *a, **k: calls.append((a, k)) or _Space())
-    monkeypatch.setattr("clir.cli._collections_by_language", lambda paths: {"sw": paths})
+    monkeypatch.setattr("clir.cli._collections_by_language", lambda paths, doc_lang: {"sw": paths})
     assert main(["embed", "train", str(tmp_path / "c"), "--out", str(tmp_path / "space")]) == 0
     assert main(["embed", "train", str(tmp_path / "c"), "--monolingual", "--out", str(tmp_path / "s2")]) == 0
     space = load_experiment(Path(__file__).resolve().parents[1] / "configs" / "default.yaml").embeddings

@@ -236,6 +236,13 @@ def test_doc_lang_and_parallel_wherever_a_collection_is_read(tmp_path, capsys):
             "--space", str(tmp_path / "absent"), "--out", str(tmp_path / "reranked")]  # fmt: skip
     assert main(argv) == 2
     assert "pass --tables DIR (tables written by 'clir tables') or --parallel FILE" in capsys.readouterr().err
+    # embed train reads collections too (a joint space needs their parallel text)
+    (hand / "parallel.tsv").write_text(files["parallel.tsv"].read_text())
+    argv = ["embed", "train", str(hand), "--dim", "4", "--epochs", "1", "--min-count", "1", "--quiet"]
+    assert main([*argv, "--out", str(tmp_path / "space")]) == 2
+    assert "pass --doc-lang LANG" in capsys.readouterr().err
+    assert main([*argv, "--doc-lang", "sw", "--out", str(tmp_path / "space")]) == 0
+    assert "joint shared space for en, sw" in capsys.readouterr().out
 
 
 def _help(command: str, capsys) -> str:
