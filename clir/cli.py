@@ -403,7 +403,7 @@ def _train(args: argparse.Namespace) -> int:
         tables=learn_tables(collection, args.tables),
         resume=args.resume,
     )
-    print(f"wrote {path}")
+    print(f"wrote {path}: {_models_of(Path(path))}; a member directory alone reranks with that seed only")
     return 0
 
 
@@ -424,8 +424,19 @@ def _rerank(args: argparse.Namespace) -> int:
         depth=args.depth,
     )
     write_run(args.out, run, tag=args.tag)
-    print(f"wrote {args.out}: {len(run)} queries")
+    print(f"wrote {args.out}: {len(run)} queries, reranked by {_models_of(args.model)}")
     return 0
+
+
+def _models_of(path: Path) -> str:
+    """What a ``--model`` directory holds: an ensemble (its members' scores averaged) or one seed."""
+    from clir.training.ensemble import ensemble_meta, member_paths
+
+    members = member_paths(path)
+    if ensemble_meta(path):
+        names = ", ".join(str(member.relative_to(path)) for member in members)
+        return f"the ensemble {path} ({len(members)} member(s), scores averaged: {names})"
+    return f"the single checkpoint {path}"
 
 
 def _explain(args: argparse.Namespace) -> int:
@@ -994,7 +1005,12 @@ def build_parser() -> argparse.ArgumentParser:
         "rerank",
         help="rerank a first-stage run with a trained model (zero-shot on another language pair too)",
     )
-    rerank.add_argument("--model", required=True, type=Path, help="checkpoint or ensemble directory")
+    rerank.add_argument(
+        "--model",
+        required=True,
+        type=Path,
+        help="an ensemble directory (every member, scores averaged) or one checkpoint (e.g. DIR/seed0)",
+    )
     _collection_arguments(rerank)
     rerank.add_argument("--space", required=True, type=Path)
     rerank.add_argument("--run", type=Path, help="the run to rerank (default: the model's first stage)")

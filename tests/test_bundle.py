@@ -136,3 +136,22 @@ def test_search_equals_its_pieces_and_goes_zero_shot(trained, tmp_path, capsys):
     # the same documents in other words: zero-shot finds them about as well (0.35 vs 0.33 here;
     # a random order of 40 documents with 2 relevant gives about 0.1)
     assert evaluate(expected, collection.qrels_of("test"), ["AP"])["AP"] > 0.25
+
+
+def test_rerank_tells_an_ensemble_from_one_of_its_seeds(trained, tmp_path, capsys):
+    root, model, _, _, _ = trained
+    argv = [
+        "rerank",
+        "--collection",
+        str(root / "sw"),
+        "--space",
+        str(root / "space"),
+        "--tables",
+        str(root / "tables"),
+    ]
+    assert main([*argv, "--model", str(model), "--out", str(tmp_path / "a.run")]) == 0
+    assert (
+        f"reranked by the ensemble {model} (1 member(s), scores averaged: seed0)" in capsys.readouterr().out
+    )
+    assert main([*argv, "--model", str(model / "seed0"), "--out", str(tmp_path / "b.run")]) == 0
+    assert f"reranked by the single checkpoint {model / 'seed0'}" in capsys.readouterr().out
