@@ -86,7 +86,10 @@ class Bundle:
             )
         load_models(path / "reranker")  # fails now, naming the file, if a member is damaged
         for lang, saved in config["analyzers"].items():
-            if analyzer_config(get_analyzer(lang)) != saved:
+            with warnings.catch_warnings():  # "no stopwords known for 'ny'" is said when it is used
+                warnings.simplefilter("ignore")
+                current = analyzer_config(get_analyzer(lang))
+            if current != saved:
                 warnings.warn(
                     f"{path / CONFIG_FILE}: the {lang!r} analyzer of this clir differs from the bundle's "
                     f"({saved}); its terms may not match the tables and the space",
