@@ -37,11 +37,9 @@ def _force_argument(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _collection_arguments(
-    parser: argparse.ArgumentParser, *, parallel: bool = True, required: bool = True
-) -> None:
+def _collection_arguments(parser: argparse.ArgumentParser, *, parallel: bool = True) -> None:
     """``--collection DIR`` with ``--doc-lang`` (and ``--parallel``), read by :func:`_load_collection`."""
-    parser.add_argument("--collection", required=required, type=Path, help="collection directory")
+    parser.add_argument("--collection", required=True, type=Path, help="collection directory")
     parser.add_argument(
         "--doc-lang", help="document language, when the collection has no collection.json (overrides it)"
     )
@@ -181,6 +179,8 @@ def _tables(args: argparse.Namespace) -> int:
 
     collection = _load_collection(args)
     if args.write_tokens is not None:
+        if args.out is not None:
+            raise ConfigError("clir tables: --write-tokens writes no tables; drop --out")
         write_tokens(collection, args.write_tokens, progress=True)
         print(f"wrote {args.write_tokens}: en.txt and doc.txt, {len(collection.parallel)} pairs")
         return 0
