@@ -32,7 +32,7 @@ from clir._version import DISTRIBUTION, __version__
 from clir.datasets import Collection
 from clir.embeddings import SharedSpace
 from clir.errors import ConfigError, DataNotFoundError, FormatError
-from clir.formats import atomic_directory, atomic_write
+from clir.formats import atomic_directory, atomic_write, ranked
 from clir.pipeline.baselines import BaselineConfig
 from clir.pipeline.features import rerank_collection
 from clir.pipeline.tables import learn_tables, load_tables
@@ -118,6 +118,13 @@ class Bundle:
     ) -> Run:
         """Index the collection for the bundle's first stages, search the queries and rerank.
 
+        Args:
+            collection: The collection searched.
+            queries: English queries.
+            k: Documents per query returned (the first stages are searched to at least 1000,
+                so the reranker sees its usual candidates whatever ``k``).
+            tables_dir: Tables for a collection in another language (see :meth:`tables_for`).
+
         Raises:
             ConfigError: If the space has no vectors for the collection's language.
         """
@@ -127,15 +134,16 @@ class Bundle:
                 f"its languages: {', '.join(self.space.languages)}"
             )
         baseline = BaselineConfig.from_dict(self.config["first_stage"], source=str(self.path / CONFIG_FILE))
-        return rerank_collection(
+        run = rerank_collection(
             self.reranker,
             collection,
             self.space,
             split=list(queries),
             tables=self.tables_for(collection, tables_dir),
             baseline=baseline,
-            k=k,
+            k=max(k, 1000),
         )
+        return {qid: dict(ranked(docs)[:k]) for qid, docs in run.items()}
 
 
 def save_pretrained(
