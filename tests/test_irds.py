@@ -4,6 +4,9 @@ as a collection in memory, and written by ``clir data irds`` with its documents 
 from __future__ import annotations
 
 import json
+import os
+import tempfile
+from pathlib import Path
 from typing import NamedTuple
 
 import pytest
@@ -14,6 +17,8 @@ from clir.datasets.irds import ir_dataset_parts
 from clir.errors import ConfigError, DataNotFoundError
 from clir.types import Document, Query
 
+# ir_datasets makes a folder per registered dataset in its home at import: a temporary one here
+os.environ.setdefault("IR_DATASETS_HOME", str(Path(tempfile.gettempdir()) / "clir-tests-ir_datasets"))
 ir_datasets = pytest.importorskip("ir_datasets", reason="ir_datasets (clir-lowres[irds]) is not installed")
 from ir_datasets.datasets.base import Dataset  # noqa: E402
 from ir_datasets.formats import TrecQrels, TsvDocs, TsvQueries  # noqa: E402
