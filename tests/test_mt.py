@@ -105,5 +105,5 @@ def test_missing_transformers(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -
     from clir.translation import MarianTranslator
 
     monkeypatch.setitem(sys.modules, "transformers", None)  # import now raises ImportError
-    with pytest.raises(MissingDependencyError, match=r"transformers.*clir\[hf\]"):
+    with pytest.raises(MissingDependencyError, match=r"transformers.*pip install .clir-lowres\[hf\]."):
         MarianTranslator(tmp_path)

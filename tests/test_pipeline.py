@@ -131,6 +131,15 @@ def test_fast_experiment_end_to_end_then_resume_after_interruption(tmp_path, mon
     assert saved["timings"]["train-full"] > 0
     for plot in ("ap_diff_en-sw.png", "training_curves.png", "report.md"):
         assert (out / plot).stat().st_size > 0
+    # the bundle of the full system's ensemble, its card scored as the report is
+    bundle = json.loads((out / "bundle" / "config.json").read_text())
+    assert (
+        bundle["members"] == 2
+        and bundle["doc_lang"] == "sw"
+        and bundle["space_languages"] == ["en", "sw", "tl"]
+    )
+    assert bundle["scores"]["en-tl"]["full-ensemble"] == saved["systems"]["en-tl"]["full-ensemble"]
+    assert "full+e5" not in bundle["scores"]["en-sw"]
 
     from clir.pipeline.explain import explain_pair
 

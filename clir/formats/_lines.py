@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import math
 import re
 from collections.abc import Iterator
@@ -20,30 +21,35 @@ _PYTHON_ONLY_SPACE = re.compile("[\x1c-\x1f\x85\xa0\u1680\u2000-\u200a\u2028\u20
 
 
 def numbered_lines(path: str | Path) -> Iterator[tuple[int, str]]:
-    """Yield ``(line_number, line)`` for the non-blank lines of a UTF-8 text file.
+    """Yield ``(line_number, line)`` for the non-blank lines of a UTF-8 text file (decompressed
+    when its name ends in ``.gz``).
 
     A UTF-8 byte order mark at the start of the file is dropped, so a file with one reads
     exactly as the same file without.
 
     Raises:
         DataNotFoundError: If the file does not exist.
-        FormatError: If the path is a directory, or the file is not valid UTF-8 (naming the line).
+        FormatError: If the path is a directory, the file is not valid UTF-8 (naming the line),
+            or a ``.gz`` file is damaged.
     """
     path = Path(path)
     if path.is_dir():
         raise FormatError(path, None, "is a directory, not a file")
     if not path.is_file():
         raise DataNotFoundError(f"{path}: no such file")
-    with path.open("rb") as handle:
-        for number, raw in enumerate(handle, start=1):
-            try:
-                line = raw.decode("utf-8").rstrip("\r\n")
-            except UnicodeDecodeError as exc:
-                raise FormatError(path, number, f"not valid UTF-8 ({exc.reason})") from None
-            if number == 1:
-                line = line.removeprefix(BOM)
-            if line.strip():
-                yield number, line
+    with gzip.open(path, "rb") if path.suffix == ".gz" else path.open("rb") as handle:
+        try:
+            for number, raw in enumerate(handle, start=1):
+                try:
+                    line = raw.decode("utf-8").rstrip("\r\n")
+                except UnicodeDecodeError as exc:
+                    raise FormatError(path, number, f"not valid UTF-8 ({exc.reason})") from None
+                if number == 1:
+                    line = line.removeprefix(BOM)
+                if line.strip():
+                    yield number, line
+        except (gzip.BadGzipFile, EOFError) as exc:
+            raise FormatError(path, None, f"not a complete gzip file ({exc})") from None
 
 
 def fields_of(path: str | Path, number: int, line: str, sep: str | None, count: int, what: str) -> list[str]:

@@ -13,6 +13,7 @@ from clir.config import (
     Match,
     Name,
     NonEmpty,
+    OmitWhenNone,
     OneOf,
     PositiveInt,
     Range,

@@ -9,7 +9,8 @@ data (per pair, and of the pseudo-queries) -> reranker training (per system, on 
 pair's labels or on the pseudo-queries, a system that starts from another after it) -> reranking
 (per pair) -> BLI of the space -> evaluation and report (always redone: cheap). The report is
 ``OUT/results.json``, ``OUT/report.md`` and PNG plots; ``OUT/steps/index.json`` maps each step's
-readable name to its hashed folder.
+readable name to its hashed folder; ``OUT/bundle`` packages the ``full`` system (its ensemble),
+the space and the training pair's tables for ``clir search`` (:mod:`clir.pipeline.bundle`).
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from clir.embeddings.workflow import FREEDICT_PAIRS, freedict_pairs, train_embed
 from clir.errors import DataNotFoundError, NonFiniteError
 from clir.formats import read_run, write_run
 from clir.pipeline.baselines import BaselineConfig, run_baselines
+from clir.pipeline.bundle import save_pretrained
 from clir.pipeline.cache import StepResult, StepRunner
 from clir.pipeline.config import ExperimentConfig
 from clir.pipeline.features import (
@@ -57,6 +59,9 @@ MEASURES = ("AP", "P@10", "nDCG@10", "R@100", "AQWV")
 """The columns of the experiment table."""
 
 DENSE = "e5-dense"
+
+CARD_SYSTEMS = ("qt-bm25", "psq-bm25", "dt-bm25", "lexical-fusion", "full", "full-ensemble")
+"""The systems whose scores the bundle's model card lists."""
 """The dense reference run and feature (multilingual-e5-small)."""
 
 
@@ -84,6 +89,7 @@ class ExperimentSteps:
 
     pairs: dict[str, PairSteps]
     dense: dict[str, StepResult]
+    space: StepResult
     train: dict[str, StepResult]
     rerank: dict[str, StepResult]
     bli: StepResult
@@ -140,7 +146,7 @@ def run_experiment(
                     for path in sorted((steps.rerank[pair].path / "runs").glob("*.run"))
                 }
             )
-        return write_report(
+        results = write_report(
             out,
             config,
             runs,
@@ -150,6 +156,23 @@ def run_experiment(
             timings=runner.timings,
             measures=MEASURES,
         )
+        if "full" in steps.train and not config.with_dense("full"):
+            trained = steps.pairs[config.train_pair]
+            scores = {
+                pair: {s: v for s, v in rows.items() if s in CARD_SYSTEMS}
+                for pair, rows in results["systems"].items()
+            }
+            save_pretrained(
+                out / "bundle",
+                reranker=steps.train["full"].path,
+                space=steps.space.path,
+                tables=trained.tables.path,
+                collection=Collection.load(trained.collection.path),
+                baseline=config.baseline_config(),
+                scores=scores,
+                name=f"clir {config.train_pair} bilingual reranker ({config.name})",
+            )
+        return results
 
 
 def _run_steps(runner: StepRunner, config: ExperimentConfig, progress: bool) -> ExperimentSteps:
@@ -211,7 +234,7 @@ def _run_steps(runner: StepRunner, config: ExperimentConfig, progress: bool) -> 
         for pair in config.pairs
     }
     bli = _bli_step(runner, space_step, pairs)
-    return ExperimentSteps(pairs, dense, train_steps, rerank_steps, bli)
+    return ExperimentSteps(pairs, dense, space_step, train_steps, rerank_steps, bli)
 
 
 def _collection_step(runner: StepRunner, config: ExperimentConfig, pair: str, progress: bool) -> StepResult:

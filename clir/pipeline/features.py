@@ -574,11 +574,13 @@ def rerank_collection(
     collection: Collection,
     space: SharedSpace | str | Path,
     *,
-    split: str = "test",
+    split: str | Sequence[Query] = "test",
     run: Run | None = None,
     tables: tuple[TranslationTable, TranslationTable] | None = None,
     tables_dir: str | Path | None = None,
     depth: int | None = None,
+    baseline: BaselineConfig | None = None,
+    k: int = 1000,
 ) -> Run:
     """``clir rerank``: rerank a first-stage run of a collection's split with a trained model or
     ensemble (zero-shot when the collection's language differs from the training one).
@@ -587,7 +589,7 @@ def rerank_collection(
         model: A checkpoint or ensemble directory.
         collection: The collection.
         space: The shared space (must hold the collection's language) or its directory.
-        split: The split whose queries are reranked.
+        split: The split whose queries are reranked, or the queries themselves.
         run: The first-stage run to rerank (e.g. read with ``clir.formats.read_run``); default:
             the models' ``data.first_stage`` searched on the collection (several: fused,
             :func:`fuse_runs`).
@@ -595,6 +597,8 @@ def rerank_collection(
         tables_dir: Cache of the tables.
         depth: Candidates reranked, per first stage (default: the models' ``data.depth``); the
             rest of the run follows beneath in its order.
+        baseline: First-stage settings (PSQ pruning, model parameters; default: the baselines').
+        k: Depth of the first-stage runs searched when ``run`` is not given.
 
     Returns:
         The reranked run.
@@ -608,12 +612,17 @@ def rerank_collection(
     if run is None:
         stage_names += config.data.first_stages
     cf = CollectionFeatures.build(
-        collection, stage_names=stage_names, tables=tables, tables_dir=tables_dir, progress=config.progress
+        collection,
+        stage_names=stage_names,
+        tables=tables,
+        tables_dir=tables_dir,
+        baseline=baseline,
+        progress=config.progress,
     )
     candidates = run
     if run is None:  # each first stage searched once: its top depth are candidates, the rest beneath
-        queries = collection.split(split)
-        runs = [cf.stages[name].search(queries, k=1000) for name in config.data.first_stages]
+        queries = collection.split(split) if isinstance(split, str) else list(split)
+        runs = [cf.stages[name].search(queries, k=k) for name in config.data.first_stages]
         run, candidates = fuse_runs(runs), fuse_runs(runs, depth)
         depth *= len(runs)
     data = collection_rerank_data(

@@ -1,14 +1,20 @@
-"""Translation tables of a collection: IBM Model 1 in both directions over its parallel side."""
+"""Translation tables of a collection: IBM Model 1 in both directions over its parallel side, or
+from an outside aligner's links over the same tokens, or imported from another toolkit."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
+from tqdm import tqdm
+
 from clir.datasets import Collection
-from clir.errors import ConfigError
+from clir.errors import ConfigError, DataNotFoundError
+from clir.formats import atomic_directory, atomic_write
 from clir.formats.atomic import output_directory
 from clir.text import get_analyzer
 from clir.translation import TranslationTable, train_ibm1_both
+from clir.translation.alignments import read_links, read_table, tables_from_links, transpose
 
 EN_DOC, DOC_EN = "en-doc", "doc-en"
 
@@ -25,7 +31,9 @@ def learn_tables(
 
     Tables are learned over the analyzers' terms (English stems, document-language lemmas), the
     vocabulary of the indexes. When ``out`` already holds both tables, learned with the same
-    ``iterations`` and ``seed``, they are loaded instead (tables of other settings are replaced).
+    ``iterations`` and ``seed`` (or by any settings when the collection has no parallel text to
+    learn from, or made otherwise: from alignments or imported), they are loaded instead (IBM
+    Model 1 tables of other settings are replaced).
 
     Args:
         collection: A collection with parallel pairs (never its collection side).
@@ -38,14 +46,21 @@ def learn_tables(
         ``(en->doc, doc->en)`` tables.
 
     Raises:
-        ConfigError: If the collection has no parallel text.
+        ConfigError: If the collection has no parallel text and ``out`` holds no tables (the
+            message names ``--tables`` and ``--parallel``).
     """
     if out is not None and all((Path(out) / name / "meta.json").is_file() for name in (EN_DOC, DOC_EN)):
         tables = load_tables(out)
-        if all(t.meta.get("iterations") == iterations and t.meta.get("seed") == seed for t in tables):
+        same = all(t.meta.get("iterations") == iterations and t.meta.get("seed") == seed for t in tables)
+        given = any(t.meta.get("model") != "ibm1" for t in tables)  # from alignments or another toolkit
+        if same or given or not collection.parallel:
             return tables
     if not collection.parallel:
-        raise ConfigError(f"collection {collection.name!r} has no parallel text to learn tables from")
+        raise ConfigError(
+            f"collection {collection.name!r} has no parallel text to learn translation tables from: "
+            f"pass --tables DIR (tables written by 'clir tables') or --parallel FILE (English / "
+            f"{collection.doc_lang} text, TSV: pair_id, English, {collection.doc_lang})"
+        )
     if out is not None:
         output_directory(out, kind="tables")
     en_doc, doc_en = train_ibm1_both(
@@ -56,12 +71,105 @@ def learn_tables(
         seed=seed,
         progress=progress,
     )
-    if out is not None:
-        en_doc.save(Path(out) / EN_DOC)
-        doc_en.save(Path(out) / DOC_EN)
-    return en_doc, doc_en
+    return _saved((en_doc, doc_en), out)
 
 
 def load_tables(path: str | Path) -> tuple[TranslationTable, TranslationTable]:
-    """Load the ``(en->doc, doc->en)`` tables saved by :func:`learn_tables`."""
+    """Load the ``(en->doc, doc->en)`` tables saved by :func:`learn_tables` (``clir tables``).
+
+    Raises:
+        DataNotFoundError: If ``path`` is not a directory.
+    """
+    if not Path(path).is_dir():
+        raise DataNotFoundError(f"{path}: no translation tables directory (one written by 'clir tables')")
     return TranslationTable.load(Path(path) / EN_DOC), TranslationTable.load(Path(path) / DOC_EN)
+
+
+def parallel_tokens(
+    collection: Collection, progress: bool = False
+) -> tuple[list[list[str]], list[list[str]]]:
+    """The analyzed tokens of the parallel side, English then the document language, pair by pair:
+    the tokens IBM Model 1 learns from and an outside aligner must align (:func:`write_tokens`)."""
+    analyzers = get_analyzer(collection.query_lang), get_analyzer(collection.doc_lang)
+    sides: tuple[list[list[str]], list[list[str]]] = ([], [])
+    for pair in tqdm(collection.parallel, desc="analyze parallel text", disable=not progress):
+        sides[0].append(list(analyzers[0].analyze(pair.source)))
+        sides[1].append(list(analyzers[1].analyze(pair.target)))
+    return sides
+
+
+def write_tokens(collection: Collection, out: str | Path, progress: bool = False) -> Path:
+    """Write the parallel side's analyzed tokens for an aligner: ``out/en.txt`` and
+    ``out/doc.txt``, one pair per line, tokens separated by spaces (empty lines kept), e.g.
+    ``eflomal-align -s en.txt -t doc.txt -f en-doc.links -r doc-en.links``.
+
+    Raises:
+        ConfigError: If the collection has no parallel text.
+    """
+    _need_parallel(collection)
+    en, doc = parallel_tokens(collection, progress)
+    with atomic_directory(out, kind="aligner-input") as tmp:
+        for name, side in (("en.txt", en), ("doc.txt", doc)):
+            with atomic_write(tmp / name) as handle:
+                handle.writelines(" ".join(tokens) + "\n" for tokens in side)
+    return Path(out)
+
+
+def tables_from_alignments(
+    collection: Collection, links: Sequence[str | Path], out: str | Path | None = None, progress: bool = False
+) -> tuple[TranslationTable, TranslationTable]:
+    """``(en->doc, doc->en)`` tables from an aligner's links over the tokens of
+    :func:`write_tokens` (Pharaoh ``i-j`` lines, English the source; see
+    :func:`clir.translation.alignments.tables_from_links`), saved to ``out`` when given.
+
+    Raises:
+        ConfigError: If the collection has no parallel text.
+        FormatError: If a links file does not fit the tokens.
+    """
+    _need_parallel(collection)
+    en, doc = parallel_tokens(collection, progress)
+    tables = tables_from_links(
+        en, doc, [(path, read_links(path)) for path in links], collection.query_lang, collection.doc_lang
+    )
+    return _saved(tables, out)
+
+
+def import_tables(
+    collection: Collection,
+    en_doc: str | Path,
+    doc_en: str | Path | None = None,
+    out: str | Path | None = None,
+) -> tuple[TranslationTable, TranslationTable]:
+    """``(en->doc, doc->en)`` tables read from other toolkits' files (TSV or JSON, see
+    :func:`clir.translation.alignments.read_table`), their words mapped to the collection's
+    index terms by its analyzers; without ``doc_en`` the reverse is ``en_doc`` transposed.
+    Saved to ``out`` when given."""
+    en, doc = get_analyzer(collection.query_lang), get_analyzer(collection.doc_lang)
+    forward = read_table(
+        en_doc, collection.query_lang, collection.doc_lang, source_analyzer=en, target_analyzer=doc
+    )
+    if doc_en is None:
+        backward = transpose(forward)
+    else:
+        backward = read_table(
+            doc_en, collection.doc_lang, collection.query_lang, source_analyzer=doc, target_analyzer=en
+        )
+    return _saved((forward, backward), out)
+
+
+def _need_parallel(collection: Collection) -> None:
+    if not collection.parallel:
+        raise ConfigError(
+            f"collection {collection.name!r} has no parallel text to align: pass --parallel FILE (TSV: "
+            f"pair_id, English, {collection.doc_lang})"
+        )
+
+
+def _saved(
+    tables: tuple[TranslationTable, TranslationTable], out: str | Path | None
+) -> tuple[TranslationTable, TranslationTable]:
+    if out is not None:
+        output_directory(out, kind="tables")
+        tables[0].save(Path(out) / EN_DOC)
+        tables[1].save(Path(out) / DOC_EN)
+    return tables

@@ -1,0 +1,123 @@
+"""Collections from ir_datasets (HC4, NeuCLIR, MIRACL, Mr. TyDi, CLIRMatrix, CIRAL, ...).
+
+``ir_datasets`` (the optional extra ``irds``) downloads and caches a dataset on first use, as
+PyTerrier's ``irds:`` and Patapsco's ``format: irds`` do; clir reads its documents, queries and
+qrels by the dataset's id:
+
+>>> Collection.from_ir_datasets("hc4/fa/test")                         # doctest: +SKIP
+>>> save_ir_dataset("neuclir/1/fa/trec-2022", "data/neuclir-fa")      # doctest: +SKIP
+
+(:func:`~clir.datasets.importing.save_ir_dataset`, ``clir data irds``).
+
+A document's text is its ``default_text()`` (title and text for HC4 / NeuCLIR / MIRACL) unless
+``fields`` names the fields to join; a query's text is its ``default_text()`` (the English
+``title`` of HC4 / NeuCLIR topics) unless ``query_field`` names another (e.g. ``description``),
+and its long form is its ``description`` field where it has one. The queries of one id form one
+split (``test`` by default). Documents are streamed when saved (NeuCLIR has millions).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import Any, NamedTuple
+
+from clir.errors import ConfigError, DataNotFoundError, MissingDependencyError
+from clir.types import Document, Qrels, Query
+
+
+class IrdsParts(NamedTuple):
+    """What a collection needs from an ir_datasets dataset: documents (an iterator, read once),
+    queries, qrels, the languages and ``collection.json`` metadata."""
+
+    documents: Iterator[Document]
+    queries: list[Query]
+    qrels: Qrels
+    doc_lang: str
+    query_lang: str
+    metadata: dict[str, Any]
+
+
+def _load(dataset_id: str) -> Any:
+    try:
+        import ir_datasets
+    except ImportError:
+        raise MissingDependencyError("ir_datasets", "irds", "reading ir_datasets collections") from None
+    try:
+        return ir_datasets.load(dataset_id)
+    except KeyError:
+        raise DataNotFoundError(
+            f"ir_datasets has no dataset {dataset_id!r}; ids look like 'hc4/fa/test', "
+            "'neuclir/1/fa/trec-2022', 'miracl/sw/dev' (see ir_datasets.registry)"
+        ) from None
+
+
+def _text(record: Any, fields: Sequence[str] | None, what: str, option: str) -> str:
+    if not fields:
+        return record.default_text() if hasattr(record, "default_text") else record.text
+    missing = [name for name in fields if name not in record._fields]
+    if missing:
+        raise ConfigError(
+            f"{option}: {what} of this dataset have no field {missing[0]!r}; their fields: "
+            f"{', '.join(record._fields)}"
+        )
+    return " ".join(str(getattr(record, name)) for name in fields if str(getattr(record, name)).strip())
+
+
+def ir_dataset_parts(
+    dataset_id: str,
+    *,
+    doc_lang: str | None = None,
+    fields: Sequence[str] | None = None,
+    query_field: str | None = None,
+    query_lang: str | None = None,
+) -> IrdsParts:
+    """Read an ir_datasets dataset as the parts of a clir collection.
+
+    Args:
+        dataset_id: The dataset's id, e.g. ``"hc4/sw/..."``, ``"miracl/sw/dev"``.
+        doc_lang: Language of the documents (default: the dataset's ``docs_lang()``).
+        fields: Document fields joined into the text (default: each document's
+            ``default_text()``).
+        query_field: The query field searched (default: each query's ``default_text()``).
+        query_lang: Language of the queries (default: the dataset's ``queries_lang()``, else
+            ``"en"``; MIRACL's queries are in the documents' language).
+
+    Raises:
+        MissingDependencyError: Without ``ir_datasets``.
+        DataNotFoundError: For an unknown id.
+        ConfigError: If the dataset has no documents or queries, its language is unknown and
+            ``doc_lang`` not given, or a named field does not exist.
+    """
+    dataset = _load(dataset_id)
+    for part in ("docs", "queries"):
+        if not getattr(dataset, f"has_{part}")():
+            raise ConfigError(f"ir_datasets dataset {dataset_id!r} has no {part}; a collection needs both")
+    doc_lang = doc_lang or dataset.docs_lang()
+    if not doc_lang:
+        raise ConfigError(
+            f"ir_datasets dataset {dataset_id!r} does not say its language: pass --doc-lang LANG"
+        )
+    queries = [
+        Query(
+            str(q.query_id),
+            _text(q, [query_field] if query_field else None, "queries", "--query-field"),
+            str(getattr(q, "description", "") or ""),
+        )
+        for q in dataset.queries_iter()
+    ]
+    qrels: Qrels = {}
+    if dataset.has_qrels():
+        for qrel in dataset.qrels_iter():
+            qrels.setdefault(str(qrel.query_id), {})[str(qrel.doc_id)] = int(qrel.relevance)
+
+    def documents() -> Iterator[Document]:
+        for doc in dataset.docs_iter():
+            yield Document(str(doc.doc_id), _text(doc, fields, "documents", "--field"))
+
+    metadata = {
+        "type": "ir_datasets",
+        "source": {"ir_datasets": dataset_id},
+        "parameters": {"fields": list(fields) if fields else None, "query_field": query_field},
+    }
+    query_lang = query_lang or dataset.queries_lang() or "en"
+    return IrdsParts(documents(), queries, qrels, doc_lang, query_lang, metadata)

@@ -1,0 +1,243 @@
+"""Readers of other toolkits' layouts, for importing a collection (``clir data import``).
+
+Documents: JSON Lines with any field names (BEIR's ``{"_id", "title", "text"}``, Pyserini's
+``{"id", "contents"}``, ...) or ``docno<TAB>text`` TSV. Topics: JSON Lines with any field
+names, TREC topics (classic SGML ``<top><num><title><desc>``, TREC / CLEF XML
+``<topic number=...><title>``) or clir's ``qid<TAB>text[<TAB>description]`` TSV. Qrels: TREC
+(``qid iter docno relevance``) or 3-column TSV (``qid docno relevance``, BEIR's header allowed).
+
+Every reader names the file and line of a bad line, and the option that picks a field when a
+field is missing. ``.gz`` files are read decompressed.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from clir.errors import ConfigError, FormatError
+from clir.formats._lines import GRADES, fields_of, integer_of, numbered_lines
+from clir.formats.identifiers import check_identifier
+from clir.formats.qrels import read_qrels
+from clir.formats.topics import read_topics
+from clir.types import Document, Qrels, Query
+
+FORMATS = ("jsonl", "tsv", "trec")
+"""File layouts: ``trec`` is TREC topic SGML / XML for topics and TREC qrels for qrels."""
+
+
+def sniff_format(path: str | Path, kind: str) -> str:
+    """The layout of a documents, topics or qrels file, from its first non-blank line.
+
+    Documents and topics starting with ``{`` are JSON Lines, topics starting with ``<`` TREC
+    topics, qrels of four whitespace-separated fields TREC qrels; anything else is TSV.
+
+    Args:
+        path: The file.
+        kind: ``"documents"``, ``"topics"`` or ``"qrels"``.
+    """
+    line = next((line for _, line in numbered_lines(path)), "").lstrip()
+    if kind == "qrels":
+        return "trec" if len(line.split()) == 4 else "tsv"
+    if line.startswith("{"):
+        return "jsonl"
+    return "trec" if kind == "topics" and line.startswith("<") else "tsv"
+
+
+def _records(path: str | Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    for number, line in numbered_lines(path):
+        try:
+            obj = json.loads(line)
+        except (ValueError, RecursionError) as exc:
+            raise FormatError(path, number, f"invalid JSON ({exc})") from None
+        if not isinstance(obj, dict):
+            raise FormatError(path, number, f"expected a JSON object, got {type(obj).__name__}")
+        yield number, obj
+
+
+def _field(path: str | Path, number: int, obj: dict[str, Any], name: str, option: str, *, text: bool) -> str:
+    """A field of a JSON record: a string (or, for an identifier, an integer), else an error
+    naming the record's fields and the option that names the field."""
+    if name not in obj:
+        raise FormatError(
+            path,
+            number,
+            f"no field {name!r} (fields: {', '.join(sorted(obj))}); name the field with {option}",
+        )
+    value = obj[name]
+    if isinstance(value, str) or (not text and isinstance(value, int) and not isinstance(value, bool)):
+        return str(value)
+    raise FormatError(path, number, f"field {name!r} ({option}) must be a string, got {value!r}")
+
+
+def iter_documents_as(
+    path: str | Path,
+    layout: str = "jsonl",
+    *,
+    docno_field: str = "docno",
+    text_fields: Sequence[str] = ("text",),
+) -> Iterator[Document]:
+    """Yield the documents of a JSONL or TSV file (TSV: ``docno<TAB>text``).
+
+    Args:
+        path: The file.
+        layout: ``"jsonl"`` or ``"tsv"``.
+        docno_field: The JSON field of the document id (``--docno-field``).
+        text_fields: JSON fields joined (with a space, empty ones skipped) into the text, e.g.
+            ``("title", "text")`` (``--text-field``).
+
+    Raises:
+        FormatError: On a bad line, a missing field, an invalid or duplicate docno.
+    """
+    seen: set[str] = set()
+    for number, docno, text in _document_rows(path, layout, docno_field, text_fields):
+        check_identifier(docno, "docno", path, number)
+        if docno in seen:
+            raise FormatError(path, number, f"duplicate docno {docno!r}")
+        seen.add(docno)
+        yield Document(docno, text)
+
+
+def _document_rows(
+    path: str | Path, layout: str, docno_field: str, text_fields: Sequence[str]
+) -> Iterator[tuple[int, str, str]]:
+    if layout == "tsv":
+        for number, line in numbered_lines(path):
+            docno, text = fields_of(path, number, line, "\t", 2, "docno, text")
+            yield number, docno, text
+    elif layout == "jsonl":
+        for number, obj in _records(path):
+            docno = _field(path, number, obj, docno_field, "--docno-field", text=False)
+            parts = [_field(path, number, obj, name, "--text-field", text=True) for name in text_fields]
+            yield number, docno, " ".join(part for part in parts if part.strip())
+    else:
+        raise ConfigError(f"documents layout must be one of ['jsonl', 'tsv'], got {layout!r}")
+
+
+def read_topics_as(
+    path: str | Path,
+    layout: str = "tsv",
+    *,
+    qid_field: str | None = None,
+    query_field: str | None = None,
+    description_field: str | None = None,
+) -> list[Query]:
+    """Read topics in any of the supported layouts (see the module docstring).
+
+    Args:
+        path: The file.
+        layout: ``"tsv"``, ``"jsonl"`` or ``"trec"``.
+        qid_field: JSON field of the qid (default ``qid``); in TREC topics the qid is the
+            ``number`` attribute or the ``<num>`` element.
+        query_field: The searched text: a JSON field (default ``text``) or a TREC element
+            (default ``title``; e.g. ``EN-title`` in CLEF topics).
+        description_field: The long form: a JSON field (default ``description``, optional) or
+            a TREC element (default ``desc`` or ``description``).
+
+    Raises:
+        FormatError: On a bad line or topic, a missing field, an invalid or duplicate qid, an
+            empty query text.
+    """
+    if layout == "tsv":
+        return read_topics(path)
+    if layout == "jsonl":
+        rows = _jsonl_topics(
+            path, qid_field or "qid", query_field or "text", description_field or "description"
+        )
+    elif layout == "trec":
+        rows = _trec_topics(path, query_field or "title", description_field)
+    else:
+        raise ConfigError(f"topics layout must be one of {list(FORMATS)}, got {layout!r}")
+    queries: list[Query] = []
+    seen: set[str] = set()
+    for number, qid, text, description in rows:
+        check_identifier(qid, "qid", path, number)
+        if qid in seen:
+            raise FormatError(path, number, f"duplicate qid {qid!r}")
+        if not text.strip():
+            raise FormatError(path, number, f"empty query text for qid {qid!r}")
+        seen.add(qid)
+        queries.append(Query(qid, " ".join(text.split()), " ".join(description.split())))
+    return queries
+
+
+def _jsonl_topics(
+    path: str | Path, qid_field: str, query_field: str, description_field: str
+) -> Iterator[tuple[int, str, str, str]]:
+    for number, obj in _records(path):
+        qid = _field(path, number, obj, qid_field, "--qid-field", text=False)
+        text = _field(path, number, obj, query_field, "--query-field", text=True)
+        description = ""
+        if description_field in obj:
+            description = _field(path, number, obj, description_field, "--description-field", text=True)
+        yield number, qid, text, description
+
+
+_TOPIC = re.compile(r"<(top|topic)\b([^>]*)>(.*?)</\1\s*>", re.DOTALL | re.IGNORECASE)
+_TAG = re.compile(r"<\s*(/?)\s*([\w.-]+)[^>]*>")
+_NUMBER = re.compile(r"""\bnumber\s*=\s*["']([^"']*)["']""", re.IGNORECASE)
+_LABEL = re.compile(r"^\s*(number|topic|title|description|narrative)\s*:\s*", re.IGNORECASE)
+
+
+def _trec_topics(
+    path: str | Path, query_field: str, description_field: str | None
+) -> Iterator[tuple[int, str, str, str]]:
+    """TREC topics: each ``<top>...</top>`` or ``<topic ...>...</topic>``; an element's text runs
+    to the next tag (SGML leaves ``<num>``, ``<title>``, ``<desc>`` unclosed), with the labels
+    ``Number:``, ``Topic:``, ``Description:`` dropped and XML entities decoded."""
+    text = "".join(line + "\n" for _, line in numbered_lines(path))
+    descriptions = {description_field.lower()} if description_field else {"desc", "description"}
+    found = False
+    for match in _TOPIC.finditer(text):
+        found = True
+        number = text.count("\n", 0, match.start()) + 1
+        elements: dict[str, str] = {}
+        tags = list(_TAG.finditer(match.group(3)))
+        for tag, after in zip(tags, [*tags[1:], None], strict=True):
+            if tag.group(1):  # a closing tag
+                continue
+            end = after.start() if after is not None else len(match.group(3))
+            value = html.unescape(match.group(3)[tag.end() : end])
+            elements.setdefault(tag.group(2).lower(), _LABEL.sub("", value).strip())
+        attribute = _NUMBER.search(match.group(2))
+        qid = attribute.group(1).strip() if attribute else elements.get("num", "")
+        if not qid:
+            raise FormatError(path, number, "topic without a number attribute or <num> element")
+        if query_field.lower() not in elements:
+            raise FormatError(
+                path,
+                number,
+                f"topic {qid!r} has no <{query_field}> element (elements: {', '.join(sorted(elements))}); "
+                "name the element with --query-field",
+            )
+        description = next((elements[name] for name in descriptions if name in elements), "")
+        yield number, qid, elements[query_field.lower()], description
+    if not found:
+        raise FormatError(path, None, "no <top> or <topic> element: not TREC topics")
+
+
+def read_qrels_as(path: str | Path, layout: str = "trec") -> Qrels:
+    """Read qrels: TREC (``qid iter docno relevance``) or TSV (``qid<TAB>docno<TAB>relevance``;
+    a first line whose relevance is not a number is a header and skipped).
+
+    Raises:
+        FormatError: On a bad line, an invalid identifier, a docno judged twice for one query.
+    """
+    if layout == "trec":
+        return read_qrels(path)
+    if layout != "tsv":
+        raise ConfigError(f"qrels layout must be one of ['trec', 'tsv'], got {layout!r}")
+    qrels: Qrels = {}
+    for number, line in numbered_lines(path):
+        qid, docno, grade = fields_of(path, number, line, "\t", 3, "qid, docno, relevance")
+        if number == 1 and not grade.strip().lstrip("-").isdigit():
+            continue
+        judged = qrels.setdefault(check_identifier(qid, "qid", path, number), {})
+        if check_identifier(docno, "docno", path, number) in judged:
+            raise FormatError(path, number, f"document {docno!r} judged twice for query {qid!r}")
+        judged[docno] = integer_of(path, number, grade.strip(), "relevance", GRADES)
+    return qrels

@@ -1,0 +1,279 @@
+"""A portable bundle of the whole trained pipeline: ``save_pretrained`` / ``from_pretrained``.
+
+A trained reranker's weights are useless without the shared space, the translation tables, the
+analyzers and the first-stages that give it candidates and features; a bundle keeps them in one
+directory, in a layout the Hugging Face hub accepts (``config.json`` and ``README.md`` at the
+top, weights as safetensors)::
+
+    config.json          type, clir version, languages, analyzer settings, first-stage settings,
+                         the members' candidate stages and features, the training data, scores
+    README.md            the model card (hub front matter, training data, scores, usage)
+    reranker/            the checkpoint or ensemble (model.safetensors + config.json per member)
+    space/               the shared embedding space (.npy arrays, JSON)
+    tables/en-doc/, tables/doc-en/   IBM Model 1 tables of the training language pair
+
+:func:`Bundle.from_pretrained` reads a local directory, or a hub repository id from the local
+hub cache (never the network). :meth:`Bundle.search` answers queries on any collection whose
+language the space holds (zero-shot on a language it was not trained on), with the bundle's
+tables for the training language and given ones (``tables`` / parallel text) for another.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import warnings
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from clir._version import DISTRIBUTION, __version__
+from clir.datasets import Collection
+from clir.embeddings import SharedSpace
+from clir.errors import ConfigError, DataNotFoundError, FormatError
+from clir.formats import atomic_directory, atomic_write, ranked
+from clir.pipeline.baselines import BaselineConfig
+from clir.pipeline.features import rerank_collection
+from clir.pipeline.tables import learn_tables, load_tables
+from clir.text import get_analyzer
+from clir.training import load_models
+from clir.translation import TranslationTable, analyzer_config
+from clir.types import Query, Run
+
+BUNDLE_TYPE = "clir-bundle"
+CONFIG_FILE = "config.json"
+
+
+@dataclass
+class Bundle:
+    """A trained pipeline loaded from a bundle directory.
+
+    Attributes:
+        path: The bundle directory.
+        config: Its ``config.json``.
+        space: The shared space.
+        tables: ``(en->doc, doc->en)`` tables of the training pair.
+    """
+
+    path: Path
+    config: dict[str, Any]
+    space: SharedSpace
+    tables: tuple[TranslationTable, TranslationTable]
+
+    @property
+    def reranker(self) -> Path:
+        """The checkpoint or ensemble directory (load with :func:`clir.training.load_models`)."""
+        return self.path / "reranker"
+
+    @classmethod
+    def from_pretrained(cls, name_or_path: str | Path) -> Bundle:
+        """Load a bundle from a directory, or a hub repository id (``user/name``) already in the
+        local Hugging Face cache (nothing is downloaded).
+
+        Raises:
+            DataNotFoundError: If it is neither.
+            FormatError: If the directory's ``config.json`` is not a clir bundle's.
+
+        Warns:
+            UserWarning: When a language's analyzer settings differ from those it was saved with.
+        """
+        path = _resolve(name_or_path)
+        config = json.loads((path / CONFIG_FILE).read_text(encoding="utf-8"))
+        if config.get("type") != BUNDLE_TYPE:
+            raise FormatError(
+                path / CONFIG_FILE, None, f"type is {config.get('type')!r}, expected {BUNDLE_TYPE!r}"
+            )
+        load_models(path / "reranker")  # fails now, naming the file, if a member is damaged
+        for lang, saved in config["analyzers"].items():
+            with warnings.catch_warnings():  # "no stopwords known for 'ny'" is said when it is used
+                warnings.simplefilter("ignore")
+                current = analyzer_config(get_analyzer(lang))
+            if current != saved:
+                warnings.warn(
+                    f"{path / CONFIG_FILE}: the {lang!r} analyzer of this clir differs from the bundle's "
+                    f"({saved}); its terms may not match the tables and the space",
+                    stacklevel=2,
+                )
+        return cls(path, config, SharedSpace.load(path / "space"), load_tables(path / "tables"))
+
+    def tables_for(
+        self, collection: Collection, tables_dir: str | Path | None = None
+    ) -> tuple[TranslationTable, TranslationTable]:
+        """The tables for a collection: the bundle's own for the training language; otherwise
+        loaded from ``tables_dir`` or learned from the collection's parallel text (see
+        :func:`~clir.pipeline.tables.learn_tables`, whose error names ``--tables`` and
+        ``--parallel``)."""
+        if collection.doc_lang == self.config["doc_lang"] and tables_dir is None:
+            return self.tables
+        return learn_tables(collection, tables_dir)
+
+    def search(
+        self,
+        collection: Collection,
+        queries: Sequence[Query],
+        *,
+        k: int = 1000,
+        tables_dir: str | Path | None = None,
+    ) -> Run:
+        """Index the collection for the bundle's first stages, search the queries and rerank.
+
+        Args:
+            collection: The collection searched.
+            queries: English queries.
+            k: Documents per query returned (the first stages are searched to at least 1000,
+                so the reranker sees its usual candidates whatever ``k``).
+            tables_dir: Tables for a collection in another language (see :meth:`tables_for`).
+
+        Raises:
+            ConfigError: If the space has no vectors for the collection's language.
+        """
+        if collection.doc_lang not in self.space.languages:
+            raise ConfigError(
+                f"the bundle's space has no vectors for the collection's language {collection.doc_lang!r}; "
+                f"its languages: {', '.join(self.space.languages)}"
+            )
+        baseline = BaselineConfig.from_dict(self.config["first_stage"], source=str(self.path / CONFIG_FILE))
+        run = rerank_collection(
+            self.reranker,
+            collection,
+            self.space,
+            split=list(queries),
+            tables=self.tables_for(collection, tables_dir),
+            baseline=baseline,
+            k=max(k, 1000),
+        )
+        return {qid: dict(ranked(docs)[:k]) for qid, docs in run.items()}
+
+
+def save_pretrained(
+    out: str | Path,
+    *,
+    reranker: str | Path,
+    space: str | Path,
+    tables: str | Path,
+    collection: Collection,
+    baseline: BaselineConfig | None = None,
+    scores: Mapping[str, Mapping[str, Mapping[str, float]]] | None = None,
+    name: str = "clir bilingual reranker",
+    force: bool = False,
+) -> Path:
+    """Write a bundle directory (atomically; see the module docstring).
+
+    Args:
+        out: The bundle directory.
+        reranker: A checkpoint or ensemble directory.
+        space: The shared space directory.
+        tables: The tables directory of the training pair (``clir tables``).
+        collection: The collection it was trained on (its name, languages and statistics go
+            into the model card).
+        baseline: The first-stage settings its candidates and features came from (default: the
+            baselines').
+        scores: ``{pair: {system: {measure: value}}}`` for the model card (e.g. an experiment's
+            ``results.json["systems"]``).
+        name: The model card's title.
+        force: Replace a directory that is not a bundle.
+
+    Returns:
+        ``out``.
+    """
+    members = load_models(reranker)
+    space_languages = SharedSpace.load(space).languages
+    data = members[0].config.data
+    languages = sorted({collection.query_lang, *space_languages})
+    config = {
+        "type": BUNDLE_TYPE,
+        "clir_version": __version__,
+        "name": name,
+        "query_lang": collection.query_lang,
+        "doc_lang": collection.doc_lang,
+        "space_languages": space_languages,
+        "analyzers": {lang: analyzer_config(get_analyzer(lang)) for lang in languages},
+        "first_stage": (baseline or BaselineConfig()).to_dict(),
+        "candidates": data.first_stages,
+        "depth": data.depth,
+        "features": members[0].feature_names,
+        "members": len(members),
+        "training_data": {"collection": collection.name, **collection.stats},
+        "scores": {pair: dict(systems) for pair, systems in (scores or {}).items()},
+    }
+    with atomic_directory(out, kind="bundle", force=force) as tmp:
+        shutil.copytree(reranker, tmp / "reranker")
+        shutil.copytree(space, tmp / "space")
+        for direction in ("en-doc", "doc-en"):
+            shutil.copytree(Path(tables) / direction, tmp / "tables" / direction)
+        with atomic_write(tmp / CONFIG_FILE) as handle:
+            json.dump(config, handle, indent=2, ensure_ascii=False)
+            handle.write("\n")
+        with atomic_write(tmp / "README.md") as handle:
+            handle.write(model_card(config))
+    return Path(out)
+
+
+def model_card(config: Mapping[str, Any]) -> str:
+    """The bundle's README.md: hub front matter, what it is, its training data and scores."""
+    languages = sorted({config["query_lang"], *config["space_languages"]})
+    data = config["training_data"]
+    space = ", ".join(config["space_languages"])
+    lines = [
+        "---",
+        "library_name: clir",
+        "language:",
+        *(f"- {lang}" for lang in languages),
+        "tags:",
+        "- cross-lingual-information-retrieval",
+        "- reranking",
+        "---",
+        "",
+        f"# {config['name']}",
+        "",
+        f"A bilingual reranker (Zhang et al., ACL 2019) trained on {config['query_lang']} queries over "
+        f"{config['doc_lang']} documents, with its shared embedding space ({space}), "
+        f"IBM Model 1 tables ({config['query_lang']}-{config['doc_lang']}) and first-stage settings: clir "
+        f"{config['clir_version']}. It reranks the top {config['depth']} of "
+        f"{', '.join(config['candidates'])} ({config['members']} member(s)); other languages of the space "
+        "are searched zero-shot, with translation tables of their own.",
+        "",
+        "## Training data",
+        "",
+        f"`{data['collection']}`: {data.get('documents', '?')} documents, queries per split "
+        f"{data.get('queries', {})}, {data.get('parallel_pairs', 0)} parallel pairs.",
+        "",
+    ]
+    for pair, systems in config["scores"].items():
+        measures = list(dict.fromkeys(m for values in systems.values() for m in values))
+        lines += [f"## Scores: {pair}", "", "| system | " + " | ".join(measures) + " |"]
+        lines += ["| --- |" + " ---: |" * len(measures)]
+        for system, values in systems.items():
+            cells = " | ".join(f"{values[m]:.4f}" if m in values else "" for m in measures)
+            lines.append(f"| {system} | {cells} |")
+        lines.append("")
+    lines += [
+        "## Usage",
+        "",
+        "```sh",
+        f"pip install {DISTRIBUTION}",
+        'clir search --bundle THIS_DIR --collection MY_COLLECTION --query "..."',
+        "```",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def _resolve(name_or_path: str | Path) -> Path:
+    path = Path(name_or_path)
+    if (path / CONFIG_FILE).is_file():
+        return path
+    if path.exists():
+        raise DataNotFoundError(f"{path}: no {CONFIG_FILE}; not a clir bundle (written by save_pretrained)")
+    try:
+        from huggingface_hub import snapshot_download
+        from huggingface_hub.errors import LocalEntryNotFoundError
+    except ImportError:
+        raise DataNotFoundError(f"{name_or_path}: no such bundle directory") from None
+    try:
+        return Path(snapshot_download(str(name_or_path), local_files_only=True))
+    except (LocalEntryNotFoundError, ValueError) as exc:
+        raise DataNotFoundError(
+            f"{name_or_path}: no such bundle directory, nor in the local Hugging Face hub cache ({exc})"
+        ) from None

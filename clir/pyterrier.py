@@ -1,0 +1,187 @@
+"""clir's stages as PyTerrier transformers (the optional extra ``pyterrier``).
+
+A first stage (QT / PSQ / DT x BM25 / QL, or the dense e5 reference: anything with
+``search(queries, k) -> Run``) becomes a queries -> results transformer, and the bilingual
+reranker a results -> results one, so that they compose with ``>>`` and compare with
+``pt.Experiment``::
+
+    import pyterrier as pt
+    from clir.pyterrier import Reranker, Retriever, topics_frame, qrels_frame
+
+    qt = Retriever(first_stage("qt", "bm25", collection, tables, BaselineConfig()))
+    full = qt >> Reranker("runs/default/.../full", collection, "space/", tables=tables)
+    pt.Experiment([qt, full], topics_frame(collection.split("test")),
+                  qrels_frame(collection.qrels_of("test")), eval_metrics=["map", "P_10"])
+
+None of this starts a Java virtual machine: clir's stages are Python, and PyTerrier needs Java
+only for its own Terrier indexes. Results are ranked as trec_eval ranks them (score descending,
+then docno descending; ``rank`` from 0, as in PyTerrier), so ``pt.Experiment`` reports what
+``clir evaluate`` reports on the same run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from clir.datasets import Collection
+from clir.embeddings import SharedSpace
+from clir.errors import ConfigError, MissingDependencyError
+from clir.formats import ranked
+from clir.pipeline.features import CollectionFeatures, collection_rerank_data, stage_features
+from clir.training import load_models, rerank
+from clir.translation import TranslationTable
+from clir.types import Qrels, Query, Run
+
+try:
+    import pandas as pd
+    import pyterrier as pt
+except ImportError as error:  # pragma: no cover - exercised only without the extra
+    raise MissingDependencyError("python-terrier", "pyterrier", "clir.pyterrier") from error
+
+
+def topics_frame(queries: Sequence[Query]) -> pd.DataFrame:
+    """Queries as PyTerrier topics: columns ``qid``, ``query`` (and ``description``)."""
+    return pd.DataFrame(
+        {
+            "qid": [q.qid for q in queries],
+            "query": [q.text for q in queries],
+            "description": [q.description for q in queries],
+        }
+    )
+
+
+def qrels_frame(qrels: Qrels) -> pd.DataFrame:
+    """Judgements as PyTerrier qrels: columns ``qid``, ``docno``, ``label``."""
+    rows = [(qid, docno, grade) for qid, judged in qrels.items() for docno, grade in judged.items()]
+    return pd.DataFrame(rows, columns=["qid", "docno", "label"])
+
+
+def queries_of(frame: pd.DataFrame) -> list[Query]:
+    """The distinct queries of a topics or results frame, in order of first appearance.
+
+    Raises:
+        ConfigError: Without a ``qid`` or ``query`` column.
+    """
+    missing = [column for column in ("qid", "query") if column not in frame.columns]
+    if missing:
+        raise ConfigError(f"the input frame has no column {missing[0]!r}; its columns: {list(frame.columns)}")
+    first = frame.drop_duplicates("qid")
+    descriptions = first["description"] if "description" in first.columns else [""] * len(first)
+    return [
+        Query(str(qid), str(text), str(description or ""))
+        for qid, text, description in zip(first["qid"], first["query"], descriptions, strict=True)
+    ]
+
+
+def run_frame(run: Run, queries: Sequence[Query]) -> pd.DataFrame:
+    """A run as PyTerrier results (``qid``, ``query``, ``docno``, ``score``, ``rank`` from 0),
+    each query's documents in trec_eval's order."""
+    rows = [
+        (query.qid, query.text, docno, score, rank)
+        for query in queries
+        for rank, (docno, score) in enumerate(ranked(run.get(query.qid, {})))
+    ]
+    return pd.DataFrame(rows, columns=["qid", "query", "docno", "score", "rank"])
+
+
+def frame_run(frame: pd.DataFrame) -> Run:
+    """PyTerrier results as a run ``{qid: {docno: score}}``.
+
+    Raises:
+        ConfigError: Without ``qid``, ``docno`` and ``score`` columns.
+    """
+    missing = [column for column in ("qid", "docno", "score") if column not in frame.columns]
+    if missing:
+        raise ConfigError(
+            f"the results frame has no column {missing[0]!r}; its columns: {list(frame.columns)}"
+        )
+    run: Run = {}
+    for qid, docno, score in zip(frame["qid"], frame["docno"], frame["score"], strict=True):
+        run.setdefault(str(qid), {})[str(docno)] = float(score)
+    return run
+
+
+class Retriever(pt.Transformer):
+    """A first stage (or any object with ``search(queries, k) -> Run``) as queries -> results.
+
+    Args:
+        stage: An indexed :class:`~clir.retrieval.FirstStage`, a
+            :class:`~clir.retrieval.DenseRetriever`, ...
+        k: Depth of each ranking.
+    """
+
+    def __init__(self, stage: Any, k: int = 1000) -> None:
+        super().__init__()
+        self.stage = stage
+        self.k = k
+
+    def transform(self, topics: pd.DataFrame) -> pd.DataFrame:
+        queries = queries_of(topics)
+        return run_frame(self.stage.search(queries, k=self.k), queries)
+
+    def __repr__(self) -> str:
+        name = (
+            f"{self.stage.mode}-{self.stage.model}"
+            if hasattr(self.stage, "mode")
+            else type(self.stage).__name__
+        )
+        return f"clir.Retriever({name}, k={self.k})"
+
+
+class Reranker(pt.Transformer):
+    """The bilingual reranker (one trained model or an ensemble) as results -> results.
+
+    Each query's results are its candidates, all reranked (their first-stage scores are the
+    model's candidate scores, as in ``clir rerank --run``); the output holds the same documents.
+
+    Args:
+        model: A checkpoint or ensemble directory.
+        collection: The collection the results come from (its documents are scored).
+        space: The shared space (holding the collection's language) or its directory.
+        tables: ``(en->doc, doc->en)`` tables; else learned (or loaded) into ``tables_dir``.
+        tables_dir: Where the tables are cached.
+    """
+
+    def __init__(
+        self,
+        model: str | Path,
+        collection: Collection,
+        space: SharedSpace | str | Path,
+        *,
+        tables: tuple[TranslationTable, TranslationTable] | None = None,
+        tables_dir: str | Path | None = None,
+    ) -> None:
+        super().__init__()
+        self.model = model
+        self.models = load_models(model)
+        self.space = space if isinstance(space, SharedSpace) else SharedSpace.load(space)
+        config = self.models[0].config
+        self.features = CollectionFeatures.build(
+            collection,
+            stage_names=stage_features(self.models[0].feature_names),
+            tables=tables,
+            tables_dir=tables_dir,
+            progress=config.progress,
+        )
+
+    def transform(self, results: pd.DataFrame) -> pd.DataFrame:
+        queries = queries_of(results)
+        run = frame_run(results)
+        depth = max((len(docs) for docs in run.values()), default=0)
+        config = self.models[0].config
+        data = collection_rerank_data(
+            self.features,
+            queries,
+            candidates=run,
+            feature_names=self.models[0].feature_names,
+            data=config.data,
+            depth=depth,
+            progress=config.progress,
+        )
+        reranked = rerank(self.models, data, space=self.space, run=run, depth=depth, progress=config.progress)
+        return run_frame(reranked, queries)
+
+    def __repr__(self) -> str:
+        return f"clir.Reranker({self.model})"

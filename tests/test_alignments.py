@@ -1,0 +1,160 @@
+"""Translation tables from an aligner's links (eflomal / fast_align Pharaoh format) and from other
+toolkits' table files, as alternatives to IBM Model 1; through ``clir tables`` to the baselines."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from test_import import write_user_files
+
+from clir.cli import main
+from clir.errors import FormatError
+from clir.pipeline.tables import load_tables
+from clir.translation.alignments import read_links, read_table, tables_from_links, transpose
+
+
+def _probs(table) -> dict[tuple[str, str], float]:
+    coo = table.probs.tocoo()
+    return {
+        (table.source_vocab[i], table.target_vocab[j]): pytest.approx(p)
+        for i, j, p in zip(coo.row, coo.col, coo.data, strict=True)
+    }
+
+
+def test_tables_from_links_by_hand(tmp_path):
+    en, sw = [["dog", "eat"], ["dog"]], [["mbwa", "kula"], ["mbwa"]]
+    (tmp_path / "a").write_text("0-0 1-1\n0-0\n")
+    (tmp_path / "b").write_text("0-0 1-0\n\n")  # an empty line: a pair with no link
+    files = [(tmp_path / name, read_links(tmp_path / name)) for name in ("a", "b")]
+    assert files[1][1] == [[(0, 0), (1, 0)], []]
+    forward, backward = tables_from_links(en, sw, files, "en", "sw")
+    # counts: dog-mbwa 3, eat-kula 1, eat-mbwa 1
+    assert _probs(forward) == {("dog", "mbwa"): 1.0, ("eat", "kula"): 0.5, ("eat", "mbwa"): 0.5}
+    assert _probs(backward) == {("mbwa", "dog"): 0.75, ("mbwa", "eat"): 0.25, ("kula", "eat"): 1.0}
+    assert forward.meta["method"] == "alignments" and (forward.source_lang, backward.source_lang) == (
+        "en",
+        "sw",
+    )
+    (tmp_path / "short").write_text("0-0\n")
+    with pytest.raises(FormatError, match=r"short: has 1 lines, expected one per sentence pair \(2\)"):
+        tables_from_links(en, sw, [(tmp_path / "short", read_links(tmp_path / "short"))], "en", "sw")
+    (tmp_path / "past").write_text("0-0\n0-1\n")
+    with pytest.raises(FormatError, match=r"past:2: link 0-1 is past the pair's 1 source / 1 target tokens"):
+        tables_from_links(en, sw, [(tmp_path / "past", read_links(tmp_path / "past"))], "en", "sw")
+    (tmp_path / "bad").write_text("0-0\n0:1\n")
+    with pytest.raises(FormatError, match=r"bad:2: link '0:1' is not 'i-j'"):
+        read_links(tmp_path / "bad")
+
+
+class _Lower:
+    """An analyzer that lowercases and drops 'the'."""
+
+    def analyze(self, text: str) -> list[str]:
+        return [word for word in text.lower().split() if word != "the"]
+
+
+def test_read_table_tsv_and_json_by_hand(tmp_path):
+    (tmp_path / "t.tsv").write_text("Dog\tmbwa\t0.6\ndog\tkelb\t0.2\nthe\tya\t0.9\ncat\tpaka\t2\n")
+    table = read_table(tmp_path / "t.tsv", "en", "sw", source_analyzer=_Lower())
+    # "Dog" and "dog" share the term dog (0.6 + 0.2, renormalised); "the" analyzes to nothing
+    assert _probs(table) == {("dog", "mbwa"): 0.75, ("dog", "kelb"): 0.25, ("cat", "paka"): 1.0}
+    (tmp_path / "t.json").write_text(json.dumps({"dog": {"mbwa": 3, "kelb": 1}}))
+    assert _probs(read_table(tmp_path / "t.json", "en", "sw")) == {
+        ("dog", "mbwa"): 0.75,
+        ("dog", "kelb"): 0.25,
+    }
+    reverse = transpose(read_table(tmp_path / "t.json", "en", "sw"))
+    assert _probs(reverse) == {("mbwa", "dog"): 1.0, ("kelb", "dog"): 1.0}
+    (tmp_path / "bad.tsv").write_text("dog\tmbwa\t0.5\ndog\tkelb\tnan\n")
+    with pytest.raises(FormatError, match=r"bad\.tsv:2: probability must be a finite number >= 0, got 'nan'"):
+        read_table(tmp_path / "bad.tsv", "en", "sw")
+    (tmp_path / "bad.json").write_text('{"dog": ["mbwa"]}')
+    with pytest.raises(FormatError, match=r"bad\.json: entry 'dog' must map target words to probabilities"):
+        read_table(tmp_path / "bad.json", "en", "sw")
+
+
+def _user_collection(tmp_path, capsys) -> tuple[dict[str, Path], Path]:
+    files = write_user_files(tmp_path / "mine")
+    out = tmp_path / "collection"
+    argv = ["data", "import", "--documents", str(files["corpus.jsonl"]), "--docno-field", "_id"]
+    argv += ["--topics", str(files["topics.txt"]), "--qrels", str(files["qrels.tsv"]), "--doc-lang", "sw"]
+    assert main([*argv, "--parallel", str(files["parallel.tsv"]), "--out", str(out)]) == 0
+    capsys.readouterr()
+    return files, out
+
+
+def test_clir_tables_from_links_and_imported_tables(tmp_path, capsys):
+    _, collection = _user_collection(tmp_path, capsys)
+    tokens = tmp_path / "tokens"
+    assert main(["tables", "--collection", str(collection), "--write-tokens", str(tokens)]) == 0
+    en = (tokens / "en.txt").read_text().splitlines()
+    doc = (tokens / "doc.txt").read_text().splitlines()
+    assert len(en) == len(doc) == 6 and en[0] == "dog eat" and doc[:2] == ["mbwa", "mtoto lala"]
+    # hand-made links: each English word to the Swahili word at the same position
+    links = tmp_path / "links"
+    links.write_text("".join(" ".join(f"{i}-{i}" for i in range(min(len(a.split()), len(b.split())))) + "\n"
+                             for a, b in zip(en, doc, strict=True)))  # fmt: skip
+    tables = tmp_path / "tables"
+    argv = ["tables", "--collection", str(collection), "--alignments", str(links), "--out", str(tables)]
+    assert main(argv) == 0
+    en_doc, doc_en = load_tables(tables)
+    assert en_doc.meta["method"] == "alignments"
+    assert dict(_probs(en_doc))[("dog", "mbwa")] == 1.0  # dog is aligned to mbwa in both its pairs
+    baselines = tmp_path / "baselines"
+    argv = ["baselines", "--collection", str(collection), "--tables", str(tables), "--out", str(baselines)]
+    assert main([*argv, "--modes", "qt", "--models", "bm25", "--quiet"]) == 0
+    assert json.loads((baselines / "results.json").read_text())["systems"]["qt-bm25"]["AP"] == 1.0
+
+    table = tmp_path / "psq.tsv"
+    table.write_text("dogs\tmbwa\t0.9\ndogs\tpaka\t0.1\nchild\tmtoto\t1\n")
+    imported = tmp_path / "imported"
+    argv = ["tables", "--collection", str(collection), "--import-tables", str(table), "--out", str(imported)]
+    assert main(argv) == 0
+    en_doc, doc_en = load_tables(imported)
+    assert _probs(en_doc) == {("dog", "mbwa"): 0.9, ("dog", "paka"): 0.1, ("child", "mtoto"): 1.0}
+    assert _probs(doc_en) == {("mbwa", "dog"): 1.0, ("paka", "dog"): 1.0, ("mtoto", "child"): 1.0}
+
+
+def test_eflomal_links_make_tables(tmp_path, capsys):
+    pytest.importorskip("eflomal", reason="eflomal is not installed")
+    aligner = shutil.which("eflomal-align") or str(Path(sys.executable).parent / "eflomal-align")
+    _, collection = _user_collection(tmp_path, capsys)
+    tokens = tmp_path / "tokens"
+    assert main(["tables", "--collection", str(collection), "--write-tokens", str(tokens)]) == 0
+    fwd, rev = tmp_path / "fwd.links", tmp_path / "rev.links"
+    subprocess.run(
+        [
+            aligner,
+            "-s",
+            str(tokens / "en.txt"),
+            "-t",
+            str(tokens / "doc.txt"),
+            "-f",
+            str(fwd),
+            "-r",
+            str(rev),
+        ],
+        check=True,
+        capture_output=True,
+    )
+    tables = tmp_path / "tables"
+    argv = [
+        "tables",
+        "--collection",
+        str(collection),
+        "--alignments",
+        str(fwd),
+        str(rev),
+        "--out",
+        str(tables),
+    ]
+    assert main(argv) == 0
+    for table in load_tables(tables):
+        assert table.meta["files"] == [str(fwd), str(rev)]
+        np.testing.assert_allclose(np.asarray(table.probs.sum(axis=1)).ravel(), 1.0)

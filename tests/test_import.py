@@ -1,0 +1,294 @@
+"""Bring your own collection: the readers of other layouts, ``clir data import``, and a user
+collection run through ``clir tables --parallel`` and ``clir baselines --tables``."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from clir.cli import main
+from clir.datasets import Collection, ImportConfig, import_collection
+from clir.errors import ConfigError, FormatError
+from clir.formats import write_topics_xml
+from clir.formats.atomic import MARKER
+from clir.formats.layouts import iter_documents_as, read_qrels_as, read_topics_as, sniff_format
+from clir.types import Document, Query
+
+SGML = """<top>
+<num> Number: 401
+<title> dog eats meat
+<desc> Description:
+A dog eating &amp; meat.
+<narr> Narrative:
+Anything about dogs.
+</top>
+
+<top>
+<num> Number: 402
+<title> Topic: child sleeps
+<desc> Description:
+A sleeping
+child.
+</top>
+"""
+
+CLEF = """<topics>
+<topic><num>C041</num><EN-title>Pesticides in baby food</EN-title>
+<EN-desc>Find reports on pesticides.</EN-desc></topic>
+</topics>
+"""
+
+
+def test_trec_sgml_topics_by_hand(tmp_path):
+    path = tmp_path / "topics.401-402"
+    path.write_text(SGML)
+    assert sniff_format(path, "topics") == "trec"
+    assert read_topics_as(path, "trec") == [
+        Query("401", "dog eats meat", "A dog eating & meat."),
+        Query("402", "child sleeps", "A sleeping child."),
+    ]
+    # the narrative as the long form; CLEF's language-tagged elements
+    assert read_topics_as(path, "trec", description_field="narr")[0].description == "Anything about dogs."
+    clef = tmp_path / "clef.xml"
+    clef.write_text(CLEF)
+    message = r"clef\.xml:2: topic 'C041' has no <title> element \(elements: en-desc, en-title, num\); name"
+    with pytest.raises(FormatError, match=message + " the element with --query-field"):
+        read_topics_as(clef, "trec")
+    topics = read_topics_as(clef, "trec", query_field="EN-title", description_field="EN-desc")
+    assert topics == [Query("C041", "Pesticides in baby food", "Find reports on pesticides.")]
+
+
+_CHARS = st.characters(blacklist_categories=("Cs", "Cc"))
+
+
+@settings(max_examples=50, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.text(_CHARS, min_size=1).filter(str.strip), st.text(_CHARS)), min_size=1, max_size=4
+    )
+)
+def test_trec_xml_written_by_clir_reads_back(tmp_path_factory, texts):
+    path = tmp_path_factory.mktemp("xml") / "topics.xml"
+    queries = [Query(f"q{i}", " ".join(t.split()), " ".join(d.split())) for i, (t, d) in enumerate(texts)]
+    write_topics_xml(path, queries)
+    assert read_topics_as(path, sniff_format(path, "topics")) == queries
+
+
+def test_jsonl_documents_with_other_field_names(tmp_path):
+    path = tmp_path / "corpus.jsonl.gz"
+    rows = [
+        {"_id": 7, "title": "Mbwa", "text": "mbwa anakula", "score": 0.5},
+        {"_id": "d2", "title": "", "text": "x"},
+    ]
+    with gzip.open(path, "wt", encoding="utf-8") as out:
+        out.writelines(json.dumps(row) + "\n" for row in rows)
+    assert sniff_format(path, "documents") == "jsonl"
+    docs = list(iter_documents_as(path, docno_field="_id", text_fields=("title", "text")))
+    assert [(d.docno, d.text) for d in docs] == [("7", "Mbwa mbwa anakula"), ("d2", "x")]
+    message = (
+        r"corpus\.jsonl\.gz:1: no field 'docno' \(fields: _id, score, text, title\); name the field with"
+    )
+    with pytest.raises(FormatError, match=message + " --docno-field"):
+        list(iter_documents_as(path))
+    with pytest.raises(FormatError, match=r":1: field 'score' \(--text-field\) must be a string, got 0\.5"):
+        list(iter_documents_as(path, docno_field="_id", text_fields=("score",)))
+    tsv = tmp_path / "docs.tsv"
+    tsv.write_text("a\tone two\na\tthree\n")
+    assert sniff_format(tsv, "documents") == "tsv"
+    with pytest.raises(FormatError, match=r"docs\.tsv:2: duplicate docno 'a'"):
+        list(iter_documents_as(tsv, "tsv"))
+    (tmp_path / "bad.gz").write_bytes(gzip.compress(b"a\tb\n")[:-6])
+    with pytest.raises(FormatError, match=r"bad\.gz: not a complete gzip file"):
+        list(iter_documents_as(tmp_path / "bad.gz", "tsv"))
+
+
+def test_qrels_tsv_with_a_header_and_jsonl_topics(tmp_path):
+    qrels = tmp_path / "test.tsv"
+    qrels.write_text("query-id\tcorpus-id\tscore\nq1\td1\t1\nq1\td2\t0\nq2\td1\t2\n")
+    assert sniff_format(qrels, "qrels") == "tsv"
+    assert read_qrels_as(qrels, "tsv") == {"q1": {"d1": 1, "d2": 0}, "q2": {"d1": 2}}
+    trec = tmp_path / "qrels.txt"
+    trec.write_text("q1\t0\td1\t1\n")  # TREC qrels may be tab-separated too
+    assert sniff_format(trec, "qrels") == "trec"
+    topics = tmp_path / "queries.jsonl"
+    topics.write_text('{"_id": "q1", "text": "dog", "metadata": {}}\n{"_id": "q2", "text": "  "}\n')
+    with pytest.raises(FormatError, match=r"queries\.jsonl:1: no field 'qid' .*--qid-field"):
+        read_topics_as(topics, "jsonl")
+    with pytest.raises(FormatError, match=r"queries\.jsonl:2: empty query text for qid 'q2'"):
+        read_topics_as(topics, "jsonl", qid_field="_id")
+
+
+def test_import_config_is_checked():
+    with pytest.raises(ConfigError, match=r"x: documents_layout='xml' is invalid; expected one of"):
+        ImportConfig.from_dict({"documents_layout": "xml"}, "x")
+
+
+# ------------------------------------------------------------------------------ a user's collection
+
+
+def write_user_files(root: Path) -> dict[str, Path]:
+    """Plain files as a user has them: BEIR-style documents, TREC topics, BEIR-style qrels, and
+    parallel text in which each English word has one Swahili translation."""
+    root.mkdir()
+    docs = [
+        {"_id": "d1", "title": "Mbwa", "text": "mbwa anakula nyama"},
+        {"_id": "d2", "title": "Mtoto", "text": "mtoto analala kitandani"},
+        {"_id": "d3", "title": "Paka", "text": "paka anakunywa maziwa"},
+    ]
+    files = {name: root / name for name in ("corpus.jsonl", "topics.txt", "qrels.tsv", "parallel.tsv")}
+    files["corpus.jsonl"].write_text("".join(json.dumps(d) + "\n" for d in docs))
+    files["topics.txt"].write_text(SGML)
+    files["qrels.tsv"].write_text("query-id\tcorpus-id\tscore\n401\td1\t1\n402\td2\t2\n")
+    pairs = [
+        ("dog eats", "mbwa anakula"),
+        ("child sleeps", "mtoto analala"),
+        ("the child", "mtoto"),
+        ("cat drinks milk", "paka anakunywa maziwa"),
+        ("dog and cat", "mbwa na paka"),
+        ("meat", "nyama"),
+    ]
+    files["parallel.tsv"].write_text("".join(f"p{i}\t{en}\t{sw}\n" for i, (en, sw) in enumerate(pairs)))
+    return files
+
+
+def test_data_import_then_baselines_with_tables(tmp_path, capsys):
+    files = write_user_files(tmp_path / "mine")
+    out = tmp_path / "collection"
+    argv = ["data", "import", "--documents", str(files["corpus.jsonl"]), "--topics", str(files["topics.txt"]),
+            "--qrels", str(files["qrels.tsv"]), "--doc-lang", "sw", "--out", str(out)]  # fmt: skip
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert (
+        "corpus.jsonl:1: no field 'docno' (fields: _id, text, title); name the field with --docno-field"
+        in err
+    )
+    assert not out.exists()  # nothing half-written
+    assert main([*argv, "--docno-field", "_id", "--text-field", "title", "text"]) == 0
+    stats = json.loads(capsys.readouterr().out)
+    assert stats["documents"] == 3 and stats["document_words"] == 12 and stats["queries"] == {"test": 2}
+    assert stats["relevant_per_query"] == {"2": 0.5, "1": 0.5}
+    info = json.loads((out / "collection.json").read_text())
+    assert [info[key] for key in ("type", "doc_lang", "query_lang", "name")] == [
+        "import",
+        "sw",
+        "en",
+        "collection",
+    ]
+    assert info["parameters"]["docno_field"] == "_id"
+    assert json.loads((out / MARKER).read_text())["kind"] == "collection"
+    collection = Collection.load(out)
+    assert collection.documents[0].text == "Mbwa mbwa anakula nyama"
+    assert collection.split("test")[0] == Query("401", "dog eats meat", "A dog eating & meat.")
+    assert collection.qrels == {"401": {"d1": 1}, "402": {"d2": 2}}
+    # a user's own directory is never replaced
+    assert main([*argv[:-1], str(files["corpus.jsonl"].parent), "--docno-field", "_id"]) == 2
+    assert "choose another --out" in capsys.readouterr().err
+
+    # no parallel text: the command says what to pass
+    baselines = tmp_path / "baselines"
+    assert main(["baselines", "--collection", str(out), "--out", str(baselines), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert "has no parallel text to learn translation tables from: pass --tables DIR" in err
+    assert "or --parallel FILE" in err
+    tables = tmp_path / "tables"
+    argv = ["tables", "--collection", str(out), "--parallel", str(files["parallel.tsv"])]
+    assert main([*argv, "--out", str(tables)]) == 0
+    argv = ["baselines", "--collection", str(out), "--tables", str(tables), "--out", str(baselines)]
+    assert main([*argv, "--modes", "qt", "dt", "--models", "bm25", "--quiet"]) == 0
+    results = json.loads((baselines / "results.json").read_text())["systems"]
+    # each query's keywords translate (QT) or are translated into (DT) words of its relevant
+    # passage alone: found first, one relevant document per query
+    for name in ("qt-bm25", "dt-bm25"):
+        assert (results[name]["AP"], results[name]["P@10"], results[name]["R@100"]) == (1.0, 0.1, 1.0)
+    run = baselines / "runs" / "qt-bm25.run"
+    assert [line.split()[:3] for line in run.read_text().splitlines()][:1] == [["401", "Q0", "d1"]]
+
+
+def test_doc_lang_and_parallel_wherever_a_collection_is_read(tmp_path, capsys):
+    files = write_user_files(tmp_path / "mine")
+    hand = tmp_path / "hand"  # made by hand: no collection.json
+    hand.mkdir()
+    (hand / "documents.jsonl").write_text('{"docno": "d1", "text": "mbwa anakula nyama"}\n')
+    (hand / "topics.tsv").write_text("401\tdog\n")
+    (hand / "qrels.txt").write_text("401 0 d1 1\n")
+    tables = tmp_path / "tables"
+    assert main(["tables", "--collection", str(hand), "--out", str(tables)]) == 2
+    assert "the document language is unknown: pass --doc-lang LANG" in capsys.readouterr().err
+    argv = ["tables", "--collection", str(hand), "--doc-lang", "sw", "--parallel", str(files["parallel.tsv"])]
+    assert main([*argv, "--out", str(tables)]) == 0
+    index = tmp_path / "index"
+    argv = ["index", "--collection", str(hand), "--doc-lang", "sw", "--tables", str(tables), "--mode", "qt"]
+    assert main([*argv, "--out", str(index), "--quiet"]) == 0
+    run = tmp_path / "run"
+    argv = ["retrieve", "--index", str(index), "--collection", str(hand), "--doc-lang", "sw"]
+    assert main([*argv, "--out", str(run), "--quiet"]) == 0
+    assert run.read_text().split()[:3] == ["401", "Q0", "d1"]
+    for command in ("train", "rerank", "explain", "baselines"):
+        help_text = _help(command, capsys)
+        assert "--doc-lang" in help_text and "--parallel" in help_text and "--tables" in help_text
+    # rerank without tables or parallel text fails before any model is read, naming both options
+    argv = ["rerank", "--model", str(tmp_path / "absent"), "--collection", str(hand), "--doc-lang", "sw",
+            "--space", str(tmp_path / "absent"), "--out", str(tmp_path / "reranked")]  # fmt: skip
+    assert main(argv) == 2
+    assert "pass --tables DIR (tables written by 'clir tables') or --parallel FILE" in capsys.readouterr().err
+    # embed train reads collections too (a joint space needs their parallel text)
+    (hand / "parallel.tsv").write_text(files["parallel.tsv"].read_text())
+    argv = ["embed", "train", str(hand), "--dim", "4", "--epochs", "1", "--min-count", "1", "--quiet"]
+    assert main([*argv, "--out", str(tmp_path / "space")]) == 2
+    assert "pass --doc-lang LANG" in capsys.readouterr().err
+    assert main([*argv, "--doc-lang", "sw", "--out", str(tmp_path / "space")]) == 0
+    assert "joint shared space for en, sw" in capsys.readouterr().out
+
+
+def _help(command: str, capsys) -> str:
+    with pytest.raises(SystemExit):
+        main([command, "--help"])
+    return capsys.readouterr().out
+
+
+def test_topics_of_several_splits_and_the_python_api(tmp_path):
+    files = write_user_files(tmp_path / "mine")
+    train = tmp_path / "train.tsv"
+    train.write_text("t1\tcat milk\n")
+    (tmp_path / "qrels.trec").write_text("t1 0 d3 1\n")
+    stats = import_collection(
+        tmp_path / "c",
+        documents=files["corpus.jsonl"],
+        topics={"train": train, "test": files["topics.txt"]},
+        qrels=[files["qrels.tsv"], tmp_path / "qrels.trec"],
+        doc_lang="sw",
+        parallel=files["parallel.tsv"],
+        config=ImportConfig(docno_field="_id"),
+    )
+    assert stats["queries"] == {"train": 1, "test": 2} and stats["parallel_pairs"] == 6
+    collection = Collection.load(tmp_path / "c")
+    assert collection.qrels_of("train") == {"t1": {"d3": 1}} and len(collection.parallel) == 6
+    assert (tmp_path / "c" / "qrels.train.txt").read_text() == "t1 0 d3 1\n"
+    with pytest.raises(FormatError, match=r"qid '401' is also in"):
+        import_collection(tmp_path / "d", documents=files["corpus.jsonl"], qrels=[files["qrels.tsv"]],
+                          topics={"dev": files["topics.txt"], "test": files["topics.txt"]}, doc_lang="sw",
+                          config=ImportConfig(docno_field="_id"))  # fmt: skip
+
+
+def test_a_split_without_queries_is_left_out(tmp_path):
+    import warnings
+
+    collection = Collection(
+        "c",
+        "sw",
+        "en",
+        [Document("d1", "mbwa")],
+        {"train": [Query("q1", "dog")], "dev": []},
+        {"q1": {"d1": 1}},
+    )
+    collection.save(tmp_path / "c")
+    assert not (tmp_path / "c" / "topics.dev.tsv").exists()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no stale statistics, no unjudged query
+        loaded = Collection.load(tmp_path / "c")
+    assert list(loaded.queries) == ["train"] and loaded.stats["queries"] == {"train": 1}

@@ -1,0 +1,109 @@
+"""ir_datasets: a dataset registered in ir_datasets' registry from local files (no download) read
+as a collection in memory, and written by ``clir data irds`` with its documents streamed."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import NamedTuple
+
+import pytest
+
+from clir.cli import main
+from clir.datasets import Collection
+from clir.datasets.irds import ir_dataset_parts
+from clir.errors import ConfigError, DataNotFoundError
+from clir.types import Document, Query
+
+# ir_datasets makes a folder per registered dataset in its home at import: a temporary one here
+os.environ.setdefault("IR_DATASETS_HOME", str(Path(tempfile.gettempdir()) / "clir-tests-ir_datasets"))
+ir_datasets = pytest.importorskip("ir_datasets", reason="ir_datasets (clir-lowres[irds]) is not installed")
+from ir_datasets.datasets.base import Dataset  # noqa: E402
+from ir_datasets.formats import TrecQrels, TsvDocs, TsvQueries  # noqa: E402
+from ir_datasets.util import LocalDownload  # noqa: E402
+
+
+class TitledDoc(NamedTuple):
+    """A document as HC4 / NeuCLIR / MIRACL give them: a title and a text."""
+
+    doc_id: str
+    title: str
+    text: str
+
+    def default_text(self) -> str:
+        return f"{self.title} {self.text}"
+
+
+class Topic(NamedTuple):
+    query_id: str
+    title: str
+    description: str
+
+    def default_text(self) -> str:
+        return self.title
+
+
+@pytest.fixture(scope="module")
+def dataset_id(tmp_path_factory) -> str:
+    """``clir-test/tiny-sw``: three Swahili documents, two English topics, three judgements."""
+    root = tmp_path_factory.mktemp("irds")
+    (root / "docs.tsv").write_text("d1\tMbwa\tmbwa anakula nyama\nd2\tMtoto\tmtoto analala\nd3\t\tpaka\n")
+    (root / "queries.tsv").write_text(
+        "401\tdog eats\tA dog eating meat.\n402\tchild sleeps\tA sleeping child.\n"
+    )
+    (root / "qrels.txt").write_text("401 0 d1 1\n402 0 d2 2\n402 0 d3 0\n")
+    name = "clir-test/tiny-sw"
+    if name not in ir_datasets.registry:
+        ir_datasets.registry.register(
+            name,
+            Dataset(
+                TsvDocs(LocalDownload(root / "docs.tsv"), doc_cls=TitledDoc, lang="sw"),
+                TsvQueries(LocalDownload(root / "queries.tsv"), query_cls=Topic, lang="en"),
+                TrecQrels(LocalDownload(root / "qrels.txt"), {0: "not relevant", 1: "relevant", 2: "very"}),
+            ),
+        )
+    return name
+
+
+def test_collection_from_ir_datasets(dataset_id):
+    collection = Collection.from_ir_datasets(dataset_id)
+    assert (collection.name, collection.doc_lang, collection.query_lang) == ("clir-test-tiny-sw", "sw", "en")
+    assert collection.documents == [
+        Document("d1", "Mbwa mbwa anakula nyama"),
+        Document("d2", "Mtoto mtoto analala"),
+        Document("d3", " paka"),
+    ]
+    assert collection.split("test") == [
+        Query("401", "dog eats", "A dog eating meat."),
+        Query("402", "child sleeps", "A sleeping child."),
+    ]
+    assert collection.qrels == {"401": {"d1": 1}, "402": {"d2": 2, "d3": 0}}
+    assert collection.stats["documents"] == 3 and collection.stats["judged_per_query"] == 1.5
+    # fields and query field by name; the long form as the query
+    other = Collection.from_ir_datasets(dataset_id, fields=["text"], query_field="description", split="dev")
+    assert [d.text for d in other.documents] == ["mbwa anakula nyama", "mtoto analala", "paka"]
+    assert other.split("dev")[0].text == "A dog eating meat."
+    with pytest.raises(ConfigError, match=r"--field: documents of this dataset have no field 'body'; their "
+                       r"fields: doc_id, title, text"):  # fmt: skip
+        Collection.from_ir_datasets(dataset_id, fields=["body"])
+    documents = ir_dataset_parts(dataset_id).documents  # streamed: an iterator, read once
+    assert iter(documents) is documents and next(documents) == collection.documents[0]
+    with pytest.raises(DataNotFoundError, match=r"ir_datasets has no dataset 'clir-test/absent'"):
+        Collection.from_ir_datasets("clir-test/absent")
+
+
+def test_clir_data_irds_writes_a_collection(dataset_id, tmp_path, capsys):
+    out = tmp_path / "tiny"
+    assert main(["data", "irds", dataset_id, "--out", str(out), "--field", "title", "text"]) == 0
+    stats = json.loads(capsys.readouterr().out)
+    assert stats["documents"] == 3 and stats["document_words"] == 8 and stats["queries"] == {"test": 2}
+    info = json.loads((out / "collection.json").read_text())
+    assert info["type"] == "ir_datasets" and info["source"] == {"ir_datasets": dataset_id}
+    loaded = Collection.load(out)
+    assert loaded.documents[2] == Document("d3", "paka")  # the empty title is skipped
+    assert loaded.qrels == Collection.from_ir_datasets(dataset_id).qrels
+    assert (out / "qrels.test.txt").read_text() == "401 0 d1 1\n402 0 d2 2\n402 0 d3 0\n"
+    assert main(["data", "irds", "clir-test/absent", "--out", str(tmp_path / "x")]) == 2
+    assert "clir: error: ir_datasets has no dataset 'clir-test/absent'" in capsys.readouterr().err

