@@ -50,7 +50,7 @@ def plan(config: ExperimentConfig, monkeypatch) -> dict[str, dict[str, Any]]:
 # Step keys of these configs computed (clir version "test") by the code before the weak section
 # existed; bli is left out: its key names the FreeDict files installed on the machine.
 KEYS_BEFORE = {
-    "default.yaml": {
+    "labels-only.yaml": {
         "baselines-en-ny": "89a32f4d16f3fcf5",
         "baselines-en-sw": "c1aaa0bd40e5776d",
         "baselines-en-tl": "5d9524d6866638e5",
@@ -204,16 +204,18 @@ def test_a_system_trains_after_the_system_it_starts_from():
     assert config.train_config("b") == config.train_config("a")  # the keys are not training options
 
 
-def test_the_weak_config_is_the_default_experiment_plus_three_weak_systems():
-    default, weak = load_experiment(CONFIGS / "default.yaml"), load_experiment(CONFIGS / "weak.yaml")
-    assert weak.systems == {
-        **default.systems,
+def test_the_default_is_the_labels_only_experiment_pretrained_on_pseudo_queries():
+    default = load_experiment(CONFIGS / "default.yaml")
+    labels = load_experiment(CONFIGS / "labels-only.yaml")
+    assert default.systems == {
+        **labels.systems,
+        "weak-fusion": {"train_on": "weak", **labels.systems["lexical-fusion"]},
         "weak-full": {"train_on": "weak"},
-        "weak-fusion": {"train_on": "weak", **default.systems["lexical-fusion"]},
-        "full+weak": {"pretrain": "weak-full"},
+        "full-labels": labels.systems["full"],
+        "full": {"pretrain": "weak-full"},
     }
-    assert dataclasses.replace(weak, name=default.name, weak=None, systems=default.systems) == default
-    assert weak.weak is not None and weak.weak.holdout == 0.0
+    assert dataclasses.replace(default, name=labels.name, weak=None, systems=labels.systems) == labels
+    assert default.weak is not None and default.weak.holdout == 0.0
 
 
 # ------------------------------------------------------------------------------- end to end
