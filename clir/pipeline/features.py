@@ -62,6 +62,7 @@ from clir.training import (
     DataConfig,
     RerankData,
     RerankQuery,
+    ScoringOptions,
     TrainConfig,
     load_models,
     normalise_scores,
@@ -579,6 +580,7 @@ def rerank_collection(
     tables: tuple[TranslationTable, TranslationTable] | None = None,
     tables_dir: str | Path | None = None,
     depth: int | None = None,
+    options: ScoringOptions | None = None,
 ) -> Run:
     """``clir rerank``: rerank a first-stage run of a collection's split with a trained model or
     ensemble (zero-shot when the collection's language differs from the training one).
@@ -595,6 +597,8 @@ def rerank_collection(
         tables_dir: Cache of the tables.
         depth: Candidates reranked, per first stage (default: the models' ``data.depth``); the
             rest of the run follows beneath in its order.
+        options: Device, batch size and precision of the scoring (default: the models' device,
+            the fast path's choices for it; see :class:`~clir.training.scoring.ScoringOptions`).
 
     Returns:
         The reranked run.
@@ -626,4 +630,6 @@ def rerank_collection(
         progress=config.progress,
     )
     reranked = max((len(query.docnos) for query in data.queries), default=0)
-    return rerank(models, data, space=space, run=run, depth=reranked, progress=config.progress)
+    return rerank(
+        models, data, space=space, run=run, depth=reranked, options=options, progress=config.progress
+    )
