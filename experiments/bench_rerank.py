@@ -211,6 +211,7 @@ def end_to_end(args: argparse.Namespace, devices: list[str]) -> dict[str, Any]:
     """Seconds and pairs per second of reranking and writing a run, per device and size (see above)."""
     from clir.formats import write_run
     from clir.training import ScoringOptions, TrainedReranker, load_config, rerank
+    from clir.training.scoring import kendall_taus
     from clir.training.trainer import build_reranker
 
     config = load_config(Path(__file__).resolve().parents[1] / "configs" / "reranker-knrm.yaml")
@@ -239,12 +240,14 @@ def end_to_end(args: argparse.Namespace, devices: list[str]) -> dict[str, Any]:
             matrix = np.zeros((2, dim), np.float32)  # replaced by rerank with the data's matrix
             model = build_reranker(config, matrix, 2, seed=0)
             member = TrainedReranker(model, config, ["f1", "f2"])
-            modes = (
-                [("fp32", False)] if device == "cpu" else [("fp32", False), ("bf16", False), ("bf16", True)]
-            )
+            modes: list[tuple[str, bool | None]] = [("fp32", False)]
+            if device == "cuda":  # then the defaults: compiled from 200k pairs, bf16 if the guard passes
+                modes += [("bf16", False), ("bf16", True), ("auto", None)]
             for precision, compiled in modes:
                 options = ScoringOptions(device, None, precision, compiled)
                 key = f"{device}/{precision}{'/compiled' if compiled else ''}/d{dim}/V{vocab}"
+                if compiled is None:
+                    key = f"{device}/default/d{dim}/V{vocab}"
                 record: dict[str, Any] = {"dim": dim, "vocab": vocab, "pairs": n_queries * args.depth}
                 with tempfile.TemporaryDirectory() as tmp:
                     target = Path(tmp) / "reranked.run"
@@ -261,6 +264,15 @@ def end_to_end(args: argparse.Namespace, devices: list[str]) -> dict[str, Any]:
                         if timings is not None:
                             timings["write"] = timings.get("write", 0.0) + done - scored
                             record["split_seconds"] = {k: round(v, 3) for k, v in timings.items()}
+                if precision == "fp32":
+                    reference = reranked
+                else:  # the bf16 ranking of each query's candidates against fp32's (Kendall tau-b)
+                    taus = kendall_taus(*(
+                        [np.array([r[q.qid][d] for d in q.docnos]) for q in data.queries]
+                        for r in (reference, reranked)
+                    ))  # fmt: skip
+                    record["kendall_tau_vs_fp32"] = {"min": round(float(taus.min()), 5),
+                                                     "median": round(float(np.median(taus)), 5)}  # fmt: skip
                 record["pairs_per_second_end_to_end"] = round(record["pairs"] / record["warm_seconds"])
                 record["pairs_per_second_scoring"] = round(record["pairs"] / record["split_seconds"]["score"])
                 out["runs"][key] = record

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
-from test_training import make_data, make_space, map_metric, tiny_config
 
 from clir.cli import main
 from clir.errors import ConfigError
+from clir.evaluation import evaluate
 from clir.training import (
     RerankData,
     RerankQuery,
@@ -16,27 +18,50 @@ from clir.training import (
     Tensorizer,
     Trainer,
     Vocabulary,
+    load_config,
     load_models,
+    member_scores,
     precision_guard,
     rerank,
     score_candidates,
     scores_to_run,
 )
 from clir.training.scoring import kendall_taus, set_embeddings, split_scores
+from clir.training.trainer import build_reranker
+
+CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 
 cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 
 
-def varied_data(seed: int = 0, n_queries: int = 6, n_docs: int = 40) -> RerankData:
-    """Queries and documents of many lengths (so that padding differs from batch to batch)."""
+class ToySpace:
+    """A shared space stand-in: ``e<i>`` (English) and ``x<i>`` (language xx) share random vector i."""
+
+    dim = 16
+
+    def __init__(self, seed: int = 0) -> None:
+        self.vectors = np.random.default_rng(seed).normal(size=(60, self.dim)).astype(np.float32)
+
+    def matrix(self, entries: list[tuple[str, str]]) -> np.ndarray:
+        return self.vectors[[int(token[1:]) for _lang, token in entries]]
+
+
+def varied_data(
+    seed: int = 0, n_queries: int = 6, n_docs: int = 40, depth: int = 15
+) -> tuple[RerankData, dict[str, dict[str, int]]]:
+    """Queries and documents of many lengths (so that padding differs from batch to batch), and
+    qrels: the first two candidates of each query are relevant and hold its words."""
     rng = np.random.default_rng(seed)
     docs = {
         f"d{i}": [f"x{c}" for c in rng.integers(0, 60, size=int(rng.integers(1, 30)))] for i in range(n_docs)
     }
-    queries = []
+    queries, qrels = [], {}
     for qi in range(n_queries):
         words = [int(c) for c in rng.integers(0, 60, size=int(rng.integers(1, 9)))]
-        docnos = [f"d{i}" for i in rng.permutation(n_docs)[: int(rng.integers(1, 15))]]
+        docnos = [f"d{i}" for i in rng.permutation(n_docs)[: int(rng.integers(2, depth))]]
+        qrels[f"q{qi}"] = {docnos[0]: 1, docnos[1]: 1}
+        for docno in docnos[:2]:
+            docs[docno] = docs[docno][:10] + [f"x{w}" for w in words] + docs[docno][10:]
         queries.append(
             RerankQuery(
                 f"q{qi}", [f"e{w}" for w in words], [f"x{w}" for w in words[::-1]],
@@ -45,25 +70,25 @@ def varied_data(seed: int = 0, n_queries: int = 6, n_docs: int = 40) -> RerankDa
             )
         )  # fmt: skip
     doc_en = {d: [t.replace("x", "e") for t in tokens[::-1]] for d, tokens in docs.items()}
-    return RerankData("xx", queries, docs, doc_en, ["f"])
+    return RerankData("xx", queries, docs, doc_en, ["f"]), qrels
 
 
-def trained_model(tmp_path):
-    space = make_space()
-    train, qrels = make_data(n_queries=20, seed=1)
-    dev, dev_qrels = make_data(n_queries=10, seed=2)
-    qrels.update(dev_qrels)
-    path = Trainer(tiny_config(epochs=2, patience=0), metric=map_metric).fit(
-        train, dev, qrels, tmp_path / "ckpt", space=space
-    )
-    return path, space
+def map_metric(run, qrels):
+    return evaluate(run, qrels, ["AP"])["AP"]
+
+
+def tiny_config():
+    config = load_config(CONFIGS / "reranker-tiny.yaml")
+    config.progress = False
+    config.optim.epochs, config.optim.patience = 2, 0
+    return config
 
 
 # ------------------------------------------------------------------------------- tensorisation
 
 
 def test_gathered_batches_equal_the_per_pair_batches():
-    data = varied_data()
+    data, _ = varied_data()
     tz = Tensorizer(Vocabulary.build([data]), data, max_query_len=5, max_doc_len=20)
     index = tz.candidates(depth=4)
     assert tz.counts(4) == [min(4, len(q.docnos)) for q in data.queries]
@@ -95,11 +120,9 @@ def test_gathered_batches_equal_the_per_pair_batches():
 
 
 def test_fast_scores_match_the_model_on_each_query_and_do_not_depend_on_the_batch_size():
-    data = varied_data(seed=3)
-    space = make_space()
+    data, _ = varied_data(seed=3)
+    space = ToySpace()
     config = tiny_config()
-    from clir.training.trainer import build_reranker
-
     vocab = Vocabulary.build([data])
     model = build_reranker(config, vocab.embedding_matrix(space), 1, seed=0).eval()
     set_embeddings(model, torch.from_numpy(vocab.embedding_matrix(space)))
@@ -198,8 +221,10 @@ def test_precision_guard_logic():
 
 @cuda
 def test_cuda_fast_path_ranks_as_the_cpu_does(tmp_path):
-    path, space = trained_model(tmp_path)
-    test, qrels = make_data(n_queries=40, seed=4)
+    space = ToySpace()
+    train, qrels = varied_data(seed=1, n_queries=30)
+    test, test_qrels = varied_data(seed=4, n_queries=40)
+    path = Trainer(tiny_config(), metric=map_metric).fit(train, None, qrels, tmp_path / "ckpt", space=space)
     cpu = rerank(path, test, space=space, options=ScoringOptions(device="cpu"))
     fp32 = rerank(path, test, space=space, options=ScoringOptions(device="cuda", precision="fp32"))
     for qid, ranking in cpu.items():
@@ -207,15 +232,13 @@ def test_cuda_fast_path_ranks_as_the_cpu_does(tmp_path):
             [fp32[qid][d] for d in ranking], list(ranking.values()), rtol=1e-4, atol=1e-5
         )
     members = load_models(path)
-    from clir.training.ensemble import member_scores
+    reference = member_scores(members, test, space=space, options=ScoringOptions(device="cpu"))[0]
+
+    def measure(scores):
+        return map_metric(scores_to_run(test, scores), test_qrels)
 
     for compiled in (False, True):
         options = ScoringOptions(device="cuda", precision="bf16", compile=compiled)
-        ref = member_scores(members, test, space=space, options=ScoringOptions(device="cpu"))[0]
         cheap = member_scores(members, test, space=space, options=options)[0]
-
-        def measure(scores):
-            return map_metric(scores_to_run(test, scores), qrels)
-
-        guard = precision_guard(ref, cheap, metric=measure)
-        assert guard.passed, guard
+        guard = precision_guard(reference, cheap, metric=measure)
+        assert guard.passed, (compiled, guard)

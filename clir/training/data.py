@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import chain
 from pathlib import Path
 from typing import Any
 
@@ -322,8 +323,9 @@ class Vocabulary:
 
     def __init__(self) -> None:
         self.entries: list[tuple[str, str]] = [("", "")]
-        self._rows: dict[tuple[str, str], int] = {}
+        self._rows: dict[str, dict[str, int]] = {}  # lang -> token -> row
         self._surfaces: dict[str, int] = {}
+        self._surface_of_row: list[int] = [PAD]
 
     def __len__(self) -> int:
         return len(self.entries)
@@ -335,13 +337,12 @@ class Vocabulary:
 
     def add(self, lang: str, tokens: Iterable[str]) -> None:
         """Add tokens of one language (already known ones are skipped)."""
-        for token in tokens:
-            key = (lang, token)
-            if key not in self._rows:
-                self._rows[key] = len(self.entries)
-                self.entries.append(key)
-            if token not in self._surfaces:
-                self._surfaces[token] = len(self._surfaces) + 1
+        rows = self._rows.setdefault(lang, {})
+        for token in [t for t in dict.fromkeys(tokens) if t not in rows]:  # new ones, in order
+            rows[token] = len(self.entries)
+            self.entries.append((lang, token))
+            surface = self._surfaces.setdefault(token, len(self._surfaces) + 1)
+            self._surface_of_row.append(surface)
 
     def ids(self, lang: str, tokens: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
         """``(rows, surface ids)`` int64 arrays of ``tokens``.
@@ -350,12 +351,10 @@ class Vocabulary:
             ConfigError: On a token not in the vocabulary.
         """
         try:
-            rows = [self._rows[(lang, t)] for t in tokens]
+            rows = np.fromiter(map(self._rows.get(lang, {}).__getitem__, tokens), np.int64, len(tokens))
         except KeyError as error:
             raise ConfigError(f"token {error.args[0]!r} is not in the vocabulary; add it first") from None
-        return np.asarray(rows, dtype=np.int64), np.asarray(
-            [self._surfaces[t] for t in tokens], dtype=np.int64
-        )
+        return rows, np.asarray(self._surface_of_row, dtype=np.int64)[rows]
 
     @classmethod
     def build(cls, datasets: Iterable[RerankData]) -> Vocabulary:
@@ -466,21 +465,19 @@ class Tensorizer:
         self.max_doc_len = max_doc_len
         self.min_len = min_len
         queries = data.queries
+        docnos = data._used_docnos()
         self._query_tables = {
             "en": self._table(
-                [vocab.ids(data.query_lang, q.query_en[:max_query_len]) for q in queries],
-                [q.idf_en[:max_query_len] for q in queries],
+                data.query_lang, [q.query_en[:max_query_len] for q in queries], [q.idf_en for q in queries]
             ),
             "src": self._table(
-                [vocab.ids(data.doc_lang, q.query_src[:max_query_len]) for q in queries],
-                [q.idf_src[:max_query_len] for q in queries],
+                data.doc_lang, [q.query_src[:max_query_len] for q in queries], [q.idf_src for q in queries]
             ),
         }
-        docnos = data._used_docnos()
         self._doc_index = {d: i for i, d in enumerate(docnos)}
         self._doc_tables = {
-            "src": self._table([vocab.ids(data.doc_lang, data.doc_src[d][:max_doc_len]) for d in docnos]),
-            "en": self._table([vocab.ids(data.query_lang, data.doc_en[d][:max_doc_len]) for d in docnos]),
+            "src": self._table(data.doc_lang, [data.doc_src[d][:max_doc_len] for d in docnos]),
+            "en": self._table(data.query_lang, [data.doc_en[d][:max_doc_len] for d in docnos]),
         }
         self._candidates = [np.asarray([self._doc_index[d] for d in q.docnos], np.int64) for q in queries]
         self._first_row = np.cumsum([0, *(len(q.docnos) for q in queries)])
@@ -494,21 +491,21 @@ class Tensorizer:
         self._on_device: dict[torch.device, tuple[dict[str, _Table], dict[str, _Table], torch.Tensor]] = {}
 
     def _table(
-        self, ids: Sequence[tuple[np.ndarray, np.ndarray]], idf: Sequence[Sequence[float]] | None = None
+        self, lang: str, texts: Sequence[Sequence[str]], idf: Sequence[Sequence[float]] | None = None
     ) -> _Table:
-        lengths = np.asarray([len(rows) for rows, _ in ids], dtype=np.int64)
+        """The padded table of ``texts`` (one vocabulary lookup for all of them) and their idf
+        (each truncated to its text's length)."""
+        lengths = np.asarray([len(text) for text in texts], dtype=np.int64)
         width = max([self.min_len, *lengths])
-        tokens = np.zeros((len(ids), width), dtype=np.int64)
-        surface = np.zeros((len(ids), width), dtype=np.int64)
         mask = np.arange(width) < lengths[:, None]
-        if len(ids):
-            tokens[mask] = np.concatenate([rows for rows, _ in ids])
-            surface[mask] = np.concatenate([surf for _, surf in ids])
+        tokens = np.zeros((len(texts), width), dtype=np.int64)
+        surface = np.zeros((len(texts), width), dtype=np.int64)
+        tokens[mask], surface[mask] = self.vocab.ids(lang, list(chain.from_iterable(texts)))
         weights = None
         if idf is not None:
-            weights = np.zeros((len(ids), width), dtype=np.float32)
-            if len(ids):
-                weights[mask] = np.concatenate([np.asarray(w, dtype=np.float32) for w in idf])
+            weights = np.zeros((len(texts), width), dtype=np.float32)
+            flat = chain.from_iterable(w[:n] for w, n in zip(idf, lengths, strict=True))
+            weights[mask] = np.fromiter(flat, np.float32, int(lengths.sum()))
         return _Table(
             torch.from_numpy(tokens),
             torch.from_numpy(surface),
@@ -609,6 +606,21 @@ class Tensorizer:
             d_en=view(docs["en"], d_idx, widths[1]),
             features=features.index_select(0, rows) if self.data.feature_names else None,
         )
+
+    @property
+    def max_query_width(self) -> int:
+        """The longest (truncated) query of either view, at least ``min_len``."""
+        return max(self.min_len, *(int(t.lengths.max(initial=0)) for t in self._query_tables.values()))
+
+    @property
+    def max_doc_width(self) -> int:
+        """The longest (truncated) document of either view, at least ``min_len``."""
+        return max(self.min_len, *(int(t.lengths.max(initial=0)) for t in self._doc_tables.values()))
+
+    def prepare(self, device: torch.device) -> Tensorizer:
+        """Copy the tables to ``device`` now (pinned, asynchronously) rather than at the first gather."""
+        self._tables(device)
+        return self
 
     def _tables(
         self, device: torch.device | None

@@ -57,7 +57,8 @@ CUDA_BATCH = 8192
 COMPILE_MIN_PAIRS = 200_000
 """Pairs from which ``torch.compile`` pays for its compilation on CUDA (measured on an H200)."""
 WIDTH_STEP = 32
-"""On CUDA, document widths are rounded up to a multiple of this (few distinct shapes to compile)."""
+"""On CUDA, document widths are rounded up to a multiple of this, or to the longest document (few
+distinct shapes to compile)."""
 GUARD_MIN_TAU = 0.99
 """Least per-query Kendall τ of a bf16 ranking against the fp32 one."""
 GUARD_MAX_METRIC_DELTA = 0.002
@@ -181,7 +182,7 @@ def score_pairs(
                 if cuda:
                     part = index.take(np.pad(chosen, (0, size - len(chosen)), mode="edge"))
                     width = -(-int(tensorizer.doc_lengths(part).max(initial=1)) // WIDTH_STEP) * WIDTH_STEP
-                    widths = (tensorizer.max_query_width, max(width, tensorizer.min_len))
+                    widths = (tensorizer.max_query_width, min(width, tensorizer.max_doc_width))
                     batch = tensorizer.gather(part, device, widths)
                 else:
                     batch = tensorizer.gather(index.take(chosen))
