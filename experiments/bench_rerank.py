@@ -7,6 +7,7 @@ allows it) GPU numbers are added, eager and ``torch.compile`` under bf16 autocas
     python experiments/bench_rerank.py --device cuda --compile-models bilingual_knrm,knrm
     python experiments/bench_rerank.py --device cuda --models bilingual_knrm --gpu-profile --no-train
     python experiments/bench_rerank.py --end-to-end --device all --sizes 100x50000,300x100000
+    python experiments/bench_rerank.py --device cuda --models bilingual_knrm --knrm-window 10 --fused
 
 ``--end-to-end`` times what ``clir rerank`` does after analysis and translation (cached steps of
 the pipeline): from the analysed collection (a SYNTHETIC one, the size of the Bible's: 6,220
@@ -210,6 +211,7 @@ def synthetic_data(
 def end_to_end(args: argparse.Namespace, devices: list[str]) -> dict[str, Any]:
     """Seconds and pairs per second of reranking and writing a run, per device and size (see above)."""
     from clir.formats import write_run
+    from clir.rerankers import fused_knrm
     from clir.training import ScoringOptions, TrainedReranker, load_config, rerank
     from clir.training.scoring import kendall_taus
     from clir.training.trainer import build_reranker
@@ -240,12 +242,20 @@ def end_to_end(args: argparse.Namespace, devices: list[str]) -> dict[str, Any]:
             matrix = np.zeros((2, dim), np.float32)  # replaced by rerank with the data's matrix
             model = build_reranker(config, matrix, 2, seed=0)
             member = TrainedReranker(model, config, ["f1", "f2"])
-            modes: list[tuple[str, bool | None]] = [("fp32", False)]
+            modes: list[tuple[str, bool | None, bool | None]] = [("fp32", False, False)]
             if device == "cuda":  # then the defaults: compiled from 200k pairs, bf16 if the guard passes
-                modes += [("bf16", False), ("bf16", True), ("auto", None)]
-            for precision, compiled in modes:
-                options = ScoringOptions(device, None, precision, compiled)
-                key = f"{device}/{precision}{'/compiled' if compiled else ''}/d{dim}/V{vocab}"
+                modes += [
+                    ("bf16", False, False),
+                    ("bf16", True, False),
+                    ("fp32", False, True),
+                    ("auto", None, None),
+                ]
+            for precision, compiled, fused in modes:
+                if fused and fused_knrm.triton is None:
+                    continue
+                options = ScoringOptions(device, None, precision, compiled, fused)
+                how = precision + ("/compiled" if compiled else "") + ("/fused" if fused else "")
+                key = f"{device}/{how}/d{dim}/V{vocab}"
                 if compiled is None:
                     key = f"{device}/default/d{dim}/V{vocab}"
                 record: dict[str, Any] = {"dim": dim, "vocab": vocab, "pairs": n_queries * args.depth}
@@ -303,6 +313,9 @@ def main(argv: list[str] | None = None) -> int:
         "--gpu-profile", action="store_true", help="add the kernel profile of each compiled model on the GPU"
     )
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--fused", action="store_true", help="add the fused Triton K-NRM kernel and compiled fp32 on the GPU"
+    )
     parser.add_argument("--end-to-end", action="store_true", help="time reranking to a written run file")
     parser.add_argument("--sizes", default="100x50000,300x100000", help="DIMxVOCAB,... (--end-to-end)")
     parser.add_argument("--queries", type=int, default=500, help="queries on CUDA (--end-to-end)")
@@ -355,20 +368,34 @@ def main(argv: list[str] | None = None) -> int:
     for device in devices:
         size = args.cpu_batch if device == "cpu" else args.gpu_batch
         modes = ["eager"] if device == "cpu" else ["eager", "compile_bf16"]
+        if device == "cuda" and args.fused:
+            modes += ["compile_fp32", "fused"]
         if device == "cuda":
             result["gpu"] = torch.cuda.get_device_name()
         for name in models:
             model = make_model(name, embeddings, args.knrm_window).to(device).eval()
             for mode in modes:
-                if mode == "compile_bf16" and name not in args.compile_models.split(","):
+                if mode.startswith("compile") and name not in args.compile_models.split(","):
                     continue
-                runner = torch.compile(model) if mode == "compile_bf16" else model
+                if mode == "fused" and not name.startswith("bilingual_knrm"):
+                    continue
+                runner = torch.compile(model) if mode.startswith("compile") else model
+                model.fused_kernel = mode == "fused"
                 for d_len in doc_lengths:
                     batch = make_batch(name, size, args.query_length, d_len, args.vocab, gen).to(device)
                     rate = throughput(runner, batch, device, min_time, autocast=mode == "compile_bf16")
                     key = f"{device}/{mode}/{name}/d{d_len}"
                     result["pairs_per_second"][key] = round(rate)
                     print(f"{key}: {rate:,.0f} pairs/s (batch {size})", file=sys.stderr, flush=True)
+                    if mode == "fused":  # against the eager fp32 PyTorch scores of the same batch
+                        with torch.inference_mode():
+                            fast = model(batch)
+                            model.fused_kernel = False
+                            reference = model(batch)
+                            model.fused_kernel = True
+                        error = float((fast - reference).norm() / reference.norm())
+                        result.setdefault("fused_relative_error", {})[key] = error
+                        print(f"{key}: relative error {error:.2e}", file=sys.stderr, flush=True)
                     if args.gpu_profile and mode == "compile_bf16":
                         result[f"cuda_profile/{key}"] = profile_summary(runner, batch, device, autocast=True)
 

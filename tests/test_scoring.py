@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import numpy as np
@@ -11,6 +12,9 @@ import torch
 from clir.cli import main
 from clir.errors import ConfigError
 from clir.evaluation import evaluate
+from clir.rerankers import fused_knrm
+from clir.rerankers.encoding import EncodedView, FrozenEmbedding
+from clir.rerankers.knrm import KNRM
 from clir.training import (
     RerankData,
     RerankQuery,
@@ -26,7 +30,7 @@ from clir.training import (
     score_candidates,
     scores_to_run,
 )
-from clir.training.scoring import kendall_taus, set_embeddings, split_scores
+from clir.training.scoring import kendall_taus, score_pairs, set_embeddings, split_scores
 from clir.training.trainer import build_reranker
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
@@ -237,8 +241,76 @@ def test_cuda_fast_path_ranks_as_the_cpu_does(tmp_path):
     def measure(scores):
         return map_metric(scores_to_run(test, scores), test_qrels)
 
-    for compiled in (False, True):
-        options = ScoringOptions(device="cuda", precision="bf16", compile=compiled)
-        cheap = member_scores(members, test, space=space, options=options)[0]
-        guard = precision_guard(reference, cheap, metric=measure)
-        assert guard.passed, (compiled, guard)
+    def scored(**options):
+        return member_scores(members, test, space=space, options=ScoringOptions(device="cuda", **options))[0]
+
+    # bf16 is taken exactly when it ranks the probed queries (all 40 here) as fp32 does
+    fp32, bf16 = scored(precision="fp32", compile=False), scored(precision="bf16", compile=True)
+    default = scored(compile=True)
+    expected = bf16 if precision_guard(fp32, bf16).passed else fp32
+    for got, want in zip(default, expected, strict=True):
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+    # and the default run stays within the guard of the CPU's fp32 run
+    guard = precision_guard(reference, default, metric=measure)
+    assert guard.passed, guard
+
+
+# ---------------------------------------------------------------------------------- fused kernel
+
+fused_runs = pytest.mark.skipif(
+    fused_knrm.triton is None or not (torch.cuda.is_available() or os.environ.get("TRITON_INTERPRET") == "1"),
+    reason="needs Triton and CUDA (or TRITON_INTERPRET=1)",
+)
+
+
+@fused_runs
+@pytest.mark.parametrize(
+    ("window", "q_len", "d_len", "dim", "n_docs"),
+    [(10, 5, 37, 20, 2), (4, 8, 23, 33, 1), (12, 20, 61, 16, 2)],
+)
+def test_fused_kernel_matches_the_pytorch_pooling(window, q_len, d_len, dim, n_docs):
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    gen = torch.Generator().manual_seed(window + d_len)
+    table = FrozenEmbedding(torch.randn(50, dim, generator=gen)).to(device)
+    q = torch.randint(1, 50, (3, 2 * q_len), generator=gen)
+    q[:, q_len - 2 : q_len] = 0  # padded query terms
+    d = torch.randint(1, 50, (3, n_docs, d_len), generator=gen)
+    d[:, :, d_len - 7 :] = 0
+    d[1, 0, 3:] = 0  # a document shorter than a window
+    q_surface, d_surface = q % 17, d % 17  # surfaces shared across rows: exact matches happen
+    q, q_surface, d, d_surface = (t.to(device) for t in (q, q_surface, d, d_surface))
+    knrm = KNRM(dim, window=window)
+    query = EncodedView.encode(table, q, q_surface)
+    docs = [EncodedView.encode(table, d[:, i], d_surface[:, i]) for i in range(n_docs)]
+    reference = knrm.grid_features(query, docs, 2)
+    assert fused_knrm.fused_pooling_supported(window, d_len, device, grad=False)
+    fused = fused_knrm.fused_window_pooling(
+        table.unit, q, q_surface, d, d_surface, 2, knrm.mus, knrm.sigmas, knrm.eps, knrm.log_scale, window
+    )
+    assert torch.isfinite(fused).all()
+    assert float((fused - reference).norm() / reference.norm()) < 1e-3
+
+
+@fused_runs
+def test_bilingual_model_scores_alike_with_the_fused_kernel():
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    data, _ = varied_data(seed=5, n_queries=4)
+    space = ToySpace()
+    config = tiny_config()
+    config.model.interaction_kwargs = {"window": 6}
+    vocab = Vocabulary.build([data])
+    model = build_reranker(config, vocab.embedding_matrix(space), 1, seed=0).to(device)
+    batch = Tensorizer(vocab, data, 5, 40).gather(Tensorizer(vocab, data, 5, 40).candidates()).to(device)
+    assert batch.d_src.tokens.shape[1] > 6  # the documents are longer than a window: the kernel runs
+    with torch.inference_mode():
+        plain = model.eval()(batch)
+        model.fused_kernel = True
+        fast = model(batch)
+    np.testing.assert_allclose(fast.cpu().numpy(), plain.cpu().numpy(), rtol=1e-3, atol=1e-4)
+    if torch.cuda.is_available():  # the scorer switches the kernel on for its batches and back off
+        tz = Tensorizer(vocab, data, 5, 40)
+        model.fused_kernel = False
+        options = ScoringOptions(device="cuda", precision="fp32", fused=True).resolve()
+        scored = score_pairs(model, tz, tz.candidates(), options)
+        assert model.fused_kernel is False
+        np.testing.assert_allclose(scored.cpu().numpy(), plain.cpu().numpy(), rtol=1e-3, atol=1e-4)

@@ -16,6 +16,7 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from clir.errors import ConfigError
+from clir.rerankers import fused_knrm
 from clir.rerankers.encoding import FrozenEmbedding
 from clir.training.config import PRECISIONS
 from clir.training.data import PairIndex, RerankData, Tensorizer, check_finite
@@ -59,11 +60,14 @@ COMPILE_MIN_PAIRS = 200_000
 WIDTH_STEP = 32
 """On CUDA, document widths are rounded up to a multiple of this, or to the longest document (few
 distinct shapes to compile)."""
+FUSED_BY_DEFAULT = False
+"""Whether CUDA scoring uses the fused K-NRM kernel unless told otherwise: only where it beat
+``torch.compile`` of the same model on an H200 (README, Speed)."""
 GUARD_MIN_TAU = 0.99
 """Least per-query Kendall τ of a bf16 ranking against the fp32 one."""
 GUARD_MAX_METRIC_DELTA = 0.002
 """Largest difference of a run measure (MAP) between the bf16 and the fp32 run."""
-GUARD_QUERIES = 16
+GUARD_QUERIES = 64
 """Queries scored in both precisions when ``precision="auto"`` decides on CUDA."""
 
 
@@ -77,6 +81,9 @@ class ScoringOptions:
         precision: One of :data:`PRECISIONS`.
         compile: ``torch.compile`` the model (CUDA only); ``None``: when at least
             :data:`COMPILE_MIN_PAIRS` pairs are scored.
+        fused: Pool windowed K-NRM components with the fused Triton kernel
+            (:mod:`clir.rerankers.fused_knrm`; CUDA only, then uncompiled); ``None``: on CUDA when
+            Triton is there and :data:`FUSED_BY_DEFAULT`.
 
     Raises:
         ConfigError: On an unknown precision, a batch size below 1, or bf16 / compile on a CPU
@@ -87,6 +94,7 @@ class ScoringOptions:
     batch_size: int | None = None
     precision: str = "auto"
     compile: bool | None = None
+    fused: bool | None = None
 
     def __post_init__(self) -> None:
         if self.precision not in PRECISIONS:
@@ -97,10 +105,10 @@ class ScoringOptions:
             self._check_cpu()
 
     def _check_cpu(self) -> None:
-        if self.precision == "bf16" or self.compile:
+        if self.precision == "bf16" or self.compile or self.fused:
             raise ConfigError(
-                f"precision={self.precision!r}, compile={self.compile!r} need CUDA, got device 'cpu'; "
-                "on a CPU scoring runs in fp32, uncompiled"
+                f"precision={self.precision!r}, compile={self.compile!r}, fused={self.fused!r} need CUDA, "
+                "got device 'cpu'; on a CPU scoring runs in fp32, uncompiled"
             )
 
     def resolve(self, default_device: str = "auto") -> ScoringOptions:
@@ -119,6 +127,9 @@ class ScoringOptions:
             batch_size=self.batch_size or (CUDA_BATCH if cuda else CPU_BATCH),
             precision=self.precision if cuda else "fp32",
             compile=self.compile if cuda else False,
+            fused=(FUSED_BY_DEFAULT and fused_knrm.triton is not None)
+            if cuda and self.fused is None
+            else bool(self.fused),
         )
 
 
@@ -170,10 +181,12 @@ def score_pairs(
         with clock("transfer"):
             tensorizer.prepare(device)
     order = np.argsort(tensorizer.doc_lengths(index), kind="stable") if cuda else np.arange(len(index))
-    runner = _compiled(model) if options.compile else model
+    runner = _compiled(model) if options.compile and not options.fused else model
     out = torch.empty(len(index), dtype=torch.float32, device=device)
-    was_training = model.training
+    was_training, was_fused = model.training, getattr(model, "fused_kernel", None)
     model.eval()
+    if was_fused is not None:
+        model.fused_kernel = bool(options.fused)
     try:
         starts = range(0, len(index), size)
         for start in tqdm(starts, desc="scoring", unit="batch", disable=not progress):
@@ -194,6 +207,8 @@ def score_pairs(
                 out[torch.from_numpy(chosen).to(device, non_blocking=True)] = scores
     finally:
         model.train(was_training)
+        if was_fused is not None:
+            model.fused_kernel = was_fused
     return out
 
 
