@@ -117,7 +117,7 @@ class ScoringOptions:
         """These options with the device, batch size and (except ``auto``) precision settled.
 
         Raises:
-            ConfigError: On ``bf16`` or ``compile=True`` on a CPU, or ``cuda`` without CUDA.
+            ConfigError: On ``bf16``, ``compile=True`` or ``fused=True`` on a CPU, or ``cuda`` without CUDA.
         """
         device = resolve_device(self.device or default_device)
         cuda = device.type == "cuda"
