@@ -72,6 +72,26 @@ _TABLES_HELP = (
 )
 
 
+def _scoring_arguments(parser: argparse.ArgumentParser, what: str) -> None:
+    """``--device``, ``--batch-size`` and ``--precision`` of scoring ``what``."""
+    parser.add_argument(
+        "--device",
+        choices=["cpu", "cuda", "auto"],
+        help="where to score (default: the model config's device; auto: CUDA when available)",
+    )
+    parser.add_argument(
+        "--batch-size",
+        type=_positive,
+        help=f"pairs per forward pass when scoring {what} (default: 256 on a CPU, 8192 on CUDA)",
+    )
+    parser.add_argument(
+        "--precision",
+        choices=["auto", "fp32", "bf16"],
+        help="scoring precision (default auto: fp32 on a CPU; on CUDA bf16 where it ranks the first "
+        "queries' candidates as fp32 does, Kendall tau >= 0.99, else fp32)",
+    )
+
+
 # --------------------------------------------------------------------------- data
 
 
@@ -403,7 +423,14 @@ def _train(args: argparse.Namespace) -> int:
     config = load_config(args.config)
     if args.init_from is not None:
         config.optim.init_from = str(args.init_from)
-        config.validate(f"{args.config} with --init-from")
+    for key, value in (
+        ("device", args.device),
+        ("precision", args.precision),
+        ("score_batch_size", args.batch_size),
+    ):
+        if value is not None:
+            setattr(config, key, value)
+    config.validate(f"{args.config} with the command line's options")
     if args.force:
         output_directory(args.out, kind="reranker", force=True)
     _check_out(args, "reranker")
@@ -424,7 +451,9 @@ def _rerank(args: argparse.Namespace) -> int:
     from clir.formats import read_run, write_run
     from clir.pipeline.features import rerank_collection
     from clir.pipeline.tables import learn_tables
+    from clir.training import ScoringOptions
 
+    options = ScoringOptions(args.device, args.batch_size, args.precision or "auto")
     _check_out(args)
     collection = _load_collection(args)
     run = rerank_collection(
@@ -435,6 +464,7 @@ def _rerank(args: argparse.Namespace) -> int:
         run=read_run(args.run) if args.run is not None else None,
         tables=learn_tables(collection, args.tables),
         depth=args.depth,
+        options=options,
     )
     write_run(args.out, run, tag=args.tag)
     print(f"wrote {args.out}: {len(run)} queries, reranked by {_models_of(args.model)}")
@@ -1160,6 +1190,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="start from the weights of this checkpoint or ensemble (e.g. one trained on 'clir data "
         "pseudo' data); sets the config's optim.init_from",
     )
+    _scoring_arguments(
+        train, "the dev queries' candidates, each epoch (optim.batch_size stays the training step's)"
+    )
     _force_argument(train)
     train.set_defaults(handler=_train)
 
@@ -1187,6 +1220,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     rerank.add_argument("--out", required=True, type=Path, help="TREC run file to write")
     rerank.add_argument("--tag", default="reranked", help="run tag")
+    _scoring_arguments(rerank, "the candidates")
     rerank.set_defaults(handler=_rerank)
 
     bundle = commands.add_parser(

@@ -6,6 +6,17 @@ allows it) GPU numbers are added, eager and ``torch.compile`` under bf16 autocas
     python experiments/bench_rerank.py --device cpu --quick
     python experiments/bench_rerank.py --device cuda --compile-models bilingual_knrm,knrm
     python experiments/bench_rerank.py --device cuda --models bilingual_knrm --gpu-profile --no-train
+    python experiments/bench_rerank.py --end-to-end --device all --sizes 100x50000,300x100000
+    python experiments/bench_rerank.py --device cuda --models bilingual_knrm --knrm-window 10 --fused
+
+``--end-to-end`` times what ``clir rerank`` does after analysis and translation (cached steps of
+the pipeline): from the analysed collection (a SYNTHETIC one, the size of the Bible's: 6,220
+passages of ``--doc-length`` tokens per view, random words of a vocabulary of ``V`` words per
+language, random vectors of dimension ``dim``) and a first-stage run of ``--queries`` ×
+``--depth`` candidates to the written run file, with the split: tensorize (vocabulary, frozen
+matrix, tables, batches), transfer (tables to the GPU), score, write (normalise, rank, write the
+TREC file). The model is the default config's (four components, K-NRM with 10-token windows,
+two features), untrained (speed does not depend on the weights).
 
 Model names: the interaction models (``knrm``, ``drmm``, ``pacrr_drmm``, ``posit_drmm``:
 one component on one (query, document) pair) and ``bilingual_<model>`` (the four-component
@@ -17,9 +28,12 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import tempfile
 import time
+from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 
 from clir.rerankers import (
@@ -152,6 +166,130 @@ def profile_summary(
     ]
 
 
+class RandomSpace:
+    """A stand-in for a shared space: word ``<lang>:w<i>`` has row ``i`` of one random matrix."""
+
+    def __init__(self, vocab: int, dim: int, seed: int = 0) -> None:
+        self.dim = dim
+        self.vectors = np.random.default_rng(seed).normal(size=(2 * vocab, dim)).astype(np.float32)
+        self.vocab = vocab
+
+    def matrix(self, entries: list[tuple[str, str]]) -> np.ndarray:
+        rows = [int(token[1:]) + (self.vocab if lang == "en" else 0) for lang, token in entries]
+        return self.vectors[rows]
+
+
+def synthetic_data(
+    queries: int, depth: int, docs: int, doc_len: int, q_len: int, vocab: int, seed: int
+) -> Any:
+    """A RerankData of ``queries`` × ``depth`` candidates over ``docs`` documents (and its run)."""
+    from clir.training import RerankData, RerankQuery
+
+    rng = np.random.default_rng(seed)
+    words = [f"w{i}" for i in range(vocab)]
+
+    def text(n: int) -> list[str]:
+        return [words[i] for i in rng.integers(0, vocab, size=n)]
+
+    docnos = [f"D{i}" for i in range(docs)]
+    doc_src = {d: text(doc_len) for d in docnos}
+    doc_en = {d: text(doc_len) for d in docnos}
+    records = []
+    for qi in range(queries):
+        chosen = [docnos[i] for i in rng.choice(docs, size=depth, replace=False)]
+        scores = np.sort(rng.normal(size=depth))[::-1].copy()
+        records.append(
+            RerankQuery(
+                f"Q{qi}", text(q_len), text(q_len), list(rng.uniform(0.5, 5, q_len)),
+                list(rng.uniform(0.5, 5, q_len)), chosen, scores, rng.normal(size=(depth, 2)),
+            )
+        )  # fmt: skip
+    data = RerankData("xx", records, doc_src, doc_en, ["f1", "f2"])
+    return data, data.first_stage_run()
+
+
+def end_to_end(args: argparse.Namespace, devices: list[str]) -> dict[str, Any]:
+    """Seconds and pairs per second of reranking and writing a run, per device and size (see above)."""
+    from clir.formats import write_run
+    from clir.rerankers import fused_knrm
+    from clir.training import ScoringOptions, TrainedReranker, load_config, rerank
+    from clir.training.scoring import kendall_taus
+    from clir.training.trainer import build_reranker
+
+    config = load_config(Path(__file__).resolve().parents[1] / "configs" / "reranker-knrm.yaml")
+    config.data.depth = args.depth
+    config.data.max_doc_len = max(config.data.max_doc_len, args.doc_length)
+    out: dict[str, Any] = {
+        "collection": "synthetic (random words and vectors), 6,220 passages like the Bible's",
+        "model": "reranker-knrm.yaml: four components, K-NRM window 10, 2 features, untrained",
+        "date": time.strftime("%Y-%m-%d"),
+        "doc_length": args.doc_length,
+        "query_length": args.query_length,
+        "depth": args.depth,
+        "cpu_threads": args.threads,
+        "runs": {},
+    }
+    if torch.cuda.is_available():
+        out["gpu"] = torch.cuda.get_device_name()
+    for size in args.sizes.split(","):
+        dim, vocab = (int(x) for x in size.split("x"))
+        space = RandomSpace(vocab, dim, args.seed)
+        for device in devices:
+            n_queries = args.queries if device == "cuda" else args.cpu_queries
+            data, run = synthetic_data(
+                n_queries, args.depth, args.docs, args.doc_length, args.query_length, vocab, args.seed
+            )
+            matrix = np.zeros((2, dim), np.float32)  # replaced by rerank with the data's matrix
+            model = build_reranker(config, matrix, 2, seed=0)
+            member = TrainedReranker(model, config, ["f1", "f2"])
+            modes: list[tuple[str, bool | None, bool | None]] = [("fp32", False, False)]
+            if device == "cuda":  # the defaults last: uncompiled below 20M pairs, bf16 if the guard passes
+                modes += [
+                    ("bf16", False, False),
+                    ("bf16", True, False),
+                    ("fp32", False, True),
+                    ("auto", None, None),
+                ]
+            for precision, compiled, fused in modes:
+                if fused and fused_knrm.triton is None:
+                    continue
+                options = ScoringOptions(device, None, precision, compiled, fused)
+                how = precision + ("/compiled" if compiled else "") + ("/fused" if fused else "")
+                key = f"{device}/{how}/d{dim}/V{vocab}"
+                if compiled is None:
+                    key = f"{device}/default/d{dim}/V{vocab}"
+                record: dict[str, Any] = {"dim": dim, "vocab": vocab, "pairs": n_queries * args.depth}
+                with tempfile.TemporaryDirectory() as tmp:
+                    target = Path(tmp) / "reranked.run"
+                    for attempt in ("first", "warm", "split"):
+                        timings: dict[str, float] | None = {} if attempt == "split" else None
+                        start = time.perf_counter()
+                        reranked = rerank(
+                            [member], data, space=space, run=run, options=options, timings=timings
+                        )
+                        scored = time.perf_counter()
+                        write_run(target, reranked, tag="bench")
+                        done = time.perf_counter()
+                        record[f"{attempt}_seconds"] = round(done - start, 3)
+                        if timings is not None:
+                            timings["write"] = timings.get("write", 0.0) + done - scored
+                            record["split_seconds"] = {k: round(v, 3) for k, v in timings.items()}
+                if precision == "fp32":
+                    reference = reranked
+                else:  # the bf16 ranking of each query's candidates against fp32's (Kendall tau-b)
+                    taus = kendall_taus(*(
+                        [np.array([r[q.qid][d] for d in q.docnos]) for q in data.queries]
+                        for r in (reference, reranked)
+                    ))  # fmt: skip
+                    record["kendall_tau_vs_fp32"] = {"min": round(float(taus.min()), 5),
+                                                     "median": round(float(np.median(taus)), 5)}  # fmt: skip
+                record["pairs_per_second_end_to_end"] = round(record["pairs"] / record["warm_seconds"])
+                record["pairs_per_second_scoring"] = round(record["pairs"] / record["split_seconds"]["score"])
+                out["runs"][key] = record
+                print(f"{key}: {record}", file=sys.stderr, flush=True)
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -176,6 +314,17 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument(
+        "--fused", action="store_true", help="add the fused Triton K-NRM kernel and compiled fp32 on the GPU"
+    )
+    parser.add_argument("--end-to-end", action="store_true", help="time reranking to a written run file")
+    parser.add_argument("--sizes", default="100x50000,300x100000", help="DIMxVOCAB,... (--end-to-end)")
+    parser.add_argument("--queries", type=int, default=500, help="queries on CUDA (--end-to-end)")
+    parser.add_argument("--cpu-queries", type=int, default=50, help="queries on the CPU (--end-to-end)")
+    parser.add_argument("--depth", type=int, default=1000, help="candidates per query (--end-to-end)")
+    parser.add_argument("--docs", type=int, default=6220, help="passages in the collection (--end-to-end)")
+    parser.add_argument("--doc-length", type=int, default=150, help="tokens per passage (--end-to-end)")
+    parser.add_argument("--json", type=Path, help="also write the JSON here")
+    parser.add_argument(
         "--knrm-window",
         type=int,
         default=0,
@@ -198,6 +347,12 @@ def main(argv: list[str] | None = None) -> int:
         devices.remove("cuda")
 
     torch.set_num_threads(args.threads)
+    if args.end_to_end:
+        report = json.dumps(end_to_end(args, devices), indent=2)
+        print(report)
+        if args.json is not None:
+            args.json.write_text(report + "\n", encoding="utf-8")
+        return 0
     gen = torch.Generator().manual_seed(args.seed)
     embeddings = torch.randn(args.vocab, args.dim, generator=gen)
     embeddings[0] = 0.0
@@ -213,20 +368,34 @@ def main(argv: list[str] | None = None) -> int:
     for device in devices:
         size = args.cpu_batch if device == "cpu" else args.gpu_batch
         modes = ["eager"] if device == "cpu" else ["eager", "compile_bf16"]
+        if device == "cuda" and args.fused:
+            modes += ["compile_fp32", "fused"]
         if device == "cuda":
             result["gpu"] = torch.cuda.get_device_name()
         for name in models:
             model = make_model(name, embeddings, args.knrm_window).to(device).eval()
             for mode in modes:
-                if mode == "compile_bf16" and name not in args.compile_models.split(","):
+                if mode.startswith("compile") and name not in args.compile_models.split(","):
                     continue
-                runner = torch.compile(model) if mode == "compile_bf16" else model
+                if mode == "fused" and not name.startswith("bilingual_knrm"):
+                    continue
+                runner = torch.compile(model) if mode.startswith("compile") else model
+                model.fused_kernel = mode == "fused"
                 for d_len in doc_lengths:
                     batch = make_batch(name, size, args.query_length, d_len, args.vocab, gen).to(device)
                     rate = throughput(runner, batch, device, min_time, autocast=mode == "compile_bf16")
                     key = f"{device}/{mode}/{name}/d{d_len}"
                     result["pairs_per_second"][key] = round(rate)
                     print(f"{key}: {rate:,.0f} pairs/s (batch {size})", file=sys.stderr, flush=True)
+                    if mode == "fused":  # against the eager fp32 PyTorch scores of the same batch
+                        with torch.inference_mode():
+                            fast = model(batch)
+                            model.fused_kernel = False
+                            reference = model(batch)
+                            model.fused_kernel = True
+                        error = float((fast - reference).norm() / reference.norm())
+                        result.setdefault("fused_relative_error", {})[key] = error
+                        print(f"{key}: relative error {error:.2e}", file=sys.stderr, flush=True)
                     if args.gpu_profile and mode == "compile_bf16":
                         result[f"cuda_profile/{key}"] = profile_summary(runner, batch, device, autocast=True)
 

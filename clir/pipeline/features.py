@@ -62,6 +62,7 @@ from clir.training import (
     DataConfig,
     RerankData,
     RerankQuery,
+    ScoringOptions,
     TrainConfig,
     load_models,
     normalise_scores,
@@ -581,6 +582,7 @@ def rerank_collection(
     depth: int | None = None,
     baseline: BaselineConfig | None = None,
     k: int = 1000,
+    options: ScoringOptions | None = None,
 ) -> Run:
     """``clir rerank``: rerank a first-stage run of a collection's split with a trained model or
     ensemble (zero-shot when the collection's language differs from the training one).
@@ -599,6 +601,8 @@ def rerank_collection(
             rest of the run follows beneath in its order.
         baseline: First-stage settings (PSQ pruning, model parameters; default: the baselines').
         k: Depth of the first-stage runs searched when ``run`` is not given.
+        options: Device, batch size and precision of the scoring (default: the models' device,
+            the fast path's choices for it; see :class:`~clir.training.scoring.ScoringOptions`).
 
     Returns:
         The reranked run.
@@ -635,4 +639,6 @@ def rerank_collection(
         progress=config.progress,
     )
     reranked = max((len(query.docnos) for query in data.queries), default=0)
-    return rerank(models, data, space=space, run=run, depth=reranked, progress=config.progress)
+    return rerank(
+        models, data, space=space, run=run, depth=reranked, options=options, progress=config.progress
+    )

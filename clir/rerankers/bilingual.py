@@ -39,6 +39,7 @@ from clir.rerankers.base import (
 )
 from clir.rerankers.batch import DOC_VIEWS, QUERY_VIEWS, BilingualBatch, concat_views, pad_views
 from clir.rerankers.encoding import EncodedPair, EncodedView, FrozenEmbedding
+from clir.rerankers.fused_knrm import fused_pooling_supported, fused_window_pooling
 from clir.rerankers.fusion import Fusion
 from clir.rerankers.knrm import KNRM
 
@@ -102,6 +103,11 @@ class BilingualReranker(SavedModule, nn.Module):
             where nothing is dropped): the fusion cannot lean on the lexical columns alone.
         seed: Seed of the initialisation (component k uses ``seed + k`` unless weights are shared).
 
+    Attributes:
+        fused_kernel: When True, K-NRM components that the fused Triton kernel supports
+            (:func:`~clir.rerankers.fused_knrm.fused_pooling_supported`) are pooled by it at
+            inference (same features to 1e-3); set by the scorer, never saved.
+
     Raises:
         ConfigError: On an unknown component or model, no inputs at all, or inconsistent options.
     """
@@ -159,6 +165,7 @@ class BilingualReranker(SavedModule, nn.Module):
         self.fusion_kind, self.fusion_hidden, self.seed = fusion, fusion_hidden, seed
         self.feature_dropout = float(feature_dropout)
 
+        self.fused_kernel = False  # a switch of how (not what) it computes: see clir.rerankers.fused_knrm
         self.embedding: FrozenEmbedding | None = None
         if embeddings is not None:
             self.embedding = FrozenEmbedding(embeddings)
@@ -282,11 +289,33 @@ class BilingualReranker(SavedModule, nn.Module):
         query = concat_views([batch.query(v) for v in q_views])
         docs = pad_views([batch.doc(v) for v in d_views])
         scorer: KNRM = self.scorer(components[0])  # type: ignore[assignment]
-        phi = scorer.grid_features(
-            EncodedView.encode(embedding, query.tokens, query.surface),
-            [EncodedView.encode(embedding, d.tokens, d.surface) for d in docs],
-            len(q_views),
+        fused = (
+            self.fused_kernel
+            and scorer.exact_match
+            and fused_pooling_supported(
+                scorer.window, docs[0].tokens.shape[1], query.tokens.device, torch.is_grad_enabled()
+            )
         )
+        if fused:  # the same features in one Triton pass from the token ids (clir.rerankers.fused_knrm)
+            phi = fused_window_pooling(
+                embedding.unit,
+                query.tokens,
+                query.tokens if query.surface is None else query.surface,
+                torch.stack([d.tokens for d in docs], dim=1),
+                torch.stack([d.tokens if d.surface is None else d.surface for d in docs], dim=1),
+                len(q_views),
+                scorer.mus,
+                scorer.sigmas,
+                scorer.eps,
+                scorer.log_scale,
+                scorer.window,
+            )
+        else:
+            phi = scorer.grid_features(
+                EncodedView.encode(embedding, query.tokens, query.surface),
+                [EncodedView.encode(embedding, d.tokens, d.surface) for d in docs],
+                len(q_views),
+            )
         scores = {}
         for comp in components:
             q, d = COMPONENTS[comp]

@@ -33,7 +33,13 @@ from clir.training.data import (
     sample_pairs,
 )
 from clir.training.ensemble import TrainedReranker, combine, load_models, member_scores, rerank
-from clir.training.scoring import resolve_device, score_candidates, scores_to_run
+from clir.training.scoring import (
+    ScoringOptions,
+    precision_guard,
+    resolve_device,
+    score_candidates,
+    scores_to_run,
+)
 from clir.training.trainer import EpochInfo, MetricFn, Trainer, build_reranker
 from clir.training.warmstart import init_digest, load_init_weights
 
@@ -49,6 +55,7 @@ __all__ = [
     "OptimConfig",
     "RerankData",
     "RerankQuery",
+    "ScoringOptions",
     "Tensorizer",
     "TrainConfig",
     "TrainedReranker",
@@ -66,6 +73,7 @@ __all__ = [
     "load_models",
     "member_scores",
     "normalise_scores",
+    "precision_guard",
     "read_config",
     "read_state",
     "rerank",

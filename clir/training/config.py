@@ -1,6 +1,6 @@
 """Training configuration: dataclasses that map one-to-one onto the YAML files of ``configs/``.
 
-A config file has five sections and two top-level keys::
+A config file has five sections and four top-level keys::
 
     model:          # the bilingual reranker (clir.rerankers)
       interaction: knrm          # registry name of the per-component interaction model
@@ -37,6 +37,8 @@ A config file has five sections and two top-level keys::
       seeds: [0]                 # one model per seed (per fold); scores averaged
     device: auto                 # "cpu" | "cuda" | "auto"
     progress: true
+    precision: null              # dev / test scoring: "fp32" | "bf16" | "auto" (null: auto)
+    score_batch_size: null       # pairs per forward pass when scoring (null: 256 CPU, 8192 CUDA)
 
 Every key is optional (the defaults are those above); an unknown key is an error naming the key,
 its section and the file.
@@ -99,6 +101,9 @@ COMPONENTS: tuple[str, ...] = tuple(BILINGUAL_COMPONENTS)
 ``src_en`` = (Q̂_src, D̂_en). ``src`` is the document language, a hat marks a translation."""
 FEATURE_NORMS: tuple[str, ...] = ("zscore", "minmax")
 DEVICES: tuple[str, ...] = ("cpu", "cuda", "auto")
+PRECISIONS: tuple[str, ...] = ("auto", "fp32", "bf16")
+"""Scoring precisions: ``fp32``; ``bf16`` (autocast, CUDA only); ``auto``: fp32 on a CPU, bf16 on
+CUDA where it ranks as fp32 does (:func:`clir.training.scoring.choose_precision`), else fp32."""
 
 
 @dataclass
@@ -248,6 +253,10 @@ class EnsembleConfig(Section):
 class TrainConfig(Section):
     """A whole training configuration (one YAML file).
 
+    ``device``, ``progress``, ``precision`` and ``score_batch_size`` say where and how (not what)
+    is trained and scored: a resumed run may change them. ``precision`` and ``score_batch_size``
+    are left out of ``to_dict`` while unset (configs without them keep their step keys).
+
     Values are checked on construction, by :meth:`~clir.config.Section.from_dict` and
     :func:`load_config` (naming the file and the dotted key) and, after changes in place, by
     :meth:`~clir.config.Section.validate`, which the trainer calls.
@@ -260,6 +269,8 @@ class TrainConfig(Section):
     ensemble: EnsembleConfig = field(default_factory=EnsembleConfig)
     device: Annotated[str, OneOf(DEVICES)] = "auto"
     progress: bool = True
+    precision: Annotated[Annotated[str, OneOf(PRECISIONS)] | None, OmitWhenNone()] = None
+    score_batch_size: Annotated[PositiveInt | None, OmitWhenNone()] = None
 
 
 def load_config(path: str | Path) -> TrainConfig:

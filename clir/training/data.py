@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import chain
 from pathlib import Path
 from typing import Any
 
@@ -322,8 +323,9 @@ class Vocabulary:
 
     def __init__(self) -> None:
         self.entries: list[tuple[str, str]] = [("", "")]
-        self._rows: dict[tuple[str, str], int] = {}
+        self._rows: dict[str, dict[str, int]] = {}  # lang -> token -> row
         self._surfaces: dict[str, int] = {}
+        self._surface_of_row: list[int] = [PAD]
 
     def __len__(self) -> int:
         return len(self.entries)
@@ -335,13 +337,12 @@ class Vocabulary:
 
     def add(self, lang: str, tokens: Iterable[str]) -> None:
         """Add tokens of one language (already known ones are skipped)."""
-        for token in tokens:
-            key = (lang, token)
-            if key not in self._rows:
-                self._rows[key] = len(self.entries)
-                self.entries.append(key)
-            if token not in self._surfaces:
-                self._surfaces[token] = len(self._surfaces) + 1
+        rows = self._rows.setdefault(lang, {})
+        for token in [t for t in dict.fromkeys(tokens) if t not in rows]:  # new ones, in order
+            rows[token] = len(self.entries)
+            self.entries.append((lang, token))
+            surface = self._surfaces.setdefault(token, len(self._surfaces) + 1)
+            self._surface_of_row.append(surface)
 
     def ids(self, lang: str, tokens: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
         """``(rows, surface ids)`` int64 arrays of ``tokens``.
@@ -350,12 +351,10 @@ class Vocabulary:
             ConfigError: On a token not in the vocabulary.
         """
         try:
-            rows = [self._rows[(lang, t)] for t in tokens]
+            rows = np.fromiter(map(self._rows.get(lang, {}).__getitem__, tokens), np.int64, len(tokens))
         except KeyError as error:
             raise ConfigError(f"token {error.args[0]!r} is not in the vocabulary; add it first") from None
-        return np.asarray(rows, dtype=np.int64), np.asarray(
-            [self._surfaces[t] for t in tokens], dtype=np.int64
-        )
+        return rows, np.asarray(self._surface_of_row, dtype=np.int64)[rows]
 
     @classmethod
     def build(cls, datasets: Iterable[RerankData]) -> Vocabulary:
@@ -394,12 +393,56 @@ def _space_dim(space: Any) -> int:
     return int(dim)
 
 
+@dataclass(frozen=True)
+class PairIndex:
+    """(query, candidate) pairs as positions into a :class:`Tensorizer`'s tables.
+
+    Attributes:
+        query: ``int64`` (n,) query index of each pair.
+        doc: ``int64`` (n,) document index (row of the document tables).
+        row: ``int64`` (n,) row of the pair's feature vector (the queries' candidates concatenated).
+    """
+
+    query: np.ndarray
+    doc: np.ndarray
+    row: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.query)
+
+    def take(self, positions: np.ndarray | slice) -> PairIndex:
+        """The pairs at ``positions`` (an index array or a slice)."""
+        return PairIndex(self.query[positions], self.doc[positions], self.row[positions])
+
+
+@dataclass(frozen=True)
+class _Table:
+    """One view of every query or document: padded ids (and idf) plus each row's length."""
+
+    tokens: torch.Tensor
+    surface: torch.Tensor
+    idf: torch.Tensor | None
+    lengths: np.ndarray
+
+    def to(self, device: torch.device) -> _Table:
+        def move(t: torch.Tensor) -> torch.Tensor:
+            return t.pin_memory().to(device, non_blocking=True)
+
+        return _Table(
+            move(self.tokens), move(self.surface), None if self.idf is None else move(self.idf), self.lengths
+        )
+
+
 class Tensorizer:
     """Turns (query, candidate) pairs of a :class:`RerankData` into padded tensors.
 
     Token lists are truncated to their first ``max_query_len`` / ``max_doc_len`` tokens; a batch
     is padded with 0 to its longest (truncated) sequence, and to at least ``min_len`` so that
     convolutional models (PACRR's n×n filters) always have room.
+
+    Every query view and document view is laid out once, at construction, as one padded table;
+    a batch is rows gathered from those tables (no Python loop over pairs), on the CPU or, after
+    the tables are copied there once (:meth:`gather` with ``device``), on the GPU.
 
     Args:
         vocab: Must contain every token of the data (see :meth:`Vocabulary.build`).
@@ -421,23 +464,93 @@ class Tensorizer:
         self.max_query_len = max_query_len
         self.max_doc_len = max_doc_len
         self.min_len = min_len
-        self._queries: list[dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]]] = []
-        for q in data.queries:
-            en = vocab.ids(data.query_lang, q.query_en[:max_query_len])
-            src = vocab.ids(data.doc_lang, q.query_src[:max_query_len])
-            self._queries.append(
-                {
-                    "en": (*en, np.asarray(q.idf_en[:max_query_len], dtype=np.float32)),
-                    "src": (*src, np.asarray(q.idf_src[:max_query_len], dtype=np.float32)),
-                }
-            )
-        self._docs: dict[str, dict[str, tuple[np.ndarray, np.ndarray]]] = {}
-        for docno in data._used_docnos():
-            self._docs[docno] = {
-                "src": vocab.ids(data.doc_lang, data.doc_src[docno][:max_doc_len]),
-                "en": vocab.ids(data.query_lang, data.doc_en[docno][:max_doc_len]),
-            }
-        self._position = [{d: i for i, d in enumerate(q.docnos)} for q in data.queries]
+        queries = data.queries
+        docnos = data._used_docnos()
+        self._query_tables = {
+            "en": self._table(
+                data.query_lang, [q.query_en[:max_query_len] for q in queries], [q.idf_en for q in queries]
+            ),
+            "src": self._table(
+                data.doc_lang, [q.query_src[:max_query_len] for q in queries], [q.idf_src for q in queries]
+            ),
+        }
+        self._doc_index = {d: i for i, d in enumerate(docnos)}
+        self._doc_tables = {
+            "src": self._table(data.doc_lang, [data.doc_src[d][:max_doc_len] for d in docnos]),
+            "en": self._table(data.query_lang, [data.doc_en[d][:max_doc_len] for d in docnos]),
+        }
+        self._candidates = [np.asarray([self._doc_index[d] for d in q.docnos], np.int64) for q in queries]
+        self._first_row = np.cumsum([0, *(len(q.docnos) for q in queries)])
+        n_features = len(data.feature_names)
+        self._features = torch.from_numpy(
+            np.concatenate([q.features for q in queries]).astype(np.float32)
+            if queries
+            else np.zeros((0, n_features), np.float32)
+        )
+        self._position = [{d: i for i, d in enumerate(q.docnos)} for q in queries]
+        self._on_device: dict[torch.device, tuple[dict[str, _Table], dict[str, _Table], torch.Tensor]] = {}
+
+    def _table(
+        self, lang: str, texts: Sequence[Sequence[str]], idf: Sequence[Sequence[float]] | None = None
+    ) -> _Table:
+        """The padded table of ``texts`` (one vocabulary lookup for all of them) and their idf
+        (each truncated to its text's length)."""
+        lengths = np.asarray([len(text) for text in texts], dtype=np.int64)
+        width = max([self.min_len, *lengths])
+        mask = np.arange(width) < lengths[:, None]
+        tokens = np.zeros((len(texts), width), dtype=np.int64)
+        surface = np.zeros((len(texts), width), dtype=np.int64)
+        tokens[mask], surface[mask] = self.vocab.ids(lang, list(chain.from_iterable(texts)))
+        weights = None
+        if idf is not None:
+            weights = np.zeros((len(texts), width), dtype=np.float32)
+            flat = chain.from_iterable(w[:n] for w, n in zip(idf, lengths, strict=True))
+            weights[mask] = np.fromiter(flat, np.float32, int(lengths.sum()))
+        return _Table(
+            torch.from_numpy(tokens),
+            torch.from_numpy(surface),
+            None if weights is None else torch.from_numpy(weights),
+            lengths,
+        )
+
+    def pair_index(self, pairs: Sequence[tuple[int, str]]) -> PairIndex:
+        """The :class:`PairIndex` of ``(query index, docno)`` pairs.
+
+        Raises:
+            ConfigError: If a docno is not a candidate of its query.
+        """
+        rows = []
+        for qi, docno in pairs:
+            position = self._position[qi].get(docno)
+            if position is None:
+                raise ConfigError(f"{docno!r} is not a candidate of query {self.data.queries[qi].qid!r}")
+            rows.append(self._first_row[qi] + position)
+        query = np.asarray([qi for qi, _ in pairs], dtype=np.int64)
+        doc = np.asarray([self._doc_index[d] for _, d in pairs], dtype=np.int64)
+        return PairIndex(query, doc, np.asarray(rows, dtype=np.int64))
+
+    def candidates(self, depth: int | None = None) -> PairIndex:
+        """Every query's first ``depth`` candidates (``None``: all), query by query, in order."""
+        counts = self.counts(depth)
+        query = np.repeat(np.arange(len(counts), dtype=np.int64), counts)
+        doc = np.concatenate(
+            [c[:n] for c, n in zip(self._candidates, counts, strict=True)] or [np.zeros(0, np.int64)]
+        )
+        row = np.concatenate(
+            [np.arange(n, dtype=np.int64) + first for n, first in zip(counts, self._first_row, strict=False)]
+            or [np.zeros(0, np.int64)]
+        )
+        return PairIndex(query, doc.astype(np.int64), row)
+
+    def counts(self, depth: int | None = None) -> list[int]:
+        """The number of candidates of each query among its first ``depth``."""
+        return [len(c) if depth is None else min(depth, len(c)) for c in self._candidates]
+
+    def doc_lengths(self, index: PairIndex) -> np.ndarray:
+        """The padded-to length each pair's documents need (the longer of its two views)."""
+        return np.maximum(
+            self._doc_tables["src"].lengths[index.doc], self._doc_tables["en"].lengths[index.doc]
+        )
 
     def batch(self, pairs: Sequence[tuple[int, str]]) -> BilingualBatch:
         """Tensors of ``(query index, docno)`` pairs (the docno must be a candidate of the query).
@@ -445,38 +558,82 @@ class Tensorizer:
         Raises:
             ConfigError: If a docno is not a candidate of its query.
         """
-        queries = [self._queries[qi] for qi, _ in pairs]
-        docs = [self._docs[d] for _, d in pairs]
-        rows = []
-        for qi, docno in pairs:
-            position = self._position[qi].get(docno)
-            if position is None:
-                raise ConfigError(f"{docno!r} is not a candidate of query {self.data.queries[qi].qid!r}")
-            rows.append(self.data.queries[qi].features[position])
-        n_features = len(self.data.feature_names)
-        features = np.stack(rows) if rows else np.zeros((0, n_features), np.float32)
-        return BilingualBatch(
-            q_en=self._view([q["en"] for q in queries], with_idf=True),
-            q_src=self._view([q["src"] for q in queries], with_idf=True),
-            d_src=self._view([d["src"] for d in docs]),
-            d_en=self._view([d["en"] for d in docs]),
-            features=torch.from_numpy(np.asarray(features, dtype=np.float32)) if n_features else None,
+        return self.gather(self.pair_index(pairs))
+
+    def gather(
+        self, index: PairIndex, device: torch.device | None = None, widths: tuple[int, int] | None = None
+    ) -> BilingualBatch:
+        """The batch of the pairs of ``index``, gathered where the tables are.
+
+        Args:
+            index: The pairs.
+            device: Gather on this device from tables copied there once (pinned, asynchronously)
+                and kept; ``None``: on the CPU.
+            widths: ``(query width, document width)`` to pad to (at least the batch's longest
+                sequences); ``None``: the batch's longest (and ``min_len``).
+
+        Returns:
+            A :class:`~clir.rerankers.batch.BilingualBatch` on ``device``.
+        """
+        queries, docs, features = self._tables(device)
+        if widths is None:
+            widths = (
+                max([self.min_len, *(queries[v].lengths[index.query].max(initial=0) for v in queries)]),
+                max([self.min_len, *(docs[v].lengths[index.doc].max(initial=0) for v in docs)]),
+            )
+        target = features.device
+        q_idx, d_idx, rows = (
+            torch.from_numpy(a).to(target, non_blocking=True) for a in (index.query, index.doc, index.row)
         )
 
-    def _view(self, items: Sequence[tuple[np.ndarray, ...]], with_idf: bool = False) -> TokenView:
-        length = max([self.min_len, *(len(item[0]) for item in items)])
-        tokens = np.zeros((len(items), length), dtype=np.int64)
-        surface = np.zeros((len(items), length), dtype=np.int64)
-        idf = np.zeros((len(items), length), dtype=np.float32)
-        for i, item in enumerate(items):
-            n = len(item[0])
-            tokens[i, :n] = item[0]
-            surface[i, :n] = item[1]
-            if with_idf:
-                idf[i, :n] = item[2]
-        return TokenView(
-            torch.from_numpy(tokens), torch.from_numpy(surface), torch.from_numpy(idf) if with_idf else None
+        def view(table: _Table, idx: torch.Tensor, width: int) -> TokenView:
+            def take(t: torch.Tensor) -> torch.Tensor:
+                t = (
+                    t[:, :width]
+                    if t.shape[1] >= width
+                    else torch.nn.functional.pad(t, (0, width - t.shape[1]))
+                )
+                return t.index_select(0, idx)
+
+            return TokenView(
+                take(table.tokens), take(table.surface), None if table.idf is None else take(table.idf)
+            )
+
+        return BilingualBatch(
+            q_en=view(queries["en"], q_idx, widths[0]),
+            q_src=view(queries["src"], q_idx, widths[0]),
+            d_src=view(docs["src"], d_idx, widths[1]),
+            d_en=view(docs["en"], d_idx, widths[1]),
+            features=features.index_select(0, rows) if self.data.feature_names else None,
         )
+
+    @property
+    def max_query_width(self) -> int:
+        """The longest (truncated) query of either view, at least ``min_len``."""
+        return max(self.min_len, *(int(t.lengths.max(initial=0)) for t in self._query_tables.values()))
+
+    @property
+    def max_doc_width(self) -> int:
+        """The longest (truncated) document of either view, at least ``min_len``."""
+        return max(self.min_len, *(int(t.lengths.max(initial=0)) for t in self._doc_tables.values()))
+
+    def prepare(self, device: torch.device) -> Tensorizer:
+        """Copy the tables to ``device`` now (pinned, asynchronously) rather than at the first gather."""
+        self._tables(device)
+        return self
+
+    def _tables(
+        self, device: torch.device | None
+    ) -> tuple[dict[str, _Table], dict[str, _Table], torch.Tensor]:
+        if device is None or device.type == "cpu":
+            return self._query_tables, self._doc_tables, self._features
+        if device not in self._on_device:
+            self._on_device[device] = (
+                {k: t.to(device) for k, t in self._query_tables.items()},
+                {k: t.to(device) for k, t in self._doc_tables.items()},
+                self._features.pin_memory().to(device, non_blocking=True),
+            )
+        return self._on_device[device]
 
     def query_pairs(self, qi: int, depth: int | None = None) -> list[tuple[int, str]]:
         """All ``(qi, docno)`` pairs of query ``qi``'s first ``depth`` candidates."""

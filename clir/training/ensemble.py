@@ -13,6 +13,7 @@ checkpoint directory is an ensemble of one.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,7 +30,7 @@ from clir.rerankers.bilingual import BilingualReranker
 from clir.training.checkpoint import checkpoint_problem, is_checkpoint, model_dir, read_config, read_state
 from clir.training.config import TrainConfig
 from clir.training.data import RerankData, Tensorizer, Vocabulary, normalise_scores
-from clir.training.scoring import resolve_device, score_candidates, scores_to_run, set_embeddings
+from clir.training.scoring import ScoringOptions, score_candidates, scores_to_run, set_embeddings
 from clir.types import Run
 
 ENSEMBLE_FILE = "ensemble.json"
@@ -133,55 +134,72 @@ def member_scores(
     *,
     space: Any,
     depth: int | None = None,
-    batch_size: int = 256,
-    device: str | None = None,
+    options: ScoringOptions | None = None,
     progress: bool = False,
+    timings: dict[str, float] | None = None,
 ) -> list[list[np.ndarray]]:
     """Each member's raw score of each query's first ``depth`` candidates.
 
     The vocabulary and frozen matrix are built for ``data`` (from ``space``) and lent to each
-    member in turn, so a model trained on one language pair scores another (zero-shot).
+    member in turn, so a model trained on one language pair scores another (zero-shot). Members
+    with the same lengths and features share one :class:`~clir.training.data.Tensorizer` (and
+    its tables on the device); each member's scores stay on the device until it is done.
 
     Args:
         members: Trained rerankers.
         data: Queries with candidates.
         space: The shared space.
         depth: Candidates reranked per query (default: each member's ``data.max_candidates``).
-        batch_size: Pairs per forward pass.
-        device: ``"cpu"``, ``"cuda"``, ``"auto"`` (default: each member's config).
+        options: Device, batch size, precision, compilation (default: each member's configured
+            device, the rest chosen for it; see :class:`~clir.training.scoring.ScoringOptions`).
         progress: Show progress bars.
+        timings: When given, seconds are added under ``"tensorize"``, ``"transfer"`` and
+            ``"score"`` (see :func:`~clir.training.scoring.score_pairs`).
 
     Returns:
         ``scores[member][query]``: float64 arrays.
     """
     if not members:
         raise ConfigError("no models to rerank with")
+    options = options or ScoringOptions()
+    clock = time.perf_counter()
     vocab = Vocabulary.build([data])
     matrix = torch.from_numpy(vocab.embedding_matrix(space))
+    tensorizers: dict[tuple, Tensorizer] = {}
     out = []
     for member in members:
-        target = resolve_device(device or member.config.device)
+        settled = options.resolve(member.config.device)
         prepared = _prepare(member, data)
-        tensorizer = Tensorizer(
-            vocab, prepared, member.config.data.max_query_len, member.config.data.max_doc_len
+        key = (
+            member.config.data.max_query_len,
+            member.config.data.max_doc_len,
+            tuple(prepared.feature_names),
         )
+        if key not in tensorizers:
+            tensorizers[key] = Tensorizer(vocab, prepared, key[0], key[1])
+        if timings is not None:
+            timings["tensorize"] = timings.get("tensorize", 0.0) + time.perf_counter() - clock
+            clock = time.perf_counter()
         model = member.model
         lent_back = getattr(model, "embedding", None)
         set_embeddings(model, matrix)
-        model.to(target)
+        model.to(settled.device)
+        if timings is not None:
+            timings["transfer"] = timings.get("transfer", 0.0) + time.perf_counter() - clock
         try:
             out.append(
                 score_candidates(
                     model,
-                    tensorizer,
+                    tensorizers[key],
                     depth or member.config.data.max_candidates,
-                    batch_size,
-                    target,
+                    settled,
                     progress=progress,
+                    timings=timings,
                 )
             )
         finally:
             model.embedding = lent_back
+        clock = time.perf_counter()
     return out
 
 
@@ -218,9 +236,9 @@ def rerank(
     run: Run | None = None,
     depth: int | None = None,
     normalise: str = "zscore",
-    batch_size: int = 256,
-    device: str | None = None,
+    options: ScoringOptions | None = None,
     progress: bool = False,
+    timings: dict[str, float] | None = None,
 ) -> Run:
     """Rerank each query's candidates with one model or the mean of an ensemble.
 
@@ -232,9 +250,11 @@ def rerank(
         depth: Candidates reranked (default: the first member's ``data.max_candidates``); the
             rest keep their first-stage order beneath.
         normalise: Per-query normalisation before averaging (``"zscore"`` or ``"minmax"``).
-        batch_size: Pairs per forward pass.
-        device: Overrides the members' configured device.
+        options: Device (default: the members' configured one), batch size, precision and
+            compilation of the scoring (:class:`~clir.training.scoring.ScoringOptions`).
         progress: Show progress bars.
+        timings: When given, seconds are added per phase (see :func:`member_scores`), and under
+            ``"write"`` those of normalising and ranking.
 
     Returns:
         The reranked run.
@@ -244,6 +264,10 @@ def rerank(
     if depth is None:
         depth = models[0].config.data.max_candidates
     scores = member_scores(
-        models, data, space=space, depth=depth, batch_size=batch_size, device=device, progress=progress
+        models, data, space=space, depth=depth, options=options, progress=progress, timings=timings
     )
-    return scores_to_run(data, combine(scores, normalise), run)
+    start = time.perf_counter()
+    reranked = scores_to_run(data, combine(scores, normalise), run)
+    if timings is not None:
+        timings["write"] = timings.get("write", 0.0) + time.perf_counter() - start
+    return reranked

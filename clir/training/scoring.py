@@ -2,16 +2,24 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import time
+import warnings
+import weakref
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
 
 import numpy as np
 import torch
+from scipy.stats import kendalltau
 from torch import nn
-from tqdm.auto import tqdm
 
 from clir.errors import ConfigError
+from clir.progress import progress_bar
+from clir.rerankers import fused_knrm
 from clir.rerankers.encoding import FrozenEmbedding
-from clir.training.data import RerankData, Tensorizer, check_finite
+from clir.training.config import PRECISIONS
+from clir.training.data import PairIndex, RerankData, Tensorizer, check_finite
 from clir.types import Run
 
 
@@ -43,46 +51,332 @@ def resolve_device(device: str) -> torch.device:
     return torch.device(device)
 
 
+CPU_BATCH = 256
+"""Default pairs per forward pass on a CPU (the batch size every CPU result was made with)."""
+CUDA_BATCH = 8192
+"""Default pairs per forward pass on CUDA."""
+COMPILE_MIN_PAIRS = 20_000_000
+"""Pairs from which ``torch.compile`` pays for its compilation on CUDA: on an H200 compiling the
+default model took 19.5 s in a fresh process and saved about 0.9 µs per pair (bf16 eager 0.57 s,
+compiled 0.12 s for 500k pairs at dim 100), so it pays from about 20M pairs in one process."""
+WIDTH_STEP = 32
+"""On CUDA, document widths are rounded up to a multiple of this, or to the longest document (few
+distinct shapes to compile)."""
+FUSED_BY_DEFAULT = False
+"""Whether CUDA scoring uses the fused K-NRM kernel unless told otherwise: only where it beat
+``torch.compile`` of the same model on an H200 (README, Speed)."""
+GUARD_MIN_TAU = 0.99
+"""Least per-query Kendall τ of a bf16 ranking against the fp32 one."""
+GUARD_MAX_METRIC_DELTA = 0.002
+"""Largest difference of a run measure (MAP) between the bf16 and the fp32 run."""
+GUARD_QUERIES = 64
+"""Queries scored in both precisions when ``precision="auto"`` decides on CUDA."""
+
+
+@dataclass(frozen=True)
+class ScoringOptions:
+    """How candidates are scored: where, in what batches, at what precision, compiled or not.
+
+    Attributes:
+        device: ``"cpu"``, ``"cuda"`` or ``"auto"``; ``None``: the model's config decides.
+        batch_size: Pairs per forward pass; ``None``: :data:`CPU_BATCH` or :data:`CUDA_BATCH`.
+        precision: One of :data:`PRECISIONS`.
+        compile: ``torch.compile`` the model (CUDA only); ``None``: when at least
+            :data:`COMPILE_MIN_PAIRS` pairs are scored.
+        fused: Pool windowed K-NRM components with the fused Triton kernel
+            (:mod:`clir.rerankers.fused_knrm`; CUDA only, then uncompiled); ``None``: on CUDA when
+            Triton is there and :data:`FUSED_BY_DEFAULT`.
+
+    Raises:
+        ConfigError: On an unknown precision, a batch size below 1, or bf16 / compile on a CPU
+            (checked by :meth:`resolve`).
+    """
+
+    device: str | None = None
+    batch_size: int | None = None
+    precision: str = "auto"
+    compile: bool | None = None
+    fused: bool | None = None
+
+    def __post_init__(self) -> None:
+        if self.precision not in PRECISIONS:
+            raise ConfigError(f"unknown precision {self.precision!r}; expected one of {list(PRECISIONS)}")
+        if self.batch_size is not None and (isinstance(self.batch_size, bool) or self.batch_size < 1):
+            raise ConfigError(f"batch_size must be a positive integer, got {self.batch_size!r}")
+        if self.device == "cpu":
+            self._check_cpu()
+
+    def _check_cpu(self) -> None:
+        if self.precision == "bf16" or self.compile or self.fused:
+            raise ConfigError(
+                f"precision={self.precision!r}, compile={self.compile!r}, fused={self.fused!r} need CUDA, "
+                "got device 'cpu'; on a CPU scoring runs in fp32, uncompiled"
+            )
+
+    def resolve(self, default_device: str = "auto") -> ScoringOptions:
+        """These options with the device, batch size and (except ``auto``) precision settled.
+
+        Raises:
+            ConfigError: On ``bf16``, ``compile=True`` or ``fused=True`` on a CPU, or ``cuda`` without CUDA.
+        """
+        device = resolve_device(self.device or default_device)
+        cuda = device.type == "cuda"
+        if not cuda:
+            self._check_cpu()
+        return replace(
+            self,
+            device=device.type,
+            batch_size=self.batch_size or (CUDA_BATCH if cuda else CPU_BATCH),
+            precision=self.precision if cuda else "fp32",
+            compile=self.compile if cuda else False,
+            fused=(FUSED_BY_DEFAULT and fused_knrm.triton is not None)
+            if cuda and self.fused is None
+            else bool(self.fused),
+        )
+
+
+_COMPILED: weakref.WeakKeyDictionary[nn.Module, nn.Module] = weakref.WeakKeyDictionary()
+
+
+def _compiled(model: nn.Module) -> nn.Module:
+    """``torch.compile(model)``, made once per model and process (shapes are few: see :data:`WIDTH_STEP`)."""
+    if model not in _COMPILED:
+        _COMPILED[model] = torch.compile(model, dynamic=False)
+    return _COMPILED[model]
+
+
 @torch.inference_mode()
-def score_candidates(
+def score_pairs(
     model: nn.Module,
     tensorizer: Tensorizer,
-    depth: int | None = None,
-    batch_size: int = 256,
-    device: torch.device | str = "cpu",
+    index: PairIndex,
+    options: ScoringOptions,
     progress: bool = False,
-) -> list[np.ndarray]:
-    """The model's score of each query's first ``depth`` candidates (eval mode, no autograd).
+    timings: dict[str, float] | None = None,
+) -> torch.Tensor:
+    """The model's score of each pair of ``index``, left on the model's device (eval mode).
+
+    On a CPU the pairs are scored in order, each batch padded to its longest sequences (the
+    results of every earlier version). On CUDA the tables are copied to the device once and
+    batches are gathered there; pairs go in order of document length, each batch padded to a
+    multiple of :data:`WIDTH_STEP` and filled to the full batch size, so a compiled model meets
+    a few shapes; bf16 runs under autocast.
 
     Args:
         model: Maps a :class:`~clir.rerankers.batch.BilingualBatch` to scores (B,).
         tensorizer: Built over the data to score.
-        depth: Candidates scored per query (``None``: all).
-        batch_size: Pairs per forward pass.
-        device: Where the model is.
+        index: The pairs.
+        options: Resolved options (:meth:`ScoringOptions.resolve`); ``precision`` ``fp32`` or ``bf16``.
         progress: Show a progress bar.
+        timings: When given, seconds are added under ``"tensorize"`` (gathering batches),
+            ``"transfer"`` (copying tables) and ``"score"`` (the forward passes), synchronising
+            the device between them (slower: for measurements only).
+
+    Returns:
+        Float32 scores (n,) on the model's device, aligned with ``index``.
+    """
+    device = torch.device(options.device or "cpu")
+    cuda = device.type == "cuda"
+    size = int(options.batch_size or CPU_BATCH)
+    clock = _Clock(timings, device)
+    if cuda:
+        with clock("transfer"):
+            tensorizer.prepare(device)
+    order = np.argsort(tensorizer.doc_lengths(index), kind="stable") if cuda else np.arange(len(index))
+    runner = _compiled(model) if options.compile and not options.fused else model
+    out = torch.empty(len(index), dtype=torch.float32, device=device)
+    was_training, was_fused = model.training, getattr(model, "fused_kernel", None)
+    model.eval()
+    if was_fused is not None:
+        model.fused_kernel = bool(options.fused)
+    try:
+        starts = range(0, len(index), size)
+        for start in progress_bar(starts, desc="scoring", unit="batch", enabled=progress):
+            chosen = order[start : start + size]
+            with clock("tensorize"):
+                if cuda:
+                    part = index.take(np.pad(chosen, (0, size - len(chosen)), mode="edge"))
+                    width = -(-int(tensorizer.doc_lengths(part).max(initial=1)) // WIDTH_STEP) * WIDTH_STEP
+                    widths = (tensorizer.max_query_width, min(width, tensorizer.max_doc_width))
+                    batch = tensorizer.gather(part, device, widths)
+                else:
+                    batch = tensorizer.gather(index.take(chosen))
+            with (
+                clock("score"),
+                torch.autocast(device.type, torch.bfloat16, enabled=options.precision == "bf16"),
+            ):
+                scores = runner(batch)[: len(chosen)].float()
+                out[torch.from_numpy(chosen).to(device, non_blocking=True)] = scores
+    finally:
+        model.train(was_training)
+        if was_fused is not None:
+            model.fused_kernel = was_fused
+    return out
+
+
+class _Clock:
+    """Adds the seconds of ``with clock(name):`` blocks to ``timings`` (nothing when it is ``None``)."""
+
+    def __init__(self, timings: dict[str, float] | None, device: torch.device) -> None:
+        self.timings, self.device = timings, device
+
+    @contextmanager
+    def __call__(self, name: str) -> Iterator[None]:
+        if self.timings is None:
+            yield
+            return
+        _synchronize(self.device)
+        start = time.perf_counter()
+        yield
+        _synchronize(self.device)
+        self.timings[name] = self.timings.get(name, 0.0) + time.perf_counter() - start
+
+
+def _synchronize(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def split_scores(flat: np.ndarray, counts: Sequence[int]) -> list[np.ndarray]:
+    """``flat`` cut into consecutive arrays of ``counts`` elements (one per query)."""
+    return np.split(np.asarray(flat, dtype=np.float64), np.cumsum(counts)[:-1]) if counts else []
+
+
+def kendall_taus(reference: Sequence[np.ndarray], candidate: Sequence[np.ndarray]) -> np.ndarray:
+    """Per query, Kendall's τ-b between two scorings of its candidates.
+
+    A query with fewer than two candidates, or whose scores are constant in both scorings,
+    gets 1.0; constant in one scoring only, 0.0.
+
+    Args:
+        reference: One array per query (e.g. fp32 scores).
+        candidate: The same candidates scored another way (e.g. bf16).
+
+    Returns:
+        Float64 (n_queries,).
+    """
+    taus = []
+    for ref, cand in zip(reference, candidate, strict=True):
+        ref, cand = np.asarray(ref, np.float64), np.asarray(cand, np.float64)
+        if len(ref) < 2:
+            taus.append(1.0)
+            continue
+        flat_ref, flat_cand = np.ptp(ref) == 0, np.ptp(cand) == 0
+        if flat_ref and flat_cand:
+            taus.append(1.0)
+        elif flat_ref or flat_cand:
+            taus.append(0.0)
+        else:
+            taus.append(float(kendalltau(ref, cand).statistic))
+    return np.asarray(taus, dtype=np.float64)
+
+
+@dataclass(frozen=True)
+class GuardResult:
+    """What :func:`precision_guard` found.
+
+    Attributes:
+        passed: Every query's τ is at least ``min_tau`` and the measure moved at most ``max_delta``.
+        min_tau: The smallest per-query Kendall τ.
+        metric_delta: ``|metric(candidate) - metric(reference)|``, or ``None`` without a metric.
+    """
+
+    passed: bool
+    min_tau: float
+    metric_delta: float | None
+
+
+def precision_guard(
+    reference: Sequence[np.ndarray],
+    candidate: Sequence[np.ndarray],
+    metric: Callable[[Sequence[np.ndarray]], float] | None = None,
+    min_tau: float = GUARD_MIN_TAU,
+    max_delta: float = GUARD_MAX_METRIC_DELTA,
+) -> GuardResult:
+    """Whether a cheaper scoring (bf16) ranks as the reference (fp32) does.
+
+    Args:
+        reference: Per-query scores of the reference.
+        candidate: Per-query scores of the same candidates, scored the cheaper way.
+        metric: Maps per-query scores to a run measure (MAP of the reranked run); optional.
+        min_tau: Least per-query Kendall τ.
+        max_delta: Largest change of the measure.
+
+    Returns:
+        A :class:`GuardResult`.
+    """
+    taus = kendall_taus(reference, candidate)
+    low = float(taus.min()) if taus.size else 1.0
+    delta = None if metric is None else abs(float(metric(candidate)) - float(metric(reference)))
+    return GuardResult(low >= min_tau and (delta is None or delta <= max_delta), low, delta)
+
+
+def choose_precision(
+    model: nn.Module, tensorizer: Tensorizer, index: PairIndex, counts: Sequence[int], options: ScoringOptions
+) -> ScoringOptions:
+    """Settle ``precision="auto"``: bf16 when it passes :func:`precision_guard` (τ only) against
+    fp32 on the first :data:`GUARD_QUERIES` queries, else fp32 (with a warning).
+
+    Args:
+        model: The model.
+        tensorizer: Its tensorizer.
+        index: All pairs, query by query.
+        counts: Pairs per query, in order.
+        options: Resolved options.
+
+    Returns:
+        ``options`` with ``precision`` ``"fp32"`` or ``"bf16"``.
+    """
+    if options.precision != "auto":
+        return options
+    if options.device != "cuda":
+        return replace(options, precision="fp32")
+    probe = counts[:GUARD_QUERIES]
+    part = index.take(slice(0, int(sum(probe))))
+    reference = score_pairs(model, tensorizer, part, replace(options, precision="fp32", compile=False))
+    cheap = score_pairs(model, tensorizer, part, replace(options, precision="bf16"))
+    guard = precision_guard(
+        split_scores(reference.cpu().numpy(), probe), split_scores(cheap.cpu().numpy(), probe)
+    )
+    if guard.passed:
+        return replace(options, precision="bf16")
+    warnings.warn(
+        f"bf16 scores rank the first {len(probe)} queries' candidates unlike fp32 (Kendall tau "
+        f"{guard.min_tau:.4f} < {GUARD_MIN_TAU}); scoring in fp32",
+        stacklevel=2,
+    )
+    return replace(options, precision="fp32")
+
+
+def score_candidates(
+    model: nn.Module,
+    tensorizer: Tensorizer,
+    depth: int | None = None,
+    options: ScoringOptions | None = None,
+    progress: bool = False,
+    timings: dict[str, float] | None = None,
+) -> list[np.ndarray]:
+    """The model's score of each query's first ``depth`` candidates (eval mode, no autograd).
+
+    Args:
+        model: Maps a :class:`~clir.rerankers.batch.BilingualBatch` to scores (B,), on the
+            device of ``options``.
+        tensorizer: Built over the data to score.
+        depth: Candidates scored per query (``None``: all).
+        options: Resolved scoring options (default: the CPU's).
+        progress: Show a progress bar.
+        timings: When given, seconds are added per phase (see :func:`score_pairs`).
 
     Returns:
         One float64 array per query, aligned with its first ``depth`` candidates.
     """
-    pairs = [p for qi in range(len(tensorizer.data.queries)) for p in tensorizer.query_pairs(qi, depth)]
-    was_training = model.training
-    model.eval()
-    out: list[np.ndarray] = []
-    try:
-        starts = range(0, len(pairs), batch_size)
-        for start in tqdm(starts, desc="scoring", unit="batch", disable=not progress):
-            batch = tensorizer.batch(pairs[start : start + batch_size]).to(device)
-            out.append(model(batch).detach().to("cpu", torch.float64).numpy())
-    finally:
-        model.train(was_training)
-    flat = np.concatenate(out) if out else np.zeros(0)
-    result, start = [], 0
-    for qi in range(len(tensorizer.data.queries)):
-        n = len(tensorizer.query_pairs(qi, depth))
-        result.append(flat[start : start + n])
-        start += n
-    return result
+    options = options or ScoringOptions(device="cpu").resolve()
+    index, counts = tensorizer.candidates(depth), tensorizer.counts(depth)
+    if options.compile is None:
+        options = replace(options, compile=options.device == "cuda" and len(index) >= COMPILE_MIN_PAIRS)
+    options = choose_precision(model, tensorizer, index, counts, options)
+    flat = score_pairs(model, tensorizer, index, options, progress=progress, timings=timings)
+    return split_scores(flat.cpu().numpy(), counts)
 
 
 def scores_to_run(

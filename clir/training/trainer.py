@@ -24,9 +24,9 @@ from typing import Any
 import numpy as np
 import torch
 from torch import nn
-from tqdm.auto import tqdm
 
 from clir.errors import ConfigError, NonFiniteError
+from clir.progress import progress_bar
 from clir.rerankers import BilingualReranker, get_interaction_model, hinge_loss
 from clir.training.checkpoint import (
     TrainingState,
@@ -40,7 +40,7 @@ from clir.training.checkpoint import (
 )
 from clir.training.config import TrainConfig
 from clir.training.data import RerankData, Tensorizer, Vocabulary, sample_pairs
-from clir.training.scoring import resolve_device, score_candidates, scores_to_run
+from clir.training.scoring import ScoringOptions, resolve_device, score_candidates, scores_to_run
 from clir.training.warmstart import load_init_weights
 from clir.types import Qrels, Run
 
@@ -180,6 +180,9 @@ class Trainer:
         self.seed = config.optim.seed if seed is None else seed
         self.callbacks = list(callbacks)
         self.device = resolve_device(config.device)
+        self.scoring = ScoringOptions(
+            device=config.device, batch_size=config.score_batch_size, precision=config.precision or "auto"
+        ).resolve()
         self.model_: nn.Module | None = None
         self.state_: TrainingState | None = None
 
@@ -264,7 +267,7 @@ class Trainer:
         if resume and is_checkpoint(out_dir) and (problem := checkpoint_problem(out_dir)) is not None:
             warnings.warn(f"{out_dir}: damaged checkpoint ({problem}); training from the start", stacklevel=2)
         elif resume and is_checkpoint(out_dir):
-            ignored = ("device", "progress")  # where and how verbosely: not what is trained
+            ignored = ("device", "progress", "precision", "score_batch_size")  # where and how: not what
             saved = {k: v for k, v in read_config(out_dir).to_dict().items() if k not in ignored}
             if saved != {k: v for k, v in cfg.to_dict().items() if k not in ignored}:
                 raise ConfigError(
@@ -286,9 +289,7 @@ class Trainer:
                 loss, n_pairs = self._epoch(model, optimizer, tensorizer, qrels, epoch)
                 score = None
                 if dev_tensorizer is not None and dev is not None and self.metric is not None:
-                    scores = score_candidates(
-                        model, dev_tensorizer, cfg.data.max_candidates, device=self.device, progress=False
-                    )
+                    scores = score_candidates(model, dev_tensorizer, cfg.data.max_candidates, self.scoring)
                     score = float(self.metric(scores_to_run(dev, scores), dev_qrels))
                 improved = score is None or state.best_score is None or score > state.best_score
                 if improved:
@@ -349,7 +350,7 @@ class Trainer:
         model.train()
         total, size = 0.0, cfg.optim.batch_size
         steps = range(0, len(triples), size)
-        bar = tqdm(steps, desc=f"epoch {epoch}", unit="batch", disable=not cfg.progress, leave=False)
+        bar = progress_bar(steps, desc=f"epoch {epoch}", unit="batch", enabled=cfg.progress, leave=False)
         for start in bar:
             chunk = triples[start : start + size]
             pairs = [(qi, pos) for qi, pos, _ in chunk] + [(qi, neg) for qi, _, neg in chunk]
@@ -390,4 +391,4 @@ class Trainer:
 
         names = list(data.feature_names) if self.config.model.features else []
         member = TrainedReranker(self.model_, self.config, names)
-        return rerank([member], data, space=space, run=run)
+        return rerank([member], data, space=space, run=run, options=self.scoring)

@@ -1,0 +1,316 @@
+"""Tests of the scoring fast path: tensor tables, batching, options, the bf16 guard (CUDA parts skip)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from clir.cli import main
+from clir.errors import ConfigError
+from clir.evaluation import evaluate
+from clir.rerankers import fused_knrm
+from clir.rerankers.encoding import EncodedView, FrozenEmbedding
+from clir.rerankers.knrm import KNRM
+from clir.training import (
+    RerankData,
+    RerankQuery,
+    ScoringOptions,
+    Tensorizer,
+    Trainer,
+    Vocabulary,
+    load_config,
+    load_models,
+    member_scores,
+    precision_guard,
+    rerank,
+    score_candidates,
+    scores_to_run,
+)
+from clir.training.scoring import kendall_taus, score_pairs, set_embeddings, split_scores
+from clir.training.trainer import build_reranker
+
+CONFIGS = Path(__file__).resolve().parents[1] / "configs"
+
+cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+
+
+class ToySpace:
+    """A shared space stand-in: ``e<i>`` (English) and ``x<i>`` (language xx) share random vector i."""
+
+    dim = 16
+
+    def __init__(self, seed: int = 0) -> None:
+        self.vectors = np.random.default_rng(seed).normal(size=(60, self.dim)).astype(np.float32)
+
+    def matrix(self, entries: list[tuple[str, str]]) -> np.ndarray:
+        return self.vectors[[int(token[1:]) for _lang, token in entries]]
+
+
+def varied_data(
+    seed: int = 0, n_queries: int = 6, n_docs: int = 40, depth: int = 15
+) -> tuple[RerankData, dict[str, dict[str, int]]]:
+    """Queries and documents of many lengths (so that padding differs from batch to batch), and
+    qrels: the first two candidates of each query are relevant and hold its words."""
+    rng = np.random.default_rng(seed)
+    docs = {
+        f"d{i}": [f"x{c}" for c in rng.integers(0, 60, size=int(rng.integers(1, 30)))] for i in range(n_docs)
+    }
+    queries, qrels = [], {}
+    for qi in range(n_queries):
+        words = [int(c) for c in rng.integers(0, 60, size=int(rng.integers(1, 9)))]
+        docnos = [f"d{i}" for i in rng.permutation(n_docs)[: int(rng.integers(2, depth))]]
+        qrels[f"q{qi}"] = {docnos[0]: 1, docnos[1]: 1}
+        for docno in docnos[:2]:
+            docs[docno] = docs[docno][:10] + [f"x{w}" for w in words] + docs[docno][10:]
+        queries.append(
+            RerankQuery(
+                f"q{qi}", [f"e{w}" for w in words], [f"x{w}" for w in words[::-1]],
+                list(rng.uniform(0.5, 3, len(words))), list(rng.uniform(0.5, 3, len(words))),
+                docnos, rng.normal(size=len(docnos)), rng.normal(size=(len(docnos), 1)),
+            )
+        )  # fmt: skip
+    doc_en = {d: [t.replace("x", "e") for t in tokens[::-1]] for d, tokens in docs.items()}
+    return RerankData("xx", queries, docs, doc_en, ["f"]), qrels
+
+
+def map_metric(run, qrels):
+    return evaluate(run, qrels, ["AP"])["AP"]
+
+
+def tiny_config():
+    config = load_config(CONFIGS / "reranker-tiny.yaml")
+    config.progress = False
+    config.optim.epochs, config.optim.patience = 2, 0
+    return config
+
+
+# ------------------------------------------------------------------------------- tensorisation
+
+
+def test_gathered_batches_equal_the_per_pair_batches():
+    data, _ = varied_data()
+    tz = Tensorizer(Vocabulary.build([data]), data, max_query_len=5, max_doc_len=20)
+    index = tz.candidates(depth=4)
+    assert tz.counts(4) == [min(4, len(q.docnos)) for q in data.queries]
+    pairs = [p for qi in range(len(data.queries)) for p in tz.query_pairs(qi, 4)]
+    assert len(index) == len(pairs)
+    by_pairs = tz.batch(pairs)
+    gathered = tz.gather(index)
+    for name in ("q_en", "q_src", "d_src", "d_en"):
+        a, b = getattr(by_pairs, name), getattr(gathered, name)
+        assert torch.equal(a.tokens, b.tokens) and torch.equal(a.surface, b.surface), name
+    assert torch.equal(by_pairs.q_en.idf, gathered.q_en.idf)
+    assert torch.equal(by_pairs.features, gathered.features)
+    # each pair's row holds its own document's ids: the docno's tokens, truncated to 20
+    qi, docno = pairs[5]
+    rows, _ = tz.vocab.ids("xx", data.doc_src[docno][:20])
+    assert gathered.d_src.tokens[5, : len(rows)].tolist() == rows.tolist()
+    assert (gathered.d_src.tokens[5, len(rows) :] == 0).all()
+    assert gathered.features[5, 0] == pytest.approx(
+        data.queries[qi].features[data.queries[qi].docnos.index(docno), 0]
+    )
+    # fixed widths pad further with zeros and change nothing else
+    wide = tz.gather(index, widths=(12, 40))
+    assert wide.q_en.tokens.shape == (len(pairs), 12) and wide.d_en.tokens.shape == (len(pairs), 40)
+    width = gathered.d_en.tokens.shape[1]
+    assert (
+        torch.equal(wide.d_en.tokens[:, :width], gathered.d_en.tokens)
+        and not wide.d_en.tokens[:, width:].any()
+    )
+
+
+def test_fast_scores_match_the_model_on_each_query_and_do_not_depend_on_the_batch_size():
+    data, _ = varied_data(seed=3)
+    space = ToySpace()
+    config = tiny_config()
+    vocab = Vocabulary.build([data])
+    model = build_reranker(config, vocab.embedding_matrix(space), 1, seed=0).eval()
+    set_embeddings(model, torch.from_numpy(vocab.embedding_matrix(space)))
+    tz = Tensorizer(vocab, data, 5, 20)
+    expected = [
+        model(tz.batch(tz.query_pairs(qi))).double().detach().numpy() for qi in range(len(data.queries))
+    ]
+    for size in (1, 7, 256):
+        got = score_candidates(model, tz, None, ScoringOptions(device="cpu", batch_size=size).resolve())
+        assert [len(g) for g in got] == [len(q.docnos) for q in data.queries]
+        for g, e in zip(got, expected, strict=True):
+            np.testing.assert_allclose(g, e, rtol=1e-5, atol=1e-6)
+
+
+def test_split_scores_cuts_per_query():
+    parts = split_scores(np.arange(6.0), [2, 0, 3, 1])
+    assert [p.tolist() for p in parts] == [[0.0, 1.0], [], [2.0, 3.0, 4.0], [5.0]]
+    assert split_scores(np.zeros(0), []) == []
+
+
+# ------------------------------------------------------------------------------------- options
+
+
+def test_scoring_options_defaults_and_errors():
+    cpu = ScoringOptions(device="cpu").resolve()
+    assert (cpu.device, cpu.batch_size, cpu.precision, cpu.compile) == ("cpu", 256, "fp32", False)
+    assert ScoringOptions(batch_size=64).resolve("cpu").batch_size == 64
+    with pytest.raises(ConfigError, match=r"precision='bf16'.*need CUDA"):
+        ScoringOptions(device="cpu", precision="bf16")
+    with pytest.raises(ConfigError, match="unknown precision 'fp16'"):
+        ScoringOptions(precision="fp16")
+    with pytest.raises(ConfigError, match="batch_size must be a positive integer, got 0"):
+        ScoringOptions(batch_size=0)
+    if not torch.cuda.is_available():
+        with pytest.raises(ConfigError, match=r"precision='bf16'.*need CUDA"):
+            ScoringOptions(precision="bf16").resolve("auto")
+
+
+def test_cli_refuses_bf16_on_a_cpu(tmp_path, capsys):
+    absent = str(tmp_path / "absent")
+    argv = ["rerank", "--model", absent, "--collection", absent, "--space", absent, "--out", absent]
+    assert main([*argv, "--device", "cpu", "--precision", "bf16"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("clir: error:") and "precision='bf16'" in err and "need CUDA" in err
+
+
+# --------------------------------------------------------------------------------------- guard
+
+
+def test_kendall_taus_by_hand():
+    ref = [
+        np.arange(10.0),
+        np.array([3.0, 2.0, 1.0]),
+        np.array([1.0, 1.0]),
+        np.array([5.0]),
+        np.array([1.0, 2.0]),
+    ]
+    swapped = np.arange(10.0)
+    swapped[[3, 4]] = swapped[[4, 3]]  # one discordant pair of 45
+    cand = [
+        swapped,
+        np.array([30.0, 20.0, 10.0]),
+        np.array([7.0, 7.0]),
+        np.array([0.0]),
+        np.array([4.0, 4.0]),
+    ]
+    np.testing.assert_allclose(kendall_taus(ref, cand), [43 / 45, 1.0, 1.0, 1.0, 0.0])
+
+
+def test_precision_guard_logic():
+    ref = [np.linspace(0, 1, 20), np.linspace(1, 0, 30)]
+    same_order = [r * 2 + 0.1 for r in ref]  # a monotone change: the rankings are equal
+    result = precision_guard(ref, same_order)
+    assert result.passed and result.min_tau == pytest.approx(1.0) and result.metric_delta is None
+    # one adjacent swap in 20 candidates: tau = 1 - 2/190 = 0.98947 < 0.99
+    swapped = [ref[0].copy(), ref[1]]
+    swapped[0][[7, 8]] = swapped[0][[8, 7]]
+    result = precision_guard(ref, swapped)
+    assert not result.passed and result.min_tau == pytest.approx(188 / 190)
+    # the same swap among 30 candidates (tau 1 - 2/435 = 0.9954) passes the tau test ...
+    swapped30 = [ref[0], ref[1].copy()]
+    swapped30[1][[7, 8]] = swapped30[1][[8, 7]]
+    assert precision_guard(ref, swapped30).passed
+
+    # ... and fails when the measure moves by more than 0.002
+    def metric(scores):
+        return 0.5 if scores is ref else 0.5025
+
+    result = precision_guard(ref, swapped30, metric=metric)
+    assert not result.passed and result.metric_delta == pytest.approx(0.0025)
+    assert precision_guard(ref, swapped30, metric=lambda s: 0.5 if s is ref else 0.5015).passed
+
+
+# ----------------------------------------------------------------------------------------- CUDA
+
+
+@cuda
+def test_cuda_fast_path_ranks_as_the_cpu_does(tmp_path):
+    space = ToySpace()
+    train, qrels = varied_data(seed=1, n_queries=30)
+    test, test_qrels = varied_data(seed=4, n_queries=40)
+    path = Trainer(tiny_config(), metric=map_metric).fit(train, None, qrels, tmp_path / "ckpt", space=space)
+    cpu = rerank(path, test, space=space, options=ScoringOptions(device="cpu"))
+    fp32 = rerank(path, test, space=space, options=ScoringOptions(device="cuda", precision="fp32"))
+    for qid, ranking in cpu.items():
+        np.testing.assert_allclose(
+            [fp32[qid][d] for d in ranking], list(ranking.values()), rtol=1e-4, atol=1e-5
+        )
+    members = load_models(path)
+    reference = member_scores(members, test, space=space, options=ScoringOptions(device="cpu"))[0]
+
+    def measure(scores):
+        return map_metric(scores_to_run(test, scores), test_qrels)
+
+    def scored(**options):
+        return member_scores(members, test, space=space, options=ScoringOptions(device="cuda", **options))[0]
+
+    # bf16 is taken exactly when it ranks the probed queries (all 40 here) as fp32 does
+    fp32, bf16 = scored(precision="fp32", compile=False), scored(precision="bf16", compile=True)
+    default = scored(compile=True)
+    expected = bf16 if precision_guard(fp32, bf16).passed else fp32
+    for got, want in zip(default, expected, strict=True):
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+    # and the default run stays within the guard of the CPU's fp32 run
+    guard = precision_guard(reference, default, metric=measure)
+    assert guard.passed, guard
+
+
+# ---------------------------------------------------------------------------------- fused kernel
+
+fused_runs = pytest.mark.skipif(
+    fused_knrm.triton is None or not (torch.cuda.is_available() or os.environ.get("TRITON_INTERPRET") == "1"),
+    reason="needs Triton and CUDA (or TRITON_INTERPRET=1)",
+)
+
+
+@fused_runs
+@pytest.mark.parametrize(
+    ("window", "q_len", "d_len", "dim", "n_docs"),
+    [(10, 5, 37, 20, 2), (4, 8, 23, 33, 1), (12, 20, 61, 16, 2)],
+)
+def test_fused_kernel_matches_the_pytorch_pooling(window, q_len, d_len, dim, n_docs):
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    gen = torch.Generator().manual_seed(window + d_len)
+    table = FrozenEmbedding(torch.randn(50, dim, generator=gen)).to(device)
+    q = torch.randint(1, 50, (3, 2 * q_len), generator=gen)
+    q[:, q_len - 2 : q_len] = 0  # padded query terms
+    d = torch.randint(1, 50, (3, n_docs, d_len), generator=gen)
+    d[:, :, d_len - 7 :] = 0
+    d[1, 0, 3:] = 0  # a document shorter than a window
+    q_surface, d_surface = q % 17, d % 17  # surfaces shared across rows: exact matches happen
+    q, q_surface, d, d_surface = (t.to(device) for t in (q, q_surface, d, d_surface))
+    knrm = KNRM(dim, window=window)
+    query = EncodedView.encode(table, q, q_surface)
+    docs = [EncodedView.encode(table, d[:, i], d_surface[:, i]) for i in range(n_docs)]
+    reference = knrm.grid_features(query, docs, 2)
+    assert fused_knrm.fused_pooling_supported(window, d_len, device, grad=False)
+    fused = fused_knrm.fused_window_pooling(
+        table.unit, q, q_surface, d, d_surface, 2, knrm.mus, knrm.sigmas, knrm.eps, knrm.log_scale, window
+    )
+    assert torch.isfinite(fused).all()
+    assert float((fused - reference).norm() / reference.norm()) < 1e-3
+
+
+@fused_runs
+def test_bilingual_model_scores_alike_with_the_fused_kernel():
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    data, _ = varied_data(seed=5, n_queries=4)
+    space = ToySpace()
+    config = tiny_config()
+    config.model.interaction_kwargs = {"window": 6}
+    vocab = Vocabulary.build([data])
+    model = build_reranker(config, vocab.embedding_matrix(space), 1, seed=0).to(device)
+    batch = Tensorizer(vocab, data, 5, 40).gather(Tensorizer(vocab, data, 5, 40).candidates()).to(device)
+    assert batch.d_src.tokens.shape[1] > 6  # the documents are longer than a window: the kernel runs
+    with torch.inference_mode():
+        plain = model.eval()(batch)
+        model.fused_kernel = True
+        fast = model(batch)
+    np.testing.assert_allclose(fast.cpu().numpy(), plain.cpu().numpy(), rtol=1e-3, atol=1e-4)
+    if torch.cuda.is_available():  # the scorer switches the kernel on for its batches and back off
+        tz = Tensorizer(vocab, data, 5, 40)
+        model.fused_kernel = False
+        options = ScoringOptions(device="cuda", precision="fp32", fused=True).resolve()
+        scored = score_pairs(model, tz, tz.candidates(), options)
+        assert model.fused_kernel is False
+        np.testing.assert_allclose(scored.cpu().numpy(), plain.cpu().numpy(), rtol=1e-3, atol=1e-4)
