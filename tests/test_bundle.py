@@ -10,7 +10,7 @@ import shutil
 import numpy as np
 import pytest
 from gensim.models import KeyedVectors
-from test_union import EN, N_CONCEPTS, tiny_world
+from test_union import EN, N_CONCEPTS, tiny_reranker_config, tiny_world
 
 from clir.cli import main
 from clir.datasets import Collection
@@ -21,7 +21,6 @@ from clir.formats import ranked, read_parallel, read_run, write_topics
 from clir.pipeline.bundle import Bundle, save_pretrained
 from clir.pipeline.features import rerank_collection, train_reranker
 from clir.pipeline.tables import learn_tables
-from clir.training import TrainConfig
 from clir.types import Document, ParallelPair
 
 TL = [f"t{i:02d}x" for i in range(N_CONCEPTS)]
@@ -41,15 +40,7 @@ def trained(tmp_path_factory):
     tables[0].save(root / "tables" / "en-doc")
     tables[1].save(root / "tables" / "doc-en")
     space.save(root / "space")
-    config = TrainConfig.from_dict(
-        {
-            "model": {"components": ["en_en", "src_src"], "shared_weights": True},
-            "data": {"first_stage": "qt-bm25", "depth": 10, "negatives_per_positive": 2, "max_doc_len": 30},
-            "optim": {"lr": 0.05, "epochs": 2, "batch_size": 16, "patience": 0},
-            "device": "cpu",
-            "progress": False,
-        }
-    )
+    config = tiny_reranker_config()
     model = train_reranker(config, collection, space, root / "model", tables=tables)
     bundle = save_pretrained(
         root / "bundle",

@@ -11,7 +11,7 @@ import pytest
 pt = pytest.importorskip("pyterrier", reason="python-terrier (clir-lowres[pyterrier]) is not installed")
 
 from ir_measures import AP, P, nDCG  # noqa: E402
-from test_union import tiny_world  # noqa: E402
+from test_union import tiny_reranker_config, tiny_world  # noqa: E402
 
 from clir.cli import main  # noqa: E402
 from clir.errors import ConfigError  # noqa: E402
@@ -19,7 +19,6 @@ from clir.formats import write_qrels, write_run  # noqa: E402
 from clir.pipeline.baselines import BaselineConfig, first_stage  # noqa: E402
 from clir.pipeline.features import rerank_collection, train_reranker  # noqa: E402
 from clir.pyterrier import Reranker, Retriever, frame_run, qrels_frame, queries_of, run_frame, topics_frame  # noqa: E402
-from clir.training import TrainConfig  # noqa: E402
 from clir.types import Query  # noqa: E402
 
 MEASURES = ["AP", "P@10", "nDCG@10"]
@@ -34,15 +33,7 @@ def _clir_evaluate(run, qrels, tmp_path, name, capsys) -> dict[str, float]:
 
 def test_experiment_equals_clir_evaluate(tmp_path, capsys):
     collection, tables, space = tiny_world()
-    config = TrainConfig.from_dict(
-        {
-            "model": {"components": ["en_en", "src_src"], "shared_weights": True},
-            "data": {"first_stage": "qt-bm25", "depth": 10, "negatives_per_positive": 2, "max_doc_len": 30},
-            "optim": {"lr": 0.05, "epochs": 2, "batch_size": 16, "patience": 0},
-            "device": "cpu",
-            "progress": False,
-        }
-    )
+    config = tiny_reranker_config()
     model = train_reranker(config, collection, space, tmp_path / "model", tables=tables)
     qt = first_stage("qt", "bm25", collection, tables, BaselineConfig(), progress=False)
     dt = first_stage("dt", "ql", collection, tables, BaselineConfig(), progress=False)

@@ -82,6 +82,24 @@ def tiny_world(seed: int = 0, n_docs: int = 40) -> tuple[Collection, Tables, Sha
     return collection, tables, SharedSpace(spaces, 8)
 
 
+def tiny_reranker_config(first_stage: str | list[str] = "qt-bm25", depth: int = 10) -> TrainConfig:
+    """A small, fast reranker config for :func:`tiny_world` (two shared components, two epochs)."""
+    return TrainConfig.from_dict(
+        {
+            "model": {"components": ["en_en", "src_src"], "shared_weights": True},
+            "data": {
+                "first_stage": first_stage,
+                "depth": depth,
+                "negatives_per_positive": 2,
+                "max_doc_len": 30,
+            },
+            "optim": {"lr": 0.05, "epochs": 2, "batch_size": 16, "patience": 0},
+            "device": "cpu",
+            "progress": False,
+        }
+    )
+
+
 @pytest.fixture(scope="module")
 def world():
     collection, tables, space = tiny_world()
@@ -186,15 +204,7 @@ def test_a_single_stage_gives_the_same_data_as_its_run(world):
 
 def test_training_and_reranking_on_union_candidates(world, tmp_path):
     collection, tables, space, features = world
-    config = TrainConfig.from_dict(
-        {
-            "model": {"components": ["en_en", "src_src"], "shared_weights": True},
-            "data": {"first_stage": UNION, "depth": 4, "negatives_per_positive": 2, "max_doc_len": 30},
-            "optim": {"lr": 0.05, "epochs": 2, "batch_size": 16, "patience": 0},
-            "device": "cpu",
-            "progress": False,
-        }
-    )
+    config = tiny_reranker_config(UNION, depth=4)
     out = train_reranker(config, collection, space, tmp_path / "m", tables=tables)
     train = collection_rerank_data(features, "train", data=config.data, progress=False)
 
