@@ -18,7 +18,7 @@ from clir.embeddings import SharedSpace
 from clir.errors import DataNotFoundError
 from clir.evaluation import evaluate
 from clir.formats import ranked, read_parallel, read_run, write_topics
-from clir.pipeline.bundle import Bundle, save_pretrained
+from clir.pipeline.bundle import Bundle, model_card, save_pretrained
 from clir.pipeline.features import rerank_collection, train_reranker
 from clir.pipeline.tables import learn_tables
 from clir.types import Document, ParallelPair
@@ -74,7 +74,10 @@ def test_bundle_layout_and_model_card(trained, tmp_path):
     assert (bundle / "reranker" / "seed0" / "model" / "model.safetensors").is_file()
     card = (bundle / "README.md").read_text()
     assert card.startswith("---\nlibrary_name: clir\nlanguage:\n- en\n- sw\n- tl\n")
-    assert "| full | 0.5000 |" in card
+    assert "| full | 0.5000 |" in card and "Pretrained" not in card
+    config["pretraining"] = "pseudo-queries"
+    assert "parallel pairs.\nPretrained before on pseudo-queries.\n" in model_card(config)
+    del config["pretraining"]
     argv = ["bundle", "--model", str(model), "--space", str(root / "space"), "--tables", str(root / "tables")]
     assert main([*argv, "--collection", str(root / "sw"), "--out", str(tmp_path / "b")]) == 0
     made = json.loads((tmp_path / "b" / "config.json").read_text())

@@ -307,3 +307,13 @@ def test_tiny_weak_experiment_end_to_end(tmp_path, monkeypatch, holdout):
     for name in ("weak-full", "full+weak"):
         row = results["systems"]["en-sw"][name]
         assert set(row) == set(experiment_module.MEASURES) and all(math.isfinite(v) for v in row.values())
+
+
+def test_the_default_bundle_says_what_full_was_pretrained_on():
+    default = load_experiment(CONFIGS / "default.yaml")
+    assert experiment_module._pretraining(default, "full") == (
+        "pseudo-queries made from the en-sw parallel text (2300 train and 200 dev English keyword "
+        "queries, the passage holding each query's verse judged relevant; no relevance label; "
+        "held-out share of the parallel side 0.0)"
+    )
+    assert experiment_module._pretraining(default, "full-labels") is None

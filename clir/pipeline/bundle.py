@@ -156,6 +156,7 @@ def save_pretrained(
     baseline: BaselineConfig | None = None,
     scores: Mapping[str, Mapping[str, Mapping[str, float]]] | None = None,
     name: str = "clir bilingual reranker",
+    pretraining: str | None = None,
     force: bool = False,
 ) -> Path:
     """Write a bundle directory (atomically; see the module docstring).
@@ -172,6 +173,8 @@ def save_pretrained(
         scores: ``{pair: {system: {measure: value}}}`` for the model card (e.g. an experiment's
             ``results.json["systems"]``).
         name: The model card's title.
+        pretraining: What the model was trained on before ``collection``'s labels, for the
+            model card (e.g. pseudo-queries made from parallel text).
         force: Replace a directory that is not a bundle.
 
     Returns:
@@ -195,6 +198,7 @@ def save_pretrained(
         "features": members[0].feature_names,
         "members": len(members),
         "training_data": {"collection": collection.name, **collection.stats},
+        **({"pretraining": pretraining} if pretraining else {}),
         "scores": {pair: dict(systems) for pair, systems in (scores or {}).items()},
     }
     with atomic_directory(out, kind="bundle", force=force) as tmp:
@@ -238,6 +242,7 @@ def model_card(config: Mapping[str, Any]) -> str:
         "",
         f"`{data['collection']}`: {data.get('documents', '?')} documents, queries per split "
         f"{data.get('queries', {})}, {data.get('parallel_pairs', 0)} parallel pairs.",
+        *([f"Pretrained before on {config['pretraining']}."] if config.get("pretraining") else []),
         "",
     ]
     for pair, systems in config["scores"].items():

@@ -171,8 +171,25 @@ def run_experiment(
                 baseline=config.baseline_config(),
                 scores=scores,
                 name=f"clir {config.train_pair} bilingual reranker ({config.name})",
+                pretraining=_pretraining(config, "full"),
             )
         return results
+
+
+def _pretraining(config: ExperimentConfig, system: str) -> str | None:
+    """What a system was trained on before the labels, in words (``None``: nothing)."""
+    start = config.pretrain(system)
+    if start is None:
+        return None
+    if config.train_on(start) != "weak" or config.weak is None:
+        return f"the trained '{start}' system (its weights are the start)"
+    weak = config.weak
+    queries = f"{weak.n_train} train" if weak.n_train is not None else "one train query per passage"
+    return (
+        f"pseudo-queries made from the {config.train_pair} parallel text ({queries} and {weak.n_dev} "
+        f"dev English keyword queries, the passage holding each query's verse judged relevant; no "
+        f"relevance label; held-out share of the parallel side {weak.holdout})"
+    )
 
 
 def _run_steps(runner: StepRunner, config: ExperimentConfig, progress: bool) -> ExperimentSteps:
