@@ -21,6 +21,7 @@ from clir.evaluation import (
     markdown_table,
 )
 from clir.formats import atomic_write
+from clir.pipeline.html_report import write_html_report
 from clir.types import Run
 
 BASELINE = re.compile(r"^(qt|psq|dt)-(bm25|ql)$")
@@ -129,6 +130,7 @@ def write_report(
     plots = _plots(out, config, per_query_ap, significance, curves, bli)
     with atomic_write(out / "report.md") as handle:
         handle.write(_markdown(config, results, measures, plots))
+    write_html_report(out, results, runs, collections=collections, split=config.split, plots=plots)
     return results
 
 

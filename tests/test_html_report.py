@@ -1,0 +1,171 @@
+"""The self-contained HTML report: tables, ranks per query, passages on click, no network."""
+
+from __future__ import annotations
+
+import base64
+import shutil
+import subprocess
+from html.parser import HTMLParser
+
+import pytest
+
+from clir.datasets import Collection
+from clir.evaluation import SignificanceConfig
+from clir.pipeline.config import ExperimentConfig
+from clir.pipeline.report import write_report
+from clir.types import Document, Query
+
+LONG = "x" * 450
+
+
+class _Tables(HTMLParser):
+    """Each table's rows (cell texts) by table id, and every ``src``/``href`` attribute."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.tables: dict[str, list[list[str]]] = {}
+        self.links: list[str] = []
+        self.scripts: list[str] = []
+        self._table: str | None = None
+        self._cell: list[str] | None = None
+        self._in_script = False
+
+    def handle_starttag(self, tag, attrs):
+        attrs = dict(attrs)
+        self.links += [attrs[a] for a in ("src", "href") if a in attrs]
+        if tag == "table":
+            self._table = attrs["id"]
+            self.tables[self._table] = []
+        elif tag == "tr" and self._table:
+            self.tables[self._table].append([])
+        elif tag in ("td", "th") and self._table:
+            self._cell = []
+        self._in_script = tag == "script"
+
+    def handle_endtag(self, tag):
+        if tag in ("td", "th") and self._cell is not None:
+            self.tables[self._table][-1].append("".join(self._cell).strip())
+            self._cell = None
+        elif tag == "table":
+            self._table = None
+        self._in_script = False
+
+    def handle_data(self, data):
+        if self._cell is not None:
+            self._cell.append(data)
+        if self._in_script:
+            self.scripts.append(data)
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory):
+    """A two-pair report. en-sw: test queries q1-q3 (one relevant passage each) and train query
+    q9, which the explorer must leave out. Ranks of the relevant passage, by hand:
+    qt-bm25 2, 1, not retrieved (AP 1/2, 1, 0: MAP 0.5); full 1, 3, 1 (AP 1, 1/3, 1: MAP 7/9).
+    en-tl: one query, both systems rank its passage first."""
+    out = tmp_path_factory.mktemp("report")
+    documents = [
+        Document("d1", "first passage " + LONG),
+        Document("d2", "second passage <b>"),
+        Document("d3", "third passage"),
+        Document("d4", "fourth passage"),
+    ]
+    queries = {
+        "test": [Query("q1", "light"), Query("q2", "water & wine"), Query("q3", "bread")],
+        "train": [Query("q9", "fish")],
+    }
+    qrels = {"q1": {"d1": 1}, "q2": {"d2": 1, "d4": 0}, "q3": {"d3": 1}, "q9": {"d4": 1}}
+    sw = Collection("bible-en-sw", "sw", "en", documents, queries, qrels)
+    tl = Collection("bible-en-tl", "tl", "en", documents, {"test": [Query("q1", "light")]}, {"q1": {"d1": 1}})
+    runs = {
+        "en-sw": {
+            "qt-bm25": {"q1": {"d2": 3.0, "d1": 2.0}, "q2": {"d2": 1.0}, "q3": {"d1": 1.0, "d2": 0.5}},
+            "full": {
+                "q1": {"d1": 2.0, "d4": 1.0},
+                "q2": {"d1": 3.0, "d3": 2.0, "d2": 1.0},
+                "q3": {"d3": 1.0},
+            },
+        },
+        "en-tl": {"qt-bm25": {"q1": {"d1": 1.0}}, "full": {"q1": {"d1": 1.0}}},
+    }
+    config = ExperimentConfig(systems={"full": {}}, significance=SignificanceConfig(bootstrap_samples=200))
+    write_report(
+        out, config, runs, collections={"en-sw": sw, "en-tl": tl}, curves={}, bli={},
+        timings={"collection-en-sw": 1.25}, measures=["AP", "RR"],
+    )  # fmt: skip
+    page = (out / "report.html").read_text()
+    parser = _Tables()
+    parser.feed(page)
+    parser.close()
+    return out, page, parser
+
+
+def test_one_results_table_per_pair_with_the_measures(report):
+    _, _, parsed = report
+    assert parsed.tables["results-en-sw"] == [
+        ["system", "AP", "RR"],
+        ["qt-bm25", "0.5000", "0.5000"],
+        ["full", "0.7778", "0.7778"],
+    ]
+    assert parsed.tables["results-en-tl"][1:] == [
+        ["qt-bm25", "1.0000", "1.0000"],
+        ["full", "1.0000", "1.0000"],
+    ]
+    assert parsed.tables["timings"] == [["step", "seconds"], ["collection-en-sw", "1.2"]]
+
+
+def test_one_query_row_per_test_query_with_hand_computed_ranks(report):
+    _, page, parsed = report
+    rows = parsed.tables["queries-en-sw"]
+    assert rows[0] == ["qid", "query", "qt-bm25", "full"]
+    # the query cell holds the query, then (on click) the relevant passage and full's first
+    ranks = [[row[0], row[2], row[3]] for row in rows[1:]]
+    assert ranks == [["q1", "2", "1"], ["q2", "1", "3"], ["q3", "", "1"]]
+    q2 = rows[2][1]
+    assert q2.startswith("water & wine") and "relevant d2: second passage <b>" in q2
+    assert "ranked first by full d1: first passage " in q2
+    assert "second passage &lt;b&gt;" in page  # passage text escaped, not markup
+    q1_passage = rows[1][1].split("relevant d1: ")[1].split("ranked first")[0].strip()
+    assert len(q1_passage) == 401 and q1_passage.endswith("…")  # cut to 400 characters
+    assert "fish" not in page  # a train query is not listed
+    assert [row[0] for row in parsed.tables["queries-en-tl"][1:]] == ["q1"]
+
+
+def test_page_is_self_contained_and_sortable(report):
+    out, page, parsed = report
+    assert "http://" not in page and "https://" not in page
+    plots = [(out / f"ap_diff_{pair}.png").read_bytes() for pair in ("en-sw", "en-tl")]
+    assert parsed.links == ["data:image/png;base64," + base64.b64encode(png).decode() for png in plots]
+    script = "".join(parsed.scripts)
+    assert 'querySelectorAll("table.sortable th")' in script and "addEventListener" in script
+    assert page.count('class="sortable"') == len(parsed.tables) == 5
+
+
+def test_headless_browser_renders_the_tables(report):
+    browser = next((b for b in ("chromium", "chromium-browser", "google-chrome") if shutil.which(b)), None)
+    if browser is None:
+        pytest.skip("no chromium, chromium-browser or google-chrome on PATH (not installed by the tests)")
+    out, _, _ = report
+    dom = subprocess.run(
+        [
+            browser,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--dump-dom",
+            (out / "report.html").as_uri(),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    ).stdout
+    assert 'id="results-en-sw"' in dom and "0.7778" in dom
+
+
+def test_rank_breaks_score_ties_by_docno_descending_as_trec_eval():
+    from clir.pipeline.html_report import relevant_rank
+
+    assert relevant_rank({"a": 1.0, "b": 1.0, "c": 2.0}, {"b": 1}) == 2
+    assert relevant_rank({"a": 1.0, "b": 1.0, "c": 2.0}, {"a": 1, "c": 0}) == 3
+    assert relevant_rank({"a": 1.0}, {"b": 1}) is None
