@@ -16,6 +16,7 @@ from clir.errors import ConfigError, NonFiniteError
 from clir.pipeline import experiment as experiment_module
 from clir.pipeline.cache import StepRunner
 from clir.pipeline.config import load_experiment
+from clir.types import Document, Query
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 
@@ -200,13 +201,16 @@ def test_a_train_step_started_from_a_checkpoint_is_keyed_by_its_weights(tmp_path
 
 
 class _Pair:
-    """What the report reads of a collection: the split's qrels and the number of documents."""
+    """What the report reads of a collection: the split's queries, qrels and documents."""
 
     def __init__(self, qrels):
-        self.qrels, self.documents = qrels, ["rel", "other", "third"]
+        self.qrels, self.documents = qrels, [Document(d, d) for d in ("rel", "other", "third")]
 
     def qrels_of(self, split):
         return self.qrels
+
+    def split(self, name):
+        return [Query(qid, qid) for qid in self.qrels]
 
 
 def test_report_marks_significance_by_the_holm_corrected_p(tmp_path):
