@@ -9,7 +9,7 @@ OUT ?= runs/default
 CONFIG ?= configs/default.yaml
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint lexicons clean
+.PHONY: run test lint lexicons browser clean
 
 $(STAMP): setup.cfg pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -26,11 +26,19 @@ lexicons:
 		|| echo "note: FreeDict dictionaries not installed (needs apt-get as root); continuing without them"; \
 	fi
 
+# Optional Chromium (Debian package) for the report's real-browser test; without it that test
+# skips and says why.
+browser:
+	-@if command -v apt-get >/dev/null 2>&1 && ! command -v chromium >/dev/null 2>&1 && ! command -v chromium-browser >/dev/null 2>&1; then \
+		(timeout 300 apt-get update -qq && timeout 300 apt-get install -y -qq chromium) >/dev/null 2>&1 \
+		|| echo "note: Chromium not installed (needs apt-get as root); the report's browser test will skip"; \
+	fi
+
 # The main job: en-sw trained, en-tl and en-ny zero-shot; cached steps under $(OUT)/steps.
 run: $(STAMP) lexicons
 	$(CLIR) experiment $(CONFIG) --out $(OUT)
 
-test: $(STAMP)
+test: $(STAMP) browser
 	$(PY) -m pytest -q
 
 lint: $(STAMP)

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import base64
+import html
+import json
+import re
 import shutil
 import subprocess
 from html.parser import HTMLParser
@@ -141,26 +144,53 @@ def test_page_is_self_contained_and_sortable(report):
     assert page.count('class="sortable"') == len(parsed.tables) == 5
 
 
-def test_headless_browser_renders_the_tables(report):
+# Appended to a copy of the page: clicks in a real browser, results left on <body> for --dump-dom.
+_PROBE = """<script>
+(function () {
+  var table = document.getElementById("results-en-sw"), ap = table.tHead.rows[0].children[1];
+  var order = function () {
+    return Array.from(table.tBodies[0].rows).map(function (r) { return r.children[0].textContent; });
+  };
+  ap.click();
+  document.body.dataset.ascending = JSON.stringify(order());
+  ap.click();
+  document.body.dataset.descending = JSON.stringify(order());
+  var query = document.querySelector("details");
+  query.querySelector("summary").click();
+  document.body.dataset.opened = String(query.open);
+  document.body.dataset.errors = JSON.stringify(window.__errors);
+})();
+</script>"""
+_ERRORS = (
+    "<script>window.__errors = []; window.addEventListener('error', "
+    "function (e) { window.__errors.push(String(e.message)); });</script>"
+)
+
+
+def test_in_a_headless_browser_tables_sort_queries_open_and_nothing_fails(report, tmp_path):
     browser = next((b for b in ("chromium", "chromium-browser", "google-chrome") if shutil.which(b)), None)
     if browser is None:
-        pytest.skip("no chromium, chromium-browser or google-chrome on PATH (not installed by the tests)")
-    out, _, _ = report
+        pytest.skip(
+            "no chromium, chromium-browser or google-chrome on PATH ('make browser' installs it as root)"
+        )
+    _, page, _ = report
+    probed = tmp_path / "probed.html"
+    probed.write_text(page.replace("<head>", "<head>" + _ERRORS, 1).replace("</body>", _PROBE + "</body>", 1))
     dom = subprocess.run(
-        [
-            browser,
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--dump-dom",
-            (out / "report.html").as_uri(),
-        ],
+        [browser, "--headless", "--no-sandbox", "--disable-gpu", "--dump-dom", probed.as_uri()],
         capture_output=True,
         text=True,
         timeout=120,
         check=True,
     ).stdout
     assert 'id="results-en-sw"' in dom and "0.7778" in dom
+    body = re.search(r"<body([^>]*)>", dom).group(1)
+    attributes = {k: html.unescape(v) for k, v in re.findall(r'data-([a-z]+)="([^"]*)"', body)}
+    systems = json.loads(attributes["ascending"])
+    assert json.loads(attributes["descending"]) == systems[::-1] and len(systems) >= 2
+    assert systems.index("qt-bm25") < systems.index("full")  # MAP 0.5 before 0.7778, ascending
+    assert attributes["opened"] == "true"
+    assert json.loads(attributes["errors"]) == []
 
 
 def test_rank_breaks_score_ties_by_docno_descending_as_trec_eval():
