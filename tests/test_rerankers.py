@@ -25,6 +25,7 @@ from clir.rerankers import (
     kmax_pool,
     matching_histogram,
     posit_features,
+    softmax_loss,
 )
 from clir.rerankers.batch import concat_views
 from clir.rerankers.knrm import KNRM, grid_kernel_pooling, window_kernel_sums, window_sums
@@ -437,6 +438,18 @@ def test_hinge_loss_by_hand() -> None:
     assert hinge_loss(pos, neg, margin=2.0, reduction="sum").item() == pytest.approx(0 + 1.5 + 2.5)
     with pytest.raises(ConfigError, match="same shape"):
         hinge_loss(pos, neg[:2])
+
+
+def test_softmax_loss_by_hand() -> None:
+    pos = torch.tensor([2.0, 0.0])
+    neg = torch.tensor([[0.0, 1.0], [0.0, 0.0]])
+    # -log(e^2 / (e^2 + e^0 + e^1)); -log(1 / 3)
+    first = -math.log(math.exp(2) / (math.exp(2) + 1 + math.exp(1)))
+    assert softmax_loss(pos, neg, reduction="none").tolist() == pytest.approx([first, math.log(3)])
+    assert softmax_loss(pos, neg).item() == pytest.approx((first + math.log(3)) / 2)
+    assert softmax_loss(pos, neg, reduction="sum").item() == pytest.approx(first + math.log(3))
+    with pytest.raises(ConfigError, match=r"\(B, n\)"):
+        softmax_loss(pos, neg[0])
 
 
 # ---------------------------------------------------------------------------- bilingual model

@@ -26,6 +26,7 @@ from clir.training import (
     load_models,
     normalise_scores,
     rerank,
+    sample_groups,
     sample_pairs,
     save_config,
     scores_to_run,
@@ -197,6 +198,15 @@ def test_negative_sampling_never_relevant_and_seeded():
     assert sample_pairs(data, only_rel, np.random.default_rng(0)) == []
 
 
+def test_listwise_groups_are_the_pairs_draws_grouped():
+    data, qrels = make_data(n_queries=10)
+    pairs = sample_pairs(data, qrels, np.random.default_rng([3, 1]), negatives_per_positive=3)
+    groups = sample_groups(data, qrels, np.random.default_rng([3, 1]), negatives_per_positive=3)
+    assert all(len(negs) == 3 for _, _, negs in groups)
+    assert sorted((qi, pos, neg) for qi, pos, negs in groups for neg in negs) == sorted(pairs)
+    assert len({(qi, pos) for qi, pos, _ in groups}) == len(groups)  # one list per relevant candidate
+
+
 def test_tensorisation_pads_and_truncates():
     queries = [
         RerankQuery("q1", ["a", "b", "c"], ["x", "a"], [1.0, 2.0, 3.0], [4.0, 5.0], ["d1", "d2"], [2.0, 1.0],
@@ -318,6 +328,27 @@ def test_training_improves_over_first_stage(tmp_path):
     assert {q: sorted(r, key=r.get) for q, r in by_trainer.items()} == {
         q: sorted(r, key=r.get) for q, r in by_rerank.items()
     }
+
+
+def test_listwise_training_improves_over_first_stage_and_differs_from_hinge(tmp_path):
+    space = make_space()
+    train, qrels = make_data(n_queries=30, seed=1)
+    dev, dev_qrels = make_data(n_queries=15, seed=2)
+    qrels.update(dev_qrels)
+    first = map_metric(dev.first_stage_run(), dev_qrels)
+
+    def fit(out: str, **optim) -> Trainer:
+        trainer = Trainer(tiny_config(epochs=6, patience=0, **optim), metric=map_metric)
+        trainer.fit(train, dev, qrels, tmp_path / out, space=space)
+        return trainer
+
+    listwise = fit("softmax", loss="softmax")
+    reranked = map_metric(listwise.predict(dev, space=space), dev_qrels)
+    assert reranked > first + 0.15, (first, reranked, listwise.state_.curve)
+    assert not _same(listwise.model_.state_dict(), fit("hinge").model_.state_dict())
+    assert "loss" not in tiny_config().to_dict()["optim"]  # unset: the step keys stay as they were
+    with pytest.raises(ConfigError, match=r"optim\.loss"):
+        TrainConfig.from_dict({"optim": {"loss": "listnet"}}, "x.yaml")
 
 
 def test_resume_equals_uninterrupted_run(tmp_path):

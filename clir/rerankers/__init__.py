@@ -18,7 +18,7 @@ from clir.rerankers.drmm import DRMM, matching_histogram
 from clir.rerankers.encoding import EncodedPair, EncodedView, FrozenEmbedding
 from clir.rerankers.fusion import Fusion
 from clir.rerankers.knrm import KNRM, kernel_mus, kernel_pooling, kernel_sums
-from clir.rerankers.losses import hinge_loss
+from clir.rerankers.losses import hinge_loss, softmax_loss
 from clir.rerankers.pacrr_drmm import PACRRDRMM, kmax_pool
 from clir.rerankers.posit_drmm import POSITDRMM, max_and_top_mean, posit_features
 
@@ -52,4 +52,5 @@ __all__ = [
     "pad_floats",
     "pad_ids",
     "posit_features",
+    "softmax_loss",
 ]

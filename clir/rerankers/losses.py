@@ -40,3 +40,34 @@ def hinge_loss(
     if reduction == "mean":
         return losses.mean()
     return losses.sum() if reduction == "sum" else losses
+
+
+def softmax_loss(pos_scores: Tensor, neg_scores: Tensor, reduction: str = "mean") -> Tensor:
+    """Listwise softmax cross-entropy: ``-log softmax(s(q, d+), s(q, d-_1), ..., s(q, d-_n))[0]``.
+
+    Each relevant document against a list of sampled non-relevant ones for the same query, as in
+    the localised contrastive estimation of Gao et al. (ECIR 2021), "Rethink Training of BERT
+    Rerankers in Multi-Stage Retrieval Pipeline".
+
+    Args:
+        pos_scores: Scores of relevant documents (B,).
+        neg_scores: Scores of each one's sampled non-relevant documents (B, n).
+        reduction: ``"mean"``, ``"sum"`` or ``"none"``.
+
+    Returns:
+        A scalar, or (B,) with ``reduction="none"``.
+
+    Raises:
+        ConfigError: If the shapes do not match or ``reduction`` is unknown.
+    """
+    check_choice("reduction", reduction, REDUCTIONS)
+    if neg_scores.dim() != 2 or pos_scores.shape != neg_scores.shape[:1]:
+        raise ConfigError(
+            f"pos_scores must be (B,) and neg_scores (B, n), got {tuple(pos_scores.shape)} "
+            f"and {tuple(neg_scores.shape)}"
+        )
+    logits = torch.cat([pos_scores.unsqueeze(1), neg_scores], dim=1)
+    losses = torch.logsumexp(logits, dim=1) - pos_scores
+    if reduction == "mean":
+        return losses.mean()
+    return losses.sum() if reduction == "sum" else losses

@@ -30,6 +30,7 @@ from clir.training.data import (
     Tensorizer,
     Vocabulary,
     normalise_scores,
+    sample_groups,
     sample_pairs,
 )
 from clir.training.ensemble import TrainedReranker, combine, load_models, member_scores, rerank
@@ -78,6 +79,7 @@ __all__ = [
     "read_state",
     "rerank",
     "resolve_device",
+    "sample_groups",
     "sample_pairs",
     "save_config",
     "score_candidates",

@@ -102,6 +102,7 @@ COMPONENTS: tuple[str, ...] = tuple(BILINGUAL_COMPONENTS)
 FEATURE_NORMS: tuple[str, ...] = ("zscore", "minmax")
 DEVICES: tuple[str, ...] = ("cpu", "cuda", "auto")
 PRECISIONS: tuple[str, ...] = ("auto", "fp32", "bf16")
+LOSSES: tuple[str, ...] = ("hinge", "softmax")
 """Scoring precisions: ``fp32``; ``bf16`` (autocast, CUDA only); ``auto``: fp32 on a CPU, bf16 on
 CUDA where it ranks as fp32 does (:func:`clir.training.scoring.choose_precision`), else fp32."""
 
@@ -192,7 +193,7 @@ class DataConfig(Section):
 
 @dataclass
 class OptimConfig(Section):
-    """Optimisation (Adam on a pairwise hinge loss, early stopping on dev MAP).
+    """Optimisation (Adam on a pairwise hinge or a listwise softmax loss, early stopping on dev MAP).
 
     Attributes:
         lr: Adam learning rate.
@@ -212,6 +213,10 @@ class OptimConfig(Section):
             inference. ``None``: off (as 0, but keeps the step keys of configs without it).
         component_lr: Adam learning rate of the interaction components (``lr`` stays the
             fusion layer's); ``0`` freezes them. ``None``: ``lr`` for everything.
+        loss: ``"hinge"`` (each relevant candidate against one sampled negative at a time,
+            ``margin``) or ``"softmax"`` (against its ``data.negatives_per_positive`` negatives
+            at once, :func:`~clir.rerankers.losses.softmax_loss`; ``batch_size`` then counts
+            such lists). ``None``: hinge (keeps the step keys of configs without it).
     """
 
     lr: Annotated[float, Range(gt=0)] = 1e-3
@@ -225,6 +230,7 @@ class OptimConfig(Section):
     init_from: Annotated[str | None, OmitWhenNone()] = None
     feature_dropout: Annotated[Annotated[float, Range(ge=0, lt=1)] | None, OmitWhenNone()] = None
     component_lr: Annotated[Annotated[float, Range(ge=0)] | None, OmitWhenNone()] = None
+    loss: Annotated[Annotated[str, OneOf(LOSSES)] | None, OmitWhenNone()] = None
 
 
 @dataclass

@@ -13,7 +13,8 @@ The data side (:mod:`clir.pipeline.features`) analyses and translates texts and 
 * :class:`Tensorizer` — (query, document) pairs to the rerankers' padded
   :class:`~clir.rerankers.batch.BilingualBatch`.
 * :func:`sample_pairs` — (query, relevant candidate, non-relevant candidate) triples for the
-  pairwise hinge loss, seeded.
+  pairwise hinge loss, seeded; :func:`sample_groups` — the same draws as (query, relevant
+  candidate, its negatives) lists for the listwise softmax loss.
 """
 
 from __future__ import annotations
@@ -666,9 +667,43 @@ def sample_pairs(
     Returns:
         ``(query index, positive docno, negative docno)`` triples.
     """
+    triples = [
+        (qi, pos, neg)
+        for qi, pos, negs in _groups(data, qrels, rng, negatives_per_positive, depth)
+        for neg in negs
+    ]
+    order = rng.permutation(len(triples))
+    return [triples[i] for i in order]
+
+
+def sample_groups(
+    data: RerankData,
+    qrels: Qrels,
+    rng: np.random.Generator,
+    negatives_per_positive: int = 1,
+    depth: int | None = None,
+) -> list[tuple[int, str, list[str]]]:
+    """Training lists for a listwise loss: each relevant candidate with its own negatives.
+
+    The negatives are drawn as by :func:`sample_pairs` (the same draws for the same generator);
+    the groups, not the pairs, come back shuffled.
+
+    Returns:
+        ``(query index, positive docno, negative docnos)`` groups, ``negatives_per_positive``
+        negatives each.
+    """
+    groups = _groups(data, qrels, rng, negatives_per_positive, depth)
+    order = rng.permutation(len(groups))
+    return [groups[i] for i in order]
+
+
+def _groups(
+    data: RerankData, qrels: Qrels, rng: np.random.Generator, negatives_per_positive: int, depth: int | None
+) -> list[tuple[int, str, list[str]]]:
+    """Each relevant candidate of each query with its drawn negatives, in query order."""
     if negatives_per_positive < 1:
         raise ConfigError(f"negatives_per_positive must be >= 1, got {negatives_per_positive}")
-    triples: list[tuple[int, str, str]] = []
+    groups: list[tuple[int, str, list[str]]] = []
     for qi, query in enumerate(data.queries):
         judged: Mapping[str, int] = qrels.get(query.qid, {})
         docnos = query.docnos if depth is None else query.docnos[:depth]
@@ -679,6 +714,5 @@ def sample_pairs(
         replace = len(negatives) < negatives_per_positive
         for positive in positives:
             chosen = rng.choice(len(negatives), size=negatives_per_positive, replace=replace)
-            triples.extend((qi, positive, negatives[j]) for j in chosen)
-    order = rng.permutation(len(triples))
-    return [triples[i] for i in order]
+            groups.append((qi, positive, [negatives[j] for j in chosen]))
+    return groups

@@ -27,7 +27,7 @@ from torch import nn
 
 from clir.errors import ConfigError, NonFiniteError
 from clir.progress import progress_bar
-from clir.rerankers import BilingualReranker, get_interaction_model, hinge_loss
+from clir.rerankers import BilingualReranker, get_interaction_model, hinge_loss, softmax_loss
 from clir.training.checkpoint import (
     TrainingState,
     checkpoint_problem,
@@ -39,7 +39,7 @@ from clir.training.checkpoint import (
     trainable_state,
 )
 from clir.training.config import TrainConfig
-from clir.training.data import RerankData, Tensorizer, Vocabulary, sample_pairs
+from clir.training.data import RerankData, Tensorizer, Vocabulary, sample_groups, sample_pairs
 from clir.training.scoring import ScoringOptions, resolve_device, score_candidates, scores_to_run
 from clir.training.warmstart import load_init_weights
 from clir.types import Qrels, Run
@@ -339,24 +339,30 @@ class Trainer:
         # Seeding per epoch makes epoch e identical whether or not training was resumed before it.
         rng = np.random.default_rng([self.seed, epoch])
         torch.manual_seed(self.seed * 1_000_003 + epoch)
-        triples = sample_pairs(
+        listwise = cfg.optim.loss == "softmax"
+        sample = sample_groups if listwise else sample_pairs
+        items = sample(
             tensorizer.data, qrels, rng, cfg.data.negatives_per_positive, depth=cfg.data.max_candidates
         )
-        if not triples:
+        if not items:
             raise ConfigError(
                 "no training pairs: no training query has both a relevant and a non-relevant candidate "
                 f"among its first {cfg.data.max_candidates} (check the qrels and the first-stage run)"
             )
         model.train()
         total, size = 0.0, cfg.optim.batch_size
-        steps = range(0, len(triples), size)
+        steps = range(0, len(items), size)
         bar = progress_bar(steps, desc=f"epoch {epoch}", unit="batch", enabled=cfg.progress, leave=False)
         for start in bar:
-            chunk = triples[start : start + size]
-            pairs = [(qi, pos) for qi, pos, _ in chunk] + [(qi, neg) for qi, _, neg in chunk]
-            batch = tensorizer.batch(pairs).to(self.device)
+            chunk = items[start : start + size]
+            negatives = [(qi, neg) for qi, _, negs in chunk for neg in (negs if listwise else [negs])]
+            batch = tensorizer.batch([(qi, pos) for qi, pos, _ in chunk] + negatives).to(self.device)
             scores = model(batch)
-            loss = hinge_loss(scores[: len(chunk)], scores[len(chunk) :], margin=cfg.optim.margin)
+            positive, negative = scores[: len(chunk)], scores[len(chunk) :]
+            if listwise:
+                loss = softmax_loss(positive, negative.view(len(chunk), -1))
+            else:
+                loss = hinge_loss(positive, negative, margin=cfg.optim.margin)
             value = float(loss.detach())
             if not math.isfinite(value):
                 raise NonFiniteError(
@@ -368,8 +374,8 @@ class Trainer:
             loss.backward()
             optimizer.step()
             total += value * len(chunk)
-            bar.set_postfix(loss=f"{total / min(start + size, len(triples)):.4f}")
-        return total / len(triples), len(triples)
+            bar.set_postfix(loss=f"{total / min(start + size, len(items)):.4f}")
+        return total / len(items), len(items)
 
     def predict(self, data: RerankData, *, space: Any, run: Run | None = None) -> Run:
         """Rerank ``data`` with the trained (best-epoch) model.
