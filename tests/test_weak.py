@@ -8,6 +8,7 @@ import dataclasses
 import json
 import math
 import re
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -195,6 +196,40 @@ def test_weak_and_pretrain_keys_are_checked_naming_the_key(tmp_path, systems, we
     path.write_text(json.dumps(config))
     with pytest.raises(ConfigError, match="^" + re.escape(f"{path}: {message}")):
         load_experiment(path)
+
+
+class BesideRunner(PlanRunner):
+    """Records which steps run off the main thread; the space step finishes only once a rerank
+    data step has started in the main thread (it would wait in vain if they ran one by one)."""
+
+    def __init__(self, fail: str | None = None) -> None:
+        super().__init__()
+        self.fail = fail
+        self.off_main: set[str] = set()
+        self.data_started = threading.Event()
+
+    def run(self, name, params, build, inputs=(), *, resumable=False):
+        if threading.current_thread() is not threading.main_thread():
+            self.off_main.add(name)
+        if name.startswith("data-"):
+            self.data_started.set()
+        if name == "space":
+            if not self.data_started.wait(timeout=60):
+                raise RuntimeError("no data step ran while the space was being built")
+            if self.fail:
+                raise ConfigError(self.fail)
+        return super().run(name, params, build, inputs, resumable=resumable)
+
+
+def test_the_space_is_built_beside_the_data_steps_with_the_same_keys(monkeypatch):
+    config = load_experiment(CONFIGS / "default.yaml")
+    monkeypatch.setattr(cache, "__version__", "test")
+    runner = BesideRunner()
+    experiment_module._run_steps(runner, config, progress=False)
+    assert runner.off_main == {"space"}
+    assert runner.steps == plan(config, monkeypatch)
+    with pytest.raises(ConfigError, match="space failed"):  # an error there reaches the caller
+        experiment_module._run_steps(BesideRunner(fail="space failed"), config, progress=False)
 
 
 def test_a_system_trains_after_the_system_it_starts_from():

@@ -30,6 +30,7 @@ import hashlib
 import json
 import os
 import shutil
+import threading
 import time
 import warnings
 from collections.abc import Callable, Mapping, Sequence
@@ -141,6 +142,7 @@ class StepRunner:
         self.force = force
         self.timings: dict[str, float] = {}
         self._lock: IO[str] | None = None
+        self._index_lock = threading.Lock()  # steps may run in two threads (the experiment's space)
 
     def __enter__(self) -> StepRunner:
         """Claim ``root`` as an experiment directory and take its exclusive lock (``root/.lock``,
@@ -257,6 +259,10 @@ class StepRunner:
 
     def _index(self, name: str, path: Path) -> None:
         """Point ``name`` at ``path`` in ``steps/index.json``, dropping entries whose folder is gone."""
+        with self._index_lock:
+            self._write_index(name, path)
+
+    def _write_index(self, name: str, path: Path) -> None:
         index_path = path.parent / INDEX
         try:
             entries = json.loads(index_path.read_text(encoding="utf-8"))

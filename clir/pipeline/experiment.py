@@ -7,7 +7,9 @@ parallel side] -> translation tables (per pair) -> lexical baselines (per pair) 
 reference (per pair), when the config asks] -> shared embedding space (all languages) -> rerank
 data (per pair, and of the pseudo-queries) -> reranker training (per system, on the trained
 pair's labels or on the pseudo-queries, a system that starts from another after it) -> reranking
-(per pair) -> BLI of the space -> evaluation and report (always redone: cheap). The report is
+(per pair) -> BLI of the space -> evaluation and report (always redone: cheap). The space needs
+only the collections, and gensim trains it on one core: it is built in a second thread while the
+tables, baselines and rerank data are built (each step as deterministic as alone). The report is
 ``OUT/results.json``, ``OUT/report.md`` and PNG plots; ``OUT/steps/index.json`` maps each step's
 readable name to its hashed folder; ``OUT/bundle`` packages the ``full`` system (its ensemble),
 the space and the training pair's tables for ``clir search`` (:mod:`clir.pipeline.bundle`).
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -202,6 +205,7 @@ def _run_steps(runner: StepRunner, config: ExperimentConfig, progress: bool) -> 
         pseudo = _pseudo_step(runner, config.train_pair, options, collections[config.train_pair])
         if config.weak.holdout:
             collections = {pair: _clean_step(runner, pair, c, pseudo) for pair, c in collections.items()}
+    space = _Background(_space_step, runner, config, collections, progress)
     pairs = {
         pair: _lexical_steps(runner, config, pair, collection, baseline, progress)
         for pair, collection in collections.items()
@@ -211,7 +215,6 @@ def _run_steps(runner: StepRunner, config: ExperimentConfig, progress: bool) -> 
         if config.dense
         else {}
     )
-    space_step = _space_step(runner, config, pairs, progress)
     data_steps = {
         pair: _data_step(
             runner,
@@ -233,6 +236,7 @@ def _run_steps(runner: StepRunner, config: ExperimentConfig, progress: bool) -> 
         splits = ["train", "dev"]
         weak_data = _data_step(runner, config, name, pseudo, trained.tables, splits, baseline, None, progress)
         sources["weak"] = TrainSource(weak_data, pseudo)
+    space_step = space.result()
     train_steps: dict[str, StepResult] = {}
     for system in config.training_order():
         start = config.pretrain(system)
@@ -336,18 +340,39 @@ def _sub(step: StepResult, child: str) -> StepResult:
     return StepResult(step.name, step.key, step.path / child, step.cached, step.seconds)
 
 
+class _Background:
+    """A call run in a daemon thread (a Ctrl-C is not held up by it); :meth:`result` waits for it
+    and raises what it raised."""
+
+    def __init__(self, function: Callable[..., StepResult], *args: Any) -> None:
+        self._result: StepResult | None = None
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, args=(function, args), daemon=True)
+        self._thread.start()
+
+    def _run(self, function: Callable[..., StepResult], args: tuple[Any, ...]) -> None:
+        try:
+            self._result = function(*args)
+        except BaseException as error:  # handed to the main thread by result()
+            self._error = error
+
+    def result(self) -> StepResult:
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        assert self._result is not None
+        return self._result
+
+
 def _space_step(
-    runner: StepRunner, config: ExperimentConfig, pairs: dict[str, PairSteps], progress: bool
+    runner: StepRunner, config: ExperimentConfig, collections: dict[str, StepResult], progress: bool
 ) -> StepResult:
     space = config.embeddings
 
     def build(work: Path) -> None:
-        collections = {
-            Collection.load(steps.collection.path).doc_lang: [steps.collection.path]
-            for steps in pairs.values()
-        }
+        by_language = {Collection.load(step.path).doc_lang: [step.path] for step in collections.values()}
         train_embeddings(
-            collections,
+            by_language,
             work,
             space.embedding_config(),
             joint=space.joint,
@@ -356,7 +381,7 @@ def _space_step(
             progress=progress,
         )
 
-    return runner.run("space", space.to_dict(), build, [steps.collection for steps in pairs.values()])
+    return runner.run("space", space.to_dict(), build, list(collections.values()))
 
 
 def stage_names(train_config: TrainConfig) -> list[str]:
