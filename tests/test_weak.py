@@ -239,17 +239,29 @@ def test_a_system_trains_after_the_system_it_starts_from():
     assert config.train_config("b") == config.train_config("a")  # the keys are not training options
 
 
-def test_the_default_is_the_labels_only_experiment_pretrained_on_pseudo_queries():
+def test_the_default_is_the_labels_only_experiment_on_the_union_pretrained_on_pseudo_queries():
     default = load_experiment(CONFIGS / "default.yaml")
     labels = load_experiment(CONFIGS / "labels-only.yaml")
-    assert default.systems == {
-        **labels.systems,
+    union = load_experiment(CONFIGS / "union.yaml")
+    ablations = load_experiment(CONFIGS / "ablations.yaml")
+    before = load_experiment(CONFIGS / "qt-candidates.yaml")
+    weak = {
         "weak-fusion": {"train_on": "weak", **labels.systems["lexical-fusion"]},
         "weak-full": {"train_on": "weak"},
         "full-labels": labels.systems["full"],
         "full": {"pretrain": "weak-full"},
     }
-    assert dataclasses.replace(default, name=labels.name, weak=None, systems=labels.systems) == labels
+    assert default.systems == {"lexical-fusion": labels.systems["lexical-fusion"], **weak}
+    assert ablations.systems == {**labels.systems, **weak}
+    assert before.systems == ablations.systems
+    assert default.reranker == union.reranker != labels.reranker == before.reranker
+    assert dataclasses.replace(ablations, name=default.name, systems=default.systems) == default
+    assert dataclasses.replace(before, name=ablations.name, reranker=default.reranker) == ablations
+    same = {"name": default.name, "weak": default.weak, "systems": default.systems}
+    assert dataclasses.replace(union, **same) == default
+    assert union.systems == {s: labels.systems[s] for s in ("lexical-fusion", "full")}
+    same = {"name": union.name, "reranker": union.reranker, "systems": union.systems}
+    assert dataclasses.replace(labels, **same) == union
     assert default.weak is not None and default.weak.holdout == 0.0
 
 
