@@ -526,6 +526,11 @@ def _bundle(args: argparse.Namespace) -> int:
     return 0
 
 
+def _search_cache() -> Path:
+    """``clir search``'s default index cache: ``$XDG_CACHE_HOME/clir/search`` (``~/.cache``)."""
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "clir" / "search"
+
+
 def _search(args: argparse.Namespace) -> int:
     from clir.formats import write_run
     from clir.formats.layouts import read_topics_as, sniff_format
@@ -543,7 +548,14 @@ def _search(args: argparse.Namespace) -> int:
     else:
         queries = read_topics_as(args.topics, sniff_format(args.topics, "topics"))
     k = args.k or (10 if args.query is not None else 1000)
-    run = bundle.search(collection, queries, k=k, tables_dir=args.tables)
+    run = bundle.search(
+        collection,
+        queries,
+        k=k,
+        tables_dir=args.tables,
+        index_cache=None if args.no_index_cache else args.index_cache or _search_cache(),
+        log=lambda line: print(f"clir search: {line}", file=sys.stderr),
+    )
     if args.out is not None:
         write_run(args.out, run, tag=args.tag)
         print(f"wrote {args.out}: {len(run)} queries, depth {k}")
@@ -1272,6 +1284,17 @@ def build_parser() -> argparse.ArgumentParser:
         "--snippet", type=_positive, default=100, help="characters of text shown (default 100)"
     )
     search.add_argument("--tag", default="clir-bundle", help="run tag")
+    cache = search.add_mutually_exclusive_group()
+    cache.add_argument(
+        "--index-cache",
+        type=Path,
+        help="directory keeping each collection's indexes between calls, re-indexed when the "
+        "collection's documents, the tables or the settings change (default: $XDG_CACHE_HOME/clir/"
+        "search, else ~/.cache/clir/search)",
+    )
+    cache.add_argument(
+        "--no-index-cache", action="store_true", help="index the collection anew, keep nothing (default: off)"
+    )
     search.set_defaults(handler=_search)
 
     explain = commands.add_parser(
