@@ -203,6 +203,7 @@ def _explorer_views(
             get_analyzer(collection.doc_lang),
             load_tables(steps.pairs[pair].tables.path)[1],
             progress=False,
+            mt=config.translation.mt(collection.doc_lang) if config.translation else None,
         )
         heatmaps = {}
         if member is not None and space is not None:
@@ -452,6 +453,7 @@ def _data_step(
         "qt_k": data.qt_k,
         "spelling": data.spelling,
         "first_stage_spelling": baseline.spelling,
+        **({"translation": baseline.translation.to_dict()} if baseline.translation else {}),
         "splits": splits,
         "features": names,
     }

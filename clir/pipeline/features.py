@@ -73,6 +73,7 @@ from clir.training import (
     train_ensemble,
 )
 from clir.translation import SpellingMatcher, TranslationTable, translate_query_qt, translate_tokens_top1
+from clir.translation.mt import MTTranslation
 from clir.types import Document, Qrels, Query, Run
 
 OVERLAP_FEATURES: tuple[str, ...] = ("overlap_src", "overlap_src_idf", "overlap_en", "overlap_en_idf")
@@ -145,6 +146,7 @@ class DocumentTokens:
         doc_analyzer: Analyzer,
         table_doc_en: TranslationTable,
         progress: bool = True,
+        mt: MTTranslation | None = None,
     ) -> DocumentTokens:
         """Analyze and translate the documents.
 
@@ -153,13 +155,20 @@ class DocumentTokens:
             doc_analyzer: The document language's analyzer.
             table_doc_en: p(English term | document term).
             progress: Show a progress bar.
+            mt: Machine translation: with a document model, D-hat_en is the English analysis
+                of each document's translation instead of the table's word-by-word top-1.
         """
         src, en = {}, {}
         df_src: Counter[str] = Counter()
         df_en: Counter[str] = Counter()
+        by_mt = {}
+        if mt is not None and mt.to_en is not None:
+            english = get_analyzer(mt.to_en.target_lang)
+            texts = mt.documents([doc.text for doc in documents])
+            by_mt = {doc.docno: english.analyze(text) for doc, text in zip(documents, texts, strict=True)}
         for doc in progress_bar(documents, desc="analyzing documents", unit="doc", enabled=progress):
             tokens = doc_analyzer.analyze(doc.text)
-            translated = translate_tokens_top1(tokens, table_doc_en)
+            translated = by_mt[doc.docno] if by_mt else translate_tokens_top1(tokens, table_doc_en)
             src[doc.docno], en[doc.docno] = tokens, translated
             df_src.update(set(tokens))
             df_en.update(set(translated))
@@ -316,6 +325,7 @@ def build_rerank_data(
     en_analyzer: Analyzer | None = None,
     meta: Mapping[str, Any] | None = None,
     progress: bool = True,
+    mt: MTTranslation | None = None,
 ) -> RerankData:
     """The reranker's data for some queries (see the module docstring for every field).
 
@@ -336,6 +346,8 @@ def build_rerank_data(
         en_analyzer: The English analyzer (default ``get_analyzer("en")``).
         meta: Stored in the data's ``meta``.
         progress: Show a progress bar.
+        mt: Machine translation: with a query model, ``query_src`` (Q-hat) is the document
+            language's analysis of each query's translation instead of the table's QT.
 
     Returns:
         The :class:`~clir.training.data.RerankData`; a query absent from ``candidates`` gets no
@@ -363,10 +375,16 @@ def build_rerank_data(
         if name in stages:
             raw = stage_scores(stages[name], queries, docnos)
             columns[name] = [normalise_scores(r, feature_norm) for r in raw]
+    by_mt = {}
+    if mt is not None and mt.from_en is not None:
+        by_mt = dict(zip([q.qid for q in queries], mt.queries([q.text for q in queries]), strict=True))
     out = []
     for qi, query in enumerate(progress_bar(queries, desc="rerank data", unit="query", enabled=progress)):
         q_en = en_analyzer.analyze(query.text)
-        q_src = translate_query_qt(q_en, table_en_doc, k=qt_k)
+        if by_mt:
+            q_src = get_analyzer(doc_lang).analyze(by_mt[query.qid])
+        else:
+            q_src = translate_query_qt(q_en, table_en_doc, k=qt_k)
         if spelling is not None:
             q_en = documents.matcher("en", spelling).match(q_en)
             q_src = documents.matcher("src", spelling).match(q_src)
@@ -419,12 +437,14 @@ class CollectionFeatures:
         tables: ``(en->doc, doc->en)`` translation tables.
         documents: The documents analyzed and translated.
         stages: Indexed first stages by name.
+        mt: The machine translation of ``baseline.translation`` (``mt`` mode), else ``None``.
     """
 
     collection: Collection
     tables: tuple[TranslationTable, TranslationTable]
     documents: DocumentTokens
     stages: dict[str, FirstStage]
+    mt: MTTranslation | None = None
 
     @classmethod
     def build(
@@ -451,14 +471,15 @@ class CollectionFeatures:
         """
         tables = tables or learn_tables(collection, tables_dir, progress=progress)
         baseline = baseline or BaselineConfig()
+        mt = baseline.translation.mt(collection.doc_lang) if baseline.translation else None
         documents = DocumentTokens.build(
-            collection.documents, get_analyzer(collection.doc_lang), tables[1], progress=progress
+            collection.documents, get_analyzer(collection.doc_lang), tables[1], progress=progress, mt=mt
         )
         stages = {}
         for name in dict.fromkeys(stage_names):
             mode, model = _stage_name(name)
             stages[name] = first_stage(mode, model, collection, tables, baseline, progress=progress)
-        return cls(collection, tables, documents, stages)
+        return cls(collection, tables, documents, stages, mt)
 
     def save(self, path: Path) -> None:
         """Write the analyzed documents (``documents.json``) and each indexed first stage
@@ -617,6 +638,7 @@ def collection_rerank_data(
             "split": split if isinstance(split, str) else None,
         },
         progress=progress,
+        mt=features.mt,
     )
 
 
