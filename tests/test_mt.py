@@ -187,3 +187,35 @@ def test_mt_mode_feeds_the_first_stages_and_the_reranker_views(tmp_path: Path) -
     model = train_reranker(tiny_reranker_config(), collection, space, tmp_path / "model", tables=tables)
     run = rerank_collection(model, collection, space, tables=tables, baseline=mt)
     assert set(run) == set(qids) and run != rerank_collection(model, collection, space, tables=tables)
+
+
+def test_the_experiment_s_translation_section(tmp_path: Path) -> None:
+    import dataclasses
+
+    from clir.errors import ConfigError
+    from clir.pipeline.baselines import TranslationConfig
+    from clir.pipeline.config import load_experiment
+    from clir.translation.mt import MTModels
+
+    fast = Path(__file__).resolve().parents[1] / "configs" / "experiment-fast.yaml"
+    config = load_experiment(fast)
+    assert config.translation is None and config.baseline_config().translation is None
+    section = (
+        "translation:\n  mode: mt\n  models:\n    sw: {to_en: /m/sw-en, from_en: /m/en-sw}\n"
+        "    tl: {to_en: /m/tl-en, num_beams: 4}\n"
+    )
+    (tmp_path / "mt.yaml").write_text(
+        fast.read_text().replace("reranker-tiny.yaml", str(fast.parent / "reranker-tiny.yaml")) + section
+    )
+    config = load_experiment(tmp_path / "mt.yaml")
+    models = config.baseline_config().translation.models
+    assert models["sw"] == MTModels(to_en="/m/sw-en", from_en="/m/en-sw")
+    assert (models["tl"].from_en, models["tl"].num_beams) == (None, 4)
+    with pytest.raises(
+        ConfigError, match=r"translation\.models=\['sw'\] is invalid; expected MT models of 'tl'"
+    ):
+        dataclasses.replace(config, translation=TranslationConfig("mt", {"sw": models["sw"]}))
+    with pytest.raises(ConfigError, match=r"models=\{\} is invalid; expected \{<doc_lang>"):
+        TranslationConfig("mt", {})
+    table = dataclasses.replace(config, translation=TranslationConfig("table", {}))
+    assert table.baseline_config().translation is None  # table mode: the steps' keys as before
