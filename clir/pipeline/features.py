@@ -529,7 +529,8 @@ class CollectionFeatures:
         The cache is a :class:`~clir.pipeline.cache.StepRunner` root: one step per
         ``(collection contents, tables, analyzers, first-stage settings and names, clir
         version)``, reused only while its files are intact; a collection whose documents
-        changed is indexed anew (old entries stay until the cache is deleted).
+        changed is indexed anew (old entries stay until the cache is deleted). With machine
+        translation (``baseline.translation``) nothing is cached.
 
         Args:
             collection: The collection.
@@ -542,6 +543,10 @@ class CollectionFeatures:
         """
         baseline = baseline or BaselineConfig()
         names = list(dict.fromkeys(stage_names))
+        options = {"stage_names": names, "tables": tables, "baseline": baseline, "progress": progress}
+        if baseline.translation is not None:  # first stages with MT are not saved
+            log("[not cached, machine translation] index")
+            return cls.build(collection, **options)
         params = {
             "collection": _collection_digest(collection),
             "tables": [_table_digest(table) for table in tables],
