@@ -26,7 +26,7 @@ from clir.pipeline.features import (
     search_candidates,
     stage_features,
 )
-from clir.pipeline.tables import learn_tables
+from clir.pipeline.tables import learn_tables, load_tables
 from clir.rerankers.bilingual import COMPONENTS
 from clir.training import RerankData, Tensorizer, TrainedReranker, Vocabulary, load_models
 from clir.training.ensemble import _prepare
@@ -94,6 +94,9 @@ def explain_pair(
     The document is scored among the first stage's candidates of the query (added to them when
     the first stage missed it), so the per-query normalised features are those of reranking.
 
+    ``tables_dir``: tables to use as they are (e.g. an experiment's tables step); when absent or
+    empty, the tables are learned from the collection's parallel text (into it, if given).
+
     Raises:
         ConfigError: For an unknown qid or docno.
     """
@@ -106,7 +109,10 @@ def explain_pair(
     space = space if isinstance(space, SharedSpace) else SharedSpace.load(space)
     data_config = member.config.data
     stages = list(dict.fromkeys([*data_config.first_stages, *stage_features(member.feature_names)]))
-    tables = learn_tables(collection, tables_dir, progress=False)
+    if tables_dir is not None and Path(tables_dir).is_dir() and any(Path(tables_dir).iterdir()):
+        tables = load_tables(tables_dir)  # as they are: relearning would replace a run's tables
+    else:
+        tables = learn_tables(collection, tables_dir, progress=False)
     features = CollectionFeatures.build(collection, stage_names=stages, tables=tables, progress=False)
     run = search_candidates(features.stages, data_config.first_stages, [query], data_config.depth)
     ranked = run.get(qid, {})
