@@ -62,6 +62,7 @@ th { background: #eee; cursor: pointer; user-select: none; }
 td.text, th.text { text-align: left; }
 details p { max-width: 50em; white-space: pre-wrap; }
 img { max-width: 100%; }
+div.heatmap { max-width: 60em; overflow-x: auto; }
 canvas.heatmap { display: block; margin: 0.5em 0; }
 """
 
@@ -313,6 +314,7 @@ def _heatmaps(docno: str, matrices: Mapping[str, TermMatrix]) -> str:
         parts.append(
             f"<p><b>{escape(component)}</b>: {escape(matrix.query_view)} x <code>{escape(docno)}</code> "
             f"{escape(matrix.doc_view)} (component score {matrix.score:.3f})</p>"
-            f'<canvas class="heatmap" data-matrix="{escape(json.dumps(data, ensure_ascii=False))}"></canvas>'
+            f'<div class="heatmap"><canvas class="heatmap" '
+            f'data-matrix="{escape(json.dumps(data, ensure_ascii=False))}"></canvas></div>'
         )
     return "".join(parts)
