@@ -132,6 +132,14 @@ def test_fast_experiment_end_to_end_then_resume_after_interruption(tmp_path, mon
         assert 0 < test["p_randomization"] <= test["p_randomization_corrected"] <= 1
         assert test["ci"][0] <= test["diff"] <= test["ci"][1]
     assert saved["timings"]["train-full"] > 0
+    # BLI by frequency against both golds: the bins add up to the overall CSLS row of each gold
+    for gold, by_frequency in (("ibm1-mutual", "by_frequency"), ("freedict", "by_frequency_freedict")):
+        rows = saved["bli"]["rows"]
+        (row,) = [r for r in rows if (r["dictionary"], r["method"], r["source"]) == (gold, "csls", "sw")]
+        bins = saved["bli"][by_frequency]["sw"]
+        assert sum(b["words"] for b in bins) == row["queries"] > 0
+        hits = sum(b["words"] * b["precision"] for b in bins)
+        assert hits / row["queries"] == pytest.approx(row["p_at_1"])
     for plot in ("ap_diff_en-sw.png", "training_curves.png", "report.md"):
         assert (out / plot).stat().st_size > 0
     # the bundle of the full system's ensemble, its card scored as the report is
