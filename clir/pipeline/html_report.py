@@ -35,7 +35,7 @@ TOP_SYSTEM = "full"
 """The system whose first-ranked passage the explorer shows beside the relevant one."""
 
 HEATMAP_QUERIES = 20
-"""Queries per pair whose similarity matrices the page holds (about 25-100 KB each)."""
+"""Queries per pair whose similarity matrices the page holds (about 13 KB a query in make run)."""
 
 HEATMAP_DECIMALS = 2
 """Decimals of the similarity values written into the page."""
