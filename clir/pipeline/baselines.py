@@ -8,14 +8,26 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any
 
-from clir.config import NonEmpty, OneOf, PositiveInt, Range, Section, Unique, Where, check_arguments
+from clir.config import (
+    NonEmpty,
+    OmitWhenNone,
+    OneOf,
+    PositiveInt,
+    Range,
+    Section,
+    Unique,
+    Where,
+    check_arguments,
+)
 from clir.datasets import Collection
+from clir.errors import ConfigError
 from clir.evaluation import DEFAULT_MEASURES, CoverageWarning, evaluate, markdown_table
 from clir.formats import atomic_write, write_run
 from clir.formats.atomic import output_directory
 from clir.pipeline.tables import learn_tables
 from clir.retrieval import MODES, RETRIEVERS, FirstStage, get_retriever, retriever_class
 from clir.translation import TranslationTable
+from clir.translation.mt import MTModels, MTTranslation, mt_translation
 from clir.types import Run
 
 
@@ -53,6 +65,46 @@ class BaselineOptions(Section):
                 get_retriever(name, **checked)
 
 
+TRANSLATION_MODES = ("table", "mt")
+
+
+@dataclass(frozen=True)
+class TranslationConfig(Section):
+    """How queries and documents are translated (the ``translation`` section of an experiment).
+
+    Attributes:
+        mode: ``"table"``: word by word with the IBM Model 1 tables (QT for queries, DT top-1
+            for documents); ``"mt"``: with local MT models (:class:`~clir.translation.mt.MTModels`)
+            where a language has them: the documents' English view (D-hat_en of the reranker,
+            the ``dt`` first stages) and the queries' document-language view (Q-hat, the ``qt``
+            first stages). PSQ and the reranker's query_en stay as they are.
+        models: ``{document language: MTModels}``, e.g. ``{"sw": {"to_en": DIR, "from_en": DIR}}``.
+    """
+
+    mode: Annotated[str, OneOf(TRANSLATION_MODES)] = "table"
+    models: dict[str, MTModels] = field(default_factory=dict)
+
+    def check(self, where: Where) -> None:
+        if self.mode == "mt" and not self.models:
+            expected = "{<doc_lang>: {to_en: DIR, from_en: DIR}} with mode 'mt'"
+            raise where.error("models", self.models, expected)
+
+    def mt(self, doc_lang: str) -> MTTranslation | None:
+        """The MT of a document language (``None`` in ``table`` mode).
+
+        Raises:
+            ConfigError: In ``mt`` mode, for a language without models.
+        """
+        if self.mode != "mt":
+            return None
+        if doc_lang not in self.models:
+            raise ConfigError(
+                f"translation.mode is 'mt' but translation.models has no {doc_lang!r} "
+                f"(it has {sorted(self.models)})"
+            )
+        return mt_translation(self.models[doc_lang], doc_lang)
+
+
 @dataclass(frozen=True)
 class BaselineConfig(BaselineOptions):
     """Settings of the first-stage baselines: :class:`BaselineOptions` plus
@@ -60,10 +112,13 @@ class BaselineConfig(BaselineOptions):
     Attributes:
         split: The query split evaluated.
         iterations: IBM Model 1 EM iterations.
+        translation: Machine translation (the experiment's ``translation`` section in ``mt``
+            mode); ``None``: the tables.
     """
 
     split: str = "test"
     iterations: PositiveInt = 10
+    translation: Annotated[TranslationConfig | None, OmitWhenNone()] = None
 
 
 def first_stage(
@@ -86,6 +141,7 @@ def first_stage(
         psq_cumulative=config.psq_cumulative,
         spelling=config.spelling,
         progress=progress,
+        mt=config.translation.mt(collection.doc_lang) if config.translation else None,
         **config.model_params.get(model, {}),
     )
     return stage.index(collection.documents)

@@ -23,7 +23,7 @@ from __future__ import annotations
 import json
 import shutil
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -115,6 +115,8 @@ class Bundle:
         *,
         k: int = 1000,
         tables_dir: str | Path | None = None,
+        index_cache: str | Path | None = None,
+        log: Callable[[str], None] = print,
     ) -> Run:
         """Index the collection for the bundle's first stages, search the queries and rerank.
 
@@ -124,6 +126,9 @@ class Bundle:
             k: Documents per query returned (the first stages are searched to at least 1000,
                 so the reranker sees its usual candidates whatever ``k``).
             tables_dir: Tables for a collection in another language (see :meth:`tables_for`).
+            index_cache: Directory keeping the collection's indexes between calls
+                (:meth:`~clir.pipeline.features.CollectionFeatures.cached`); ``None``: index anew.
+            log: Receives the index cache's line.
 
         Raises:
             ConfigError: If the space has no vectors for the collection's language.
@@ -142,6 +147,8 @@ class Bundle:
             tables=self.tables_for(collection, tables_dir),
             baseline=baseline,
             k=max(k, 1000),
+            index_cache=index_cache,
+            log=log,
         )
         return {qid: dict(ranked(docs)[:k]) for qid, docs in run.items()}
 

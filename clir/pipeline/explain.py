@@ -1,16 +1,19 @@
 """``clir explain``: why one document ranked where it did for one query.
 
 For a (query, document) pair it reports the four components' scores, each fusion input's share
-of the final score, and a PNG heatmap per component of the query-term x document-term cosine
-similarity matrix in the shared space.
+of the final score, and per component the query-term x document-term cosine similarity matrix in
+the shared space (:class:`TermMatrix`, drawn as a PNG heatmap; the HTML report draws the same
+matrices, :func:`term_matrices`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 
 from clir.datasets import Collection
@@ -23,11 +26,32 @@ from clir.pipeline.features import (
     search_candidates,
     stage_features,
 )
-from clir.pipeline.tables import learn_tables
+from clir.pipeline.tables import learn_tables, load_tables
 from clir.rerankers.bilingual import COMPONENTS
-from clir.training import Tensorizer, Vocabulary, load_models
+from clir.training import RerankData, Tensorizer, TrainedReranker, Vocabulary, load_models
 from clir.training.ensemble import _prepare
 from clir.training.scoring import set_embeddings
+
+
+@dataclass
+class TermMatrix:
+    """One component's similarity matrix for one (query, document) pair.
+
+    Attributes:
+        query_view: The query's view (``"query_en"`` or ``"query_src"``, Q or its QT translation).
+        doc_view: The document's view (``"src"``, D, or ``"en"``, its DT translation D-hat_en).
+        query_tokens: The query terms the model reads (rows).
+        doc_tokens: The document terms the model reads (columns; the first ``max_doc_len``).
+        values: ``len(query_tokens) x len(doc_tokens)`` cosine similarities in the shared space.
+        score: The component's score of the pair.
+    """
+
+    query_view: str
+    doc_view: str
+    query_tokens: list[str]
+    doc_tokens: list[str]
+    values: np.ndarray
+    score: float
 
 
 @dataclass
@@ -41,6 +65,7 @@ class PairExplanation:
         score: The model's score.
         inputs: Fusion input name -> value (component scores, then features).
         shares: Fusion input name -> share of the score (absolute contributions sum to 1).
+        matrices: Component name -> its similarity matrix (none for the lexical-fusion model).
         heatmap: The PNG written, if any.
     """
 
@@ -50,6 +75,7 @@ class PairExplanation:
     score: float
     inputs: dict[str, float]
     shares: dict[str, float]
+    matrices: dict[str, TermMatrix]
     heatmap: Path | None
 
 
@@ -68,6 +94,9 @@ def explain_pair(
     The document is scored among the first stage's candidates of the query (added to them when
     the first stage missed it), so the per-query normalised features are those of reranking.
 
+    ``tables_dir``: tables to use as they are (e.g. an experiment's tables step); when absent or
+    empty, the tables are learned from the collection's parallel text (into it, if given).
+
     Raises:
         ConfigError: For an unknown qid or docno.
     """
@@ -80,7 +109,10 @@ def explain_pair(
     space = space if isinstance(space, SharedSpace) else SharedSpace.load(space)
     data_config = member.config.data
     stages = list(dict.fromkeys([*data_config.first_stages, *stage_features(member.feature_names)]))
-    tables = learn_tables(collection, tables_dir, progress=False)
+    if tables_dir is not None and Path(tables_dir).is_dir() and any(Path(tables_dir).iterdir()):
+        tables = load_tables(tables_dir)  # as they are: relearning would replace a run's tables
+    else:
+        tables = learn_tables(collection, tables_dir, progress=False)
     features = CollectionFeatures.build(collection, stage_names=stages, tables=tables, progress=False)
     run = search_candidates(features.stages, data_config.first_stages, [query], data_config.depth)
     ranked = run.get(qid, {})
@@ -96,9 +128,7 @@ def explain_pair(
         progress=False,
     )
     data = _prepare(member, data)
-    vocab = Vocabulary.build([data])
-    tensorizer = Tensorizer(vocab, data, data_config.max_query_len, data_config.max_doc_len)
-    set_embeddings(member.model, torch.from_numpy(vocab.embedding_matrix(space)))
+    tensorizer = _tensorizer(member, data, space)
     pairs = tensorizer.query_pairs(0, None)
     with torch.no_grad():
         scores = member.model(tensorizer.batch(pairs)).double()
@@ -106,9 +136,8 @@ def explain_pair(
     position = [d for _, d in pairs].index(docno)
     rank = int((scores > scores[position]).sum()) + 1
     names = explanation.input_names
-    heatmap = None
-    if png is not None and explanation.similarity:
-        heatmap = _heatmaps(Path(png), data, docno, explanation, data_config)
+    matrices = _matrices(explanation, 0, data, 0, docno, data_config)
+    heatmap = _heatmaps(Path(png), matrices) if png is not None and matrices else None
     return PairExplanation(
         qid,
         docno,
@@ -116,31 +145,84 @@ def explain_pair(
         float(explanation.score[0]),
         dict(zip(names, explanation.inputs[0].tolist(), strict=True)),
         dict(zip(names, explanation.shares[0].tolist(), strict=True)),
+        matrices,
         heatmap,
     )
 
 
-def _heatmaps(path: Path, data: Any, docno: str, explanation: Any, data_config: Any) -> Path:
+def term_matrices(
+    member: TrainedReranker, data: RerankData, space: SharedSpace, pairs: Sequence[tuple[str, str]]
+) -> list[dict[str, TermMatrix]]:
+    """The similarity matrices of some (qid, candidate docno) pairs of rerank data, as
+    :func:`explain_pair` computes them, in one batch.
+
+    Args:
+        member: A trained model (e.g. the first member of an ensemble).
+        data: Rerank data holding the pairs (queries, candidates and their tokens).
+        space: The shared space the model reads.
+        pairs: ``(qid, docno)`` pairs; each docno a candidate of its query.
+
+    Returns:
+        One ``component -> matrix`` dict per pair (empty for a model without components).
+    """
+    if not pairs:
+        return []
+    data = _prepare(member, data.subset(dict.fromkeys(qid for qid, _ in pairs)))
+    index = {qid: i for i, qid in enumerate(data.qids)}
+    tensorizer = _tensorizer(member, data, space)
+    with torch.no_grad():
+        explanation = member.model.explain(tensorizer.batch([(index[q], d) for q, d in pairs]))
+    return [
+        _matrices(explanation, row, data, index[qid], docno, member.config.data)
+        for row, (qid, docno) in enumerate(pairs)
+    ]
+
+
+def _tensorizer(member: TrainedReranker, data: RerankData, space: SharedSpace) -> Tensorizer:
+    """A tensorizer of ``data`` whose vocabulary's vectors (from ``space``) the model now reads."""
+    vocab = Vocabulary.build([data])
+    set_embeddings(member.model, torch.from_numpy(vocab.embedding_matrix(space)))
+    return Tensorizer(vocab, data, member.config.data.max_query_len, member.config.data.max_doc_len)
+
+
+def _matrices(
+    explanation: Any, row: int, data: RerankData, qi: int, docno: str, data_config: Any
+) -> dict[str, TermMatrix]:
+    """Row ``row`` of an explanation's similarity matrices, cut to the tokens the model read."""
+    query = data.queries[qi]
+    docs = {"src": data.doc_src[docno], "en": data.doc_en[docno]}
+    matrices = {}
+    for component, similarity in explanation.similarity.items():
+        q_lang, d_view = COMPONENTS[component]
+        q_view = f"query_{q_lang}"
+        q_tokens = list(getattr(query, q_view))[: data_config.max_query_len]
+        d_tokens = list(docs[d_view])[: data_config.max_doc_len]
+        matrices[component] = TermMatrix(
+            q_view,
+            d_view,
+            q_tokens,
+            d_tokens,
+            similarity[row, : len(q_tokens), : len(d_tokens)].numpy(),
+            float(explanation.component_scores[component][row]),
+        )
+    return matrices
+
+
+def _heatmaps(path: Path, matrices: dict[str, TermMatrix]) -> Path:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    query = data.queries[0]
-    docs = {"src": data.doc_src[docno], "en": data.doc_en[docno]}
-    components = list(explanation.similarity)
-    fig, axes = plt.subplots(len(components), 1, figsize=(12, 1.6 + 0.9 * len(components) * 2), squeeze=False)
-    for ax, component in zip(axes[:, 0], components, strict=True):
-        q_lang, d_view = COMPONENTS[component]
-        q_view = f"query_{q_lang}"
-        q_tokens = list(getattr(query, q_view))[: data_config.max_query_len]
-        d_tokens = list(docs[d_view])[: data_config.max_doc_len]
-        sim = explanation.similarity[component][0, : len(q_tokens), : len(d_tokens)].numpy()
-        image = ax.imshow(sim, cmap="RdBu_r", vmin=-1, vmax=1, aspect="auto")
-        ax.set_yticks(range(len(q_tokens)), q_tokens, fontsize=7)
-        ax.set_xticks(range(len(d_tokens)), d_tokens, fontsize=5, rotation=90)
-        score = float(explanation.component_scores[component][0])
-        ax.set_title(f"{component}: {q_view} x doc {d_view} (component score {score:.3f})", fontsize=9)
+    fig, axes = plt.subplots(len(matrices), 1, figsize=(12, 1.6 + 0.9 * len(matrices) * 2), squeeze=False)
+    for ax, (component, matrix) in zip(axes[:, 0], matrices.items(), strict=True):
+        image = ax.imshow(matrix.values, cmap="RdBu_r", vmin=-1, vmax=1, aspect="auto")
+        ax.set_yticks(range(len(matrix.query_tokens)), matrix.query_tokens, fontsize=7)
+        ax.set_xticks(range(len(matrix.doc_tokens)), matrix.doc_tokens, fontsize=5, rotation=90)
+        ax.set_title(
+            f"{component}: {matrix.query_view} x doc {matrix.doc_view} (component score {matrix.score:.3f})",
+            fontsize=9,
+        )
         fig.colorbar(image, ax=ax, fraction=0.02)
     fig.tight_layout()
     with atomic_write(path, "wb") as handle:

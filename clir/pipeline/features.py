@@ -36,11 +36,13 @@ with the doc->en table's most probable translation (``D̂_en``, DT top-1).
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 import re
 import warnings
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -51,8 +53,9 @@ from clir.datasets import Collection
 from clir.embeddings import SharedSpace
 from clir.errors import ConfigError
 from clir.evaluation import CoverageWarning, evaluate
-from clir.formats import ranked
+from clir.formats import atomic_write, ranked
 from clir.pipeline.baselines import BaselineConfig, first_stage
+from clir.pipeline.cache import StepRunner
 from clir.pipeline.tables import learn_tables
 from clir.progress import progress_bar
 from clir.retrieval import FirstStage
@@ -70,6 +73,7 @@ from clir.training import (
     train_ensemble,
 )
 from clir.translation import SpellingMatcher, TranslationTable, translate_query_qt, translate_tokens_top1
+from clir.translation.mt import MTTranslation
 from clir.types import Document, Qrels, Query, Run
 
 OVERLAP_FEATURES: tuple[str, ...] = ("overlap_src", "overlap_src_idf", "overlap_en", "overlap_en_idf")
@@ -142,6 +146,7 @@ class DocumentTokens:
         doc_analyzer: Analyzer,
         table_doc_en: TranslationTable,
         progress: bool = True,
+        mt: MTTranslation | None = None,
     ) -> DocumentTokens:
         """Analyze and translate the documents.
 
@@ -150,13 +155,20 @@ class DocumentTokens:
             doc_analyzer: The document language's analyzer.
             table_doc_en: p(English term | document term).
             progress: Show a progress bar.
+            mt: Machine translation: with a document model, D-hat_en is the English analysis
+                of each document's translation instead of the table's word-by-word top-1.
         """
         src, en = {}, {}
         df_src: Counter[str] = Counter()
         df_en: Counter[str] = Counter()
+        by_mt = {}
+        if mt is not None and mt.to_en is not None:
+            english = get_analyzer(mt.to_en.target_lang)
+            texts = mt.documents([doc.text for doc in documents])
+            by_mt = {doc.docno: english.analyze(text) for doc, text in zip(documents, texts, strict=True)}
         for doc in progress_bar(documents, desc="analyzing documents", unit="doc", enabled=progress):
             tokens = doc_analyzer.analyze(doc.text)
-            translated = translate_tokens_top1(tokens, table_doc_en)
+            translated = by_mt[doc.docno] if by_mt else translate_tokens_top1(tokens, table_doc_en)
             src[doc.docno], en[doc.docno] = tokens, translated
             df_src.update(set(tokens))
             df_en.update(set(translated))
@@ -313,6 +325,7 @@ def build_rerank_data(
     en_analyzer: Analyzer | None = None,
     meta: Mapping[str, Any] | None = None,
     progress: bool = True,
+    mt: MTTranslation | None = None,
 ) -> RerankData:
     """The reranker's data for some queries (see the module docstring for every field).
 
@@ -333,6 +346,8 @@ def build_rerank_data(
         en_analyzer: The English analyzer (default ``get_analyzer("en")``).
         meta: Stored in the data's ``meta``.
         progress: Show a progress bar.
+        mt: Machine translation: with a query model, ``query_src`` (Q-hat) is the document
+            language's analysis of each query's translation instead of the table's QT.
 
     Returns:
         The :class:`~clir.training.data.RerankData`; a query absent from ``candidates`` gets no
@@ -360,10 +375,16 @@ def build_rerank_data(
         if name in stages:
             raw = stage_scores(stages[name], queries, docnos)
             columns[name] = [normalise_scores(r, feature_norm) for r in raw]
+    by_mt = {}
+    if mt is not None and mt.from_en is not None:
+        by_mt = dict(zip([q.qid for q in queries], mt.queries([q.text for q in queries]), strict=True))
     out = []
     for qi, query in enumerate(progress_bar(queries, desc="rerank data", unit="query", enabled=progress)):
         q_en = en_analyzer.analyze(query.text)
-        q_src = translate_query_qt(q_en, table_en_doc, k=qt_k)
+        if by_mt:
+            q_src = get_analyzer(doc_lang).analyze(by_mt[query.qid])
+        else:
+            q_src = translate_query_qt(q_en, table_en_doc, k=qt_k)
         if spelling is not None:
             q_en = documents.matcher("en", spelling).match(q_en)
             q_src = documents.matcher("src", spelling).match(q_src)
@@ -416,12 +437,14 @@ class CollectionFeatures:
         tables: ``(en->doc, doc->en)`` translation tables.
         documents: The documents analyzed and translated.
         stages: Indexed first stages by name.
+        mt: The machine translation of ``baseline.translation`` (``mt`` mode), else ``None``.
     """
 
     collection: Collection
     tables: tuple[TranslationTable, TranslationTable]
     documents: DocumentTokens
     stages: dict[str, FirstStage]
+    mt: MTTranslation | None = None
 
     @classmethod
     def build(
@@ -448,14 +471,117 @@ class CollectionFeatures:
         """
         tables = tables or learn_tables(collection, tables_dir, progress=progress)
         baseline = baseline or BaselineConfig()
+        mt = baseline.translation.mt(collection.doc_lang) if baseline.translation else None
         documents = DocumentTokens.build(
-            collection.documents, get_analyzer(collection.doc_lang), tables[1], progress=progress
+            collection.documents, get_analyzer(collection.doc_lang), tables[1], progress=progress, mt=mt
         )
         stages = {}
         for name in dict.fromkeys(stage_names):
             mode, model = _stage_name(name)
             stages[name] = first_stage(mode, model, collection, tables, baseline, progress=progress)
+        return cls(collection, tables, documents, stages, mt)
+
+    def save(self, path: Path) -> None:
+        """Write the analyzed documents (``documents.json``) and each indexed first stage
+        (``stages/<name>``) into the new directory ``path`` (a cache step's work directory)."""
+        with atomic_write(path / "documents.json") as handle:
+            json.dump({"src": self.documents.src, "en": self.documents.en}, handle)
+        for name, stage in self.stages.items():
+            stage.save(path / "stages" / name)
+
+    @classmethod
+    def load(
+        cls,
+        path: Path,
+        collection: Collection,
+        tables: tuple[TranslationTable, TranslationTable],
+        progress: bool = True,
+    ) -> CollectionFeatures:
+        """What :meth:`save` wrote, for ``collection`` and the ``tables`` it was built with."""
+        saved = json.loads((path / "documents.json").read_text(encoding="utf-8"))
+        df_src: Counter[str] = Counter()
+        df_en: Counter[str] = Counter()
+        for tokens in saved["src"].values():
+            df_src.update(set(tokens))
+        for tokens in saved["en"].values():
+            df_en.update(set(tokens))
+        documents = DocumentTokens(saved["src"], saved["en"], df_src, df_en)
+        stages = {
+            stage.name: FirstStage.load(stage, progress=progress)
+            for stage in sorted((path / "stages").iterdir())
+        }
         return cls(collection, tables, documents, stages)
+
+    @classmethod
+    def cached(
+        cls,
+        collection: Collection,
+        cache: str | Path,
+        *,
+        stage_names: Sequence[str],
+        tables: tuple[TranslationTable, TranslationTable],
+        baseline: BaselineConfig | None = None,
+        progress: bool = True,
+        log: Callable[[str], None] = print,
+    ) -> CollectionFeatures:
+        """:meth:`build`, kept in a cache directory for the next call (``clir search``).
+
+        The cache is a :class:`~clir.pipeline.cache.StepRunner` root: one step per
+        ``(collection contents, tables, analyzers, first-stage settings and names, clir
+        version)``, reused only while its files are intact; a collection whose documents
+        changed is indexed anew (old entries stay until the cache is deleted). With machine
+        translation (``baseline.translation``) nothing is cached.
+
+        Args:
+            collection: The collection.
+            cache: The cache directory (created when absent; locked while in use).
+            stage_names: As for :meth:`build`.
+            tables: The tables the first stages and translations use.
+            baseline: First-stage settings (default: the baselines').
+            progress: Show progress bars.
+            log: Receives ``[cached] index`` or ``[run]    index``.
+        """
+        baseline = baseline or BaselineConfig()
+        names = list(dict.fromkeys(stage_names))
+        options = {"stage_names": names, "tables": tables, "baseline": baseline, "progress": progress}
+        if baseline.translation is not None:  # first stages with MT are not saved
+            log("[not cached, machine translation] index")
+            return cls.build(collection, **options)
+        params = {
+            "collection": _collection_digest(collection),
+            "tables": [_table_digest(table) for table in tables],
+            "analyzers": {
+                lang: get_analyzer(lang).to_config() for lang in (collection.query_lang, collection.doc_lang)
+            },
+            "baseline": baseline.to_dict(),
+            "stages": names,
+        }
+
+        def build(work: Path) -> None:
+            cls.build(
+                collection, stage_names=names, tables=tables, baseline=baseline, progress=progress
+            ).save(work)
+
+        with StepRunner(cache, log=log, wait=True) as runner:
+            step = runner.run("index", params, build)
+            return cls.load(step.path, collection, tables, progress=progress)
+
+
+def _collection_digest(collection: Collection) -> str:
+    """SHA-256 of a collection's languages and documents (docno and text, in order)."""
+    digest = hashlib.sha256(f"{collection.query_lang}\0{collection.doc_lang}\0".encode())
+    for document in collection.documents:
+        digest.update(f"{document.docno}\0{document.text}\0".encode())
+    return digest.hexdigest()
+
+
+def _table_digest(table: TranslationTable) -> str:
+    """SHA-256 of a table's vocabularies and probabilities."""
+    csr = table.probs
+    digest = hashlib.sha256(json.dumps([table.source_vocab, table.target_vocab]).encode())
+    for array in (csr.indptr, csr.indices, csr.data):
+        digest.update(np.ascontiguousarray(array).tobytes())
+    return digest.hexdigest()
 
 
 def collection_rerank_data(
@@ -517,6 +643,7 @@ def collection_rerank_data(
             "split": split if isinstance(split, str) else None,
         },
         progress=progress,
+        mt=features.mt,
     )
 
 
@@ -583,6 +710,8 @@ def rerank_collection(
     baseline: BaselineConfig | None = None,
     k: int = 1000,
     options: ScoringOptions | None = None,
+    index_cache: str | Path | None = None,
+    log: Callable[[str], None] = print,
 ) -> Run:
     """``clir rerank``: rerank a first-stage run of a collection's split with a trained model or
     ensemble (zero-shot when the collection's language differs from the training one).
@@ -603,6 +732,10 @@ def rerank_collection(
         k: Depth of the first-stage runs searched when ``run`` is not given.
         options: Device, batch size and precision of the scoring (default: the models' device,
             the fast path's choices for it; see :class:`~clir.training.scoring.ScoringOptions`).
+        index_cache: Keep the analyzed documents and first-stage indexes in this directory and
+            reuse them while the collection, tables and settings are the same
+            (:meth:`CollectionFeatures.cached`); ``None``: index anew.
+        log: Receives the cache's line (``[cached] index`` or ``[run]    index``).
 
     Returns:
         The reranked run.
@@ -615,14 +748,25 @@ def rerank_collection(
     stage_names = stage_features(names)
     if run is None:
         stage_names += config.data.first_stages
-    cf = CollectionFeatures.build(
-        collection,
-        stage_names=stage_names,
-        tables=tables,
-        tables_dir=tables_dir,
-        baseline=baseline,
-        progress=config.progress,
-    )
+    if index_cache is None:
+        cf = CollectionFeatures.build(
+            collection,
+            stage_names=stage_names,
+            tables=tables,
+            tables_dir=tables_dir,
+            baseline=baseline,
+            progress=config.progress,
+        )
+    else:
+        cf = CollectionFeatures.cached(
+            collection,
+            index_cache,
+            stage_names=stage_names,
+            tables=tables or learn_tables(collection, tables_dir, progress=config.progress),
+            baseline=baseline,
+            progress=config.progress,
+            log=log,
+        )
     candidates = run
     if run is None:  # each first stage searched once: its top depth are candidates, the rest beneath
         queries = collection.split(split) if isinstance(split, str) else list(split)

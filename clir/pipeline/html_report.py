@@ -4,26 +4,55 @@ Everything is inline (CSS, a small sorting script, the plots as base64 PNG): the
 disk with no server and no network. It holds the results tables of every pair (sortable by a
 click on a column header), the plots, the step timings and a per-query explorer: for each
 evaluated query, every system's rank of the first relevant passage, and on click the relevant
-passage's text and the passage the ``full`` system ranked first.
+passage and the passage the ``full`` system ranked first, each in its language and in its DT
+translation (D-hat_en, the English tokens the reranker reads), and for a sample of queries (the
+first :data:`HEATMAP_QUERIES` of each pair) the ``clir explain`` similarity matrices of ``full``'s
+first passage, drawn on a canvas when the query is opened (the matrices travel as JSON, rounded
+to :data:`HEATMAP_DECIMALS` decimals).
 """
 
 from __future__ import annotations
 
 import base64
+import json
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from html import escape
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from clir.datasets import Collection
 from clir.formats import atomic_write
 from clir.types import Qrels, Run
+
+if TYPE_CHECKING:
+    from clir.pipeline.explain import TermMatrix
 
 PASSAGE_CHARS = 400
 """Passages in the explorer are cut to this many characters (keeps the page small)."""
 
 TOP_SYSTEM = "full"
 """The system whose first-ranked passage the explorer shows beside the relevant one."""
+
+HEATMAP_QUERIES = 20
+"""Queries per pair whose similarity matrices the page holds (about 13 KB a query in make run)."""
+
+HEATMAP_DECIMALS = 2
+"""Decimals of the similarity values written into the page."""
+
+
+@dataclass
+class ExplorerViews:
+    """What the explorer shows of one pair beyond the collection's texts.
+
+    Attributes:
+        translations: ``docno -> DT translation`` (D-hat_en, its tokens joined by spaces).
+        heatmaps: ``qid -> (docno, component -> similarity matrix)`` for the sampled queries.
+    """
+
+    translations: Mapping[str, str] = field(default_factory=dict)
+    heatmaps: Mapping[str, tuple[str, Mapping[str, TermMatrix]]] = field(default_factory=dict)
+
 
 _STYLE = """
 body { font-family: sans-serif; margin: 2em; max-width: 80em; }
@@ -33,6 +62,8 @@ th { background: #eee; cursor: pointer; user-select: none; }
 td.text, th.text { text-align: left; }
 details p { max-width: 50em; white-space: pre-wrap; }
 img { max-width: 100%; }
+div.heatmap { max-width: 60em; overflow-x: auto; }
+canvas.heatmap { display: block; margin: 0.5em 0; }
 """
 
 _TEXT = ' class="text"'
@@ -60,6 +91,51 @@ document.querySelectorAll("table.sortable th").forEach(function (th) {
 });
 """
 
+_HEATMAP_SCRIPT = """
+function heatmapColour(v) {
+  var t = Math.max(-1, Math.min(1, v)), w = Math.round(255 * (1 - Math.abs(t)));
+  return t >= 0 ? "rgb(255," + w + "," + w + ")" : "rgb(" + w + "," + w + ",255)";
+}
+function drawHeatmap(canvas) {
+  var m = JSON.parse(canvas.dataset.matrix), cell = 12, left = 110, top = 90;
+  var rows = m.values.length, cols = rows ? m.values[0].length : 0;
+  canvas.width = left + cols * cell + 4;
+  canvas.height = top + rows * cell + 4;
+  var g = canvas.getContext("2d");
+  g.font = "10px sans-serif";
+  g.textAlign = "right";
+  g.textBaseline = "middle";
+  m.query.forEach(function (t, i) { g.fillText(t, left - 4, top + (i + 0.5) * cell); });
+  m.doc.forEach(function (t, j) {
+    g.save();
+    g.translate(left + (j + 0.5) * cell, top - 4);
+    g.rotate(-Math.PI / 2);
+    g.textAlign = "left";
+    g.fillText(t, 0, 0);
+    g.restore();
+  });
+  m.values.forEach(function (row, i) {
+    row.forEach(function (v, j) {
+      g.fillStyle = heatmapColour(v);
+      g.fillRect(left + j * cell, top + i * cell, cell, cell);
+    });
+  });
+  canvas.addEventListener("mousemove", function (e) {
+    var box = canvas.getBoundingClientRect();
+    var j = Math.floor((e.clientX - box.left - left) / cell);
+    var i = Math.floor((e.clientY - box.top - top) / cell);
+    var inside = i >= 0 && i < rows && j >= 0 && j < cols;
+    canvas.title = inside ? m.query[i] + " x " + m.doc[j] + ": " + m.values[i][j] : "";
+  });
+  canvas.dataset.drawn = "true";
+}
+document.addEventListener("click", function (e) {
+  var summary = e.target.closest("summary");
+  if (!summary) { return; }
+  summary.parentNode.querySelectorAll("canvas.heatmap:not([data-drawn])").forEach(drawHeatmap);
+});
+"""
+
 
 def relevant_rank(run: Mapping[str, float], judged: Mapping[str, int]) -> int | None:
     """The 1-based rank of the first relevant passage of one query's run, or ``None`` when no
@@ -77,6 +153,7 @@ def write_html_report(
     collections: Mapping[str, Collection],
     split: str,
     plots: Sequence[str],
+    views: Mapping[str, ExplorerViews] | None = None,
 ) -> Path:
     """Write ``out/report.html``.
 
@@ -87,6 +164,7 @@ def write_html_report(
         collections: ``pair -> collection`` (queries, judgements and passage texts).
         split: The evaluated split; the explorer lists its judged queries.
         plots: File names of PNG plots in ``out``, inlined in this order.
+        views: ``pair -> translations and heatmaps`` for the explorer (none: texts only).
 
     Returns:
         The path written.
@@ -121,14 +199,20 @@ def write_html_report(
     parts.append(
         "<p>Rank of the first relevant passage in each system's run (blank: not retrieved). "
         f"Click a query for the relevant passage and the passage <code>{TOP_SYSTEM}</code> "
-        f"ranked first (cut to {PASSAGE_CHARS} characters).</p>"
+        f"ranked first, each with its DT translation (cut to {PASSAGE_CHARS} characters), and, "
+        f"for the first {HEATMAP_QUERIES} queries of each pair, the query-term x passage-term "
+        f"similarities (red +1, white 0, blue -1; <code>clir explain</code>) of <code>{TOP_SYSTEM}</code>'s "
+        "first passage, one per component.</p>"
     )
     for pair, rows in results["systems"].items():
         parts.append(f"<h3>{escape(pair)}</h3>")
-        parts.append(_explorer(pair, list(rows), runs[pair], collections[pair], split))
+        pair_views = (views or {}).get(pair, ExplorerViews())
+        parts.append(_explorer(pair, list(rows), runs[pair], collections[pair], split, pair_views))
     page = (
         f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>{title}</title>'
-        f"<style>{_STYLE}</style></head>\n<body>\n" + "\n".join(parts) + f"\n<script>{_SORT_SCRIPT}</script>"
+        f"<style>{_STYLE}</style></head>\n<body>\n"
+        + "\n".join(parts)
+        + f"\n<script>{_SORT_SCRIPT}{_HEATMAP_SCRIPT}</script>"
         "\n</body></html>\n"
     )
     path = out / "report.html"
@@ -157,29 +241,47 @@ def _table(table_id: str, header: Sequence[str], rows: Sequence[Sequence[tuple[s
     return "\n".join(lines)
 
 
+def explorer_passages(
+    runs: Mapping[str, Run], collection: Collection, split: str
+) -> dict[str, tuple[str, str | None]]:
+    """The passages the explorer shows of each judged query of ``split``, in the split's order:
+    ``qid -> (its most relevant passage, the passage TOP_SYSTEM ranked first or None)``."""
+    qrels: Qrels = collection.qrels_of(split)
+    shown: dict[str, tuple[str, str | None]] = {}
+    for query in collection.split(split):
+        judged = qrels.get(query.qid, {})
+        relevant = sorted((d for d, grade in judged.items() if grade > 0), key=lambda d: (-judged[d], d))
+        if relevant:
+            top = runs.get(TOP_SYSTEM, {}).get(query.qid, {})
+            shown[query.qid] = (relevant[0], max(top, key=lambda d: (top[d], d)) if top else None)
+    return shown
+
+
 def _explorer(
-    pair: str, systems: Sequence[str], runs: Mapping[str, Run], collection: Collection, split: str
+    pair: str,
+    systems: Sequence[str],
+    runs: Mapping[str, Run],
+    collection: Collection,
+    split: str,
+    views: ExplorerViews,
 ) -> str:
     """The per-query table of one pair: query (with its passages on click) and every rank."""
     qrels: Qrels = collection.qrels_of(split)
     texts = {document.docno: document.text for document in collection.documents}
+    queries = {query.qid: query for query in collection.split(split)}
     rows = []
-    for query in collection.split(split):
-        judged = qrels.get(query.qid, {})
-        relevant = sorted(
-            (docno for docno, grade in judged.items() if grade > 0), key=lambda d: (-judged[d], d)
-        )
-        if not relevant:
-            continue
-        top = runs.get(TOP_SYSTEM, {}).get(query.qid, {})
-        details = [_passage("relevant", relevant[0], texts)]
-        if top:
-            best = max(top, key=lambda docno: (top[docno], docno))
-            details.append(_passage(f"ranked first by {TOP_SYSTEM}", best, texts))
+    for qid, (relevant, best) in explorer_passages(runs, collection, split).items():
+        query = queries[qid]
+        details = [_passage("relevant", relevant, texts, views.translations)]
+        if best is not None:
+            details.append(_passage(f"ranked first by {TOP_SYSTEM}", best, texts, views.translations))
+        if qid in views.heatmaps:
+            details.append(_heatmaps(*views.heatmaps[qid]))
         cell = f"<details><summary>{escape(query.text)}</summary>{''.join(details)}</details>"
-        ranks = [relevant_rank(runs[name].get(query.qid, {}), judged) for name in systems]
+        judged = qrels[qid]
+        ranks = [relevant_rank(runs[name].get(qid, {}), judged) for name in systems]
         rows.append(
-            [(query.qid, None), (cell, query.text)]
+            [(qid, None), (cell, query.text)]
             + [
                 ("" if rank is None else str(rank), _NOT_RETRIEVED if rank is None else rank)
                 for rank in ranks
@@ -188,8 +290,31 @@ def _explorer(
     return _table(f"queries-{pair}", ["qid", "query", *systems], rows)
 
 
-def _passage(label: str, docno: str, texts: Mapping[str, str]) -> str:
-    text = texts.get(docno, "")
-    if len(text) > PASSAGE_CHARS:
-        text = text[:PASSAGE_CHARS] + "…"
-    return f"<p><b>{escape(label)}</b> <code>{escape(docno)}</code>: {escape(text)}</p>"
+def _cut(text: str) -> str:
+    return text[:PASSAGE_CHARS] + "…" if len(text) > PASSAGE_CHARS else text
+
+
+def _passage(label: str, docno: str, texts: Mapping[str, str], translations: Mapping[str, str]) -> str:
+    html = f"<p><b>{escape(label)}</b> <code>{escape(docno)}</code>: {escape(_cut(texts.get(docno, '')))}</p>"
+    if docno in translations:
+        html += f'<p class="dt"><i>DT translation</i>: {escape(_cut(translations[docno]))}</p>'
+    return html
+
+
+def _heatmaps(docno: str, matrices: Mapping[str, TermMatrix]) -> str:
+    """One canvas per component, its matrix as JSON in ``data-matrix`` (drawn on opening)."""
+    parts = []
+    for component, matrix in matrices.items():
+        data = {
+            "component": component,
+            "query": matrix.query_tokens,
+            "doc": matrix.doc_tokens,
+            "values": [[round(float(v), HEATMAP_DECIMALS) for v in row] for row in matrix.values],
+        }
+        parts.append(
+            f"<p><b>{escape(component)}</b>: {escape(matrix.query_view)} x <code>{escape(docno)}</code> "
+            f"{escape(matrix.doc_view)} (component score {matrix.score:.3f})</p>"
+            f'<div class="heatmap"><canvas class="heatmap" '
+            f'data-matrix="{escape(json.dumps(data, ensure_ascii=False))}"></canvas></div>'
+        )
+    return "".join(parts)

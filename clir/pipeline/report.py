@@ -21,7 +21,7 @@ from clir.evaluation import (
     markdown_table,
 )
 from clir.formats import atomic_write
-from clir.pipeline.html_report import write_html_report
+from clir.pipeline.html_report import ExplorerViews, write_html_report
 from clir.types import Run
 
 BASELINE = re.compile(r"^(qt|psq|dt)-(bm25|ql)$")
@@ -69,6 +69,7 @@ def write_report(
     bli: Mapping[str, Any],
     timings: Mapping[str, float],
     measures: Sequence[str],
+    views: Mapping[str, ExplorerViews] | None = None,
 ) -> dict[str, Any]:
     """Evaluate every run of every pair, test significance, write the report and plots.
 
@@ -77,6 +78,8 @@ def write_report(
     fusion, with the paired randomization test (and t-test) per measure, each p-value also
     corrected over its family (every system against that reference on that measure, see
     :func:`clir.evaluation.compare_runs`), and a confidence interval of each difference.
+
+    ``views`` (``pair -> DT translations and heatmaps``) go to the HTML report's explorer.
 
     Returns:
         The ``results.json`` content.
@@ -130,7 +133,9 @@ def write_report(
     plots = _plots(out, config, per_query_ap, significance, curves, bli)
     with atomic_write(out / "report.md") as handle:
         handle.write(_markdown(config, results, measures, plots))
-    write_html_report(out, results, runs, collections=collections, split=config.split, plots=plots)
+    write_html_report(
+        out, results, runs, collections=collections, split=config.split, plots=plots, views=views
+    )
     return results
 
 
@@ -297,27 +302,40 @@ def _plots(
         names.append("training_curves.png")
     if bli.get("by_frequency"):
         fig, ax = plt.subplots(figsize=(7, 4))
-        for lang, bins in bli["by_frequency"].items():
-            labels = [f"{b['lo']}-{b['hi'] if b['hi'] < 10**8 else ''}" for b in bins]
-            (line,) = ax.plot(labels, [b["precision"] for b in bins], marker="o", label=f"{lang}->en")
-            for label, b in zip(labels, bins, strict=True):  # each point's number of test words
-                ax.annotate(
-                    f"n={b['words']}",
-                    (label, b["precision"]),
-                    textcoords="offset points",
-                    xytext=(0, 5),
-                    ha="center",
-                    fontsize=7,
-                    color=line.get_color(),
-                )
+        golds = [
+            ("IBM1 mutual", "-", bli["by_frequency"]),
+            ("FreeDict", "--", bli.get("by_frequency_freedict", {})),
+        ]
+        for lang in bli["by_frequency"]:
+            colour = None
+            for gold, linestyle, by_lang in golds:
+                if lang not in by_lang:
+                    continue
+                bins = by_lang[lang]
+                labels = [f"{b['lo']}-{b['hi'] if b['hi'] < 10**8 else ''}" for b in bins]
+                precision = [b["precision"] for b in bins]
+                style = {"marker": "o", "linestyle": linestyle, "color": colour}
+                (line,) = ax.plot(labels, precision, label=f"{lang}->en, gold {gold}", **style)
+                colour = line.get_color()
+                for x, b in zip(labels, bins, strict=True):  # each point's number of test words
+                    ax.annotate(
+                        f"n={b['words']}",
+                        (x, b["precision"]),
+                        textcoords="offset points",
+                        xytext=(0, 5 if linestyle == "-" else -11),
+                        ha="center",
+                        fontsize=7,
+                        color=colour,
+                    )
         ax.set(
             xlabel="source-word frequency rank",
             ylabel="P@1 (CSLS)",
-            title="BLI by word frequency\n(gold: IBM1 mutual pairs; n: test words in the bin)",
+            title="BLI by word frequency\n(gold: IBM1 mutual pairs, and FreeDict where installed; "
+            "n: test words in the bin)",
         )
         ax.margins(y=0.15)
         ax.tick_params(axis="x", labelrotation=30)
-        ax.legend()
+        ax.legend(fontsize=8)
         _save(fig, out / "bli_frequency.png")
         names.append("bli_frequency.png")
     return names

@@ -15,6 +15,7 @@ from clir.retrieval.base import QueryTerms, Retriever, get_retriever
 from clir.retrieval.index import DocTerms, read_json, write_json
 from clir.text import Analyzer, analyzer_from_config, get_analyzer
 from clir.translation.document import translate_tokens_expected, translate_tokens_top1
+from clir.translation.mt import MTTranslation
 from clir.translation.query import translate_query_psq, translate_query_qt
 from clir.translation.spelling import SpellingMatcher
 from clir.translation.table import TranslationTable
@@ -51,6 +52,10 @@ class FirstStage:
             index vocabulary with at least this similarity (:class:`SpellingMatcher`: names the
             tables do not know); ``None``: off.
         progress: Show progress bars.
+        mt: Machine translation in place of the tables (the ``mt`` translation mode): with a
+            document model, ``dt`` indexes each document's analyzed English translation; with a
+            query model, ``qt`` searches the query's analyzed translation; ``psq`` keeps the
+            table's weighted translations. A stage with MT is not saved.
         **model_params: Retriever parameters (``k1``, ``b``, ``idf``, ``mu``).
 
     Raises:
@@ -73,6 +78,7 @@ class FirstStage:
         dt: str = "top1",
         spelling: float | None = None,
         progress: bool = True,
+        mt: MTTranslation | None = None,
         **model_params: Any,
     ) -> None:
         if mode not in MODES:
@@ -96,12 +102,24 @@ class FirstStage:
         self.dt = dt
         self.spelling = spelling
         self.progress = progress
+        self.mt = mt
         self._matcher: SpellingMatcher | None = None
+
+    @property
+    def _mt_documents(self) -> bool:
+        return self.mode == "dt" and self.mt is not None and self.mt.to_en is not None
+
+    @property
+    def _mt_queries(self) -> bool:
+        return self.mode == "qt" and self.mt is not None and self.mt.from_en is not None
 
     # --- terms --------------------------------------------------------------------------------
 
     def document_terms(self, document: Document) -> DocTerms:
         """The index terms of a document in this mode (translated into English in ``dt``)."""
+        if self._mt_documents:
+            assert self.mt is not None
+            return self.en_analyzer.analyze(self.mt.documents([document.text])[0])
         tokens = self.doc_analyzer.analyze(document.text)
         if self.mode != "dt":
             return tokens
@@ -122,7 +140,10 @@ class FirstStage:
                 tokens, self.table_en_doc, top_k=self.psq_top_k, cumulative=self.psq_cumulative
             )
             return matcher.match_weighted(sets) if matcher else sets
-        if self.mode == "qt":
+        if self._mt_queries:
+            assert self.mt is not None
+            tokens = self.doc_analyzer.analyze(self.mt.queries([query.text])[0])
+        elif self.mode == "qt":
             assert self.table_en_doc is not None
             tokens = translate_query_qt(tokens, self.table_en_doc, k=self.qt_k)
         return matcher.match(tokens) if matcher else tokens
@@ -149,6 +170,9 @@ class FirstStage:
         Returns:
             ``self``.
         """
+        if self._mt_documents:  # translated in batches, once
+            assert self.mt is not None
+            self.mt.documents([doc.text for doc in documents])
         terms = [
             self.document_terms(doc)
             for doc in progress_bar(
@@ -185,6 +209,9 @@ class FirstStage:
         Warns:
             UserWarning: Counting the queries with no term in the index and naming a few qids.
         """
+        if self._mt_queries:  # translated in batches, once
+            assert self.mt is not None
+            self.mt.queries([query.text for query in queries])
         named: dict[str, QueryTerms] = {}
         for query in queries:
             if query.qid in named:
@@ -206,7 +233,10 @@ class FirstStage:
 
         Raises:
             OutputExistsError: If ``path`` holds something else (see :func:`atomic_directory`).
+            ConfigError: For a stage with machine translation (its models are not saved).
         """
+        if self.mt is not None:
+            raise ConfigError(f"{path}: a first stage with machine translation (mt) is not saved")
         path = Path(path)
         with atomic_directory(path, kind="first-stage", force=force) as tmp:
             self.retriever.save(tmp / "retriever")

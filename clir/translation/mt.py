@@ -1,19 +1,27 @@
-"""Machine translation with a local transformers sequence-to-sequence model (Marian-style).
+"""Machine translation with a local transformers sequence-to-sequence model (Marian, NLLB).
 
 Nothing is downloaded: the model and tokenizer are read from a local directory written by
-``save_pretrained`` (for instance an OPUS-MT Marian model copied onto the machine).
-transformers is imported only when a model is loaded.
+``save_pretrained`` (for instance an OPUS-MT Marian model or NLLB copied onto the machine).
+transformers is imported only when a model is loaded. :class:`MTTranslation` is what the
+pipeline's ``mt`` translation mode uses: a document language's models both ways, each text
+translated once.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 from typing import Any
 
+from clir.config import PositiveInt, Section
 from clir.errors import ConfigError, DataNotFoundError, MissingDependencyError
 from clir.progress import progress_bar
 from clir.translation.base import Translator, register_translator
+
+NLLB_CODES = {"en": "eng_Latn", "sw": "swh_Latn", "tl": "tgl_Latn", "ny": "nya_Latn", "so": "som_Latn"}
+"""clir's language codes -> NLLB's (FLORES-200) codes; a code not listed is passed as is."""
 
 
 @register_translator("marian")
@@ -30,8 +38,11 @@ class MarianTranslator(Translator):
         batch_size: Texts per generation batch.
         max_length: Longest input (in tokens; longer inputs are truncated) and output.
         num_beams: Beam size (1: greedy, deterministic).
-        source_lang: Language code of the inputs (recorded only).
-        target_lang: Language code of the outputs (recorded only).
+        source_lang: Language code of the inputs. With a multilingual tokenizer (one with a
+            ``src_lang``, as NLLB's and M2M100's) it is set as ``src_lang``, clir's codes mapped
+            to NLLB's (:data:`NLLB_CODES`: ``sw`` -> ``swh_Latn``); otherwise recorded only.
+        target_lang: Language code of the outputs; with a multilingual tokenizer, its token is
+            forced as the first generated one (``forced_bos_token_id``).
         progress: Show a progress bar over batches.
 
     Raises:
@@ -89,6 +100,11 @@ class MarianTranslator(Translator):
         return out
 
     def _translate_batch(self, texts: list[str]) -> list[str]:
+        language: dict[str, Any] = {}
+        if hasattr(self.tokenizer, "src_lang"):  # NLLB, M2M100, mBART: language codes as tokens
+            self.tokenizer.src_lang = NLLB_CODES.get(self.source_lang, self.source_lang)
+            target = NLLB_CODES.get(self.target_lang, self.target_lang)
+            language["forced_bos_token_id"] = self.tokenizer.convert_tokens_to_ids(target)
         batch = self.tokenizer(
             texts, return_tensors="pt", padding=True, truncation=True, max_length=self.max_length
         ).to(self.device)
@@ -99,5 +115,79 @@ class MarianTranslator(Translator):
                 max_length=self.max_length,
                 num_beams=self.num_beams,
                 do_sample=False,
+                **language,
             )
         return [text.strip() for text in self.tokenizer.batch_decode(generated, skip_special_tokens=True)]
+
+
+@dataclass(frozen=True)
+class MTModels(Section):
+    """Local MT models of one document language (``translation.models.<lang>`` of an experiment).
+
+    Attributes:
+        to_en: Directory of a document-language -> English model: translates the documents
+            (the reranker's D-hat_en view and the ``dt`` first stages); ``None``: the DT table.
+        from_en: Directory of an English -> document-language model: translates the queries
+            (the Q-hat view and the ``qt`` first stages); ``None``: the QT table.
+        batch_size: Texts per generation batch.
+        max_length: Longest input and output, in tokens.
+        num_beams: Beam size (1: greedy).
+        device: torch device.
+    """
+
+    to_en: str | None = None
+    from_en: str | None = None
+    batch_size: PositiveInt = 16
+    max_length: PositiveInt = 256
+    num_beams: PositiveInt = 1
+    device: str = "cpu"
+
+
+class MTTranslation:
+    """A document language's machine translation both ways; each distinct text is translated
+    once (the documents by every ``dt`` first stage and the rerank data alike).
+
+    Args:
+        to_en: Translates document texts into English (``None``: no document MT).
+        from_en: Translates English queries into the document language (``None``: no query MT).
+    """
+
+    def __init__(self, to_en: Translator | None, from_en: Translator | None) -> None:
+        self.to_en = to_en
+        self.from_en = from_en
+        self._memo: dict[tuple[str, str], str] = {}
+
+    def documents(self, texts: Sequence[str]) -> list[str]:
+        """The texts translated into English."""
+        return self._translate("to_en", self.to_en, texts)
+
+    def queries(self, texts: Sequence[str]) -> list[str]:
+        """The English texts translated into the document language."""
+        return self._translate("from_en", self.from_en, texts)
+
+    def _translate(self, side: str, translator: Translator | None, texts: Sequence[str]) -> list[str]:
+        if translator is None:
+            raise ConfigError(f"no {side} MT model is configured (translation.models.<lang>.{side})")
+        new = list(dict.fromkeys(t for t in texts if (side, t) not in self._memo))
+        self._memo.update(((side, t), out) for t, out in zip(new, translator.translate(new), strict=True))
+        return [self._memo[side, t] for t in texts]
+
+
+@cache
+def mt_translation(models: MTModels, doc_lang: str) -> MTTranslation:
+    """The (process-wide, shared) :class:`MTTranslation` of one language's models."""
+
+    def load(path: str | None, source: str, target: str) -> Translator | None:
+        if path is None:
+            return None
+        options = {"batch_size": models.batch_size, "max_length": models.max_length}
+        return MarianTranslator(
+            path,
+            device=models.device,
+            num_beams=models.num_beams,
+            source_lang=source,
+            target_lang=target,
+            **options,
+        )
+
+    return MTTranslation(load(models.to_en, doc_lang, "en"), load(models.from_en, "en", doc_lang))
