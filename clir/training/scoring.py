@@ -323,8 +323,9 @@ def precision_guard(
 def choose_precision(
     model: nn.Module, tensorizer: Tensorizer, index: PairIndex, counts: Sequence[int], options: ScoringOptions
 ) -> ScoringOptions:
-    """Settle ``precision="auto"``: bf16 when it passes :func:`precision_guard` (τ only) against
-    fp32 on the first :data:`GUARD_QUERIES` queries, else fp32 (with a warning).
+    """Settle ``precision="auto"``: fp32 on a CPU or with the fused kernel (float32 throughout);
+    else bf16 when it passes :func:`precision_guard` (τ only) against fp32 on the first
+    :data:`GUARD_QUERIES` queries, else fp32 (with a warning).
 
     Args:
         model: The model.
@@ -338,7 +339,7 @@ def choose_precision(
     """
     if options.precision != "auto":
         return options
-    if options.device != "cuda":
+    if options.device != "cuda" or options.fused:
         return replace(options, precision="fp32")
     probe = counts[:GUARD_QUERIES]
     part = index.take(slice(0, int(sum(probe))))
