@@ -58,8 +58,9 @@ CUDA_BATCH = 8192
 """Default pairs per forward pass on CUDA."""
 COMPILE_MIN_PAIRS = 20_000_000
 """Pairs from which ``torch.compile`` pays for its compilation on CUDA: on an H200 compiling the
-default model took 19.5 s in a fresh process and saved about 0.9 µs per pair (bf16 eager 0.57 s,
-compiled 0.12 s for 500k pairs at dim 100), so it pays from about 20M pairs in one process."""
+default model took 15–19 s in a fresh process (1.9 s in a second one that found the first one's
+inductor cache on disk) and saved about 0.9 µs per pair over eager bf16 (0.16 µs over the fused
+kernel), so it pays from about 20M pairs in one process (README, Speed)."""
 WIDTH_STEP = 32
 """On CUDA, document widths are rounded up to a multiple of this, or to the longest document (few
 distinct shapes to compile)."""
