@@ -8,6 +8,7 @@ allows it) GPU numbers are added, eager and ``torch.compile`` under bf16 autocas
     python experiments/bench_rerank.py --device cuda --models bilingual_knrm --gpu-profile --no-train
     python experiments/bench_rerank.py --end-to-end --device all --sizes 100x50000,300x100000
     python experiments/bench_rerank.py --device cuda --models bilingual_knrm --knrm-window 10 --fused
+    python experiments/bench_rerank.py --compile-warmup --dim 100 --vocab 50000
 
 ``--end-to-end`` times what ``clir rerank`` does after analysis and translation (cached steps of
 the pipeline): from the analysed collection (a SYNTHETIC one, the size of the Bible's: 6,220
@@ -27,6 +28,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import subprocess
 import sys
 import tempfile
 import time
@@ -243,7 +246,7 @@ def end_to_end(args: argparse.Namespace, devices: list[str]) -> dict[str, Any]:
             model = build_reranker(config, matrix, 2, seed=0)
             member = TrainedReranker(model, config, ["f1", "f2"])
             modes: list[tuple[str, bool | None, bool | None]] = [("fp32", False, False)]
-            if device == "cuda":  # the defaults last: uncompiled below 20M pairs, bf16 if the guard passes
+            if device == "cuda":  # the default last: below 20M pairs uncompiled, the fused kernel (fp32)
                 modes += [
                     ("bf16", False, False),
                     ("bf16", True, False),
@@ -290,6 +293,46 @@ def end_to_end(args: argparse.Namespace, devices: list[str]) -> dict[str, Any]:
     return out
 
 
+def compile_probe(args: argparse.Namespace) -> dict[str, Any]:
+    """Seconds of the first and second call of the compiled default model (bf16) in this process."""
+    gen = torch.Generator().manual_seed(args.seed)
+    embeddings = torch.randn(args.vocab, args.dim, generator=gen)
+    model = torch.compile(make_model("bilingual_knrm", embeddings, 10).cuda().eval(), dynamic=False)
+    batch = make_batch("bilingual_knrm", args.gpu_batch, args.query_length, 160, args.vocab, gen).to("cuda")
+    seconds = []
+    with torch.inference_mode(), torch.autocast("cuda", dtype=torch.bfloat16):
+        for _ in range(2):
+            start = time.perf_counter()
+            model(batch)
+            torch.cuda.synchronize()
+            seconds.append(round(time.perf_counter() - start, 3))
+    return {"first_call_seconds": seconds[0], "second_call_seconds": seconds[1]}
+
+
+def compile_warmup(args: argparse.Namespace) -> dict[str, Any]:
+    """:func:`compile_probe` in two fresh processes that share one inductor cache directory
+    (``TORCHINDUCTOR_CACHE_DIR``): what compiling costs a process when an earlier one compiled."""
+    with tempfile.TemporaryDirectory() as cache:
+        env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": cache}
+        argv = [
+            sys.executable,
+            __file__,
+            "--compile-probe",
+            "--dim",
+            str(args.dim),
+            "--vocab",
+            str(args.vocab),
+            "--gpu-batch",
+            str(args.gpu_batch),
+        ]
+        runs = []
+        for _ in range(2):
+            start = time.perf_counter()
+            done = subprocess.run(argv, env=env, capture_output=True, text=True, check=True)
+            runs.append({**json.loads(done.stdout), "process_seconds": round(time.perf_counter() - start, 3)})
+    return {"dim": args.dim, "vocab": args.vocab, "batch": args.gpu_batch, "doc_width": 160, "runs": runs}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -325,6 +368,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--doc-length", type=int, default=150, help="tokens per passage (--end-to-end)")
     parser.add_argument("--json", type=Path, help="also write the JSON here")
     parser.add_argument(
+        "--compile-warmup",
+        action="store_true",
+        help="seconds of the first compiled call in two fresh processes sharing an inductor cache",
+    )
+    parser.add_argument("--compile-probe", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument(
         "--knrm-window",
         type=int,
         default=0,
@@ -347,6 +396,12 @@ def main(argv: list[str] | None = None) -> int:
         devices.remove("cuda")
 
     torch.set_num_threads(args.threads)
+    if args.compile_probe or args.compile_warmup:
+        report = json.dumps(compile_probe(args) if args.compile_probe else compile_warmup(args))
+        print(report)
+        if args.json is not None:
+            args.json.write_text(report + "\n", encoding="utf-8")
+        return 0
     if args.end_to_end:
         report = json.dumps(end_to_end(args, devices), indent=2)
         print(report)

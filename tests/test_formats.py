@@ -8,6 +8,8 @@ import stat
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from clir.errors import ConfigError, DataNotFoundError, FormatError
 from clir.formats import (
@@ -105,6 +107,46 @@ def test_run_writer_keeps_scores_and_ranks_as_trec_eval(tmp_path):
     assert read_run(path) == run
     assert list(read_run(path)["q1"]) == ["c", "d", "b", "a"]
     assert ranked(run["q1"]) == [("c", 2.0), ("d", 1.0 + 2**-40), ("b", 1.0), ("a", 1.0)]
+
+
+def _reference_run_text(run, tag, depth):
+    """The run file as the first writer wrote it: sorted() over (float32 score, docno) tuples."""
+    lines = []
+    for qid in sorted(run):
+        docs = run[qid]
+        with np.errstate(over="ignore"):
+            sims = np.asarray(list(docs.values()), dtype=np.float64).astype(np.float32).tolist()
+        rows = sorted(zip(sims, docs, docs.values(), strict=True), key=lambda row: row[:2], reverse=True)
+        lines += [
+            f"{qid} Q0 {d} {rank} {float(s)!r} {tag}\n" for rank, (_, d, s) in enumerate(rows[:depth], 1)
+        ]
+    return "".join(lines)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    run=st.dictionaries(
+        st.text("qQ12", min_size=1, max_size=3),
+        st.dictionaries(
+            st.text("abAB09-_.", min_size=1, max_size=4),
+            st.one_of(
+                st.floats(-1e6, 1e6),
+                st.sampled_from([1.0, 1.0 + 2**-40, 1.0 - 2**-40, 0.0, -0.0, 1e39, -1e39, 3]),
+            ),
+            max_size=25,
+        ),
+        max_size=4,
+    ),
+    depth=st.one_of(st.none(), st.integers(0, 30)),
+)
+def test_run_writer_writes_what_the_first_writer_wrote(tmp_path_factory, run, depth):
+    # float32 ties (1.0 + 2**-40), signed zeros, float32 overflow (1e39) and ints included
+    path = tmp_path_factory.mktemp("runs") / "r.run"
+    write_run(path, run, tag="t", depth=depth)
+    assert path.read_text() == _reference_run_text(run, "t", depth)
+    for docs in run.values():
+        order = [line.split()[2] for line in _reference_run_text({"q": docs}, "t", None).splitlines()]
+        assert ranked(docs) == [(d, docs[d]) for d in order]
 
 
 def test_run_writer_writes_numpy_scores_as_plain_numbers(tmp_path):

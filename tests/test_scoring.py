@@ -30,7 +30,14 @@ from clir.training import (
     score_candidates,
     scores_to_run,
 )
-from clir.training.scoring import kendall_taus, score_pairs, set_embeddings, split_scores
+from clir.training.scoring import (
+    choose_precision,
+    fusable,
+    kendall_taus,
+    score_pairs,
+    set_embeddings,
+    split_scores,
+)
 from clir.training.trainer import build_reranker
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
@@ -147,6 +154,28 @@ def test_split_scores_cuts_per_query():
     assert split_scores(np.zeros(0), []) == []
 
 
+def test_a_tensorizer_that_extends_an_empty_vocabulary_scores_exactly_as_a_built_one():
+    # rerank builds the vocabulary while laying out the tables (one pass); the ids differ from
+    # Vocabulary.build's (truncated documents add fewer words) but the scores must not
+    data, _ = varied_data(seed=6)
+    space = ToySpace()
+    built = Vocabulary.build([data])
+    grown = Vocabulary()
+    tz_built, tz_grown = Tensorizer(built, data, 5, 12), Tensorizer(grown, data, 5, 12, extend_vocab=True)
+    assert set(grown.entries) <= set(built.entries)  # the words of the first 12 tokens, and no others
+    assert len(set(grown.entries)) == len(grown) and grown.entries[0] == ("", "")
+    model = build_reranker(tiny_config(), built.embedding_matrix(space), 1, seed=0)
+    options = ScoringOptions(device="cpu").resolve()
+    scores = []
+    for vocab, tz in ((built, tz_built), (grown, tz_grown)):
+        set_embeddings(model, torch.from_numpy(vocab.embedding_matrix(space)))
+        scores.append(np.concatenate(score_candidates(model, tz, None, options)))
+    np.testing.assert_array_equal(scores[0], scores[1])
+    with pytest.raises(ConfigError, match="token 'e99' is not in the vocabulary"):
+        grown.ids("en", ["e1", "e99"])
+    assert grown.ids("en", ["e99"], add=True)[0].tolist() == [len(grown) - 1]
+
+
 # ------------------------------------------------------------------------------------- options
 
 
@@ -163,6 +192,24 @@ def test_scoring_options_defaults_and_errors():
     if not torch.cuda.is_available():
         with pytest.raises(ConfigError, match=r"precision='bf16'.*need CUDA"):
             ScoringOptions(precision="bf16").resolve("auto")
+
+
+def test_the_fused_kernel_is_the_default_of_uncompiled_cuda_scoring_of_windowed_knrm(monkeypatch):
+    monkeypatch.setattr(fused_knrm, "triton", object())  # as if installed: the rule, not the kernel
+    config = tiny_config()
+    config.model.interaction_kwargs = {"window": 6}
+    windowed = build_reranker(config, np.zeros((3, 16), np.float32), 1, seed=0)
+    config.model.interaction_kwargs = {"window": 0}
+    whole = build_reranker(config, np.zeros((3, 16), np.float32), 1, seed=0)
+    cuda, cpu = torch.device("cuda"), torch.device("cpu")
+    assert fusable(windowed, cuda) and not fusable(windowed, cpu) and not fusable(whole, cuda)
+    assert ScoringOptions(device="cpu").resolve().fused is False
+    # with the kernel (fp32 throughout) "auto" is fp32 at once: no bf16 probe is scored
+    data, _ = varied_data()
+    tz = Tensorizer(Vocabulary.build([data]), data, 5, 20)
+    options = ScoringOptions(device="cuda", fused=True)
+    settled = choose_precision(windowed, tz, tz.candidates(), tz.counts(), options)
+    assert settled.precision == "fp32"
 
 
 def test_cli_refuses_bf16_on_a_cpu(tmp_path, capsys):

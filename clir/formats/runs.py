@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from itertools import chain
 from pathlib import Path
 
 import numpy as np
@@ -60,12 +61,18 @@ def ranked(docs: Mapping[str, float]) -> list[tuple[str, float]]:
     Returns:
         ``[(docno, score), ...]`` best first, scores as given (not rounded).
     """
-    docnos = list(docs)
-    scores = list(docs.values())
+    docnos, scores = list(docs), list(docs.values())
+    return [(docnos[i], scores[i]) for i in _trec_order(docnos, np.asarray(scores, dtype=np.float64))]
+
+
+def _trec_order(docnos: list[str], scores: np.ndarray) -> list[int]:
+    """Positions of ``docnos`` in trec_eval's order of ``scores`` (float64): float32 score
+    descending, then docno descending (the docnos of one query are distinct, so the reverse of
+    the ascending sort by (score, docno) is that order)."""
     with np.errstate(over="ignore"):  # beyond float32's range: +-inf, as C's float conversion
-        sims = np.asarray(scores, dtype=np.float64).astype(np.float32).tolist()
-    order = sorted(zip(sims, docnos, scores, strict=True), key=lambda row: row[:2], reverse=True)
-    return [(docno, score) for _, docno, score in order]
+        sims = scores.astype(np.float32)
+    keys = np.array(docnos, dtype=str) if docnos else np.zeros(0, dtype=str)
+    return np.lexsort((keys, sims))[::-1].tolist()
 
 
 def write_run(path: str | Path, run: Run, tag: str = "clir", depth: int | None = None) -> None:
@@ -90,14 +97,34 @@ def write_run(path: str | Path, run: Run, tag: str = "clir", depth: int | None =
     if depth is not None and (isinstance(depth, bool) or not isinstance(depth, int) or depth < 0):
         raise ConfigError(f"{path}: not written: depth must be an integer >= 0 or None, got {depth!r}")
     qids = sorted(check_identifier(qid, "qid", path) for qid in run)
-    for qid in qids:
-        for docno, score in run[qid].items():
-            check_identifier(docno, "docno", path)
-            _check_score(path, qid, docno, score)
+    for docno in dict.fromkeys(chain.from_iterable(run[qid] for qid in qids)):
+        check_identifier(docno, "docno", path)
+    scores = {qid: _scores(path, qid, run[qid]) for qid in qids}
     with atomic_write(path) as out:
         for qid in qids:
-            for rank, (docno, score) in enumerate(ranked(run[qid])[:depth], start=1):
-                out.write(f"{qid} Q0 {docno} {rank} {float(score)!r} {tag}\n")
+            docnos, values = list(run[qid]), scores[qid]
+            order = _trec_order(docnos, values)[:depth]
+            lines = zip(
+                [docnos[i] for i in order], range(1, len(order) + 1), values[order].tolist(), strict=True
+            )
+            out.write("".join([f"{qid} Q0 {docno} {rank} {score!r} {tag}\n" for docno, rank, score in lines]))
+
+
+def _scores(path: str | Path, qid: str, docs: Mapping[str, object]) -> np.ndarray:
+    """The scores of one query's documents as float64 (``float`` of each).
+
+    Raises:
+        ConfigError: On a score that is not a finite number (see :func:`_check_score`).
+    """
+    try:
+        values = np.fromiter(docs.values(), dtype=np.float64, count=len(docs))
+    except (TypeError, ValueError, OverflowError):
+        values = None
+    if values is not None and np.isfinite(values).all():
+        return values
+    for docno, score in docs.items():
+        _check_score(path, qid, docno, score)
+    return np.asarray([float(score) for score in docs.values()], dtype=np.float64)  # type: ignore[arg-type]
 
 
 def _check_score(path: str | Path, qid: str, docno: str, score: object) -> None:

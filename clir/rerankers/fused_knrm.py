@@ -1,14 +1,17 @@
 """A fused Triton kernel for the windowed K-NRM pooling of the bilingual model.
 
-One program per (pair, document view) gathers the document's unit vectors straight from the
-frozen table, computes the cosine similarities with every query term (exact surface matches
-set to 1.0), the RBF kernel values, their half-window block sums, the window sums, the logs and
-the sums over each query's terms, and keeps per kernel the best window: the
-(B, Lq, Ld, K) tensor, the gathered vectors and the similarity matrix never reach memory.
+One program per (pair, document view) walks the document in tiles of 32 consecutive positions: it
+gathers their unit vectors straight from the frozen table, computes the cosine similarities with
+every query term on the tensor cores (exact surface matches set to 1.0), and per RBF kernel
+the kernel values, the sums over every window of the tile (one product with a 0/1 matrix of
+which positions each window covers, also on the tensor cores), the logs and the sums over each
+query's terms, keeping per kernel the best window: the (B, Lq, Ld, K) tensor, the gathered
+vectors and the similarity matrix never reach memory.
 
 It computes :func:`clir.rerankers.knrm.grid_kernel_pooling` for even windows (``window = 2 ·
-stride``) of documents longer than one window, in float32 (dots in IEEE float32), for inference
-only; :func:`fused_pooling_supported` says when. The PyTorch code is the fallback and the test
+stride``) of documents longer than one window, in float32 (the products in ``tf32x3``: three
+tensor-core passes that keep float32's accuracy), for inference only;
+:func:`fused_pooling_supported` says when. The PyTorch code is the fallback and the test
 oracle. Triton is optional: without it (or without CUDA, unless ``TRITON_INTERPRET=1``)
 nothing here runs.
 """
@@ -29,7 +32,9 @@ except ImportError:  # pragma: no cover - depends on the installation
 
 # exp(x) for x below this is dropped, as in clir.rerankers.knrm (_MIN_EXPONENT)
 _MIN_EXPONENT = -85.0
-_BLOCKS = 16  # half-window blocks per tile (15 windows per tile)
+_TILE = 32  # document positions per tile
+_WARPS = 2  # warps per program (32 positions and 2 warps beat 64 / 4 and 128 / 4 on an H200: README)
+_PRECISION = "tf32x3"  # of the products: three tensor-core passes, float32's accuracy
 
 
 def fused_pooling_supported(window: int, doc_length: int, device: torch.device, grad: bool) -> bool:
@@ -82,6 +87,8 @@ def fused_window_pooling(
     extra = (-(length - window)) % stride
     n_windows = (length + extra) // stride - 1
     k = len(mus)
+    r_p = max(16, triton.next_power_of_2(rows))
+    step = _TILE // stride - 1  # windows per tile: window w covers positions [w·stride, (w + 2)·stride)
     device = unit.device
     out = torch.empty(size, n_queries, n_docs, k, dtype=torch.float32, device=device)
     params = torch.tensor(
@@ -109,17 +116,23 @@ def fused_window_pooling(
         K=k,
         K_P=triton.next_power_of_2(k),
         STRIDE=stride,
-        STRIDE_P=triton.next_power_of_2(stride),
-        NB=_BLOCKS,
-        STEP=_BLOCKS - 1,
-        N_TILES=-(-n_windows // (_BLOCKS - 1)),
+        TILE=_TILE,
+        STEP=step,
+        W_P=_window_rows(step),
+        N_TILES=-(-n_windows // step),
         DIM=unit.shape[1],
-        R_P=max(16, triton.next_power_of_2(rows)),
+        R_P=r_p,
         BLOCK_D=32,
         MIN_EXP=_MIN_EXPONENT,
-        num_warps=4,
+        PRECISION=_PRECISION,
+        num_warps=_WARPS,
     )
     return out
+
+
+def _window_rows(step: int) -> int:
+    """Rows of the window matrix of ``step`` windows (a power of two, at least 16)."""
+    return max(16, triton.next_power_of_2(step))
 
 
 def _kernel(fn: Any) -> Any:
@@ -146,14 +159,15 @@ def _pool_kernel(
     K: tl.constexpr,
     K_P: tl.constexpr,
     STRIDE: tl.constexpr,
-    STRIDE_P: tl.constexpr,
-    NB: tl.constexpr,
+    TILE: tl.constexpr,
     STEP: tl.constexpr,
+    W_P: tl.constexpr,
     N_TILES: tl.constexpr,
     DIM: tl.constexpr,
     R_P: tl.constexpr,
     BLOCK_D: tl.constexpr,
     MIN_EXP: tl.constexpr,
+    PRECISION: tl.constexpr,
 ):
     b = tl.program_id(0)
     j = tl.program_id(1)
@@ -164,25 +178,23 @@ def _pool_kernel(
     q_real = q_tok != 0
     q_weight = q_real.to(tl.float32)
     group = r // LQ
-    slot_row = tl.arange(0, NB * STRIDE_P)
-    block = slot_row // STRIDE_P
-    slot = slot_row % STRIDE_P
-    w_local = tl.arange(0, NB)
-    t_col = tl.arange(0, NB)
-    # window w = block w + block w + 1, as a (NB, NB) 0/1 matrix applied to the block sums
-    shift = ((t_col[None, :] == w_local[:, None]) | (t_col[None, :] == w_local[:, None] + 1)).to(tl.float32)
+    p = tl.arange(0, TILE)
+    w_local = tl.arange(0, W_P)
+    # window w of a tile = its positions [w·STRIDE, (w + 2)·STRIDE), as a (W_P, TILE) 0/1 matrix
+    half = p // STRIDE
+    cover = ((half[None, :] == w_local[:, None]) | (half[None, :] == w_local[:, None] + 1)).to(tl.float32)
     q_row = tl.arange(0, 2)
     kk = tl.arange(0, K_P)
     best = tl.full((2, K_P), float("-inf"), tl.float32)
     doc = (b * n_docs + j) * length
     for tile in range(N_TILES):
-        t0 = tile * STEP
-        pos = (t0 + block) * STRIDE + slot
-        ok = (slot < STRIDE) & (pos < length)
+        t0 = tile * STEP  # the tile's first window
+        pos = t0 * STRIDE + p
+        ok = pos < length
         d_tok = tl.load(d_tok_ptr + doc + pos, mask=ok, other=0)
         d_surf = tl.load(d_surf_ptr + doc + pos, mask=ok, other=-2)
         d_real = d_tok != 0
-        sim = tl.zeros((NB * STRIDE_P, R_P), dtype=tl.float32)
+        sim = tl.zeros((TILE, R_P), dtype=tl.float32)
         for c in range(0, DIM, BLOCK_D):
             cols = c + tl.arange(0, BLOCK_D)
             c_ok = cols < DIM
@@ -196,7 +208,7 @@ def _pool_kernel(
                 mask=q_real[:, None] & c_ok[None, :],
                 other=0.0,
             )
-            sim = tl.dot(dv, tl.trans(qv), sim, input_precision="ieee")
+            sim = tl.dot(dv, tl.trans(qv), sim, input_precision=PRECISION)
         exact = (d_surf[:, None] == q_surf[None, :]) & d_real[:, None] & q_real[None, :]
         sim = tl.where(exact, 1.0, sim)
         w_ok = (w_local < STEP) & (t0 + w_local < n_windows)
@@ -206,8 +218,7 @@ def _pool_kernel(
             diff = sim - mu
             arg = scale * diff * diff
             values = tl.where(d_real[:, None] & (arg >= MIN_EXP), tl.exp(arg), 0.0)
-            blocks = tl.sum(tl.reshape(values, (NB, STRIDE_P, R_P)), axis=1)
-            sums = tl.dot(shift, blocks, input_precision="ieee")
+            sums = tl.dot(cover, values, input_precision=PRECISION)
             logs = tl.log(tl.maximum(sums, eps)) * q_weight[None, :]
             for q in tl.static_range(N_Q):
                 per_window = tl.sum(tl.where((group == q)[None, :], logs, 0.0), axis=1)

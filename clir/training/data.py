@@ -20,9 +20,11 @@ The data side (:mod:`clir.pipeline.features`) analyses and translates texts and 
 from __future__ import annotations
 
 import json
+from collections import defaultdict, deque
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from itertools import chain
+from functools import cached_property
+from itertools import chain, count, islice
 from pathlib import Path
 from typing import Any
 
@@ -323,52 +325,86 @@ class Vocabulary:
     """
 
     def __init__(self) -> None:
-        self.entries: list[tuple[str, str]] = [("", "")]
-        self._rows: dict[str, dict[str, int]] = {}  # lang -> token -> row
-        self._surfaces: dict[str, int] = {}
+        self._next_row = count(1).__next__
+        self._rows: dict[str, defaultdict[str, int]] = {}  # lang -> token -> row (a lookup adds)
+        self._entries: list[tuple[str, str]] = [("", "")]
+        self._surfaces: defaultdict[str, int] = defaultdict(count(1).__next__)  # a lookup adds
         self._surface_of_row: list[int] = [PAD]
+        self._listed: dict[str, int] = {}  # lang -> its rows already in _entries
 
     def __len__(self) -> int:
         return len(self.entries)
 
     @property
+    def entries(self) -> list[tuple[str, str]]:
+        """``(lang, token)`` of each row (row 0: ``("", "")``)."""
+        self._list_new_rows()
+        return self._entries
+
+    @property
     def n_surfaces(self) -> int:
         """Number of surface ids, padding included."""
+        self._list_new_rows()
         return len(self._surfaces) + 1
 
     def add(self, lang: str, tokens: Iterable[str]) -> None:
         """Add tokens of one language (already known ones are skipped)."""
-        rows = self._rows.setdefault(lang, {})
-        for token in [t for t in dict.fromkeys(tokens) if t not in rows]:  # new ones, in order
-            rows[token] = len(self.entries)
-            self.entries.append((lang, token))
-            surface = self._surfaces.setdefault(token, len(self._surfaces) + 1)
-            self._surface_of_row.append(surface)
+        deque(map(self._language(lang).__getitem__, tokens), maxlen=0)
 
-    def ids(self, lang: str, tokens: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+    def _language(self, lang: str) -> defaultdict[str, int]:
+        if lang not in self._rows:
+            self._rows[lang] = defaultdict(self._next_row)  # rows numbered in order of addition
+        return self._rows[lang]
+
+    def _list_new_rows(self) -> None:
+        """Append the rows added since the last call to ``_entries`` and give them surface ids."""
+        langs: list[str] = []
+        tokens: list[str] = []
+        rows: list[int] = []
+        for lang, known in self._rows.items():
+            listed = self._listed.get(lang, 0)
+            tokens.extend(islice(known, listed, None))
+            rows.extend(islice(known.values(), listed, None))
+            langs.extend([lang] * (len(known) - listed))
+            self._listed[lang] = len(known)
+        order = np.argsort(rows, kind="stable").tolist()  # rows are distinct: the order of addition
+        tokens = [tokens[i] for i in order]
+        self._entries.extend(zip([langs[i] for i in order], tokens, strict=True))
+        self._surface_of_row.extend(map(self._surfaces.__getitem__, tokens))
+
+    def ids(self, lang: str, tokens: Sequence[str], add: bool = False) -> tuple[np.ndarray, np.ndarray]:
         """``(rows, surface ids)`` int64 arrays of ``tokens``.
 
+        Args:
+            lang: Their language.
+            tokens: The tokens.
+            add: Add the tokens the vocabulary lacks (in order) rather than fail.
+
         Raises:
-            ConfigError: On a token not in the vocabulary.
+            ConfigError: On a token not in the vocabulary (unless ``add``).
         """
-        try:
-            rows = np.fromiter(map(self._rows.get(lang, {}).__getitem__, tokens), np.int64, len(tokens))
-        except KeyError as error:
-            raise ConfigError(f"token {error.args[0]!r} is not in the vocabulary; add it first") from None
+        known = self._language(lang) if add else self._rows.get(lang, {})
+        try:  # known[t] adds a missing token, known.get(t) never does
+            rows = np.fromiter(map(known.__getitem__ if add else known.get, tokens), np.int64, len(tokens))
+        except TypeError:
+            missing = next(t for t in tokens if t not in known)
+            raise ConfigError(f"token {missing!r} is not in the vocabulary; add it first") from None
+        self._list_new_rows()
         return rows, np.asarray(self._surface_of_row, dtype=np.int64)[rows]
 
     @classmethod
     def build(cls, datasets: Iterable[RerankData]) -> Vocabulary:
         """The vocabulary of every query and candidate token of ``datasets``, in a fixed order
-        (so the same data always gives the same ids)."""
+        (so the same data always gives the same ids): per dataset the queries' English tokens,
+        their translations, the documents, the documents' English translations, each language's
+        tokens in order of first appearance."""
         vocab = cls()
         for data in datasets:
-            for query in data.queries:
-                vocab.add(data.query_lang, query.query_en)
-                vocab.add(data.doc_lang, query.query_src)
-            for docno in data._used_docnos():
-                vocab.add(data.doc_lang, data.doc_src[docno])
-                vocab.add(data.query_lang, data.doc_en[docno])
+            docnos = data._used_docnos()
+            vocab.add(data.query_lang, chain.from_iterable(q.query_en for q in data.queries))
+            vocab.add(data.doc_lang, chain.from_iterable(q.query_src for q in data.queries))
+            vocab.add(data.doc_lang, chain.from_iterable(map(data.doc_src.__getitem__, docnos)))
+            vocab.add(data.query_lang, chain.from_iterable(map(data.doc_en.__getitem__, docnos)))
         return vocab
 
     def embedding_matrix(self, space: Any) -> np.ndarray:
@@ -441,7 +477,8 @@ class Tensorizer:
     is padded with 0 to its longest (truncated) sequence, and to at least ``min_len`` so that
     convolutional models (PACRR's n×n filters) always have room.
 
-    Every query view and document view is laid out once, at construction, as one padded table;
+    Every query view and document view is laid out once, at construction, as one padded table
+    (one vocabulary lookup per token);
     a batch is rows gathered from those tables (no Python loop over pairs), on the CPU or, after
     the tables are copied there once (:meth:`gather` with ``device``), on the GPU.
 
@@ -451,10 +488,19 @@ class Tensorizer:
         max_query_len: Query tokens kept.
         max_doc_len: Document tokens kept.
         min_len: Least padded length of every side.
+        extend_vocab: Add the (kept) tokens ``vocab`` lacks to it, in the order of the tables:
+            the queries' two views, then the documents' (one pass over the tokens, where
+            :meth:`Vocabulary.build` and then this would make two).
     """
 
     def __init__(
-        self, vocab: Vocabulary, data: RerankData, max_query_len: int, max_doc_len: int, min_len: int = 3
+        self,
+        vocab: Vocabulary,
+        data: RerankData,
+        max_query_len: int,
+        max_doc_len: int,
+        min_len: int = 3,
+        extend_vocab: bool = False,
     ) -> None:
         if max_query_len < 1 or max_doc_len < 1:
             raise ConfigError(
@@ -465,6 +511,7 @@ class Tensorizer:
         self.max_query_len = max_query_len
         self.max_doc_len = max_doc_len
         self.min_len = min_len
+        self._extend_vocab = extend_vocab
         queries = data.queries
         docnos = data._used_docnos()
         self._query_tables = {
@@ -480,7 +527,9 @@ class Tensorizer:
             "src": self._table(data.doc_lang, [data.doc_src[d][:max_doc_len] for d in docnos]),
             "en": self._table(data.query_lang, [data.doc_en[d][:max_doc_len] for d in docnos]),
         }
-        self._candidates = [np.asarray([self._doc_index[d] for d in q.docnos], np.int64) for q in queries]
+        self._candidates = [
+            np.fromiter(map(self._doc_index.__getitem__, q.docnos), np.int64, len(q.docnos)) for q in queries
+        ]
         self._first_row = np.cumsum([0, *(len(q.docnos) for q in queries)])
         n_features = len(data.feature_names)
         self._features = torch.from_numpy(
@@ -488,7 +537,6 @@ class Tensorizer:
             if queries
             else np.zeros((0, n_features), np.float32)
         )
-        self._position = [{d: i for i, d in enumerate(q.docnos)} for q in queries]
         self._on_device: dict[torch.device, tuple[dict[str, _Table], dict[str, _Table], torch.Tensor]] = {}
 
     def _table(
@@ -501,7 +549,9 @@ class Tensorizer:
         mask = np.arange(width) < lengths[:, None]
         tokens = np.zeros((len(texts), width), dtype=np.int64)
         surface = np.zeros((len(texts), width), dtype=np.int64)
-        tokens[mask], surface[mask] = self.vocab.ids(lang, list(chain.from_iterable(texts)))
+        tokens[mask], surface[mask] = self.vocab.ids(
+            lang, list(chain.from_iterable(texts)), self._extend_vocab
+        )
         weights = None
         if idf is not None:
             weights = np.zeros((len(texts), width), dtype=np.float32)
@@ -514,6 +564,11 @@ class Tensorizer:
             lengths,
         )
 
+    @cached_property
+    def _positions(self) -> list[dict[str, int]]:
+        """Per query, ``docno -> position`` among its candidates (made at the first :meth:`pair_index`)."""
+        return [{d: i for i, d in enumerate(q.docnos)} for q in self.data.queries]
+
     def pair_index(self, pairs: Sequence[tuple[int, str]]) -> PairIndex:
         """The :class:`PairIndex` of ``(query index, docno)`` pairs.
 
@@ -522,7 +577,7 @@ class Tensorizer:
         """
         rows = []
         for qi, docno in pairs:
-            position = self._position[qi].get(docno)
+            position = self._positions[qi].get(docno)
             if position is None:
                 raise ConfigError(f"{docno!r} is not a candidate of query {self.data.queries[qi].qid!r}")
             rows.append(self._first_row[qi] + position)

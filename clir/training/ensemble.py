@@ -140,7 +140,8 @@ def member_scores(
 ) -> list[list[np.ndarray]]:
     """Each member's raw score of each query's first ``depth`` candidates.
 
-    The vocabulary and frozen matrix are built for ``data`` (from ``space``) and lent to each
+    The vocabulary (of the tokens the members read) and frozen matrix are built for ``data``
+    (from ``space``) and lent to each
     member in turn, so a model trained on one language pair scores another (zero-shot). Members
     with the same lengths and features share one :class:`~clir.training.data.Tensorizer` (and
     its tables on the device); each member's scores stay on the device until it is done.
@@ -163,12 +164,11 @@ def member_scores(
         raise ConfigError("no models to rerank with")
     options = options or ScoringOptions()
     clock = time.perf_counter()
-    vocab = Vocabulary.build([data])
-    matrix = torch.from_numpy(vocab.embedding_matrix(space))
+    vocab = Vocabulary()  # the tokens the tensorizers keep, added as they lay out their tables
     tensorizers: dict[tuple, Tensorizer] = {}
-    out = []
+    keys, settled_options = [], []
     for member in members:
-        settled = options.resolve(member.config.device)
+        settled_options.append(options.resolve(member.config.device))
         prepared = _prepare(member, data)
         key = (
             member.config.data.max_query_len,
@@ -176,10 +176,14 @@ def member_scores(
             tuple(prepared.feature_names),
         )
         if key not in tensorizers:
-            tensorizers[key] = Tensorizer(vocab, prepared, key[0], key[1])
-        if timings is not None:
-            timings["tensorize"] = timings.get("tensorize", 0.0) + time.perf_counter() - clock
-            clock = time.perf_counter()
+            tensorizers[key] = Tensorizer(vocab, prepared, key[0], key[1], extend_vocab=True)
+        keys.append(key)
+    matrix = torch.from_numpy(vocab.embedding_matrix(space))
+    if timings is not None:
+        timings["tensorize"] = timings.get("tensorize", 0.0) + time.perf_counter() - clock
+    out = []
+    for member, key, settled in zip(members, keys, settled_options, strict=True):
+        clock = time.perf_counter()
         model = member.model
         lent_back = getattr(model, "embedding", None)
         set_embeddings(model, matrix)
@@ -199,7 +203,6 @@ def member_scores(
             )
         finally:
             model.embedding = lent_back
-        clock = time.perf_counter()
     return out
 
 

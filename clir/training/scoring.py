@@ -18,6 +18,7 @@ from clir.errors import ConfigError
 from clir.progress import progress_bar
 from clir.rerankers import fused_knrm
 from clir.rerankers.encoding import FrozenEmbedding
+from clir.rerankers.knrm import KNRM
 from clir.training.config import PRECISIONS
 from clir.training.data import PairIndex, RerankData, Tensorizer, check_finite
 from clir.types import Run
@@ -57,14 +58,12 @@ CUDA_BATCH = 8192
 """Default pairs per forward pass on CUDA."""
 COMPILE_MIN_PAIRS = 20_000_000
 """Pairs from which ``torch.compile`` pays for its compilation on CUDA: on an H200 compiling the
-default model took 19.5 s in a fresh process and saved about 0.9 µs per pair (bf16 eager 0.57 s,
-compiled 0.12 s for 500k pairs at dim 100), so it pays from about 20M pairs in one process."""
+default model took 15–19 s in a fresh process (1.9 s in a second one that found the first one's
+inductor cache on disk) and saved about 0.9 µs per pair over eager bf16 (0.16 µs over the fused
+kernel), so it pays from about 20M pairs in one process (README, Speed)."""
 WIDTH_STEP = 32
 """On CUDA, document widths are rounded up to a multiple of this, or to the longest document (few
 distinct shapes to compile)."""
-FUSED_BY_DEFAULT = False
-"""Whether CUDA scoring uses the fused K-NRM kernel unless told otherwise: only where it beat
-``torch.compile`` of the same model on an H200 (README, Speed)."""
 GUARD_MIN_TAU = 0.99
 """Least per-query Kendall τ of a bf16 ranking against the fp32 one."""
 GUARD_MAX_METRIC_DELTA = 0.002
@@ -84,8 +83,9 @@ class ScoringOptions:
         compile: ``torch.compile`` the model (CUDA only); ``None``: when at least
             :data:`COMPILE_MIN_PAIRS` pairs are scored.
         fused: Pool windowed K-NRM components with the fused Triton kernel
-            (:mod:`clir.rerankers.fused_knrm`; CUDA only, then uncompiled); ``None``: on CUDA when
-            Triton is there and :data:`FUSED_BY_DEFAULT`.
+            (:mod:`clir.rerankers.fused_knrm`; CUDA only, then uncompiled, in fp32); ``None``: on
+            CUDA when Triton is there, the model has such a component and it is not compiled (for
+            one process's scoring the kernel is the fastest path: README, Speed).
 
     Raises:
         ConfigError: On an unknown precision, a batch size below 1, or bf16 / compile on a CPU
@@ -129,10 +129,20 @@ class ScoringOptions:
             batch_size=self.batch_size or (CUDA_BATCH if cuda else CPU_BATCH),
             precision=self.precision if cuda else "fp32",
             compile=self.compile if cuda else False,
-            fused=(FUSED_BY_DEFAULT and fused_knrm.triton is not None)
-            if cuda and self.fused is None
-            else bool(self.fused),
+            fused=self.fused if cuda else False,
         )
+
+
+def fusable(model: nn.Module, device: torch.device) -> bool:
+    """Whether the fused kernel would pool some of ``model``'s components on ``device``: a
+    windowed K-NRM with exact match that :func:`~clir.rerankers.fused_knrm.fused_pooling_supported`
+    takes (for documents longer than a window), in a model that switches kernels (``fused_kernel``)."""
+    return hasattr(model, "fused_kernel") and any(
+        isinstance(m, KNRM)
+        and m.exact_match
+        and fused_knrm.fused_pooling_supported(m.window, m.window + 1, device, False)
+        for m in model.modules()
+    )
 
 
 _COMPILED: weakref.WeakKeyDictionary[nn.Module, nn.Module] = weakref.WeakKeyDictionary()
@@ -314,8 +324,9 @@ def precision_guard(
 def choose_precision(
     model: nn.Module, tensorizer: Tensorizer, index: PairIndex, counts: Sequence[int], options: ScoringOptions
 ) -> ScoringOptions:
-    """Settle ``precision="auto"``: bf16 when it passes :func:`precision_guard` (τ only) against
-    fp32 on the first :data:`GUARD_QUERIES` queries, else fp32 (with a warning).
+    """Settle ``precision="auto"``: fp32 on a CPU or with the fused kernel (float32 throughout);
+    else bf16 when it passes :func:`precision_guard` (τ only) against fp32 on the first
+    :data:`GUARD_QUERIES` queries, else fp32 (with a warning).
 
     Args:
         model: The model.
@@ -329,7 +340,7 @@ def choose_precision(
     """
     if options.precision != "auto":
         return options
-    if options.device != "cuda":
+    if options.device != "cuda" or options.fused:
         return replace(options, precision="fp32")
     probe = counts[:GUARD_QUERIES]
     part = index.take(slice(0, int(sum(probe))))
@@ -374,6 +385,10 @@ def score_candidates(
     index, counts = tensorizer.candidates(depth), tensorizer.counts(depth)
     if options.compile is None:
         options = replace(options, compile=options.device == "cuda" and len(index) >= COMPILE_MIN_PAIRS)
+    if options.fused is None:
+        options = replace(
+            options, fused=not options.compile and fusable(model, torch.device(options.device or "cpu"))
+        )
     options = choose_precision(model, tensorizer, index, counts, options)
     flat = score_pairs(model, tensorizer, index, options, progress=progress, timings=timings)
     return split_scores(flat.cpu().numpy(), counts)
@@ -411,14 +426,13 @@ def scores_to_run(
         check_finite(values, f"query {query.qid!r}: reranker scores")
         if len(values) > len(query.docnos):
             raise ConfigError(f"query {query.qid!r}: {len(values)} scores for {len(query.docnos)} candidates")
-        ranking = {d: float(s) for d, s in zip(query.docnos, values, strict=False)}
+        ranking = dict(zip(query.docnos, values.tolist(), strict=False))
         rest = list(query.docnos[len(values) :])
         if run is not None and query.qid in run:
             seen = set(query.docnos)
-            extra = sorted(run[query.qid].items(), key=lambda item: (-item[1], item[0]))
-            rest.extend(d for d, _ in extra if d not in seen)
+            extra = [item for item in run[query.qid].items() if item[0] not in seen]
+            rest.extend(d for d, _ in sorted(extra, key=lambda item: (-item[1], item[0])))
         floor = float(values.min()) if len(values) else 0.0
-        for j, docno in enumerate(rest, start=1):
-            ranking[docno] = floor - j
+        ranking.update(zip(rest, (floor - np.arange(1, len(rest) + 1)).tolist(), strict=True))
         out[query.qid] = ranking
     return out
