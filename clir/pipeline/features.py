@@ -53,6 +53,8 @@ from clir.errors import ConfigError
 from clir.evaluation import CoverageWarning, evaluate
 from clir.formats import ranked
 from clir.pipeline.baselines import BaselineConfig, first_stage
+from clir.pipeline.engine import Engine
+from clir.pipeline.parallel import LOCAL, pair_scorer, search_stage
 from clir.pipeline.tables import learn_tables
 from clir.progress import progress_bar
 from clir.retrieval import FirstStage
@@ -142,6 +144,7 @@ class DocumentTokens:
         doc_analyzer: Analyzer,
         table_doc_en: TranslationTable,
         progress: bool = True,
+        engine: Engine = LOCAL,
     ) -> DocumentTokens:
         """Analyze and translate the documents.
 
@@ -150,13 +153,15 @@ class DocumentTokens:
             doc_analyzer: The document language's analyzer.
             table_doc_en: p(English term | document term).
             progress: Show a progress bar.
+            engine: Where the documents are analyzed and translated.
         """
+        parts = engine.map(_tokens, documents, shared=(doc_analyzer, table_doc_en, progress))
         src, en = {}, {}
         df_src: Counter[str] = Counter()
         df_en: Counter[str] = Counter()
-        for doc in progress_bar(documents, desc="analyzing documents", unit="doc", enabled=progress):
-            tokens = doc_analyzer.analyze(doc.text)
-            translated = translate_tokens_top1(tokens, table_doc_en)
+        for doc, (tokens, translated) in zip(
+            documents, (pair for part in parts for pair in part), strict=True
+        ):
             src[doc.docno], en[doc.docno] = tokens, translated
             df_src.update(set(tokens))
             df_en.update(set(translated))
@@ -174,6 +179,18 @@ class DocumentTokens:
         """idf of each token over the documents (``side="src"``) or their translations (``"en"``)."""
         df = self.df_src if side == "src" else self.df_en
         return [bm25_idf(df.get(t, 0), self.n_docs) for t in tokens]
+
+
+def _tokens(
+    shared: tuple[Analyzer, TranslationTable, bool], documents: Sequence[Document]
+) -> list[tuple[list[str], list[str]]]:
+    """Each document's analyzed tokens and their top-1 English translation."""
+    analyzer, table, progress = shared
+    out = []
+    for doc in progress_bar(documents, desc="analyzing documents", unit="doc", enabled=progress):
+        tokens = analyzer.analyze(doc.text)
+        out.append((tokens, translate_tokens_top1(tokens, table)))
+    return out
 
 
 def _overlap(query: Sequence[str], idf: Sequence[float], doc: set[str]) -> tuple[float, float]:
@@ -284,9 +301,13 @@ def fuse_runs(runs: Sequence[Run], depth: int | None = None, k: int = RRF_K) -> 
 
 
 def search_candidates(
-    stages: Mapping[str, FirstStage], names: Sequence[str], queries: Sequence[Query], depth: int
+    stages: Mapping[str, FirstStage],
+    names: Sequence[str],
+    queries: Sequence[Query],
+    depth: int,
+    engine: Engine = LOCAL,
 ) -> Run:
-    """Each named first stage searched to ``depth``, fused (:func:`fuse_runs`).
+    """Each named first stage searched to ``depth`` (on ``engine``), fused (:func:`fuse_runs`).
 
     Raises:
         ConfigError: On a name that is not among ``stages``.
@@ -294,7 +315,7 @@ def search_candidates(
     unknown = [name for name in names if name not in stages]
     if unknown:
         raise ConfigError(f"candidate runs {unknown} are not among the indexed stages {sorted(stages)}")
-    return fuse_runs([stages[name].search(queries, k=depth) for name in names], depth)
+    return fuse_runs([search_stage(stages[name], queries, engine, k=depth) for name in names], depth)
 
 
 def build_rerank_data(
@@ -433,6 +454,7 @@ class CollectionFeatures:
         tables_dir: str | Path | None = None,
         baseline: BaselineConfig | None = None,
         progress: bool = True,
+        engine: Engine = LOCAL,
     ) -> CollectionFeatures:
         """Learn (or load) the tables, analyze the documents, index the named first stages.
 
@@ -445,16 +467,17 @@ class CollectionFeatures:
             tables_dir: Where the tables are cached.
             baseline: First-stage settings (PSQ pruning, model parameters).
             progress: Show progress bars.
+            engine: Where the documents are analyzed and translated.
         """
         tables = tables or learn_tables(collection, tables_dir, progress=progress)
         baseline = baseline or BaselineConfig()
         documents = DocumentTokens.build(
-            collection.documents, get_analyzer(collection.doc_lang), tables[1], progress=progress
+            collection.documents, get_analyzer(collection.doc_lang), tables[1], progress, engine
         )
         stages = {}
         for name in dict.fromkeys(stage_names):
             mode, model = _stage_name(name)
-            stages[name] = first_stage(mode, model, collection, tables, baseline, progress=progress)
+            stages[name] = first_stage(mode, model, collection, tables, baseline, progress, engine)
         return cls(collection, tables, documents, stages)
 
 
@@ -467,6 +490,7 @@ def collection_rerank_data(
     data: DataConfig | None = None,
     depth: int | None = None,
     progress: bool = True,
+    engine: Engine = LOCAL,
 ) -> RerankData:
     """The reranker's data of one split of a collection.
 
@@ -481,6 +505,7 @@ def collection_rerank_data(
             ``config.data``; default: :class:`~clir.training.DataConfig`'s defaults).
         depth: Candidates per query and first stage (default ``data.depth``).
         progress: Show progress bars.
+        engine: Where the candidate runs are searched.
 
     Raises:
         ConfigError: On a candidate run that is not an indexed stage (see :func:`build_rerank_data`
@@ -497,7 +522,7 @@ def collection_rerank_data(
     else:
         name = candidates if isinstance(candidates, str) else list(candidates)
         names = [name] if isinstance(name, str) else name
-        run = search_candidates(features.stages, names, queries, depth)
+        run = search_candidates(features.stages, names, queries, depth, engine)
         depth *= len(names)
     return build_rerank_data(
         queries,
@@ -583,6 +608,7 @@ def rerank_collection(
     baseline: BaselineConfig | None = None,
     k: int = 1000,
     options: ScoringOptions | None = None,
+    engine: Engine = LOCAL,
 ) -> Run:
     """``clir rerank``: rerank a first-stage run of a collection's split with a trained model or
     ensemble (zero-shot when the collection's language differs from the training one).
@@ -603,6 +629,8 @@ def rerank_collection(
         k: Depth of the first-stage runs searched when ``run`` is not given.
         options: Device, batch size and precision of the scoring (default: the models' device,
             the fast path's choices for it; see :class:`~clir.training.scoring.ScoringOptions`).
+        engine: Runs the documents' analysis, the first-stage searches and the scoring (a
+            Ray engine scores on CPUs); its output is the local engine's.
 
     Returns:
         The reranked run.
@@ -622,11 +650,12 @@ def rerank_collection(
         tables_dir=tables_dir,
         baseline=baseline,
         progress=config.progress,
+        engine=engine,
     )
     candidates = run
     if run is None:  # each first stage searched once: its top depth are candidates, the rest beneath
         queries = collection.split(split) if isinstance(split, str) else list(split)
-        runs = [cf.stages[name].search(queries, k=k) for name in config.data.first_stages]
+        runs = [search_stage(cf.stages[name], queries, engine, k=k) for name in config.data.first_stages]
         run, candidates = fuse_runs(runs), fuse_runs(runs, depth)
         depth *= len(runs)
     data = collection_rerank_data(
@@ -640,5 +669,12 @@ def rerank_collection(
     )
     reranked = max((len(query.docnos) for query in data.queries), default=0)
     return rerank(
-        models, data, space=space, run=run, depth=reranked, options=options, progress=config.progress
+        models,
+        data,
+        space=space,
+        run=run,
+        depth=reranked,
+        options=options,
+        progress=config.progress,
+        scorer=pair_scorer(engine),
     )

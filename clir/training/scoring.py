@@ -145,6 +145,11 @@ def _compiled(model: nn.Module) -> nn.Module:
     return _COMPILED[model]
 
 
+PairScorer = Callable[..., torch.Tensor]
+"""Scores pairs as :func:`score_pairs` does, with its arguments (another one may spread the
+pairs over workers, e.g. :func:`clir.pipeline.parallel.pair_scorer`)."""
+
+
 @torch.inference_mode()
 def score_pairs(
     model: nn.Module,
@@ -355,6 +360,7 @@ def score_candidates(
     options: ScoringOptions | None = None,
     progress: bool = False,
     timings: dict[str, float] | None = None,
+    scorer: PairScorer = score_pairs,
 ) -> list[np.ndarray]:
     """The model's score of each query's first ``depth`` candidates (eval mode, no autograd).
 
@@ -366,6 +372,7 @@ def score_candidates(
         options: Resolved scoring options (default: the CPU's).
         progress: Show a progress bar.
         timings: When given, seconds are added per phase (see :func:`score_pairs`).
+        scorer: Scores the pairs (default :func:`score_pairs`).
 
     Returns:
         One float64 array per query, aligned with its first ``depth`` candidates.
@@ -375,7 +382,7 @@ def score_candidates(
     if options.compile is None:
         options = replace(options, compile=options.device == "cuda" and len(index) >= COMPILE_MIN_PAIRS)
     options = choose_precision(model, tensorizer, index, counts, options)
-    flat = score_pairs(model, tensorizer, index, options, progress=progress, timings=timings)
+    flat = scorer(model, tensorizer, index, options, progress=progress, timings=timings)
     return split_scores(flat.cpu().numpy(), counts)
 
 
