@@ -1138,6 +1138,7 @@ def build_parser() -> argparse.ArgumentParser:
     baselines.add_argument("--k", type=_positive, default=1000, help="depth of each run")
     _spelling_argument(baselines)
     _force_argument(baselines)
+    _engine_arguments(baselines)
     baselines.set_defaults(handler=_baselines)
 
     embed = commands.add_parser(

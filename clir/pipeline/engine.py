@@ -238,7 +238,7 @@ class EngineConfig(Section):
     def check(self, where: Where) -> None:
         for key in ("workers", "address"):
             if self.name == "local" and getattr(self, key) is not None:
-                expected = "no value with the local engine (only name: ray reads it)"
+                expected = "no value with the local engine (only the ray engine reads it)"
                 raise where.error(key, getattr(self, key), expected)
 
 
