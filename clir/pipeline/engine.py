@@ -25,7 +25,6 @@ from clir.config import NonEmpty, OmitWhenNone, OneOf, PositiveInt, Section, Whe
 from clir.errors import ClirError, MissingDependencyError
 from clir.progress import QUIET, set_verbosity
 
-T = TypeVar("T")
 R = TypeVar("R")
 Chunked = Callable[[Any, Sequence[Any]], R]
 """``fn(shared, chunk) -> result``: the work of one chunk (a module-level function, so that Ray
@@ -125,10 +124,6 @@ def _task(fn: Chunked[R], shared: Any, chunk: Sequence[Any]) -> tuple[R, list[tu
 _EXPECTED_ADDRESS = "the host:port of a running Ray cluster's head node (as `ray start --head` prints)"
 
 
-def _where(address: str | None) -> str:
-    return f"--address {address!r}" if address else "a local Ray instance"
-
-
 def _first_line(error: BaseException) -> str:
     text = str(error).strip()
     return text.splitlines()[0] if text else type(error).__name__
@@ -159,8 +154,9 @@ class RayEngine(Engine):
     Args:
         workers: Chunks per job, and a new local instance's CPUs (default: the CPUs of the
             machine, or of the cluster).
-        address: A running cluster; ``None``: reuse the Ray of this process if it is started,
-            else start a local instance (stopped by :meth:`close`).
+        address: A running cluster; ``None``: a local instance of ``workers`` CPUs, stopped by
+            :meth:`close`. When this process has started Ray already (a notebook, the tests),
+            that Ray is used and ``address`` is not read.
 
     Raises:
         MissingDependencyError: Without the ``ray`` extra.
@@ -185,7 +181,8 @@ class RayEngine(Engine):
             try:
                 ray.init(**options, include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR)
             except Exception as error:  # Ray raises ConnectionError, ValueError, RuntimeError, ...
-                raise EngineError(f"{_where(address)}: Ray did not start ({_first_line(error)})") from None
+                where = f"--address {address!r}" if address else "a local Ray instance"
+                raise EngineError(f"{where}: Ray did not start ({_first_line(error)})") from None
         self.workers = workers or max(int(ray.cluster_resources().get("CPU", 1)), 1)
         self._remote = ray.remote(num_cpus=1, max_retries=0)(_task)
 
