@@ -4,10 +4,11 @@ Prints one JSON object. The job is ``rerank()`` of ``--queries`` × ``--depth`` 
 SYNTHETIC collection (bench_rerank.py's: random words and vectors, 6,220 passages of
 ``--doc-length`` tokens) by the default reranker (reranker-knrm.yaml, untrained: speed does not
 depend on the weights), on the CPU in batches of 256 pairs. Engines: ``local`` (this process,
-torch with ``--threads`` threads), ``ray-1`` and ``ray-2`` (a local Ray instance of 2 CPUs, the
-pairs cut into 1 or 2 chunks of whole batches, one task of one CPU each: Ray sets one torch
-thread per worker). Each engine runs the job once to warm up, then ``--repeats`` times; the best
-time counts. Every engine's run must equal the local one's exactly.
+torch with ``--threads`` threads), ``ray-1`` and ``ray-2`` (the local Ray instance of 2 CPUs
+that ``--engine ray --workers 2`` starts, the pairs cut into 1 or 2 chunks of whole batches, one
+task of one CPU each: Ray sets one torch thread per worker). Each engine runs the job once to
+warm up, then ``--repeats`` times; the best time counts. Every engine's run must equal the local
+one's exactly. The machine's load average is recorded: other work on the cores skews it all.
 
     flock /tmp/clir-heavy.lock python experiments/bench_engine.py --queries 100
 """
@@ -66,8 +67,6 @@ def main() -> None:
     parser.add_argument("--json", type=Path, help="also write the JSON here")
     args = parser.parse_args()
 
-    import ray
-
     config = load_config(Path(__file__).resolve().parents[1] / "configs" / "reranker-knrm.yaml")
     config.data.depth = args.depth
     config.data.max_doc_len = max(config.data.max_doc_len, args.doc_length)
@@ -98,18 +97,14 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     out["engines"]["local"], reference = time_engine(LocalEngine(), job, args.repeats)
     out["engines"]["local"]["torch_threads"] = args.threads
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     identical = True
-    try:
-        for workers in (1, 2):
-            engine = RayEngine(workers=workers)
+    with RayEngine(workers=2) as two:  # a local instance of 2 CPUs, as `--engine ray --workers 2`
+        for engine in (RayEngine(workers=1), two):  # the first reuses the instance
             record, reranked = time_engine(engine, job, args.repeats)
-            threads = engine.map(_threads, list(range(workers)))
+            threads = engine.map(_threads, list(range(engine.workers)))
             record["torch_threads_per_worker"] = sorted({n for part in threads for n in part})
-            out["engines"][f"ray-{workers}"] = record
+            out["engines"][f"ray-{engine.workers}"] = record
             identical &= reranked == reference
-    finally:
-        ray.shutdown()
     engines = out["engines"]
     out["identical_runs"] = identical
     out["speedup_ray2_over_ray1"] = round(

@@ -149,7 +149,8 @@ def _check_address(address: str) -> None:
 
 class RayEngine(Engine):
     """Ray tasks of one CPU each (Ray sets ``OMP_NUM_THREADS=1`` in them, so torch uses one
-    thread per worker).
+    thread per worker). The workers of a local instance run at the command's own priority
+    (Ray's default would lower them to niceness 15, starved by any other work on the machine).
 
     Args:
         workers: Chunks per job, and a new local instance's CPUs (default: the CPUs of the
@@ -175,9 +176,9 @@ class RayEngine(Engine):
         if self._owned:
             if address and address != "auto":  # auto: the cluster `ray start` began on this machine
                 _check_address(address)
-            options: dict[str, Any] = (
-                {"address": address} if address else {"num_cpus": workers or os.cpu_count()}
-            )
+            options: dict[str, Any] = {"address": address}
+            if not address:  # workers at this command's priority (Ray's default niceness is 15)
+                options = {"num_cpus": workers or os.cpu_count(), "_system_config": {"worker_niceness": 0}}
             try:
                 ray.init(**options, include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR)
             except Exception as error:  # Ray raises ConnectionError, ValueError, RuntimeError, ...
