@@ -73,7 +73,8 @@ def _score(shared: tuple[Any, Any, Any, ScoringOptions, bool], positions: np.nda
 
 def pair_scorer(engine: Engine = LOCAL) -> PairScorer:
     """A :data:`~clir.training.scoring.PairScorer` that scores whole CPU batches on the engine's
-    workers (in this process: :func:`~clir.training.scoring.score_pairs` itself).
+    workers (in this process: :func:`~clir.training.scoring.score_pairs` itself). It measures no
+    ``timings``.
 
     Raises:
         ConfigError: (when called) For a device other than the CPU on workers of another process.
