@@ -5,6 +5,7 @@ is one ``clir: error:`` line."""
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import os
 import subprocess
@@ -273,3 +274,15 @@ def test_dense_encoding_is_the_same_on_ray(ray_engine, tmp_path):
     on_ray = index_dense(DenseRetriever(encoder), documents, ray_engine)
     np.testing.assert_array_equal(on_ray.vectors, local.vectors)
     assert len(list((tmp_path / "cache").glob("shard-*.npy"))) == 3  # the workers filled the cache
+
+
+@pytest.mark.parametrize("name", ["experiment-fast.yaml", "default.yaml"])
+def test_the_engine_is_part_of_no_step_key(name, monkeypatch):
+    from test_weak import CONFIGS, plan
+
+    from clir.pipeline.config import load_experiment
+
+    config = load_experiment(CONFIGS / name)
+    on_ray = dataclasses.replace(config, engine=EngineConfig("ray", 2, "head:6379"))
+    before = {step: record["key"] for step, record in plan(config, monkeypatch).items()}
+    assert {step: record["key"] for step, record in plan(on_ray, monkeypatch).items()} == before

