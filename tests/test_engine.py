@@ -23,6 +23,7 @@ from test_union import tiny_reranker_config, tiny_world
 from clir.cli import main
 from clir.errors import ConfigError, MissingDependencyError
 from clir.formats import write_run
+from clir.pipeline import parallel
 from clir.pipeline.baselines import BaselineConfig, first_stage
 from clir.pipeline.config import ExperimentConfig
 from clir.pipeline.engine import EngineConfig, LocalEngine, RayEngine, chunk_bounds
@@ -150,16 +151,21 @@ def test_first_stages_index_and_search_the_same_on_ray(ray_engine, world, tmp_pa
 def test_rerank_scores_the_same_on_ray_in_whole_batches(ray_engine, world, tmp_path, monkeypatch):
     collection, tables, space, model, _ = world
     options = ScoringOptions("cpu", batch_size=16)
-    chunks = []
+    scored = []  # the sizes of the chunks of pairs
     run = RayEngine._run
-    monkeypatch.setattr(
-        RayEngine, "_run", lambda self, fn, shared, c: chunks.append(len(c)) or run(self, fn, shared, c)
-    )
+
+    def spy(self, fn, shared, chunks):
+        if fn is parallel._score:
+            scored.append([len(chunk) for chunk in chunks])
+        return run(self, fn, shared, chunks)
+
+    monkeypatch.setattr(RayEngine, "_run", spy)
     kwargs = {"split": "train", "tables": tables, "options": options}
     expected = rerank_collection(model, collection, space, **kwargs)
     got = rerank_collection(model, collection, space, **kwargs, engine=ray_engine)
     assert _bytes(got, tmp_path / "ray.run") == _bytes(expected, tmp_path / "local.run")
-    assert 2 in chunks  # the pairs were scored in two parts (16 queries x 10 candidates > 16)
+    [sizes] = scored  # one scoring job (one model), its pairs in two chunks of whole batches of 16
+    assert len(sizes) == 2 and sizes[0] % 16 == 0 and sizes[1] > 0
     cuda = SimpleNamespace(device="cuda", batch_size=None)
     with pytest.raises(ConfigError, match="--device 'cuda' with the ray engine: its workers score on CPUs"):
         pair_scorer(ray_engine)(None, None, np.arange(3), cuda)
