@@ -16,7 +16,7 @@ $(STAMP): setup.cfg pyproject.toml
 	$(PY) -m pip install --quiet --upgrade pip
 	# torch first, pinned: the CPU wheel the machines hold locally (unpinned pulls a CUDA build).
 	$(PY) -m pip install --quiet torch==2.13.0
-	$(PY) -m pip install --quiet -e '.[data,dense,hf,irds,pyterrier,align,dev]'
+	$(PY) -m pip install --quiet -e '.[data,dense,hf,irds,pyterrier,align,ray,dev]'
 	touch $(STAMP)
 
 # Optional FreeDict dictionaries (Debian packages); clir works without them and says so.

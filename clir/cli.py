@@ -92,6 +92,41 @@ def _scoring_arguments(parser: argparse.ArgumentParser, what: str) -> None:
     )
 
 
+def _engine_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--engine``, ``--workers`` and ``--address`` of a command with parallel steps (:func:`_engine`)."""
+    parser.add_argument(
+        "--engine",
+        choices=["local", "ray"],
+        help="where the parallel steps run: local (this process; the default) or ray (Ray tasks of "
+        "one CPU each, needs the ray extra); the output is the same",
+    )
+    parser.add_argument(
+        "--workers",
+        type=_positive,
+        help="ray: workers, one CPU each (default: the machine's CPUs, or the cluster's)",
+    )
+    parser.add_argument(
+        "--address",
+        help="ray: a running cluster's head (host:port); default: a local Ray instance for this command",
+    )
+
+
+def _engine_config(args: argparse.Namespace):
+    """The :class:`~clir.pipeline.engine.EngineConfig` of ``--engine``, ``--workers`` and ``--address``."""
+    from clir.config import build
+    from clir.pipeline.engine import EngineConfig
+
+    values = {"name": args.engine or "local", "workers": args.workers, "address": args.address}
+    return build(EngineConfig, values, "the command line's --engine, --workers and --address")
+
+
+def _engine(args: argparse.Namespace):
+    """The engine of ``--engine`` (a context manager: a Ray instance it starts is stopped after)."""
+    from clir.pipeline.engine import build_engine
+
+    return build_engine(_engine_config(args))
+
+
 # --------------------------------------------------------------------------- data
 
 
@@ -283,7 +318,9 @@ def _index(args: argparse.Namespace) -> int:
         spelling=args.spelling,
         model_params=params,
     )
-    stage = first_stage(args.mode, args.model, collection, load_tables(args.tables), config, not args.quiet)
+    tables = load_tables(args.tables)
+    with _engine(args) as engine:
+        stage = first_stage(args.mode, args.model, collection, tables, config, not args.quiet, engine)
     stage.save(args.out, force=args.force)
     print(f"wrote {args.out}: {args.mode}-{args.model} over {len(collection.documents)} documents")
     return 0
@@ -291,6 +328,7 @@ def _index(args: argparse.Namespace) -> int:
 
 def _retrieve(args: argparse.Namespace) -> int:
     from clir.formats import read_topics, write_run
+    from clir.pipeline.parallel import search_stage
     from clir.retrieval import FirstStage
 
     _check_out(args)
@@ -299,7 +337,8 @@ def _retrieve(args: argparse.Namespace) -> int:
     else:
         queries = _load_collection(args).split(args.split)
     stage = FirstStage.load(args.index, progress=not args.quiet)
-    run = stage.search(queries, k=args.k, pad=args.pad)
+    with _engine(args) as engine:
+        run = search_stage(stage, queries, engine, k=args.k, pad=args.pad)
     write_run(args.out, run, tag=args.tag or f"{stage.mode}-{stage.model}")
     print(f"wrote {args.out}: {len(run)} queries, depth {args.k}")
     return 0
@@ -317,7 +356,10 @@ def _baselines(args: argparse.Namespace) -> int:
     config = BaselineConfig(
         modes=tuple(args.modes), models=tuple(args.models), split=args.split, k=args.k, spelling=args.spelling
     )
-    results = run_baselines(collection, args.out, config, tables=tables, progress=not args.quiet)
+    with _engine(args) as engine:
+        results = run_baselines(
+            collection, args.out, config, tables=tables, progress=not args.quiet, engine=engine
+        )
     print(f"{collection.name}, {args.split} queries")
     print(format_table(results, list(DEFAULT_MEASURES)))
     return 0
@@ -456,16 +498,18 @@ def _rerank(args: argparse.Namespace) -> int:
     options = ScoringOptions(args.device, args.batch_size, args.precision or "auto")
     _check_out(args)
     collection = _load_collection(args)
-    run = rerank_collection(
-        args.model,
-        collection,
-        args.space,
-        split=args.split,
-        run=read_run(args.run) if args.run is not None else None,
-        tables=learn_tables(collection, args.tables),
-        depth=args.depth,
-        options=options,
-    )
+    with _engine(args) as engine:
+        run = rerank_collection(
+            args.model,
+            collection,
+            args.space,
+            split=args.split,
+            run=read_run(args.run) if args.run is not None else None,
+            tables=learn_tables(collection, args.tables),
+            depth=args.depth,
+            options=options,
+            engine=engine,
+        )
     write_run(args.out, run, tag=args.tag)
     print(f"wrote {args.out}: {len(run)} queries, reranked by {_models_of(args.model)}")
     return 0
@@ -597,6 +641,8 @@ def _experiment(args: argparse.Namespace) -> int:
     from clir.pipeline.report import results_table
 
     config = load_experiment(args.config)
+    if (args.engine, args.workers, args.address) != (None, None, None):  # else the config's engine
+        config = dataclasses.replace(config, engine=_engine_config(args))
     results = run_experiment(
         config,
         args.out,
@@ -1067,6 +1113,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _spelling_argument(index)
     _force_argument(index)
+    _engine_arguments(index)
     index.set_defaults(handler=_index)
 
     retrieve = commands.add_parser(
@@ -1090,6 +1137,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="fill each BM25 list up to --k with documents that match none of the query's terms "
         "(all scored 0); by default only matching documents are listed",
     )
+    _engine_arguments(retrieve)
     retrieve.set_defaults(handler=_retrieve)
 
     baselines = commands.add_parser(
@@ -1120,6 +1168,7 @@ def build_parser() -> argparse.ArgumentParser:
     baselines.add_argument("--k", type=_positive, default=1000, help="depth of each run")
     _spelling_argument(baselines)
     _force_argument(baselines)
+    _engine_arguments(baselines)
     baselines.set_defaults(handler=_baselines)
 
     embed = commands.add_parser(
@@ -1251,6 +1300,7 @@ def build_parser() -> argparse.ArgumentParser:
     rerank.add_argument("--out", required=True, type=Path, help="TREC run file to write")
     rerank.add_argument("--tag", default="reranked", help="run tag")
     _scoring_arguments(rerank, "the candidates")
+    _engine_arguments(rerank)
     rerank.set_defaults(handler=_rerank)
 
     bundle = commands.add_parser(
@@ -1376,6 +1426,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--wait", action="store_true", help="wait while another run holds --out instead of failing"
     )
     _force_argument(experiment)
+    _engine_arguments(experiment)
     experiment.set_defaults(handler=_experiment)
 
     evaluate = commands.add_parser(

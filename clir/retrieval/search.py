@@ -29,6 +29,19 @@ word by word into English, the English query used as is."""
 DT_VARIANTS = ("expected", "top1")
 
 
+def check_qids(queries: Sequence[Query]) -> None:
+    """Refuse a query list that repeats a qid.
+
+    Raises:
+        ConfigError: Naming the first repeated qid.
+    """
+    seen: set[str] = set()
+    for query in queries:
+        if query.qid in seen:
+            raise ConfigError(f"duplicate qid {query.qid!r}")
+        seen.add(query.qid)
+
+
 class FirstStage:
     """Cross-lingual first-stage retrieval in one of the three modes of Zhang et al. (2019).
 
@@ -164,21 +177,26 @@ class FirstStage:
 
     # --- index and search ---------------------------------------------------------------------
 
-    def index(self, documents: Sequence[Document]) -> FirstStage:
+    def analyze(self, documents: Sequence[Document]) -> list[DocTerms]:
+        """The index terms of each document (:meth:`document_terms`), in order."""
+        if self._mt_documents:  # translated in batches, once
+            assert self.mt is not None
+            self.mt.documents([doc.text for doc in documents])
+        bar = progress_bar(documents, desc=f"analyzing ({self.mode})", unit="doc", enabled=self.progress)
+        return [self.document_terms(doc) for doc in bar]
+
+    def index(self, documents: Sequence[Document], terms: Sequence[DocTerms] | None = None) -> FirstStage:
         """Analyze (and in ``dt`` translate) the documents and index them.
+
+        Args:
+            documents: The documents.
+            terms: Their terms when already analyzed (e.g. by an engine's workers); default:
+                :meth:`analyze`.
 
         Returns:
             ``self``.
         """
-        if self._mt_documents:  # translated in batches, once
-            assert self.mt is not None
-            self.mt.documents([doc.text for doc in documents])
-        terms = [
-            self.document_terms(doc)
-            for doc in progress_bar(
-                documents, desc=f"analyzing ({self.mode})", unit="doc", enabled=self.progress
-            )
-        ]
+        terms = self.analyze(documents) if terms is None else terms
         self.retriever.index([doc.docno for doc in documents], terms, progress=self.progress)
         self._matcher = None
         return self
@@ -209,14 +227,11 @@ class FirstStage:
         Warns:
             UserWarning: Counting the queries with no term in the index and naming a few qids.
         """
+        check_qids(queries)
         if self._mt_queries:  # translated in batches, once
             assert self.mt is not None
             self.mt.queries([query.text for query in queries])
-        named: dict[str, QueryTerms] = {}
-        for query in queries:
-            if query.qid in named:
-                raise ConfigError(f"duplicate qid {query.qid!r}")
-            named[query.qid] = self.query_terms(query)
+        named = {query.qid: self.query_terms(query) for query in queries}
         return self.retriever.search(named, k=k, progress=self.progress, pad=pad)
 
     # --- persistence --------------------------------------------------------------------------

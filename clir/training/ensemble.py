@@ -30,7 +30,14 @@ from clir.rerankers.bilingual import BilingualReranker
 from clir.training.checkpoint import checkpoint_problem, is_checkpoint, model_dir, read_config, read_state
 from clir.training.config import TrainConfig
 from clir.training.data import RerankData, Tensorizer, Vocabulary, normalise_scores
-from clir.training.scoring import ScoringOptions, score_candidates, scores_to_run, set_embeddings
+from clir.training.scoring import (
+    PairScorer,
+    ScoringOptions,
+    score_candidates,
+    score_pairs,
+    scores_to_run,
+    set_embeddings,
+)
 from clir.types import Run
 
 ENSEMBLE_FILE = "ensemble.json"
@@ -137,6 +144,7 @@ def member_scores(
     options: ScoringOptions | None = None,
     progress: bool = False,
     timings: dict[str, float] | None = None,
+    scorer: PairScorer = score_pairs,
 ) -> list[list[np.ndarray]]:
     """Each member's raw score of each query's first ``depth`` candidates.
 
@@ -156,6 +164,8 @@ def member_scores(
         progress: Show progress bars.
         timings: When given, seconds are added under ``"tensorize"``, ``"transfer"`` and
             ``"score"`` (see :func:`~clir.training.scoring.score_pairs`).
+        scorer: Scores the pairs (default :func:`~clir.training.scoring.score_pairs`; the
+            pipeline's engines pass one that spreads them over workers).
 
     Returns:
         ``scores[member][query]``: float64 arrays.
@@ -199,6 +209,7 @@ def member_scores(
                     settled,
                     progress=progress,
                     timings=timings,
+                    scorer=scorer,
                 )
             )
         finally:
@@ -242,6 +253,7 @@ def rerank(
     options: ScoringOptions | None = None,
     progress: bool = False,
     timings: dict[str, float] | None = None,
+    scorer: PairScorer = score_pairs,
 ) -> Run:
     """Rerank each query's candidates with one model or the mean of an ensemble.
 
@@ -258,6 +270,7 @@ def rerank(
         progress: Show progress bars.
         timings: When given, seconds are added per phase (see :func:`member_scores`), and under
             ``"write"`` those of normalising and ranking.
+        scorer: Scores the pairs (see :func:`member_scores`).
 
     Returns:
         The reranked run.
@@ -267,7 +280,14 @@ def rerank(
     if depth is None:
         depth = models[0].config.data.max_candidates
     scores = member_scores(
-        models, data, space=space, depth=depth, options=options, progress=progress, timings=timings
+        models,
+        data,
+        space=space,
+        depth=depth,
+        options=options,
+        progress=progress,
+        timings=timings,
+        scorer=scorer,
     )
     start = time.perf_counter()
     reranked = scores_to_run(data, combine(scores, normalise), run)

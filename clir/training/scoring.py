@@ -155,6 +155,11 @@ def _compiled(model: nn.Module) -> nn.Module:
     return _COMPILED[model]
 
 
+PairScorer = Callable[..., torch.Tensor]
+"""Scores pairs as :func:`score_pairs` does, with its arguments (another one may spread the
+pairs over workers, e.g. :func:`clir.pipeline.parallel.pair_scorer`)."""
+
+
 @torch.inference_mode()
 def score_pairs(
     model: nn.Module,
@@ -366,6 +371,7 @@ def score_candidates(
     options: ScoringOptions | None = None,
     progress: bool = False,
     timings: dict[str, float] | None = None,
+    scorer: PairScorer = score_pairs,
 ) -> list[np.ndarray]:
     """The model's score of each query's first ``depth`` candidates (eval mode, no autograd).
 
@@ -377,6 +383,7 @@ def score_candidates(
         options: Resolved scoring options (default: the CPU's).
         progress: Show a progress bar.
         timings: When given, seconds are added per phase (see :func:`score_pairs`).
+        scorer: Scores the pairs (default :func:`score_pairs`).
 
     Returns:
         One float64 array per query, aligned with its first ``depth`` candidates.
@@ -390,7 +397,7 @@ def score_candidates(
             options, fused=not options.compile and fusable(model, torch.device(options.device or "cpu"))
         )
     options = choose_precision(model, tensorizer, index, counts, options)
-    flat = score_pairs(model, tensorizer, index, options, progress=progress, timings=timings)
+    flat = scorer(model, tensorizer, index, options, progress=progress, timings=timings)
     return split_scores(flat.cpu().numpy(), counts)
 
 

