@@ -135,6 +135,24 @@ def _data_pseudo(args: argparse.Namespace) -> int:
     return 0
 
 
+def _data_pad(args: argparse.Namespace) -> int:
+    from clir.datasets.distractors import pad_collection
+
+    _check_out(args, "collection")
+    stats = pad_collection(
+        args.collection,
+        args.out,
+        args.distractors,
+        seed=args.seed,
+        bigram=args.bigram,
+        force=args.force,
+        progress=not args.quiet,
+    )
+    print(json.dumps(stats, indent=2))
+    print(f"wrote {args.out}", file=sys.stderr)
+    return 0
+
+
 def _topic_files(items: Sequence[str]) -> dict[str, Path]:
     """``--topics [SPLIT=]FILE ...``: a file without a split is the ``test`` split."""
     files: dict[str, Path] = {}
@@ -888,6 +906,25 @@ def build_parser() -> argparse.ArgumentParser:
     pseudo.add_argument("--seed", type=int, default=13, help="seed of the sample and splits")
     _force_argument(pseudo)
     pseudo.set_defaults(handler=_data_pseudo)
+    pad = data_commands.add_parser(
+        "pad",
+        help="a scale collection: a collection padded with N distractor documents (never relevant)",
+        description="Copies a collection (queries, qrels, parallel text unchanged) and adds N distractor "
+        "documents sampled from a seeded bigram language model of its own documents (docnos Z1..ZN, "
+        "never judged; a sample equal to a document's text is drawn again). Prints the statistics.",
+    )
+    pad.add_argument("collection", type=Path, help="the collection directory to pad")
+    pad.add_argument("--distractors", required=True, type=_positive, help="number of distractors")
+    pad.add_argument("--out", required=True, type=Path, help="output collection directory")
+    pad.add_argument("--seed", type=int, default=0, help="seed of the sampler (default 0)")
+    pad.add_argument(
+        "--bigram",
+        type=float,
+        default=0.5,
+        help="weight of the bigram successors against the unigram distribution (default 0.5)",
+    )
+    _force_argument(pad)
+    pad.set_defaults(handler=_data_pad)
     imp = data_commands.add_parser(
         "import",
         help="your own collection: documents, topics and qrels from files in common layouts",
