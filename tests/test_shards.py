@@ -1,0 +1,120 @@
+"""Sharded indexes: built from a stream, memory-mapped, and searched to the single index's run."""
+
+from __future__ import annotations
+
+import json
+import warnings
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from clir.errors import ConfigError
+from clir.formats import write_run
+from clir.retrieval import BM25, QueryLikelihood, SparseIndex
+from clir.retrieval.base import Results
+from clir.retrieval.shards import ShardedIndex, ShardedRetriever, merge_results
+
+WORDS = [f"w{i}" for i in range(12)]
+
+
+def corpus(seed: int, n_docs: int) -> tuple[list[str], list[list[str]]]:
+    """Zipf-ish documents over a few words (many ties), docnos in shuffled order."""
+    rng = np.random.default_rng(seed)
+    p = 1 / np.arange(1, len(WORDS) + 1)
+    docs = [list(rng.choice(WORDS, size=int(rng.integers(1, 9)), p=p / p.sum())) for _ in range(n_docs)]
+    docnos = [f"d{i:03d}" for i in rng.permutation(n_docs)]
+    return docnos, docs
+
+
+def run_bytes(tmp_path, run, name: str) -> bytes:
+    write_run(tmp_path / name, run)
+    return (tmp_path / name).read_bytes()
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    seed=st.integers(0, 10_000),
+    n_docs=st.integers(1, 40),
+    shard_docs=st.integers(1, 45),
+    model=st.sampled_from(["bm25", "bm25-lucene", "ql"]),
+    pad=st.booleans(),
+    k=st.integers(1, 50),
+)
+def test_sharded_run_equals_single_index_run_byte_for_byte(tmp_path, seed, n_docs, shard_docs, model, pad, k):
+    docnos, docs = corpus(seed, n_docs)
+    rng = np.random.default_rng(seed + 1)
+    queries = {f"q{i}": list(rng.choice([*WORDS, "unseen"], size=int(rng.integers(1, 4)))) for i in range(8)}
+    queries["psq"] = [{"w0": 0.5, "w3": 0.25, "w7": 0.25}, "w1"]  # a PSQ term
+    name, params = {"bm25": ("bm25", {}), "bm25-lucene": ("bm25", {"idf": "lucene"}), "ql": ("ql", {})}[model]
+    single = (BM25(**params) if name == "bm25" else QueryLikelihood()).index(docnos, docs, progress=False)
+    index = ShardedIndex.build(
+        tmp_path / "idx", zip(docnos, docs, strict=True), shard_docs=shard_docs, progress=False
+    )
+    assert len(index.shards) == -(-n_docs // shard_docs)
+    sharded = ShardedRetriever(name, **params).use_index(index)
+    expected, expected_warnings = searched(single, queries, k, pad)
+    got, got_warnings = searched(sharded, queries, k, pad)
+    assert run_bytes(tmp_path, got, "sharded") == run_bytes(tmp_path, expected, "single")
+    assert got == expected  # the scores to the bit, not only as printed
+    assert got_warnings == expected_warnings  # the same count of queries with no known term
+
+
+def searched(retriever, queries, k, pad):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        run = retriever.search(queries, k=k, pad=pad)
+    return run, [str(w.message) for w in caught]
+
+
+def test_global_statistics_are_the_collections(tmp_path):
+    """Every shard sees the collection's N, avgdl, |C|, df and cf, not its own."""
+    docnos = ["a", "b", "c"]
+    docs = [["x", "y"], ["x"], ["z", "z", "z"]]
+    index = ShardedIndex.build(tmp_path / "idx", zip(docnos, docs, strict=True), shard_docs=2, progress=False)
+    assert index.vocab == ["x", "y", "z"]
+    assert index.df.tolist() == [2, 1, 1] and index.cf.tolist() == [2, 1, 3]
+    assert index.stats == (3, 6.0, 2.0)
+    assert [s.docnos.tolist() for s in index.shards] == [["a", "b"], ["c"]]
+    for shard in index.shards:
+        assert shard.stats == (3, 6.0, 2.0) and shard.df.tolist() == [2, 1, 1]
+        assert shard.postings.shape == (3, shard.n_docs)
+    # the first shard never saw "z": its row is there and empty
+    assert index.shards[0].postings[2].nnz == 0
+    meta = json.loads((tmp_path / "idx" / "sharded.json").read_text())
+    assert meta["shards"] == ["00000", "00001"] and meta["n_docs"] == 3
+    assert isinstance(index.shards[0].doc_len, np.memmap) and isinstance(index.df, np.memmap)
+    assert not index.shards[0].postings.data.flags.owndata  # a view of the memory map
+    # BM25 of "z" in c: idf from N = 3, df = 1 (okapi: log(2.5/1.5)); tf 3, |c| 3 = avgdl 2 * 1.5
+    run = ShardedRetriever("bm25").use_index(index).search({"q": ["z"]})
+    norm = 1.5 * (1 - 0.75 + 0.75 * 3 / 2)
+    assert run == {"q": {"c": pytest.approx(np.log(2.5 / 1.5) * 3 * 2.5 / (3 + norm))}}
+
+
+def test_build_errors(tmp_path):
+    with pytest.raises(ConfigError, match="duplicate docno 'a'"):
+        ShardedIndex.build(
+            tmp_path / "i", [("a", ["x"]), ("b", ["y"]), ("a", ["z"])], shard_docs=2, progress=False
+        )
+    assert not (tmp_path / "i").exists()
+    with pytest.raises(ConfigError, match="empty collection"):
+        ShardedIndex.build(tmp_path / "i", [], progress=False)
+    with pytest.raises(ConfigError, match="shard_docs must be a positive integer, got 0"):
+        ShardedIndex.build(tmp_path / "i", [("a", ["x"])], shard_docs=0)
+    with pytest.raises(ConfigError, match="unknown retriever 'bm26'"):
+        ShardedRetriever("bm26")
+
+
+def test_merge_orders_ties_by_docno_descending():
+    parts = [
+        Results([np.array(["a", "c"])], [np.array([2.0, 1.0])]),
+        Results([np.array(["b", "d"])], [np.array([2.0, 0.5])]),
+    ]
+    merged = merge_results(parts, 3)
+    assert merged.docnos[0].tolist() == ["b", "a", "c"] and merged.scores[0].tolist() == [2.0, 2.0, 1.0]
+
+
+def test_single_index_statistics_unchanged():
+    index = SparseIndex.build(["a", "b"], [["x", "y", "y"], ["x"]], progress=False)
+    assert index.stats == (2, 4.0, 2.0)
