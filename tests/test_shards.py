@@ -7,14 +7,20 @@ import warnings
 
 import numpy as np
 import pytest
+import scipy.sparse as sp
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from clir.datasets import build_bible_collection
+from clir.datasets.distractors import sample_distractors
 from clir.errors import ConfigError
 from clir.formats import write_run
-from clir.retrieval import BM25, QueryLikelihood, SparseIndex
+from clir.retrieval import BM25, FirstStage, QueryLikelihood, SparseIndex
 from clir.retrieval.base import Results
 from clir.retrieval.shards import ShardedIndex, ShardedRetriever, merge_results
+from clir.text import get_analyzer
+from clir.translation import TranslationTable
+from clir.types import Query
 
 WORDS = [f"w{i}" for i in range(12)]
 
@@ -118,3 +124,48 @@ def test_merge_orders_ties_by_docno_descending():
 def test_single_index_statistics_unchanged():
     index = SparseIndex.build(["a", "b"], [["x", "y", "y"], ["x"]], progress=False)
     assert index.stats == (2, 4.0, 2.0)
+
+
+@pytest.mark.filterwarnings("ignore:.*no term in the index")
+@pytest.mark.parametrize("mode", ["qt", "psq", "dt"])
+def test_first_stage_in_shards_equals_in_memory(tmp_path, mode):
+    """The streaming path (analysis, DT translation, spelling matching over the collection's
+    vocabulary) on Swahili passages padded with distractors gives the in-memory run."""
+    en, sw = get_analyzer("en"), get_analyzer("sw")
+    collection = build_bible_collection(
+        "en-sw", collection_books=(8, 61, 65), n_train=6, n_dev=6, n_test=12, progress=False
+    )
+    documents = collection.documents + list(sample_distractors(collection, 150, progress=False))
+    god, love, lord = en.analyze("God love Lord")
+    mungu, upendo, bwana = sw.analyze("Mungu upendo Bwana")
+    en_sw = TranslationTable(
+        [god, love, lord],
+        [mungu, upendo, bwana],
+        sp.identity(3, format="csr") * 0.5 + sp.csr_matrix(np.full((3, 3), 0.5 / 3)),
+        "en",
+        "sw",
+    )
+    sw_en = TranslationTable(
+        [mungu, upendo, bwana], [god, love, lord], sp.identity(3, format="csr"), "sw", "en"
+    )
+    queries = [*collection.all_queries(), Query("x", "God love the Lord")]
+    kwargs = {
+        "en_analyzer": en,
+        "doc_analyzer": sw,
+        "table_en_doc": en_sw,
+        "table_doc_en": sw_en,
+        "spelling": 0.5,
+        "progress": False,
+    }
+    in_memory = FirstStage(mode, "bm25", **kwargs).index(documents).search(queries, k=100)
+    stage = FirstStage(mode, "bm25", **kwargs).index_shards(
+        iter(documents), tmp_path / "shards", shard_docs=37
+    )
+    assert len(stage.retriever.index_.shards) == 6
+    assert sum(len(docs) for docs in in_memory.values()) > 100
+    assert stage.search(queries, k=100) == in_memory
+    assert (
+        FirstStage(mode, "bm25", **kwargs).use_shards(tmp_path / "shards").search(queries, k=100) == in_memory
+    )
+    with pytest.raises(ConfigError, match="a sharded first stage is not saved"):
+        stage.save(tmp_path / "saved")

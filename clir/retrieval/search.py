@@ -3,7 +3,7 @@ structured queries (PSQ) or document translation (DT), each scored by a register
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +13,7 @@ from clir.formats import atomic_directory
 from clir.progress import progress_bar
 from clir.retrieval.base import QueryTerms, Retriever, get_retriever
 from clir.retrieval.index import DocTerms, read_json, write_json
+from clir.retrieval.shards import ShardedIndex, ShardedRetriever
 from clir.text import Analyzer, analyzer_from_config, get_analyzer
 from clir.translation.document import translate_tokens_expected, translate_tokens_top1
 from clir.translation.query import translate_query_psq, translate_query_qt
@@ -85,7 +86,7 @@ class FirstStage:
             raise ConfigError(f"spelling must be a similarity in (0, 1] or None, got {spelling!r}")
         self.mode = mode
         self.model = model
-        self.retriever: Retriever = get_retriever(model, **model_params)
+        self.retriever: Retriever | ShardedRetriever = get_retriever(model, **model_params)
         self.en_analyzer = get_analyzer(en_analyzer) if isinstance(en_analyzer, str) else en_analyzer
         self.doc_analyzer = get_analyzer(doc_analyzer) if isinstance(doc_analyzer, str) else doc_analyzer
         self.table_en_doc = table_en_doc
@@ -155,7 +156,40 @@ class FirstStage:
                 documents, desc=f"analyzing ({self.mode})", unit="doc", enabled=self.progress
             )
         ]
-        self.retriever.index([doc.docno for doc in documents], terms, progress=self.progress)
+        retriever = get_retriever(self.model, **self.retriever.get_params())  # also after use_shards
+        self.retriever = retriever.index([doc.docno for doc in documents], terms, progress=self.progress)
+        self._matcher = None
+        return self
+
+    def index_shards(
+        self, documents: Iterable[Document], path: str | Path, shard_docs: int = 100_000
+    ) -> FirstStage:
+        """Analyze (in ``dt`` translate) and index a stream of documents in shards, bounded memory.
+
+        The documents are read once, ``shard_docs`` at a time (e.g. from
+        :func:`clir.formats.iter_documents`); see :class:`~clir.retrieval.shards.ShardedIndex`.
+        Searching then gives the run an in-memory :meth:`index` of the same documents gives.
+
+        Args:
+            documents: The documents, in any number.
+            path: The directory of the shards (written atomically).
+            shard_docs: Documents per shard.
+
+        Returns:
+            ``self``.
+        """
+        terms = ((doc.docno, self.document_terms(doc)) for doc in documents)
+        index = ShardedIndex.build(path, terms, shard_docs=shard_docs, progress=self.progress)
+        return self.use_shards(index)
+
+    def use_shards(self, index: ShardedIndex | str | Path) -> FirstStage:
+        """Search a sharded index (built by :meth:`index_shards`; a directory is memory-mapped).
+
+        Returns:
+            ``self``.
+        """
+        index = index if isinstance(index, ShardedIndex) else ShardedIndex.load(index)
+        self.retriever = ShardedRetriever(self.model, **self.retriever.get_params()).use_index(index)
         self._matcher = None
         return self
 
@@ -207,6 +241,11 @@ class FirstStage:
         Raises:
             OutputExistsError: If ``path`` holds something else (see :func:`atomic_directory`).
         """
+        if isinstance(self.retriever, ShardedRetriever):
+            raise ConfigError(
+                "a sharded first stage is not saved: its index already lives in its shard directory "
+                "(load it with FirstStage(...).use_shards(DIR))"
+            )
         path = Path(path)
         with atomic_directory(path, kind="first-stage", force=force) as tmp:
             self.retriever.save(tmp / "retriever")
