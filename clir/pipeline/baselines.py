@@ -75,11 +75,26 @@ def first_stage(
     progress: bool = True,
 ) -> FirstStage:
     """An indexed first stage of one mode and model over the collection's documents."""
-    stage = FirstStage(
+    stage = baseline_stage(mode, model, collection.query_lang, collection.doc_lang, tables, config, progress)
+    return stage.index(collection.documents)
+
+
+def baseline_stage(
+    mode: str,
+    model: str,
+    query_lang: str,
+    doc_lang: str,
+    tables: tuple[TranslationTable, TranslationTable],
+    config: BaselineConfig,
+    progress: bool = True,
+) -> FirstStage:
+    """The first stage of one mode and model with the baselines' settings, not yet indexed
+    (:meth:`FirstStage.index`, or :meth:`FirstStage.index_shards` for a large collection)."""
+    return FirstStage(
         mode,
         model,
-        en_analyzer=collection.query_lang,
-        doc_analyzer=collection.doc_lang,
+        en_analyzer=query_lang,
+        doc_analyzer=doc_lang,
         table_en_doc=tables[0],
         table_doc_en=tables[1],
         psq_top_k=config.psq_top_k,
@@ -88,7 +103,6 @@ def first_stage(
         progress=progress,
         **config.model_params.get(model, {}),
     )
-    return stage.index(collection.documents)
 
 
 def run_baselines(
