@@ -119,6 +119,13 @@ def test_merge_orders_ties_by_docno_descending():
     ]
     merged = merge_results(parts, 3)
     assert merged.docnos[0].tolist() == ["b", "a", "c"] and merged.scores[0].tolist() == [2.0, 2.0, 1.0]
+    assert merge_results(parts, 1).docnos[0].tolist() == ["b"]
+    # a tie across the cut: the k-th best score is shared by three documents in two shards
+    tied = [
+        Results([np.array(["e", "a"])], [np.array([3.0, 2.0])]),
+        Results([np.array(["f", "b", "c"])], [np.array([2.0, 2.0, 1.0])]),
+    ]
+    assert merge_results(tied, 3).docnos[0].tolist() == ["e", "f", "b"]
 
 
 def test_single_index_statistics_unchanged():

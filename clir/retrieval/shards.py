@@ -291,6 +291,9 @@ def merge_results(parts: Sequence[Results], k: int) -> Results:
     for i in range(len(parts[0].docnos)):
         names = np.concatenate([part.docnos[i] for part in parts])
         values = np.concatenate([part.scores[i] for part in parts])
+        if len(values) > k:  # keep what scores at least the k-th best score: the top k and its ties
+            keep = np.flatnonzero(values >= np.partition(values, len(values) - k)[len(values) - k])
+            names, values = names[keep], values[keep]
         order = np.lexsort((names, values))[::-1][:k]
         docnos.append(names[order])
         scores.append(values[order])
