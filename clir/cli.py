@@ -293,7 +293,6 @@ def _index(args: argparse.Namespace) -> int:
     from clir.pipeline.tables import load_tables
 
     _check_out(args, "first-stage")
-    collection = _load_collection(args)
     params = {"ql": {"mu": args.mu}, "bm25": {"k1": args.k1, "b": args.b}}
     config = BaselineConfig(
         psq_top_k=args.psq_top_k,
@@ -301,9 +300,30 @@ def _index(args: argparse.Namespace) -> int:
         spelling=args.spelling,
         model_params=params,
     )
+    if args.shard_docs is not None:
+        return _index_shards(args, config)
+    collection = _load_collection(args)
     stage = first_stage(args.mode, args.model, collection, load_tables(args.tables), config, not args.quiet)
     stage.save(args.out, force=args.force)
     print(f"wrote {args.out}: {args.mode}-{args.model} over {len(collection.documents)} documents")
+    return 0
+
+
+def _index_shards(args: argparse.Namespace, config) -> int:
+    """``clir index --shard-docs N``: stream documents.jsonl into shards, never loading it whole."""
+    from clir.datasets import read_collection_info
+    from clir.formats import iter_documents
+    from clir.pipeline.baselines import baseline_stage
+    from clir.pipeline.tables import load_tables
+
+    _info, doc_lang, query_lang = read_collection_info(args.collection, doc_lang=args.doc_lang)
+    tables = load_tables(args.tables)
+    stage = baseline_stage(args.mode, args.model, query_lang, doc_lang, tables, config, not args.quiet)
+    documents = iter_documents(args.collection / "documents.jsonl")
+    stage.index_shards(documents, args.out, args.shard_docs, force=args.force)
+    index = stage.retriever.index_
+    what = f"{args.mode}-{args.model} over {index.n_docs} documents in {len(index.shards)} shards"
+    print(f"wrote {args.out}: {what}")
     return 0
 
 
@@ -1063,6 +1083,13 @@ def build_parser() -> argparse.ArgumentParser:
     index.add_argument("--k1", type=float, default=1.5, help="BM25 term-frequency saturation")
     index.add_argument("--b", type=float, default=0.75, help="BM25 length normalisation, in [0, 1]")
     index.add_argument("--mu", type=float, default=2500.0, help="QL Dirichlet smoothing")
+    index.add_argument(
+        "--shard-docs",
+        type=_positive,
+        metavar="N",
+        help="stream documents.jsonl into shards of N documents (bounded memory, for large collections; "
+        "the same run as one index)",
+    )
     index.add_argument(
         "--psq-top-k", type=_positive, default=10, help="PSQ: translations kept per query term, at most"
     )

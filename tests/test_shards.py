@@ -11,10 +11,12 @@ import scipy.sparse as sp
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from clir.cli import main
 from clir.datasets import build_bible_collection
 from clir.datasets.distractors import sample_distractors
 from clir.errors import ConfigError
 from clir.formats import write_run
+from clir.pipeline.tables import DOC_EN, EN_DOC
 from clir.retrieval import BM25, FirstStage, QueryLikelihood, SparseIndex
 from clir.retrieval.base import Results
 from clir.retrieval.shards import ShardedIndex, ShardedRetriever, merge_results
@@ -172,7 +174,31 @@ def test_first_stage_in_shards_equals_in_memory(tmp_path, mode):
     assert sum(len(docs) for docs in in_memory.values()) > 100
     assert stage.search(queries, k=100) == in_memory
     assert (
-        FirstStage(mode, "bm25", **kwargs).use_shards(tmp_path / "shards").search(queries, k=100) == in_memory
+        FirstStage(mode, "bm25", **kwargs).use_shards(tmp_path / "shards" / "shards").search(queries, k=100)
+        == in_memory
     )
-    with pytest.raises(ConfigError, match="a sharded first stage is not saved"):
+    assert FirstStage.load(tmp_path / "shards", progress=False).search(queries, k=100) == in_memory
+    with pytest.raises(ConfigError, match="a sharded first stage is saved where index_shards"):
         stage.save(tmp_path / "saved")
+
+
+def test_cli_index_in_shards_gives_the_same_run_file(tmp_path):
+    """``clir index --shard-docs`` streams documents.jsonl; ``clir retrieve`` writes the same bytes."""
+    en, sw = get_analyzer("en"), get_analyzer("sw")
+    collection = build_bible_collection(
+        "en-sw", collection_books=(8,), n_train=3, n_dev=3, n_test=8, progress=False
+    )
+    collection.save(tmp_path / "c")
+    (mungu,) = sw.analyze("Mungu")
+    (god,) = en.analyze("God")
+    TranslationTable([god], [mungu], sp.csr_matrix(np.ones((1, 1))), "en", "sw").save(tmp_path / "t" / EN_DOC)
+    TranslationTable([mungu], [god], sp.csr_matrix(np.ones((1, 1))), "sw", "en").save(tmp_path / "t" / DOC_EN)
+    common = ["--collection", str(tmp_path / "c"), "--tables", str(tmp_path / "t"), "--mode", "qt", "-q"]
+    assert main(["index", *common, "--out", str(tmp_path / "one")]) == 0
+    assert main(["index", *common, "--out", str(tmp_path / "sharded"), "--shard-docs", "4"]) == 0
+    for name in ("one", "sharded"):
+        retrieve = ["retrieve", "--index", str(tmp_path / name), "--collection", str(tmp_path / "c")]
+        assert main([*retrieve, "--out", str(tmp_path / f"{name}.run"), "--tag", "x", "-q"]) == 0
+    assert len(list((tmp_path / "sharded" / "shards" / "shards").iterdir())) == 5  # Ruth: 19 passages
+    assert (tmp_path / "one.run").read_bytes() == (tmp_path / "sharded.run").read_bytes()
+    assert len((tmp_path / "one.run").read_text().splitlines()) > 20

@@ -162,25 +162,37 @@ class FirstStage:
         return self
 
     def index_shards(
-        self, documents: Iterable[Document], path: str | Path, shard_docs: int = 100_000
+        self,
+        documents: Iterable[Document],
+        path: str | Path,
+        shard_docs: int = 100_000,
+        *,
+        force: bool = False,
     ) -> FirstStage:
-        """Analyze (in ``dt`` translate) and index a stream of documents in shards, bounded memory.
+        """Analyze (in ``dt`` translate) and index a stream of documents in shards, bounded memory,
+        into a saved first stage that :meth:`load` reads.
 
         The documents are read once, ``shard_docs`` at a time (e.g. from
-        :func:`clir.formats.iter_documents`); see :class:`~clir.retrieval.shards.ShardedIndex`.
-        Searching then gives the run an in-memory :meth:`index` of the same documents gives.
+        :func:`clir.formats.iter_documents`) into ``path/shards``
+        (:class:`~clir.retrieval.shards.ShardedIndex`); the settings and the query table are
+        saved beside them, as :meth:`save` does. Searching gives the run an in-memory
+        :meth:`index` of the same documents gives.
 
         Args:
             documents: The documents, in any number.
-            path: The directory of the shards (written atomically).
+            path: The directory to write (atomically; replaced if it holds a saved first stage).
             shard_docs: Documents per shard.
+            force: Replace a directory that is not a saved first stage (never a file).
 
         Returns:
-            ``self``.
+            ``self``, searching the memory-mapped shards.
         """
+        path = Path(path)
         terms = ((doc.docno, self.document_terms(doc)) for doc in documents)
-        index = ShardedIndex.build(path, terms, shard_docs=shard_docs, progress=self.progress)
-        return self.use_shards(index)
+        with atomic_directory(path, kind="first-stage", force=force) as tmp:
+            ShardedIndex.build(tmp / "shards", terms, shard_docs=shard_docs, progress=self.progress)
+            self._write_settings(tmp, index="shards")
+        return self.use_shards(path / "shards")
 
     def use_shards(self, index: ShardedIndex | str | Path) -> FirstStage:
         """Search a sharded index (built by :meth:`index_shards`; a directory is memory-mapped).
@@ -243,29 +255,34 @@ class FirstStage:
         """
         if isinstance(self.retriever, ShardedRetriever):
             raise ConfigError(
-                "a sharded first stage is not saved: its index already lives in its shard directory "
-                "(load it with FirstStage(...).use_shards(DIR))"
+                "a sharded first stage is saved where index_shards() wrote it (FirstStage.load reads it)"
             )
         path = Path(path)
         with atomic_directory(path, kind="first-stage", force=force) as tmp:
             self.retriever.save(tmp / "retriever")
-            if self.table_en_doc is not None and self.mode != "dt":
-                self.table_en_doc.save(tmp / "table_en_doc")
-            meta = {
-                "type": "FirstStage",
-                "clir_version": __version__,
-                "mode": self.mode,
-                "model": self.model,
-                "qt_k": self.qt_k,
-                "psq_top_k": self.psq_top_k,
-                "psq_cumulative": self.psq_cumulative,
-                "dt": self.dt,
-                "spelling": self.spelling,
-                "en_analyzer": self.en_analyzer.to_config(),
-                "doc_analyzer": self.doc_analyzer.to_config(),
-            }
-            write_json(tmp / "first_stage.json", meta)
+            self._write_settings(tmp, index="retriever")
         return path
+
+    def _write_settings(self, directory: Path, index: str) -> None:
+        """Write ``first_stage.json`` (``index``: ``"retriever"`` or ``"shards"``) and the query table."""
+        if self.table_en_doc is not None and self.mode != "dt":
+            self.table_en_doc.save(directory / "table_en_doc")
+        meta = {
+            "type": "FirstStage",
+            "clir_version": __version__,
+            "mode": self.mode,
+            "model": self.model,
+            "model_params": self.retriever.get_params(),
+            "index": index,
+            "qt_k": self.qt_k,
+            "psq_top_k": self.psq_top_k,
+            "psq_cumulative": self.psq_cumulative,
+            "dt": self.dt,
+            "spelling": self.spelling,
+            "en_analyzer": self.en_analyzer.to_config(),
+            "doc_analyzer": self.doc_analyzer.to_config(),
+        }
+        write_json(directory / "first_stage.json", meta)
 
     @classmethod
     def load(cls, path: str | Path, mmap: bool = True, progress: bool = True) -> FirstStage:
@@ -295,5 +312,8 @@ class FirstStage:
             spelling=meta.get("spelling"),
             progress=progress,
         )
+        if meta.get("index") == "shards":
+            stage.retriever = get_retriever(meta["model"], **meta["model_params"])
+            return stage.use_shards(ShardedIndex.load(path / "shards", mmap=mmap))
         stage.retriever = Retriever.load(path / "retriever", mmap=mmap)
         return stage
