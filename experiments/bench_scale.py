@@ -75,15 +75,15 @@ def build(
     }
 
 
-def search(mode: str, model: str, collection: Path, tables: Path, work: Path, k: int) -> dict[str, Any]:
+def search(collection: Path, work: Path, k: int) -> dict[str, Any]:
     """Load the shards (mmap) and search every query; q/s, peak RSS and the test split's measures."""
     from clir.evaluation import DEFAULT_MEASURES, evaluate
     from clir.formats import read_qrels
     from clir.formats.topics import read_topics
+    from clir.retrieval import FirstStage
 
-    stage = _stage(mode, collection, tables, model)
     start = time.perf_counter()
-    stage.use_shards(work)
+    stage = FirstStage.load(work, progress=False)
     load_s = time.perf_counter() - start
     splits = {p.name.split(".")[1]: read_topics(p) for p in sorted(collection.glob("topics.*.tsv"))}
     queries = [q for split in splits.values() for q in split]
@@ -140,7 +140,7 @@ def main() -> None:
     for mode in args.modes:
         work = args.work / f"{mode}-{args.model}"
         result = in_child(build, mode, args.model, args.collection, args.tables, work, args.shard_docs)
-        result.update(in_child(search, mode, args.model, args.collection, args.tables, work, args.k))
+        result.update(in_child(search, args.collection, work, args.k))
         report["systems"][f"{mode}-{args.model}"] = result
         print(json.dumps({mode: result}), flush=True)
     print(json.dumps(report, indent=1))
