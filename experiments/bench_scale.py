@@ -140,6 +140,7 @@ def main() -> None:
     for mode in args.modes:
         work = args.work / f"{mode}-{args.model}"
         result = in_child(build, mode, args.model, args.collection, args.tables, work, args.shard_docs)
+        print(json.dumps({mode: result}), flush=True)
         result.update(in_child(search, args.collection, work, args.k))
         report["systems"][f"{mode}-{args.model}"] = result
         print(json.dumps({mode: result}), flush=True)
