@@ -75,7 +75,7 @@ def build(
     }
 
 
-def search(collection: Path, work: Path, k: int) -> dict[str, Any]:
+def search(collection: Path, work: Path, k: int, workers: int = 1) -> dict[str, Any]:
     """Load the shards (mmap) and search every query; q/s, peak RSS and the test split's measures."""
     from clir.evaluation import DEFAULT_MEASURES, evaluate
     from clir.formats import read_qrels
@@ -83,7 +83,7 @@ def search(collection: Path, work: Path, k: int) -> dict[str, Any]:
     from clir.retrieval import FirstStage
 
     start = time.perf_counter()
-    stage = FirstStage.load(work, progress=False)
+    stage = FirstStage.load(work, progress=False, workers=workers)
     load_s = time.perf_counter() - start
     splits = {p.name.split(".")[1]: read_topics(p) for p in sorted(collection.glob("topics.*.tsv"))}
     queries = [q for split in splits.values() for q in split]
@@ -104,6 +104,7 @@ def search(collection: Path, work: Path, k: int) -> dict[str, Any]:
         "load_s": round(load_s, 2),
         "queries": len(queries),
         "k": k,
+        "workers": workers,
         "qps": round(len(queries) / seconds, 1),
         "qps_with_translation": round(len(queries) / (seconds + translate_s), 1),
         "search_peak_rss_mib": _peak_mib(),
@@ -127,6 +128,7 @@ def main() -> None:
     parser.add_argument("--model", default="bm25", choices=["bm25", "ql"])
     parser.add_argument("--shard-docs", type=int, default=250_000)
     parser.add_argument("--k", type=int, default=1000)
+    parser.add_argument("--workers", type=int, default=1, help="threads searching shards at once")
     parser.add_argument("--out", type=Path, help="also write the JSON here")
     args = parser.parse_args()
     stats = json.loads((args.collection / "stats.json").read_text())
@@ -141,7 +143,7 @@ def main() -> None:
         work = args.work / f"{mode}-{args.model}"
         result = in_child(build, mode, args.model, args.collection, args.tables, work, args.shard_docs)
         print(json.dumps({mode: result}), flush=True)
-        result.update(in_child(search, args.collection, work, args.k))
+        result.update(in_child(search, args.collection, work, args.k, args.workers))
         report["systems"][f"{mode}-{args.model}"] = result
         print(json.dumps({mode: result}), flush=True)
     print(json.dumps(report, indent=1))

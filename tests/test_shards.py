@@ -49,8 +49,11 @@ def run_bytes(tmp_path, run, name: str) -> bytes:
     model=st.sampled_from(["bm25", "bm25-lucene", "ql"]),
     pad=st.booleans(),
     k=st.integers(1, 50),
+    workers=st.integers(1, 3),
 )
-def test_sharded_run_equals_single_index_run_byte_for_byte(tmp_path, seed, n_docs, shard_docs, model, pad, k):
+def test_sharded_run_equals_single_index_run_byte_for_byte(
+    tmp_path, seed, n_docs, shard_docs, model, pad, k, workers
+):
     docnos, docs = corpus(seed, n_docs)
     rng = np.random.default_rng(seed + 1)
     queries = {f"q{i}": list(rng.choice([*WORDS, "unseen"], size=int(rng.integers(1, 4)))) for i in range(8)}
@@ -61,7 +64,7 @@ def test_sharded_run_equals_single_index_run_byte_for_byte(tmp_path, seed, n_doc
         tmp_path / "idx", zip(docnos, docs, strict=True), shard_docs=shard_docs, progress=False
     )
     assert len(index.shards) == -(-n_docs // shard_docs)
-    sharded = ShardedRetriever(name, **params).use_index(index)
+    sharded = ShardedRetriever(name, workers=workers, **params).use_index(index)
     expected, expected_warnings = searched(single, queries, k, pad)
     got, got_warnings = searched(sharded, queries, k, pad)
     assert run_bytes(tmp_path, got, "sharded") == run_bytes(tmp_path, expected, "single")
@@ -112,6 +115,8 @@ def test_build_errors(tmp_path):
         ShardedIndex.build(tmp_path / "i", [("a", ["x"])], shard_docs=0)
     with pytest.raises(ConfigError, match="unknown retriever 'bm26'"):
         ShardedRetriever("bm26")
+    with pytest.raises(ConfigError, match="workers must be a positive integer, got 0"):
+        ShardedRetriever("bm25", workers=0)
 
 
 def test_merge_orders_ties_by_docno_descending():

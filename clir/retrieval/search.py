@@ -194,14 +194,19 @@ class FirstStage:
             self._write_settings(tmp, index="shards")
         return self.use_shards(path / "shards")
 
-    def use_shards(self, index: ShardedIndex | str | Path) -> FirstStage:
+    def use_shards(self, index: ShardedIndex | str | Path, workers: int = 1) -> FirstStage:
         """Search a sharded index (built by :meth:`index_shards`; a directory is memory-mapped).
+
+        Args:
+            index: The index or its directory.
+            workers: Threads searching shards at once (:class:`ShardedRetriever`).
 
         Returns:
             ``self``.
         """
         index = index if isinstance(index, ShardedIndex) else ShardedIndex.load(index)
-        self.retriever = ShardedRetriever(self.model, **self.retriever.get_params()).use_index(index)
+        params = self.retriever.get_params()
+        self.retriever = ShardedRetriever(self.model, workers=workers, **params).use_index(index)
         self._matcher = None
         return self
 
@@ -285,8 +290,10 @@ class FirstStage:
         write_json(directory / "first_stage.json", meta)
 
     @classmethod
-    def load(cls, path: str | Path, mmap: bool = True, progress: bool = True) -> FirstStage:
-        """Load a first stage saved by :meth:`save`, ready to search.
+    def load(cls, path: str | Path, mmap: bool = True, progress: bool = True, workers: int = 1) -> FirstStage:
+        """Load a first stage saved by :meth:`save` (or :meth:`index_shards`), ready to search.
+
+        ``workers`` threads search the shards of a sharded one at once.
 
         Raises:
             DataNotFoundError: If a file is missing.
@@ -314,6 +321,6 @@ class FirstStage:
         )
         if meta.get("index") == "shards":
             stage.retriever = get_retriever(meta["model"], **meta["model_params"])
-            return stage.use_shards(ShardedIndex.load(path / "shards", mmap=mmap))
+            return stage.use_shards(ShardedIndex.load(path / "shards", mmap=mmap), workers=workers)
         stage.retriever = Retriever.load(path / "retriever", mmap=mmap)
         return stage

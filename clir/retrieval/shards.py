@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -219,6 +220,8 @@ class ShardedRetriever:
 
     Args:
         model: Retriever name (``"bm25"``, ``"ql"``).
+        workers: Threads searching shards at once (numpy and scipy's sparse products release the
+            GIL); the run is the same for any number.
         **params: Its constructor arguments.
 
     Attributes:
@@ -226,8 +229,11 @@ class ShardedRetriever:
         parts_: One retriever per shard.
     """
 
-    def __init__(self, model: str = "bm25", **params: Any) -> None:
+    def __init__(self, model: str = "bm25", *, workers: int = 1, **params: Any) -> None:
         get_retriever(model, **params)  # validates the name and parameters now
+        if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+            raise ConfigError(f"workers must be a positive integer, got {workers!r}")
+        self.workers = workers
         self.model = model
         self.params = params
         self.index_: ShardedIndex | None = None
@@ -272,14 +278,21 @@ class ShardedRetriever:
     ) -> tuple[Results, list[int]]:
         if self.index_ is None:
             raise ConfigError("ShardedRetriever has no index: call .use_index(ShardedIndex.load(dir)) first")
-        parts = []
-        termless: list[int] = []
-        for part in progress_bar(self.parts_, desc="searching shards", unit="shard", enabled=progress):
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                results, termless = part._retrieve(queries, k, False, pad)
-            parts.append(results)
-        return merge_results(parts, k), termless
+
+        def search_shard(part: Retriever) -> tuple[Results, list[int]]:
+            return part._retrieve(queries, k, False, pad)
+
+        with warnings.catch_warnings(), ThreadPoolExecutor(self.workers) as pool:
+            warnings.simplefilter("ignore")  # warned once, for all shards, by the caller
+            bar = progress_bar(
+                total=len(self.parts_), desc="searching shards", unit="shard", enabled=progress
+            )
+            found = []
+            for results in pool.map(search_shard, self.parts_):
+                found.append(results)
+                bar.update()
+            bar.close()
+        return merge_results([results for results, _ in found], k), found[0][1]
 
 
 def merge_results(parts: Sequence[Results], k: int) -> Results:
