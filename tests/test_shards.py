@@ -207,3 +207,17 @@ def test_cli_index_in_shards_gives_the_same_run_file(tmp_path):
     assert len(list((tmp_path / "sharded" / "shards" / "shards").iterdir())) == 5  # Ruth: 19 passages
     assert (tmp_path / "one.run").read_bytes() == (tmp_path / "sharded.run").read_bytes()
     assert len((tmp_path / "one.run").read_text().splitlines()) > 20
+
+
+def test_build_streams_each_shard_to_disk_before_reading_on(tmp_path):
+    """The stream is read lazily: when document i is pulled, the i // shard_docs shards before it
+    are already written (so no more than one chunk of documents is held)."""
+    written_when_pulled = []
+
+    def documents():
+        for i in range(10):
+            written_when_pulled.append(len(list(tmp_path.glob(".idx.*.tmp/shards/*"))))
+            yield f"d{i}", ["x"] * (i + 1)
+
+    ShardedIndex.build(tmp_path / "idx", documents(), shard_docs=3, progress=False)
+    assert written_when_pulled == [i // 3 for i in range(10)]  # 0, 0, 0, 1, 1, 1, 2, ...
