@@ -170,6 +170,24 @@ def _data_pseudo(args: argparse.Namespace) -> int:
     return 0
 
 
+def _data_pad(args: argparse.Namespace) -> int:
+    from clir.datasets.distractors import pad_collection
+
+    _check_out(args, "collection")
+    stats = pad_collection(
+        args.collection,
+        args.out,
+        args.distractors,
+        seed=args.seed,
+        bigram=args.bigram,
+        force=args.force,
+        progress=not args.quiet,
+    )
+    print(json.dumps(stats, indent=2))
+    print(f"wrote {args.out}", file=sys.stderr)
+    return 0
+
+
 def _topic_files(items: Sequence[str]) -> dict[str, Path]:
     """``--topics [SPLIT=]FILE ...``: a file without a split is the ``test`` split."""
     files: dict[str, Path] = {}
@@ -310,7 +328,6 @@ def _index(args: argparse.Namespace) -> int:
     from clir.pipeline.tables import load_tables
 
     _check_out(args, "first-stage")
-    collection = _load_collection(args)
     params = {"ql": {"mu": args.mu}, "bm25": {"k1": args.k1, "b": args.b}}
     config = BaselineConfig(
         psq_top_k=args.psq_top_k,
@@ -318,11 +335,32 @@ def _index(args: argparse.Namespace) -> int:
         spelling=args.spelling,
         model_params=params,
     )
+    if args.shard_docs is not None:
+        return _index_shards(args, config)
+    collection = _load_collection(args)
     tables = load_tables(args.tables)
     with _engine(args) as engine:
         stage = first_stage(args.mode, args.model, collection, tables, config, not args.quiet, engine)
     stage.save(args.out, force=args.force)
     print(f"wrote {args.out}: {args.mode}-{args.model} over {len(collection.documents)} documents")
+    return 0
+
+
+def _index_shards(args: argparse.Namespace, config) -> int:
+    """``clir index --shard-docs N``: stream documents.jsonl into shards, never loading it whole."""
+    from clir.datasets import read_collection_info
+    from clir.formats import iter_documents
+    from clir.pipeline.baselines import baseline_stage
+    from clir.pipeline.tables import load_tables
+
+    _info, doc_lang, query_lang = read_collection_info(args.collection, doc_lang=args.doc_lang)
+    tables = load_tables(args.tables)
+    stage = baseline_stage(args.mode, args.model, query_lang, doc_lang, tables, config, not args.quiet)
+    documents = iter_documents(args.collection / "documents.jsonl")
+    stage.index_shards(documents, args.out, args.shard_docs, force=args.force)
+    index = stage.retriever.index_
+    what = f"{args.mode}-{args.model} over {index.n_docs} documents in {len(index.shards)} shards"
+    print(f"wrote {args.out}: {what}")
     return 0
 
 
@@ -964,6 +1002,25 @@ def build_parser() -> argparse.ArgumentParser:
     pseudo.add_argument("--seed", type=int, default=13, help="seed of the sample and splits")
     _force_argument(pseudo)
     pseudo.set_defaults(handler=_data_pseudo)
+    pad = data_commands.add_parser(
+        "pad",
+        help="a scale collection: a collection padded with N distractor documents (never relevant)",
+        description="Copies a collection (queries, qrels, parallel text unchanged) and adds N distractor "
+        "documents sampled from a seeded bigram language model of its own documents (docnos Z1..ZN, "
+        "never judged; a sample equal to a document's text is drawn again). Prints the statistics.",
+    )
+    pad.add_argument("collection", type=Path, help="the collection directory to pad")
+    pad.add_argument("--distractors", required=True, type=_positive, help="number of distractors")
+    pad.add_argument("--out", required=True, type=Path, help="output collection directory")
+    pad.add_argument("--seed", type=int, default=0, help="seed of the sampler (default 0)")
+    pad.add_argument(
+        "--bigram",
+        type=float,
+        default=0.5,
+        help="weight of the bigram successors against the unigram distribution (default 0.5)",
+    )
+    _force_argument(pad)
+    pad.set_defaults(handler=_data_pad)
     imp = data_commands.add_parser(
         "import",
         help="your own collection: documents, topics and qrels from files in common layouts",
@@ -1102,6 +1159,13 @@ def build_parser() -> argparse.ArgumentParser:
     index.add_argument("--k1", type=float, default=1.5, help="BM25 term-frequency saturation")
     index.add_argument("--b", type=float, default=0.75, help="BM25 length normalisation, in [0, 1]")
     index.add_argument("--mu", type=float, default=2500.0, help="QL Dirichlet smoothing")
+    index.add_argument(
+        "--shard-docs",
+        type=_positive,
+        metavar="N",
+        help="stream documents.jsonl into shards of N documents (bounded memory, for large collections; "
+        "the same run as one index)",
+    )
     index.add_argument(
         "--psq-top-k", type=_positive, default=10, help="PSQ: translations kept per query term, at most"
     )

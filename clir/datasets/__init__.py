@@ -21,7 +21,7 @@ from clir.datasets.bible import (
     query_id,
 )
 from clir.datasets.chichewa import ChichewaSource
-from clir.datasets.collection import Collection, collection_stats, save_collection
+from clir.datasets.collection import Collection, collection_stats, read_collection_info, save_collection
 from clir.datasets.importing import (
     ImportConfig,
     import_collection,
@@ -95,6 +95,7 @@ __all__ = [
     "passage_of",
     "passage_range",
     "query_id",
+    "read_collection_info",
     "read_cross_references",
     "read_qrels_files",
     "read_topic_files",

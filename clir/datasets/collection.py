@@ -200,25 +200,7 @@ class Collection:
                 from ``doc_lang``.
         """
         path = Path(path)
-        if not path.is_dir():
-            raise DataNotFoundError(f"{path}: no such collection directory")
-        info: dict[str, Any] = {}
-        if (path / "collection.json").exists():
-            info = _read_json(path / "collection.json")
-            for key in ("name", "doc_lang", "query_lang"):
-                if not isinstance(info.get(key, ""), str):
-                    raise FormatError(
-                        path / "collection.json",
-                        None,
-                        f"{key!r} must be a string, got {type(info[key]).__name__} {info[key]!r}",
-                    )
-        doc_lang = doc_lang or info.get("doc_lang")
-        if not doc_lang:
-            raise ConfigError(
-                f"{path}: the document language is unknown: pass --doc-lang LANG (doc_lang= in "
-                f'Python), or write {path / "collection.json"} as {{"doc_lang": "LANG"}}'
-            )
-        query_lang = query_lang or info.get("query_lang") or "en"
+        info, doc_lang, query_lang = read_collection_info(path, doc_lang=doc_lang, query_lang=query_lang)
 
         documents = read_documents(path / "documents.jsonl")
         if not documents:
@@ -242,6 +224,50 @@ class Collection:
         if (path / "stats.json").exists():
             collection.stats = _verified_stats(path / "stats.json", collection.stats)
         return collection
+
+
+def read_collection_info(
+    path: str | Path, *, doc_lang: str | None = None, query_lang: str | None = None
+) -> tuple[dict[str, Any], str, str]:
+    """A collection directory's ``collection.json`` and languages, without reading its documents
+    (what a streaming reader of ``documents.jsonl`` needs).
+
+    Args:
+        path: The directory.
+        doc_lang: Overrides ``collection.json``'s (needed when it has none).
+        query_lang: Overrides ``collection.json``'s (default ``"en"``).
+
+    Returns:
+        ``(info, doc_lang, query_lang)``; ``info`` is ``{}`` without a ``collection.json``.
+
+    Raises:
+        DataNotFoundError: If the directory is missing.
+        FormatError: If ``name`` / ``doc_lang`` / ``query_lang`` in ``collection.json`` is not a
+            string.
+        ConfigError: If the document language is known neither from ``collection.json`` nor from
+            ``doc_lang``.
+    """
+    path = Path(path)
+    if not path.is_dir():
+        raise DataNotFoundError(f"{path}: no such collection directory")
+    info: dict[str, Any] = {}
+    if (path / "collection.json").exists():
+        info = _read_json(path / "collection.json")
+        for key in ("name", "doc_lang", "query_lang"):
+            if not isinstance(info.get(key, ""), str):
+                raise FormatError(
+                    path / "collection.json",
+                    None,
+                    f"{key!r} must be a string, got {type(info[key]).__name__} {info[key]!r}",
+                )
+    doc_lang = doc_lang or info.get("doc_lang")
+    if not doc_lang:
+        raise ConfigError(
+            f"{path}: the document language is unknown: pass --doc-lang LANG (doc_lang= in "
+            f'Python), or write {path / "collection.json"} as {{"doc_lang": "LANG"}}'
+        )
+    query_lang = query_lang or info.get("query_lang") or "en"
+    return info, doc_lang, query_lang
 
 
 def collection_stats(collection: Collection) -> dict[str, Any]:

@@ -134,21 +134,35 @@ def first_stage(
 ) -> FirstStage:
     """An indexed first stage of one mode and model over the collection's documents (analysed,
     and in DT translated, on ``engine``)."""
-    stage = FirstStage(
+    stage = baseline_stage(mode, model, collection.query_lang, collection.doc_lang, tables, config, progress)
+    return index_stage(stage, collection.documents, engine)
+
+
+def baseline_stage(
+    mode: str,
+    model: str,
+    query_lang: str,
+    doc_lang: str,
+    tables: tuple[TranslationTable, TranslationTable],
+    config: BaselineConfig,
+    progress: bool = True,
+) -> FirstStage:
+    """The first stage of one mode and model with the baselines' settings, not yet indexed
+    (:meth:`FirstStage.index`, or :meth:`FirstStage.index_shards` for a large collection)."""
+    return FirstStage(
         mode,
         model,
-        en_analyzer=collection.query_lang,
-        doc_analyzer=collection.doc_lang,
+        en_analyzer=query_lang,
+        doc_analyzer=doc_lang,
         table_en_doc=tables[0],
         table_doc_en=tables[1],
         psq_top_k=config.psq_top_k,
         psq_cumulative=config.psq_cumulative,
         spelling=config.spelling,
         progress=progress,
-        mt=config.translation.mt(collection.doc_lang) if config.translation else None,
+        mt=config.translation.mt(doc_lang) if config.translation else None,
         **config.model_params.get(model, {}),
     )
-    return index_stage(stage, collection.documents, engine)
 
 
 def run_baselines(

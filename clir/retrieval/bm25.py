@@ -56,8 +56,8 @@ class BM25(Retriever):
         return {"k1": self.k1, "b": self.b, "idf": self.idf, "epsilon": self.epsilon}
 
     def _prepare(self, index: SparseIndex) -> None:
-        self._n_docs = index.n_docs
-        avgdl = index.avg_doc_len or 1.0
+        self._n_docs = index.stats.n_docs
+        avgdl = index.stats.avg_doc_len or 1.0
         self._length_norm = self.k1 * (1.0 - self.b + self.b * np.asarray(index.doc_len) / avgdl)
         if self.idf == "okapi":
             df = np.asarray(index.df)

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from itertools import repeat
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import scipy.sparse as sp
@@ -44,6 +44,9 @@ class SparseIndex:
         doc_len: ``(n_docs,)`` document lengths (tokens, or sum of weights), float64.
         df: ``(n_terms,)`` document frequencies (number of documents containing the term).
         cf: ``(n_terms,)`` collection frequencies (sum of the term's tf), float64.
+        stats: Size statistics of the whole collection (:class:`CollectionStats`): this index's own,
+            unless it is one shard of a larger collection (:mod:`clir.retrieval.shards`), whose
+            ``df``, ``cf`` and vocabulary are then the collection's too.
     """
 
     def __init__(
@@ -54,16 +57,27 @@ class SparseIndex:
         doc_len: np.ndarray,
         df: np.ndarray,
         cf: np.ndarray,
+        *,
+        stats: CollectionStats | None = None,
+        term_ids: dict[str, int] | None = None,
     ) -> None:
         self.docnos = docnos
-        self.vocab = list(vocab)
+        self.vocab = vocab if isinstance(vocab, list) else list(vocab)
         self.postings = postings
         self.doc_len = doc_len
         self.df = df
         self.cf = cf
-        self.term_ids: dict[str, int] = {term: i for i, term in enumerate(self.vocab)}
+        self.term_ids: dict[str, int] = (
+            term_ids if term_ids is not None else {term: i for i, term in enumerate(self.vocab)}
+        )
         if len(self.term_ids) != len(self.vocab):
             raise ConfigError("vocab has duplicate terms")
+        if stats is None:
+            total = float(np.asarray(doc_len).sum())
+            stats = CollectionStats(
+                len(docnos), total, float(np.asarray(doc_len).mean()) if len(docnos) else 0.0
+            )
+        self.stats = stats
         if postings.shape != (len(self.vocab), len(docnos)):
             raise ConfigError(
                 f"postings has shape {postings.shape}, expected (n_terms, n_docs) = "
@@ -93,40 +107,8 @@ class SparseIndex:
         """
         _check_docnos(docnos, len(docs))
         vocab: dict[str, int] = {}
-        ids: list[int] = []
-        weights: list[float] = []
-        counts = np.zeros(len(docs), dtype=np.int64)
-        doc_len = np.zeros(len(docs), dtype=np.float64)
-        for i, doc in enumerate(progress_bar(docs, desc="indexing", unit="doc", enabled=progress)):
-            if isinstance(doc, Mapping):
-                n = 0
-                for term, weight in doc.items():
-                    w = float(weight)
-                    if not (math.isfinite(w) and w >= 0):
-                        raise ConfigError(
-                            f"document {docnos[i]!r}: weight of term {term!r} must be finite and >= 0, "
-                            f"got {weight!r}"
-                        )
-                    if w > 0:
-                        ids.append(vocab.setdefault(term, len(vocab)))
-                        weights.append(w)
-                        doc_len[i] += w
-                        n += 1
-                counts[i] = n
-            elif isinstance(doc, str):
-                raise ConfigError(
-                    f"document {docnos[i]!r} is a str; expected a list of terms or a {{term: weight}} "
-                    "dict (analyze the text first)"
-                )
-            else:
-                ids.extend([vocab.setdefault(term, len(vocab)) for term in doc])
-                weights.extend(repeat(1.0, len(doc)))
-                counts[i] = len(doc)
-                doc_len[i] = len(doc)
-        weights_arr = np.asarray(weights, dtype=np.float32)
-        return cls._from_arrays(
-            docnos, list(vocab), np.asarray(ids, dtype=np.int64), weights_arr, counts, doc_len
-        )
+        ids, weights, counts, doc_len = analyzed_postings(docnos, docs, vocab, progress)
+        return cls._from_arrays(docnos, list(vocab), ids, weights, counts, doc_len)
 
     @classmethod
     def from_token_ids(
@@ -201,16 +183,6 @@ class SparseIndex:
         """Vocabulary size."""
         return len(self.vocab)
 
-    @property
-    def total_len(self) -> float:
-        """Collection length |C| (sum of document lengths)."""
-        return float(self.doc_len.sum())
-
-    @property
-    def avg_doc_len(self) -> float:
-        """Mean document length."""
-        return float(self.doc_len.mean())
-
     def term_id(self, term: str) -> int:
         """The id of ``term``, or -1 when it is not in the vocabulary."""
         return self.term_ids.get(term, -1)
@@ -252,17 +224,7 @@ class SparseIndex:
 
     def write(self, directory: Path) -> None:
         """Write the index files into an existing directory (non-atomic; see :meth:`save`)."""
-        arrays = {
-            "docnos": self.docnos,
-            "indptr": self.postings.indptr,
-            "doc_ids": self.postings.indices,
-            "tf": self.postings.data,
-            "doc_len": self.doc_len,
-            "df": self.df,
-            "cf": self.cf,
-        }
-        for name, array in arrays.items():
-            np.save(directory / f"{name}.npy", np.ascontiguousarray(array), allow_pickle=False)
+        self.write_arrays(directory, _ARRAYS)
         _write_json(directory / "vocab.json", self.vocab)
         meta = {
             "type": "SparseIndex",
@@ -272,6 +234,21 @@ class SparseIndex:
             "nnz": int(self.postings.nnz),
         }
         _write_json(directory / "index.json", meta)
+
+    def write_arrays(self, directory: Path, names: Sequence[str]) -> None:
+        """Write the named arrays (of ``docnos``, ``indptr``, ``doc_ids``, ``tf``, ``doc_len``,
+        ``df``, ``cf``) as ``<name>.npy`` files into an existing directory."""
+        arrays = {
+            "docnos": self.docnos,
+            "indptr": self.postings.indptr,
+            "doc_ids": self.postings.indices,
+            "tf": self.postings.data,
+            "doc_len": self.doc_len,
+            "df": self.df,
+            "cf": self.cf,
+        }
+        for name in names:
+            np.save(directory / f"{name}.npy", np.ascontiguousarray(arrays[name]), allow_pickle=False)
 
     @classmethod
     def load(cls, path: str | Path, mmap: bool = True) -> SparseIndex:
@@ -300,6 +277,74 @@ class SparseIndex:
         postings = sp.csr_matrix((arrays["tf"], arrays["doc_ids"], arrays["indptr"]), shape=shape, copy=False)
         postings.has_sorted_indices = True
         return cls(arrays["docnos"], vocab, postings, arrays["doc_len"], arrays["df"], arrays["cf"])
+
+
+class CollectionStats(NamedTuple):
+    """The size of a collection, which BM25 and query likelihood read (N, |C|, avgdl).
+
+    Attributes:
+        n_docs: Number of documents N.
+        total_len: Collection length |C| (sum of document lengths).
+        avg_doc_len: Mean document length (the mean of the docno-ordered lengths, as numpy
+            computes it, so a sharded index reproduces a single index's value to the bit).
+    """
+
+    n_docs: int
+    total_len: float
+    avg_doc_len: float
+
+
+def analyzed_postings(
+    docnos: Sequence[str], docs: Iterable[DocTerms], vocab: dict[str, int], progress: bool = False
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The postings of ``docs`` as flat arrays, adding new terms to ``vocab`` (first seen, next id).
+
+    Args:
+        docnos: The documents' ids (for error messages).
+        docs: Token lists or weighted bags (see :meth:`SparseIndex.build`).
+        vocab: Term -> id, extended in place.
+        progress: Show a progress bar.
+
+    Returns:
+        ``(term_ids, weights, counts, doc_len)``: each document's postings in order (int64 ids,
+        float32 weights), the number of postings and the length of each document.
+
+    Raises:
+        ConfigError: On a str document or a bad weight.
+    """
+    ids: list[int] = []
+    weights: list[float] = []
+    counts = np.zeros(len(docnos), dtype=np.int64)
+    doc_len = np.zeros(len(docnos), dtype=np.float64)
+    for i, doc in enumerate(
+        progress_bar(docs, desc="indexing", unit="doc", enabled=progress, total=len(docnos))
+    ):
+        if isinstance(doc, Mapping):
+            n = 0
+            for term, weight in doc.items():
+                w = float(weight)
+                if not (math.isfinite(w) and w >= 0):
+                    raise ConfigError(
+                        f"document {docnos[i]!r}: weight of term {term!r} must be finite and >= 0, "
+                        f"got {weight!r}"
+                    )
+                if w > 0:
+                    ids.append(vocab.setdefault(term, len(vocab)))
+                    weights.append(w)
+                    doc_len[i] += w
+                    n += 1
+            counts[i] = n
+        elif isinstance(doc, str):
+            raise ConfigError(
+                f"document {docnos[i]!r} is a str; expected a list of terms or a {{term: weight}} "
+                "dict (analyze the text first)"
+            )
+        else:
+            ids.extend([vocab.setdefault(term, len(vocab)) for term in doc])
+            weights.extend(repeat(1.0, len(doc)))
+            counts[i] = len(doc)
+            doc_len[i] = len(doc)
+    return np.asarray(ids, dtype=np.int64), np.asarray(weights, dtype=np.float32), counts, doc_len
 
 
 def _check_docnos(docnos: Sequence[str], n_docs: int) -> None:

@@ -42,7 +42,7 @@ class QueryLikelihood(Retriever):
         return {"mu": self.mu}
 
     def _prepare(self, index: SparseIndex) -> None:
-        self._total = index.total_len or 1.0
+        self._total = index.stats.total_len or 1.0
         self._log_len = np.log(np.asarray(index.doc_len) + self.mu)
 
     def _prior(self) -> np.ndarray:

@@ -3,7 +3,7 @@ structured queries (PSQ) or document translation (DT), each scored by a register
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +13,7 @@ from clir.formats import atomic_directory
 from clir.progress import progress_bar
 from clir.retrieval.base import QueryTerms, Retriever, get_retriever
 from clir.retrieval.index import DocTerms, read_json, write_json
+from clir.retrieval.shards import ShardedIndex, ShardedRetriever
 from clir.text import Analyzer, analyzer_from_config, get_analyzer
 from clir.translation.document import translate_tokens_expected, translate_tokens_top1
 from clir.translation.mt import MTTranslation
@@ -104,7 +105,7 @@ class FirstStage:
             raise ConfigError(f"spelling must be a similarity in (0, 1] or None, got {spelling!r}")
         self.mode = mode
         self.model = model
-        self.retriever: Retriever = get_retriever(model, **model_params)
+        self.retriever: Retriever | ShardedRetriever = get_retriever(model, **model_params)
         self.en_analyzer = get_analyzer(en_analyzer) if isinstance(en_analyzer, str) else en_analyzer
         self.doc_analyzer = get_analyzer(doc_analyzer) if isinstance(doc_analyzer, str) else doc_analyzer
         self.table_en_doc = table_en_doc
@@ -197,7 +198,57 @@ class FirstStage:
             ``self``.
         """
         terms = self.analyze(documents) if terms is None else terms
-        self.retriever.index([doc.docno for doc in documents], terms, progress=self.progress)
+        retriever = get_retriever(self.model, **self.retriever.get_params())  # also after use_shards
+        self.retriever = retriever.index([doc.docno for doc in documents], terms, progress=self.progress)
+        self._matcher = None
+        return self
+
+    def index_shards(
+        self,
+        documents: Iterable[Document],
+        path: str | Path,
+        shard_docs: int = 100_000,
+        *,
+        force: bool = False,
+    ) -> FirstStage:
+        """Analyze (in ``dt`` translate) and index a stream of documents in shards, bounded memory,
+        into a saved first stage that :meth:`load` reads.
+
+        The documents are read once, ``shard_docs`` at a time (e.g. from
+        :func:`clir.formats.iter_documents`) into ``path/shards``
+        (:class:`~clir.retrieval.shards.ShardedIndex`); the settings and the query table are
+        saved beside them, as :meth:`save` does. Searching gives the run an in-memory
+        :meth:`index` of the same documents gives.
+
+        Args:
+            documents: The documents, in any number.
+            path: The directory to write (atomically; replaced if it holds a saved first stage).
+            shard_docs: Documents per shard.
+            force: Replace a directory that is not a saved first stage (never a file).
+
+        Returns:
+            ``self``, searching the memory-mapped shards.
+        """
+        path = Path(path)
+        terms = ((doc.docno, self.document_terms(doc)) for doc in documents)
+        with atomic_directory(path, kind="first-stage", force=force) as tmp:
+            ShardedIndex.build(tmp / "shards", terms, shard_docs=shard_docs, progress=self.progress)
+            self._write_settings(tmp, index="shards")
+        return self.use_shards(path / "shards")
+
+    def use_shards(self, index: ShardedIndex | str | Path, workers: int = 1) -> FirstStage:
+        """Search a sharded index (built by :meth:`index_shards`; a directory is memory-mapped).
+
+        Args:
+            index: The index or its directory.
+            workers: Threads searching shards at once (:class:`ShardedRetriever`).
+
+        Returns:
+            ``self``.
+        """
+        index = index if isinstance(index, ShardedIndex) else ShardedIndex.load(index)
+        params = self.retriever.get_params()
+        self.retriever = ShardedRetriever(self.model, workers=workers, **params).use_index(index)
         self._matcher = None
         return self
 
@@ -252,30 +303,42 @@ class FirstStage:
         """
         if self.mt is not None:
             raise ConfigError(f"{path}: a first stage with machine translation (mt) is not saved")
+        if isinstance(self.retriever, ShardedRetriever):
+            raise ConfigError(
+                "a sharded first stage is saved where index_shards() wrote it (FirstStage.load reads it)"
+            )
         path = Path(path)
         with atomic_directory(path, kind="first-stage", force=force) as tmp:
             self.retriever.save(tmp / "retriever")
-            if self.table_en_doc is not None and self.mode != "dt":
-                self.table_en_doc.save(tmp / "table_en_doc")
-            meta = {
-                "type": "FirstStage",
-                "clir_version": __version__,
-                "mode": self.mode,
-                "model": self.model,
-                "qt_k": self.qt_k,
-                "psq_top_k": self.psq_top_k,
-                "psq_cumulative": self.psq_cumulative,
-                "dt": self.dt,
-                "spelling": self.spelling,
-                "en_analyzer": self.en_analyzer.to_config(),
-                "doc_analyzer": self.doc_analyzer.to_config(),
-            }
-            write_json(tmp / "first_stage.json", meta)
+            self._write_settings(tmp, index="retriever")
         return path
 
+    def _write_settings(self, directory: Path, index: str) -> None:
+        """Write ``first_stage.json`` (``index``: ``"retriever"`` or ``"shards"``) and the query table."""
+        if self.table_en_doc is not None and self.mode != "dt":
+            self.table_en_doc.save(directory / "table_en_doc")
+        meta = {
+            "type": "FirstStage",
+            "clir_version": __version__,
+            "mode": self.mode,
+            "model": self.model,
+            "model_params": self.retriever.get_params(),
+            "index": index,
+            "qt_k": self.qt_k,
+            "psq_top_k": self.psq_top_k,
+            "psq_cumulative": self.psq_cumulative,
+            "dt": self.dt,
+            "spelling": self.spelling,
+            "en_analyzer": self.en_analyzer.to_config(),
+            "doc_analyzer": self.doc_analyzer.to_config(),
+        }
+        write_json(directory / "first_stage.json", meta)
+
     @classmethod
-    def load(cls, path: str | Path, mmap: bool = True, progress: bool = True) -> FirstStage:
-        """Load a first stage saved by :meth:`save`, ready to search.
+    def load(cls, path: str | Path, mmap: bool = True, progress: bool = True, workers: int = 1) -> FirstStage:
+        """Load a first stage saved by :meth:`save` (or :meth:`index_shards`), ready to search.
+
+        ``workers`` threads search the shards of a sharded one at once.
 
         Raises:
             DataNotFoundError: If a file is missing.
@@ -301,5 +364,8 @@ class FirstStage:
             spelling=meta.get("spelling"),
             progress=progress,
         )
+        if meta.get("index") == "shards":
+            stage.retriever = get_retriever(meta["model"], **meta["model_params"])
+            return stage.use_shards(ShardedIndex.load(path / "shards", mmap=mmap), workers=workers)
         stage.retriever = Retriever.load(path / "retriever", mmap=mmap)
         return stage

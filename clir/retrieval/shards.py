@@ -1,0 +1,313 @@
+"""A collection indexed in bounded memory: shards built from a stream, searched together.
+
+:meth:`ShardedIndex.build` reads documents (as index terms) from any iterable, ``shard_docs`` at
+a time, and writes each chunk as a shard of postings (``shards/<n>/``: docnos, CSR arrays and
+document lengths, ``.npy``) before reading the next, so memory holds one chunk, the vocabulary
+and the docnos, never the text. :meth:`ShardedIndex.load` memory-maps the shards.
+
+**Global statistics.** BM25 and query likelihood read N, avgdl (or |C|), df and cf, which must
+be the collection's, not a shard's. The writer keeps one vocabulary for all shards (term ids in
+first-seen order over the stream, as a single :meth:`SparseIndex.build` of the same documents
+numbers them) and sums df and cf over the shards into ``df.npy`` / ``cf.npy``; N, |C| and avgdl
+are computed once at the end from every document's length in docno order (as a single index
+computes them) and stored in ``sharded.json``. Each loaded shard is a :class:`SparseIndex` over
+its own documents whose vocabulary, df, cf and :class:`CollectionStats` are the collection's.
+
+**Exact merge.** Every shard's retriever computes the same weights and the same per-document
+sums as a single index would (same term ids, so the same order of additions), and returns its
+own top ``k`` ordered by score, then docno descending (trec_eval's tie order). The collection's
+top ``k`` is among the union of the shards' and :func:`merge_results` orders that union the same
+way, so a sharded run equals the single index's run to the last bit. (Document lengths and cf of
+weighted-bag documents, ``dt="expected"``, are sums of fractions and may differ in the last bit
+from a single index's; token-list documents are exact.)
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+
+from clir._version import __version__
+from clir.errors import ConfigError, FormatError
+from clir.formats import atomic_directory
+from clir.progress import progress_bar
+from clir.retrieval.base import QueryTerms, Results, Retriever, _warn_termless, get_retriever
+from clir.retrieval.index import (
+    CollectionStats,
+    DocTerms,
+    SparseIndex,
+    _check_docnos,
+    _load_array,
+    analyzed_postings,
+    read_json,
+    write_json,
+)
+from clir.types import Run
+
+_SHARD_ARRAYS = ("docnos", "indptr", "doc_ids", "tf", "doc_len")
+
+
+class ShardedIndex:
+    """An index saved as shards with the collection's statistics (see the module docstring).
+
+    Attributes:
+        vocab: Term strings of the whole collection; term id ``t`` is ``vocab[t]``.
+        term_ids: Term -> id.
+        df: ``(n_terms,)`` document frequencies in the collection.
+        cf: ``(n_terms,)`` collection frequencies.
+        stats: The collection's N, |C| and avgdl.
+        shards: One :class:`SparseIndex` per shard, sharing ``vocab``, ``df``, ``cf`` and ``stats``.
+    """
+
+    def __init__(
+        self,
+        vocab: list[str],
+        df: np.ndarray,
+        cf: np.ndarray,
+        stats: CollectionStats,
+        shards: list[SparseIndex],
+    ) -> None:
+        self.vocab = vocab
+        self.term_ids = shards[0].term_ids if shards else {t: i for i, t in enumerate(vocab)}
+        self.df = df
+        self.cf = cf
+        self.stats = stats
+        self.shards = shards
+
+    @property
+    def n_docs(self) -> int:
+        """Number of documents in the collection."""
+        return self.stats.n_docs
+
+    def __repr__(self) -> str:
+        return f"ShardedIndex(n_docs={self.n_docs}, n_terms={len(self.vocab)}, shards={len(self.shards)})"
+
+    @classmethod
+    def build(
+        cls,
+        path: str | Path,
+        documents: Iterable[tuple[str, DocTerms]],
+        shard_docs: int = 100_000,
+        progress: bool = True,
+    ) -> ShardedIndex:
+        """Index a stream of ``(docno, terms)`` in shards of ``shard_docs`` documents, atomically.
+
+        Args:
+            path: The directory to write (replaced if it holds a sharded index).
+            documents: ``(docno, token list or {term: weight} bag)`` pairs, read once.
+            shard_docs: Documents per shard (the bound on what is held in memory at once).
+            progress: Show a progress bar.
+
+        Returns:
+            The index, loaded with memory maps.
+
+        Raises:
+            ConfigError: For ``shard_docs < 1``, an empty stream, a duplicate or empty docno, or
+                a bad document (see :meth:`SparseIndex.build`).
+        """
+        if isinstance(shard_docs, bool) or not isinstance(shard_docs, int) or shard_docs < 1:
+            raise ConfigError(f"shard_docs must be a positive integer, got {shard_docs!r}")
+        path = Path(path)
+        vocab: dict[str, int] = {}
+        df = np.zeros(0)
+        cf = np.zeros(0)
+        seen: set[str] = set()
+        all_docnos: list[str] = []
+        all_len: list[np.ndarray] = []
+        names: list[str] = []
+        with atomic_directory(path, kind="sharded-index") as tmp:
+
+            def flush(docnos: list[str], docs: list[DocTerms]) -> None:
+                nonlocal df, cf
+                _check_docnos(docnos, len(docs))
+                clash = seen.intersection(docnos)
+                if clash:
+                    raise ConfigError(f"duplicate docno {min(clash)!r}")
+                seen.update(docnos)
+                ids, weights, counts, doc_len = analyzed_postings(docnos, docs, vocab)
+                shard = SparseIndex._from_arrays(docnos, list(vocab), ids, weights, counts, doc_len)
+                name = f"{len(names):05d}"
+                (tmp / "shards" / name).mkdir(parents=True)
+                shard.write_arrays(tmp / "shards" / name, _SHARD_ARRAYS)
+                df = np.concatenate([df, np.zeros(len(vocab) - len(df))]) + shard.df
+                cf = np.concatenate([cf, np.zeros(len(vocab) - len(cf))]) + shard.cf
+                all_docnos.extend(docnos)
+                all_len.append(doc_len)
+                names.append(name)
+
+            docnos: list[str] = []
+            docs: list[DocTerms] = []
+            for docno, terms in progress_bar(documents, desc="indexing shards", unit="doc", enabled=progress):
+                docnos.append(docno)
+                docs.append(terms)
+                if len(docnos) == shard_docs:
+                    flush(docnos, docs)
+                    docnos, docs = [], []
+            if docnos:
+                flush(docnos, docs)
+            if not names:
+                raise ConfigError("cannot index an empty collection (no documents given)")
+            lengths = np.concatenate(all_len)[np.argsort(np.asarray(all_docnos), kind="stable")]
+            np.save(tmp / "df.npy", df, allow_pickle=False)
+            np.save(tmp / "cf.npy", cf, allow_pickle=False)
+            write_json(tmp / "vocab.json", list(vocab))
+            meta = {
+                "type": "ShardedIndex",
+                "clir_version": __version__,
+                "n_docs": len(lengths),
+                "total_len": float(lengths.sum()),
+                "avg_doc_len": float(lengths.mean()),
+                "n_terms": len(vocab),
+                "shard_docs": shard_docs,
+                "shards": names,
+            }
+            write_json(tmp / "sharded.json", meta)
+        return cls.load(path)
+
+    @classmethod
+    def load(cls, path: str | Path, mmap: bool = True) -> ShardedIndex:
+        """Load an index written by :meth:`build`, memory-mapping the shards' arrays.
+
+        Raises:
+            DataNotFoundError: If a file is missing.
+            FormatError: If ``sharded.json`` does not describe a sharded index.
+        """
+        path = Path(path)
+        meta = read_json(path / "sharded.json")
+        if meta.get("type") != "ShardedIndex":
+            raise FormatError(
+                path / "sharded.json", None, f"type is {meta.get('type')!r}, expected 'ShardedIndex'"
+            )
+        vocab = read_json(path / "vocab.json")
+        df = _load_array(path / "df.npy", mmap)
+        cf = _load_array(path / "cf.npy", mmap)
+        stats = CollectionStats(int(meta["n_docs"]), float(meta["total_len"]), float(meta["avg_doc_len"]))
+        term_ids = {term: i for i, term in enumerate(vocab)}
+        shards = []
+        for name in meta["shards"]:
+            arrays = {key: _load_array(path / "shards" / name / f"{key}.npy", mmap) for key in _SHARD_ARRAYS}
+            indptr = arrays["indptr"]
+            if len(indptr) < len(vocab) + 1:  # terms first seen after this shard: empty rows
+                indptr = np.concatenate(
+                    [indptr, np.full(len(vocab) + 1 - len(indptr), indptr[-1], indptr.dtype)]
+                )
+            shape = (len(vocab), len(arrays["docnos"]))
+            postings = sp.csr_matrix((arrays["tf"], arrays["doc_ids"], indptr), shape=shape, copy=False)
+            postings.has_sorted_indices = True
+            shards.append(
+                SparseIndex(
+                    arrays["docnos"],
+                    vocab,
+                    postings,
+                    arrays["doc_len"],
+                    df,
+                    cf,
+                    stats=stats,
+                    term_ids=term_ids,
+                )
+            )
+        return cls(vocab, df, cf, stats, shards)
+
+
+class ShardedRetriever:
+    """A registered retriever (BM25, QL) over every shard of a :class:`ShardedIndex`, merged exactly.
+
+    Args:
+        model: Retriever name (``"bm25"``, ``"ql"``).
+        workers: Threads searching shards at once (numpy and scipy's sparse products release the
+            GIL); the run is the same for any number.
+        **params: Its constructor arguments.
+
+    Attributes:
+        index_: The sharded index in use (``None`` before :meth:`use_index`).
+        parts_: One retriever per shard.
+    """
+
+    def __init__(self, model: str = "bm25", *, workers: int = 1, **params: Any) -> None:
+        get_retriever(model, **params)  # validates the name and parameters now
+        if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+            raise ConfigError(f"workers must be a positive integer, got {workers!r}")
+        self.workers = workers
+        self.model = model
+        self.params = params
+        self.index_: ShardedIndex | None = None
+        self.parts_: list[Retriever] = []
+
+    def get_params(self) -> dict[str, Any]:
+        """The model's parameters."""
+        return get_retriever(self.model, **self.params).get_params()
+
+    def use_index(self, index: ShardedIndex) -> ShardedRetriever:
+        """Search ``index``: one retriever of the model per shard, with the collection's statistics.
+
+        Returns:
+            ``self``.
+        """
+        self.index_ = index
+        self.parts_ = [get_retriever(self.model, **self.params).use_index(shard) for shard in index.shards]
+        return self
+
+    def retrieve(
+        self, queries: Sequence[QueryTerms], k: int = 1000, progress: bool = False, pad: bool = False
+    ) -> Results:
+        """The ``k`` best documents of each query over all shards (as :meth:`Retriever.retrieve`)."""
+        results, termless = self._retrieve(queries, k, progress, pad)
+        _warn_termless([f"#{i}" for i in termless])
+        return results
+
+    def search(
+        self, queries: Mapping[str, QueryTerms], k: int = 1000, progress: bool = False, pad: bool = False
+    ) -> Run:
+        """A run ``{qid: {docno: score}}`` over all shards (as :meth:`Retriever.search`)."""
+        qids = list(queries)
+        results, termless = self._retrieve([queries[q] for q in qids], k, progress, pad)
+        _warn_termless([repr(qids[i]) for i in termless])
+        return {
+            qid: dict(zip(docnos.tolist(), scores.tolist(), strict=True))
+            for qid, docnos, scores in zip(qids, results.docnos, results.scores, strict=True)
+        }
+
+    def _retrieve(
+        self, queries: Sequence[QueryTerms], k: int, progress: bool, pad: bool
+    ) -> tuple[Results, list[int]]:
+        if self.index_ is None:
+            raise ConfigError("ShardedRetriever has no index: call .use_index(ShardedIndex.load(dir)) first")
+
+        def search_shard(part: Retriever) -> tuple[Results, list[int]]:
+            return part._retrieve(queries, k, False, pad)
+
+        with warnings.catch_warnings(), ThreadPoolExecutor(self.workers) as pool:
+            warnings.simplefilter("ignore")  # warned once, for all shards, by the caller
+            bar = progress_bar(
+                total=len(self.parts_), desc="searching shards", unit="shard", enabled=progress
+            )
+            found = []
+            for results in pool.map(search_shard, self.parts_):
+                found.append(results)
+                bar.update()
+            bar.close()
+        return merge_results([results for results, _ in found], k), found[0][1]
+
+
+def merge_results(parts: Sequence[Results], k: int) -> Results:
+    """The ``k`` best of each query over several :class:`Results` of disjoint document sets.
+
+    Ordered by score descending, then docno descending (the order every retriever ranks in).
+    """
+    docnos, scores = [], []
+    for i in range(len(parts[0].docnos)):
+        names = np.concatenate([part.docnos[i] for part in parts])
+        values = np.concatenate([part.scores[i] for part in parts])
+        if len(values) > k:  # keep what scores at least the k-th best score: the top k and its ties
+            keep = np.flatnonzero(values >= np.partition(values, len(values) - k)[len(values) - k])
+            names, values = names[keep], values[keep]
+        order = np.lexsort((names, values))[::-1][:k]
+        docnos.append(names[order])
+        scores.append(values[order])
+    return Results(docnos, scores)

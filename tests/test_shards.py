@@ -1,0 +1,223 @@
+"""Sharded indexes: built from a stream, memory-mapped, and searched to the single index's run."""
+
+from __future__ import annotations
+
+import json
+import warnings
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from clir.cli import main
+from clir.datasets import build_bible_collection
+from clir.datasets.distractors import sample_distractors
+from clir.errors import ConfigError
+from clir.formats import write_run
+from clir.pipeline.tables import DOC_EN, EN_DOC
+from clir.retrieval import BM25, FirstStage, QueryLikelihood, SparseIndex
+from clir.retrieval.base import Results
+from clir.retrieval.shards import ShardedIndex, ShardedRetriever, merge_results
+from clir.text import get_analyzer
+from clir.translation import TranslationTable
+from clir.types import Query
+
+WORDS = [f"w{i}" for i in range(12)]
+
+
+def corpus(seed: int, n_docs: int) -> tuple[list[str], list[list[str]]]:
+    """Zipf-ish documents over a few words (many ties), docnos in shuffled order."""
+    rng = np.random.default_rng(seed)
+    p = 1 / np.arange(1, len(WORDS) + 1)
+    docs = [list(rng.choice(WORDS, size=int(rng.integers(1, 9)), p=p / p.sum())) for _ in range(n_docs)]
+    docnos = [f"d{i:03d}" for i in rng.permutation(n_docs)]
+    return docnos, docs
+
+
+def run_bytes(tmp_path, run, name: str) -> bytes:
+    write_run(tmp_path / name, run)
+    return (tmp_path / name).read_bytes()
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    seed=st.integers(0, 10_000),
+    n_docs=st.integers(1, 40),
+    shard_docs=st.integers(1, 45),
+    model=st.sampled_from(["bm25", "bm25-lucene", "ql"]),
+    pad=st.booleans(),
+    k=st.integers(1, 50),
+    workers=st.integers(1, 3),
+)
+def test_sharded_run_equals_single_index_run_byte_for_byte(
+    tmp_path, seed, n_docs, shard_docs, model, pad, k, workers
+):
+    docnos, docs = corpus(seed, n_docs)
+    rng = np.random.default_rng(seed + 1)
+    queries = {f"q{i}": list(rng.choice([*WORDS, "unseen"], size=int(rng.integers(1, 4)))) for i in range(8)}
+    queries["psq"] = [{"w0": 0.5, "w3": 0.25, "w7": 0.25}, "w1"]  # a PSQ term
+    name, params = {"bm25": ("bm25", {}), "bm25-lucene": ("bm25", {"idf": "lucene"}), "ql": ("ql", {})}[model]
+    single = (BM25(**params) if name == "bm25" else QueryLikelihood()).index(docnos, docs, progress=False)
+    index = ShardedIndex.build(
+        tmp_path / "idx", zip(docnos, docs, strict=True), shard_docs=shard_docs, progress=False
+    )
+    assert len(index.shards) == -(-n_docs // shard_docs)
+    sharded = ShardedRetriever(name, workers=workers, **params).use_index(index)
+    expected, expected_warnings = searched(single, queries, k, pad)
+    got, got_warnings = searched(sharded, queries, k, pad)
+    assert run_bytes(tmp_path, got, "sharded") == run_bytes(tmp_path, expected, "single")
+    assert got == expected  # the scores to the bit, not only as printed
+    assert got_warnings == expected_warnings  # the same count of queries with no known term
+
+
+def searched(retriever, queries, k, pad):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        run = retriever.search(queries, k=k, pad=pad)
+    return run, [str(w.message) for w in caught]
+
+
+def test_global_statistics_are_the_collections(tmp_path):
+    """Every shard sees the collection's N, avgdl, |C|, df and cf, not its own."""
+    docnos = ["a", "b", "c"]
+    docs = [["x", "y"], ["x"], ["z", "z", "z"]]
+    index = ShardedIndex.build(tmp_path / "idx", zip(docnos, docs, strict=True), shard_docs=2, progress=False)
+    assert index.vocab == ["x", "y", "z"]
+    assert index.df.tolist() == [2, 1, 1] and index.cf.tolist() == [2, 1, 3]
+    assert index.stats == (3, 6.0, 2.0)
+    assert [s.docnos.tolist() for s in index.shards] == [["a", "b"], ["c"]]
+    for shard in index.shards:
+        assert shard.stats == (3, 6.0, 2.0) and shard.df.tolist() == [2, 1, 1]
+        assert shard.postings.shape == (3, shard.n_docs)
+    # the first shard never saw "z": its row is there and empty
+    assert index.shards[0].postings[2].nnz == 0
+    meta = json.loads((tmp_path / "idx" / "sharded.json").read_text())
+    assert meta["shards"] == ["00000", "00001"] and meta["n_docs"] == 3
+    assert isinstance(index.shards[0].doc_len, np.memmap) and isinstance(index.df, np.memmap)
+    assert not index.shards[0].postings.data.flags.owndata  # a view of the memory map
+    # BM25 of "z" in c: idf from N = 3, df = 1 (okapi: log(2.5/1.5)); tf 3, |c| 3 = avgdl 2 * 1.5
+    run = ShardedRetriever("bm25").use_index(index).search({"q": ["z"]})
+    norm = 1.5 * (1 - 0.75 + 0.75 * 3 / 2)
+    assert run == {"q": {"c": pytest.approx(np.log(2.5 / 1.5) * 3 * 2.5 / (3 + norm))}}
+
+
+def test_build_errors(tmp_path):
+    with pytest.raises(ConfigError, match="duplicate docno 'a'"):
+        ShardedIndex.build(
+            tmp_path / "i", [("a", ["x"]), ("b", ["y"]), ("a", ["z"])], shard_docs=2, progress=False
+        )
+    assert not (tmp_path / "i").exists()
+    with pytest.raises(ConfigError, match="empty collection"):
+        ShardedIndex.build(tmp_path / "i", [], progress=False)
+    with pytest.raises(ConfigError, match="shard_docs must be a positive integer, got 0"):
+        ShardedIndex.build(tmp_path / "i", [("a", ["x"])], shard_docs=0)
+    with pytest.raises(ConfigError, match="unknown retriever 'bm26'"):
+        ShardedRetriever("bm26")
+    with pytest.raises(ConfigError, match="workers must be a positive integer, got 0"):
+        ShardedRetriever("bm25", workers=0)
+
+
+def test_merge_orders_ties_by_docno_descending():
+    parts = [
+        Results([np.array(["a", "c"])], [np.array([2.0, 1.0])]),
+        Results([np.array(["b", "d"])], [np.array([2.0, 0.5])]),
+    ]
+    merged = merge_results(parts, 3)
+    assert merged.docnos[0].tolist() == ["b", "a", "c"] and merged.scores[0].tolist() == [2.0, 2.0, 1.0]
+    assert merge_results(parts, 1).docnos[0].tolist() == ["b"]
+    # a tie across the cut: the k-th best score is shared by three documents in two shards
+    tied = [
+        Results([np.array(["e", "a"])], [np.array([3.0, 2.0])]),
+        Results([np.array(["f", "b", "c"])], [np.array([2.0, 2.0, 1.0])]),
+    ]
+    assert merge_results(tied, 3).docnos[0].tolist() == ["e", "f", "b"]
+
+
+def test_single_index_statistics_unchanged():
+    index = SparseIndex.build(["a", "b"], [["x", "y", "y"], ["x"]], progress=False)
+    assert index.stats == (2, 4.0, 2.0)
+
+
+@pytest.mark.filterwarnings("ignore:.*no term in the index")
+@pytest.mark.parametrize("mode", ["qt", "psq", "dt"])
+def test_first_stage_in_shards_equals_in_memory(tmp_path, mode):
+    """The streaming path (analysis, DT translation, spelling matching over the collection's
+    vocabulary) on Swahili passages padded with distractors gives the in-memory run."""
+    en, sw = get_analyzer("en"), get_analyzer("sw")
+    collection = build_bible_collection(
+        "en-sw", collection_books=(8, 61, 65), n_train=6, n_dev=6, n_test=12, progress=False
+    )
+    documents = collection.documents + list(sample_distractors(collection, 150, progress=False))
+    god, love, lord = en.analyze("God love Lord")
+    mungu, upendo, bwana = sw.analyze("Mungu upendo Bwana")
+    en_sw = TranslationTable(
+        [god, love, lord],
+        [mungu, upendo, bwana],
+        sp.identity(3, format="csr") * 0.5 + sp.csr_matrix(np.full((3, 3), 0.5 / 3)),
+        "en",
+        "sw",
+    )
+    sw_en = TranslationTable(
+        [mungu, upendo, bwana], [god, love, lord], sp.identity(3, format="csr"), "sw", "en"
+    )
+    queries = [*collection.all_queries(), Query("x", "God love the Lord")]
+    kwargs = {
+        "en_analyzer": en,
+        "doc_analyzer": sw,
+        "table_en_doc": en_sw,
+        "table_doc_en": sw_en,
+        "spelling": 0.5,
+        "progress": False,
+    }
+    in_memory = FirstStage(mode, "bm25", **kwargs).index(documents).search(queries, k=100)
+    stage = FirstStage(mode, "bm25", **kwargs).index_shards(
+        iter(documents), tmp_path / "shards", shard_docs=37
+    )
+    assert len(stage.retriever.index_.shards) == 6
+    assert sum(len(docs) for docs in in_memory.values()) > 100
+    assert stage.search(queries, k=100) == in_memory
+    assert (
+        FirstStage(mode, "bm25", **kwargs).use_shards(tmp_path / "shards" / "shards").search(queries, k=100)
+        == in_memory
+    )
+    assert FirstStage.load(tmp_path / "shards", progress=False).search(queries, k=100) == in_memory
+    with pytest.raises(ConfigError, match="a sharded first stage is saved where index_shards"):
+        stage.save(tmp_path / "saved")
+
+
+def test_cli_index_in_shards_gives_the_same_run_file(tmp_path):
+    """``clir index --shard-docs`` streams documents.jsonl; ``clir retrieve`` writes the same bytes."""
+    en, sw = get_analyzer("en"), get_analyzer("sw")
+    collection = build_bible_collection(
+        "en-sw", collection_books=(8,), n_train=3, n_dev=3, n_test=8, progress=False
+    )
+    collection.save(tmp_path / "c")
+    (mungu,) = sw.analyze("Mungu")
+    (god,) = en.analyze("God")
+    TranslationTable([god], [mungu], sp.csr_matrix(np.ones((1, 1))), "en", "sw").save(tmp_path / "t" / EN_DOC)
+    TranslationTable([mungu], [god], sp.csr_matrix(np.ones((1, 1))), "sw", "en").save(tmp_path / "t" / DOC_EN)
+    common = ["--collection", str(tmp_path / "c"), "--tables", str(tmp_path / "t"), "--mode", "qt", "-q"]
+    assert main(["index", *common, "--out", str(tmp_path / "one")]) == 0
+    assert main(["index", *common, "--out", str(tmp_path / "sharded"), "--shard-docs", "4"]) == 0
+    for name in ("one", "sharded"):
+        retrieve = ["retrieve", "--index", str(tmp_path / name), "--collection", str(tmp_path / "c")]
+        assert main([*retrieve, "--out", str(tmp_path / f"{name}.run"), "--tag", "x", "-q"]) == 0
+    assert len(list((tmp_path / "sharded" / "shards" / "shards").iterdir())) == 5  # Ruth: 19 passages
+    assert (tmp_path / "one.run").read_bytes() == (tmp_path / "sharded.run").read_bytes()
+    assert len((tmp_path / "one.run").read_text().splitlines()) > 20
+
+
+def test_build_streams_each_shard_to_disk_before_reading_on(tmp_path):
+    """The stream is read lazily: when document i is pulled, the i // shard_docs shards before it
+    are already written (so no more than one chunk of documents is held)."""
+    written_when_pulled = []
+
+    def documents():
+        for i in range(10):
+            written_when_pulled.append(len(list(tmp_path.glob(".idx.*.tmp/shards/*"))))
+            yield f"d{i}", ["x"] * (i + 1)
+
+    ShardedIndex.build(tmp_path / "idx", documents(), shard_docs=3, progress=False)
+    assert written_when_pulled == [i // 3 for i in range(10)]  # 0, 0, 0, 1, 1, 1, 2, ...
