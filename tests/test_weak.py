@@ -247,16 +247,20 @@ def test_the_default_is_the_labels_only_experiment_on_the_union_pretrained_on_ps
     before = load_experiment(CONFIGS / "qt-candidates.yaml")
     weak = {
         "weak-fusion": {"train_on": "weak", **labels.systems["lexical-fusion"]},
-        "weak-full": {"train_on": "weak"},
+        "weak-full": {"train_on": "weak", "optim": {"loss": "softmax"}},
         "full-labels": labels.systems["full"],
-        "full": {"pretrain": "weak-full"},
+        "full": {"pretrain": "weak-full", "optim": {"loss": "softmax"}},
     }
+    assert default.reranker_config("full")["optim"]["loss"] == "softmax"
+    assert "loss" not in default.reranker_config("lexical-fusion")["optim"]
     assert default.systems == {"lexical-fusion": labels.systems["lexical-fusion"], **weak}
     assert ablations.systems == {**labels.systems, **weak}
-    assert before.systems == ablations.systems
+    hinge = {"weak-full": {"train_on": "weak"}, "full": {"pretrain": "weak-full"}}
+    assert before.systems == {**ablations.systems, **hinge}
     assert default.reranker == union.reranker != labels.reranker == before.reranker
     assert dataclasses.replace(ablations, name=default.name, systems=default.systems) == default
-    assert dataclasses.replace(before, name=ablations.name, reranker=default.reranker) == ablations
+    same = {"name": ablations.name, "reranker": default.reranker, "systems": ablations.systems}
+    assert dataclasses.replace(before, **same) == ablations
     same = {"name": default.name, "weak": default.weak, "systems": default.systems}
     assert dataclasses.replace(union, **same) == default
     assert union.systems == {s: labels.systems[s] for s in ("lexical-fusion", "full")}
