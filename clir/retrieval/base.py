@@ -114,7 +114,69 @@ def retriever_class(name: str) -> type[Retriever]:
         raise ConfigError(f"unknown retriever {name!r}; expected one of {sorted(RETRIEVERS)}") from None
 
 
-class Retriever(ABC):
+class Searcher(ABC):
+    """``retrieve`` and ``search`` over a subclass's ``_retrieve`` (one index or its shards)."""
+
+    @abstractmethod
+    def _retrieve(
+        self, queries: Sequence[QueryTerms], k: int, progress: bool, pad: bool
+    ) -> tuple[Results, list[int]]:
+        """The results and the positions of the queries with no known term."""
+
+    def retrieve(
+        self, queries: Sequence[QueryTerms], k: int = 1000, progress: bool = False, pad: bool = False
+    ) -> Results:
+        """The ``k`` best documents of each query, best first; ties broken by docno descending.
+
+        Args:
+            queries: Queries as term lists (plain and/or PSQ terms).
+            k: Depth (capped at the collection size).
+            progress: Show a progress bar over query batches.
+            pad: Fill each ranking up to ``k`` with documents that match none of the query's
+                terms even when they all score the same (BM25's 0); without it such a query
+                lists only its matching documents (see the module docstring).
+
+        Returns:
+            :class:`Results`, at most ``min(k, n_docs)`` documents per query.
+
+        Raises:
+            ConfigError: For ``k < 1`` or a malformed query.
+
+        Warns:
+            UserWarning: Counting the queries with no term in the index (they list nothing) and
+                naming a few by position.
+        """
+        results, termless = self._retrieve(queries, k, progress, pad)
+        _warn_termless([f"#{i}" for i in termless])
+        return results
+
+    def search(
+        self, queries: Mapping[str, QueryTerms], k: int = 1000, progress: bool = False, pad: bool = False
+    ) -> Run:
+        """Retrieve for named queries and return a run ``{qid: {docno: score}}``.
+
+        Args:
+            queries: ``{qid: query terms}``.
+            k: Depth.
+            progress: Show a progress bar.
+            pad: As for :meth:`retrieve`.
+
+        Returns:
+            The run; a query with no term in the index maps to ``{}``.
+
+        Warns:
+            UserWarning: Counting the queries with no term in the index and naming a few qids.
+        """
+        qids = list(queries)
+        results, termless = self._retrieve([queries[q] for q in qids], k, progress, pad)
+        _warn_termless([repr(qids[i]) for i in termless])
+        return {
+            qid: dict(zip(row_docnos.tolist(), row_scores.tolist(), strict=True))
+            for qid, row_docnos, row_scores in zip(qids, results.docnos, results.scores, strict=True)
+        }
+
+
+class Retriever(Searcher):
     """Base class of lexical retrievers over a :class:`SparseIndex` (bm25s-shaped interface).
 
     ``retriever.index(docnos, docs)`` (or ``.use_index(index)``) then ``.retrieve(queries, k)``,
@@ -235,58 +297,6 @@ class Retriever(ABC):
         dense += plan.alpha[:, None]  # last, in the same order of operations as retrieve()
         assert dense.shape == (len(queries), index.n_docs)
         return dense
-
-    def retrieve(
-        self, queries: Sequence[QueryTerms], k: int = 1000, progress: bool = False, pad: bool = False
-    ) -> Results:
-        """The ``k`` best documents of each query, best first; ties broken by docno descending.
-
-        Args:
-            queries: Queries as term lists (plain and/or PSQ terms).
-            k: Depth (capped at the collection size).
-            progress: Show a progress bar over query batches.
-            pad: Fill each ranking up to ``k`` with documents that match none of the query's
-                terms even when they all score the same (BM25's 0); without it such a query
-                lists only its matching documents (see the module docstring).
-
-        Returns:
-            :class:`Results`, at most ``min(k, n_docs)`` documents per query.
-
-        Raises:
-            ConfigError: For ``k < 1`` or a malformed query.
-
-        Warns:
-            UserWarning: Counting the queries with no term in the index (they list nothing) and
-                naming a few by position.
-        """
-        results, termless = self._retrieve(queries, k, progress, pad)
-        _warn_termless([f"#{i}" for i in termless])
-        return results
-
-    def search(
-        self, queries: Mapping[str, QueryTerms], k: int = 1000, progress: bool = False, pad: bool = False
-    ) -> Run:
-        """Retrieve for named queries and return a run ``{qid: {docno: score}}``.
-
-        Args:
-            queries: ``{qid: query terms}``.
-            k: Depth.
-            progress: Show a progress bar.
-            pad: As for :meth:`retrieve`.
-
-        Returns:
-            The run; a query with no term in the index maps to ``{}``.
-
-        Warns:
-            UserWarning: Counting the queries with no term in the index and naming a few qids.
-        """
-        qids = list(queries)
-        results, termless = self._retrieve([queries[q] for q in qids], k, progress, pad)
-        _warn_termless([repr(qids[i]) for i in termless])
-        return {
-            qid: dict(zip(row_docnos.tolist(), row_scores.tolist(), strict=True))
-            for qid, row_docnos, row_scores in zip(qids, results.docnos, results.scores, strict=True)
-        }
 
     def _retrieve(
         self, queries: Sequence[QueryTerms], k: int, progress: bool, pad: bool

@@ -25,7 +25,7 @@ from a single index's; token-list documents are exact.)
 from __future__ import annotations
 
 import warnings
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -37,7 +37,7 @@ from clir._version import __version__
 from clir.errors import ConfigError, FormatError
 from clir.formats import atomic_directory
 from clir.progress import progress_bar
-from clir.retrieval.base import QueryTerms, Results, Retriever, _warn_termless, get_retriever
+from clir.retrieval.base import QueryTerms, Results, Retriever, Searcher, get_retriever
 from clir.retrieval.index import (
     CollectionStats,
     DocTerms,
@@ -48,7 +48,6 @@ from clir.retrieval.index import (
     read_json,
     write_json,
 )
-from clir.types import Run
 
 _SHARD_ARRAYS = ("docnos", "indptr", "doc_ids", "tf", "doc_len")
 
@@ -215,7 +214,7 @@ class ShardedIndex:
         return cls(vocab, df, cf, stats, shards)
 
 
-class ShardedRetriever:
+class ShardedRetriever(Searcher):
     """A registered retriever (BM25, QL) over every shard of a :class:`ShardedIndex`, merged exactly.
 
     Args:
@@ -252,26 +251,6 @@ class ShardedRetriever:
         self.index_ = index
         self.parts_ = [get_retriever(self.model, **self.params).use_index(shard) for shard in index.shards]
         return self
-
-    def retrieve(
-        self, queries: Sequence[QueryTerms], k: int = 1000, progress: bool = False, pad: bool = False
-    ) -> Results:
-        """The ``k`` best documents of each query over all shards (as :meth:`Retriever.retrieve`)."""
-        results, termless = self._retrieve(queries, k, progress, pad)
-        _warn_termless([f"#{i}" for i in termless])
-        return results
-
-    def search(
-        self, queries: Mapping[str, QueryTerms], k: int = 1000, progress: bool = False, pad: bool = False
-    ) -> Run:
-        """A run ``{qid: {docno: score}}`` over all shards (as :meth:`Retriever.search`)."""
-        qids = list(queries)
-        results, termless = self._retrieve([queries[q] for q in qids], k, progress, pad)
-        _warn_termless([repr(qids[i]) for i in termless])
-        return {
-            qid: dict(zip(docnos.tolist(), scores.tolist(), strict=True))
-            for qid, docnos, scores in zip(qids, results.docnos, results.scores, strict=True)
-        }
 
     def _retrieve(
         self, queries: Sequence[QueryTerms], k: int, progress: bool, pad: bool
