@@ -3,6 +3,8 @@
 Zhang et al. (2019), following POSIT-DRMM (McDonald et al., 2018): for every (query, relevant
 candidate) one non-relevant candidate is sampled from the first-stage top-k each epoch; the
 loss is ``max(0, margin - s(q, d+) + s(q, d-))``; the epoch with the best dev score is kept.
+With ``optim.loss: softmax`` each relevant candidate is instead scored against all of its
+``data.negatives_per_positive`` sampled negatives at once (listwise softmax cross-entropy).
 
 The dev score comes from a callback, ``metric(run, qrels) -> float``, rather than from
 :mod:`clir.evaluation`: training is layer 8 and evaluation layer 9, and the trainer has no
