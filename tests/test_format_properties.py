@@ -31,7 +31,6 @@ from clir.formats import (
     write_run,
     write_topics,
 )
-from clir.formats.runs import _read_run_lines
 from clir.types import Document, ParallelPair, Query
 
 SETTINGS = settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -172,46 +171,3 @@ def test_a_byte_order_mark_before_written_records_changes_nothing(name, data):
         writer(path, value)
         path.write_bytes(BOM + path.read_bytes())
         assert _outcome(reader, path) == value
-
-
-GOOD_RANKS = ["0", "1", "-2", "+3", "007", "2147483647", "-2147483648"]
-GOOD_SCORES = ["1.5", ".5", "5.", "-1e-3", "1E+2", "3", "-0"]
-BAD_FIELDS = {  # field position: values the readers refuse
-    0: ["q\xa0", "\ufeffq1"],
-    2: ["d1", "d\x0b"],  # d1 is fine alone, twice for one query it is not
-    3: ["2147483648", "-2147483649", "1_0", "\u0663", "1.0", "+", "x"],
-    4: ["1e999", "-1e999", "1e", "e5", ".", "+", "--1", "1_0", "nan", "inf", "0x1", "1.5x"],
-    5: ["t x", "t\r\n", ""],
-}
-run_line = st.builds(
-    lambda sep, *fields: sep.join(fields),
-    st.sampled_from([" ", "\t", "  ", " \t"]),
-    st.sampled_from(["q1", "q2"]),
-    st.just("Q0"),
-    st.sampled_from(["d1", "d2", "d3"]),
-    st.sampled_from(GOOD_RANKS),
-    st.sampled_from(GOOD_SCORES),
-    st.just("t"),
-)
-bad_line = st.sampled_from(sorted(BAD_FIELDS)).flatmap(
-    lambda at: st.sampled_from(BAD_FIELDS[at]).map(
-        lambda bad: " ".join(bad if i == at else field for i, field in enumerate("q1 Q0 d1 1 2.5 t".split()))
-    )
-)
-run_lines = st.builds(
-    lambda good, bad, at: "\n".join([*good[:at], *bad, *good[at:]]).encode(),
-    st.lists(run_line | st.sampled_from(["", " "]), max_size=4, unique=True),
-    st.lists(bad_line, max_size=1),
-    st.integers(0, 4),
-)
-"""Run-shaped text: valid lines and blank lines, at most one line with one bad field (a docno
-listed twice when ``d1`` meets another ``q1 ... d1`` line)."""
-
-
-@SETTINGS
-@given(content=run_lines | any_bytes)
-def test_the_plain_run_reader_reads_as_the_line_reader(content):
-    """read_run's C-speed path for plain text gives what the line-by-line reader gives: the same
-    run, or the same error naming the same line."""
-    with _file(content) as path:
-        assert _outcome(read_run, path) == _outcome(_read_run_lines, path)

@@ -32,7 +32,11 @@ def numbered_lines(path: str | Path) -> Iterator[tuple[int, str]]:
         FormatError: If the path is a directory, the file is not valid UTF-8 (naming the line),
             or a ``.gz`` file is damaged.
     """
-    path = _existing(path)
+    path = Path(path)
+    if path.is_dir():
+        raise FormatError(path, None, "is a directory, not a file")
+    if not path.is_file():
+        raise DataNotFoundError(f"{path}: no such file")
     with gzip.open(path, "rb") if path.suffix == ".gz" else path.open("rb") as handle:
         try:
             for number, raw in enumerate(handle, start=1):
@@ -46,44 +50,6 @@ def numbered_lines(path: str | Path) -> Iterator[tuple[int, str]]:
                     yield number, line
         except (gzip.BadGzipFile, EOFError) as exc:
             raise FormatError(path, None, f"not a complete gzip file ({exc})") from None
-
-
-def plain_text(path: str | Path) -> str | None:
-    """The whole text of a file when it is plain: printable ASCII, spaces, tabs and newlines
-    only (no byte order mark, no carriage return, no other control character) and not gzipped;
-    else ``None``, and the caller reads it line by line with :func:`numbered_lines`, which names
-    the line of any problem. In a plain text ``str.split`` splits exactly as trec_eval does.
-
-    Raises:
-        DataNotFoundError: If the file does not exist.
-        FormatError: If the path is a directory.
-    """
-    path = _existing(path)
-    if path.suffix == ".gz":
-        return None
-    data = path.read_bytes()
-    if not data.isascii() or _NOT_PLAIN.search(data) is not None:
-        return None
-    return data.decode("ascii")
-
-
-_NOT_PLAIN = re.compile(rb"[\x00-\x08\x0b-\x1f\x7f]")
-"""The ASCII bytes other than tab, newline and the printable characters."""
-
-
-def _existing(path: str | Path) -> Path:
-    """``path`` as a :class:`Path`, if it names a file.
-
-    Raises:
-        DataNotFoundError: If the file does not exist.
-        FormatError: If the path is a directory.
-    """
-    path = Path(path)
-    if path.is_dir():
-        raise FormatError(path, None, "is a directory, not a file")
-    if not path.is_file():
-        raise DataNotFoundError(f"{path}: no such file")
-    return path
 
 
 def fields_of(path: str | Path, number: int, line: str, sep: str | None, count: int, what: str) -> list[str]:

@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from clir.errors import ConfigError, FormatError
-from clir.formats._lines import decimal_of, fields_of, integer_of, numbered_lines, plain_text
+from clir.formats._lines import decimal_of, fields_of, integer_of, numbered_lines
 from clir.formats.atomic import atomic_write
 from clir.formats.identifiers import check_identifier
 from clir.types import Run
@@ -35,14 +35,6 @@ def read_run(path: str | Path) -> Run:
             :mod:`clir.formats.identifiers`), a rank that is not an integer, a score that is not
             a finite decimal number, or a docno listed twice for a query.
     """
-    text = plain_text(path)
-    if text is not None and (run := _plain_run(text)) is not None:
-        return run
-    return _read_run_lines(path)
-
-
-def _read_run_lines(path: str | Path) -> Run:
-    """:func:`read_run` line by line, naming the first line that breaks a rule."""
     run: Run = {}
     for number, line in numbered_lines(path):
         qid, _q0, docno, rank, score_text, _tag = fields_of(
@@ -57,41 +49,6 @@ def _read_run_lines(path: str | Path) -> Run:
             raise FormatError(path, number, f"document {docno!r} listed twice for query {qid!r}")
         docs[docno] = score
     return run
-
-
-def _plain_run(text: str) -> Run | None:
-    """:func:`read_run` of a plain text (see :func:`~clir.formats._lines.plain_text`) at C
-    speed, or ``None`` where a line breaks a rule (then the line-by-line reader names it).
-
-    In a plain text every field is printable ASCII without spaces, so a valid identifier; a
-    rank must be an integer within int32 and a score a finite decimal number, as
-    :func:`~clir.formats._lines.integer_of` and :func:`~clir.formats._lines.decimal_of` read
-    them (``int`` and ``float`` of ASCII digits, signs, points and exponents only: no ``_``,
-    ``inf`` or ``nan``).
-    """
-    if not set(map(len, map(str.split, text.split("\n")))) <= {0, 6}:
-        return None
-    fields = text.split()
-    qids, docnos, ranks, scores = fields[0::6], fields[2::6], fields[3::6], fields[4::6]
-    if " ".join(ranks).translate(_RANK_CHARS) or " ".join(scores).translate(_SCORE_CHARS):
-        return None
-    try:
-        rank_values = np.array(list(map(int, ranks)), dtype=np.int64)
-        values = np.array(list(map(float, scores)), dtype=np.float64)
-    except (ValueError, OverflowError):
-        return None
-    if not (np.isfinite(values).all() and (np.abs(rank_values + 0.5) < 2**31).all()):
-        return None
-    run: Run = {}
-    for qid, docno, score in zip(qids, docnos, values.tolist(), strict=True):
-        run.setdefault(qid, {})[docno] = score
-    if sum(map(len, run.values())) != len(qids):  # a docno listed twice for a query
-        return None
-    return run
-
-
-_RANK_CHARS = str.maketrans("", "", "0123456789+- ")
-_SCORE_CHARS = str.maketrans("", "", "0123456789+-.eE ")
 
 
 def ranked(docs: Mapping[str, float]) -> list[tuple[str, float]]:
