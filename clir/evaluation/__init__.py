@@ -7,7 +7,7 @@ document (``relevance >= 1``); a query the run does not list scores 0.
 
 from clir.evaluation._queries import CoverageWarning, evaluated_queries
 from clir.evaluation.aqwv import AQWVConfig, aqwv, aqwv_per_query, qwv
-from clir.evaluation.measures import DEFAULT_MEASURES, evaluate, evaluate_per_query, measure_name
+from clir.evaluation.measures import DEFAULT_MEASURES, evaluate, evaluate_per_query, means, measure_name
 from clir.evaluation.significance import (
     CORRECTIONS,
     INTERVALS,
@@ -15,6 +15,7 @@ from clir.evaluation.significance import (
     SignificanceConfig,
     adjust_pvalues,
     compare,
+    compare_per_query,
     compare_runs,
     confidence_interval,
     paired_ttest,
@@ -34,6 +35,7 @@ __all__ = [
     "aqwv",
     "aqwv_per_query",
     "compare",
+    "compare_per_query",
     "compare_runs",
     "confidence_interval",
     "evaluate",
@@ -42,6 +44,7 @@ __all__ = [
     "format_p",
     "format_table",
     "markdown_table",
+    "means",
     "measure_name",
     "paired_ttest",
     "qwv",

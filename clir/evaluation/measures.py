@@ -31,7 +31,7 @@ Ties:
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import ir_measures
 import numpy as np
@@ -189,5 +189,9 @@ def evaluate(
         >>> evaluate(run, qrels, ["MAP", "P@10", "AQWV"], collection_size=31102)  # doctest: +SKIP
         {'AP': ..., 'P@10': ..., 'AQWV': ...}
     """
-    per_query = _per_query(run, qrels, measures, aqwv, collection_size, "run", stacklevel=4)
+    return means(_per_query(run, qrels, measures, aqwv, collection_size, "run", stacklevel=4))
+
+
+def means(per_query: Mapping[str, Mapping[str, float]]) -> dict[str, float]:
+    """:func:`evaluate` from :func:`evaluate_per_query`'s values: each measure's mean."""
     return {name: float(np.mean(list(values.values()))) for name, values in per_query.items()}

@@ -300,7 +300,6 @@ def compare_runs(
     Raises:
         ConfigError: As :func:`clir.evaluation.evaluate`, or on an empty ``runs``.
     """
-    config = config or SignificanceConfig()
     if not runs:
         raise ConfigError("runs is empty: give at least one run to compare with the reference")
     values_a = _per_query(reference, qrels, measures, aqwv, collection_size, reference_name, stacklevel=4)
@@ -308,12 +307,31 @@ def compare_runs(
         name: _per_query(run, qrels, measures, aqwv, collection_size, name, stacklevel=4)
         for name, run in runs.items()
     }
+    return compare_per_query(values_a, values, config)
+
+
+def compare_per_query(
+    reference: Mapping[str, Mapping[str, float]],
+    runs: Mapping[str, Mapping[str, Mapping[str, float]]],
+    config: SignificanceConfig | None = None,
+) -> dict[str, dict[str, Comparison]]:
+    """:func:`compare_runs` of runs already evaluated query by query.
+
+    Args:
+        reference: The reference's :func:`~clir.evaluation.evaluate_per_query` values.
+        runs: ``{name: values}``, each as ``reference`` (the same measures and queries).
+        config: Tests, interval and correction (default :class:`SignificanceConfig`).
+
+    Returns:
+        As :func:`compare_runs`.
+    """
+    config = config or SignificanceConfig()
     raw: dict[str, dict[str, Comparison]] = {name: {} for name in runs}
-    for measure, per_query_a in values_a.items():
+    for measure, per_query_a in reference.items():
         qids = list(per_query_a)
         a = np.array([per_query_a[qid] for qid in qids])
         for name in runs:
-            b = np.array([values[name][measure][qid] for qid in qids])
+            b = np.array([runs[name][measure][qid] for qid in qids])
             p_ttest = paired_ttest(a, b)
             p_randomization = randomization_test(a, b, n_permutations=config.permutations, seed=config.seed)
             low, high = confidence_interval(

@@ -14,11 +14,11 @@ from clir.datasets import Collection
 from clir.evaluation import (
     Comparison,
     CoverageWarning,
-    compare_runs,
-    evaluate,
+    compare_per_query,
     evaluate_per_query,
     format_p,
     markdown_table,
+    means,
 )
 from clir.formats import atomic_write
 from clir.pipeline.html_report import ExplorerViews, write_html_report
@@ -94,13 +94,12 @@ def write_report(
             collection = collections[pair]
             qrels = collection.qrels_of(config.split)
             size = len(collection.documents)
-            systems[pair] = {
-                name: evaluate(run, qrels, measures, collection_size=size) for name, run in pair_runs.items()
-            }
-            per_query_ap[pair] = {
-                name: evaluate_per_query(run, qrels, ["AP"], collection_size=size)["AP"]
+            per_query = {  # each run evaluated once, for its means, its APs and every test
+                name: evaluate_per_query(run, qrels, measures, collection_size=size)
                 for name, run in pair_runs.items()
             }
+            systems[pair] = {name: means(values) for name, values in per_query.items()}
+            per_query_ap[pair] = {name: values["AP"] for name, values in per_query.items()}
             best = max((n for n in pair_runs if is_baseline(n)), key=lambda n: systems[pair][n]["AP"])
             references = [best] + ([LEXICAL_FUSION] if LEXICAL_FUSION in pair_runs else [])
             significance[pair] = {"best_baseline": best}
@@ -108,14 +107,8 @@ def write_report(
                 others = {n: r for n, r in pair_runs.items() if not is_baseline(n) and n != reference}
                 if not others:
                     continue
-                by_run = compare_runs(
-                    pair_runs[reference],
-                    others,
-                    qrels,
-                    measures,
-                    collection_size=size,
-                    config=config.significance,
-                    reference_name=reference,
+                by_run = compare_per_query(
+                    per_query[reference], {n: per_query[n] for n in others}, config.significance
                 )
                 for name, comparisons in by_run.items():
                     significance[pair].setdefault(name, {})[reference] = {
