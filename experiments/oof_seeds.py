@@ -134,7 +134,7 @@ def main() -> None:
         help="train on a pseudo-query data step (and its collection, for the qrels) instead, no folds",
     )
     r.add_argument("--tag", default="", help="appended to the system in the file names")
-    r.add_argument("--experiment", type=Path, default=Path("configs/default.yaml"))
+    r.add_argument("--experiment", type=Path, default=Path("configs/ablations.yaml"))  # every system
     r.add_argument("--out", type=Path, required=True, help="directory of the run files")
     c = commands.add_parser("compare", help="the table of a directory of OOF run files")
     c.add_argument("runs", type=Path)
