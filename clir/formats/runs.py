@@ -101,7 +101,7 @@ def write_run(path: str | Path, run: Run, tag: str = "clir", depth: int | None =
     docnos = sorted(dict.fromkeys(chain.from_iterable(run[qid] for qid in qids)))
     for docno in docnos:
         check_identifier(docno, "docno", path)
-    position = dict(zip(docnos, range(len(docnos))))  # docno -> its rank: int keys sort as the docnos
+    position = {docno: i for i, docno in enumerate(docnos)}  # its rank: int keys sort as the docnos
     scores = {qid: _scores(path, qid, run[qid]) for qid in qids}
     ranks = [f" {rank} " for rank in range(1, max(map(len, run.values()), default=0) + 1)]
     with atomic_write(path) as out:
