@@ -262,18 +262,20 @@ def end_to_end(args: argparse.Namespace, devices: list[str]) -> dict[str, Any]:
             else:
                 modes += [("fp32", False, False, False)]
             cache = Path(tempfile.mkdtemp(prefix="id-tables."))
+            reference = None
             for precision, compiled, fused, cached in modes:
-                if fused and fused_knrm.triton is None:
+                how = precision + ("/compiled" if compiled else "") + ("/fused" if fused else "")
+                how = ("default" if compiled is None else how) + ("" if cached else "/no-id-cache")
+                if (fused and fused_knrm.triton is None) or (args.e2e_modes and how not in args.e2e_modes):
                     continue
                 options = ScoringOptions(device, None, precision, compiled, fused)
-                how = precision + ("/compiled" if compiled else "") + ("/fused" if fused else "")
-                if compiled is None:
-                    how = "default"
-                key = f"{device}/{how}{'' if cached else '/no-id-cache'}/d{dim}/V{vocab}"
+                key = f"{device}/{how}/d{dim}/V{vocab}"
                 record: dict[str, Any] = {"dim": dim, "vocab": vocab, "pairs": n_queries * args.depth}
+                seconds: dict[str, list[float]] = {}
+                splits: list[dict[str, float]] = []
                 with tempfile.TemporaryDirectory() as tmp:
                     target = Path(tmp) / "reranked.run"
-                    for attempt in ("first", "warm", "split"):
+                    for attempt in ("first", *["warm"] * args.repeats, *["split"] * args.repeats):
                         timings: dict[str, float] | None = {} if attempt == "split" else None
                         start = time.perf_counter()
                         reranked = rerank(
@@ -288,13 +290,22 @@ def end_to_end(args: argparse.Namespace, devices: list[str]) -> dict[str, Any]:
                         scored = time.perf_counter()
                         write_run(target, reranked, tag="bench")
                         done = time.perf_counter()
-                        record[f"{attempt}_seconds"] = round(done - start, 3)
+                        seconds.setdefault(attempt, []).append(done - start)
                         if timings is not None:
                             timings["write"] = timings.get("write", 0.0) + done - scored
-                            record["split_seconds"] = {k: round(v, 3) for k, v in timings.items()}
+                            splits.append(timings)
+                for attempt, values in seconds.items():  # the median of the repeats
+                    record[f"{attempt}_seconds"] = round(float(np.median(values)), 3)
+                    if len(values) > 1:
+                        record[f"{attempt}_seconds_each"] = [round(v, 3) for v in values]
+                record["split_seconds"] = {
+                    k: round(float(np.median([t[k] for t in splits])), 3) for k in splits[0]
+                }
                 if precision == "fp32" and cached:
                     reference = reranked
-                else:  # the bf16 ranking of each query's candidates against fp32's (Kendall tau-b)
+                elif (
+                    reference is not None
+                ):  # the ranking of each query's candidates against fp32's (Kendall tau-b)
                     taus = kendall_taus(*(
                         [np.array([r[q.qid][d] for d in q.docnos]) for q in data.queries]
                         for r in (reference, reranked)
@@ -382,6 +393,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--depth", type=int, default=1000, help="candidates per query (--end-to-end)")
     parser.add_argument("--docs", type=int, default=6220, help="passages in the collection (--end-to-end)")
     parser.add_argument("--doc-length", type=int, default=150, help="tokens per passage (--end-to-end)")
+    parser.add_argument(
+        "--repeats",
+        type=int,
+        default=1,
+        help="warm and split runs of each mode, medians reported (--end-to-end)",
+    )
+    parser.add_argument(
+        "--e2e-modes",
+        type=lambda text: text.split(","),
+        default=None,
+        help="only these modes, e.g. default,default/no-id-cache (--end-to-end; default: all)",
+    )
     parser.add_argument("--json", type=Path, help="also write the JSON here")
     parser.add_argument(
         "--compile-warmup",
