@@ -54,6 +54,7 @@ from clir.embeddings import SharedSpace
 from clir.errors import ConfigError
 from clir.evaluation import CoverageWarning, evaluate
 from clir.formats import atomic_write, ranked
+from clir.formats.atomic import output_directory
 from clir.pipeline.baselines import BaselineConfig, first_stage
 from clir.pipeline.cache import StepRunner
 from clir.pipeline.engine import Engine
@@ -829,5 +830,5 @@ def rerank_collection(
         options=options,
         progress=config.progress,
         scorer=pair_scorer(engine),
-        cache=None if index_cache is None else Path(index_cache) / "id-tables",
+        cache=None if index_cache is None else output_directory(index_cache, kind="experiment") / "id-tables",
     )
