@@ -547,6 +547,7 @@ def _rerank(args: argparse.Namespace) -> int:
             depth=args.depth,
             options=options,
             engine=engine,
+            index_cache=args.index_cache,
         )
     write_run(args.out, run, tag=args.tag)
     print(f"wrote {args.out}: {len(run)} queries, reranked by {_models_of(args.model)}")
@@ -1363,6 +1364,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     rerank.add_argument("--out", required=True, type=Path, help="TREC run file to write")
     rerank.add_argument("--tag", default="reranked", help="run tag")
+    rerank.add_argument(
+        "--index-cache",
+        type=Path,
+        help="directory keeping the analysed documents, first-stage indexes and the documents' id "
+        "tables between calls, rebuilt when the collection, tables or settings change (default: none)",
+    )
     _scoring_arguments(rerank, "the candidates")
     _engine_arguments(rerank)
     rerank.set_defaults(handler=_rerank)

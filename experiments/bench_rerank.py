@@ -11,13 +11,15 @@ allows it) GPU numbers are added, eager and ``torch.compile`` under bf16 autocas
     python experiments/bench_rerank.py --compile-warmup --dim 100 --vocab 50000
 
 ``--end-to-end`` times what ``clir rerank`` does after analysis and translation (cached steps of
-the pipeline): from the analysed collection (a SYNTHETIC one, the size of the Bible's: 6,220
-passages of ``--doc-length`` tokens per view, random words of a vocabulary of ``V`` words per
-language, random vectors of dimension ``dim``) and a first-stage run of ``--queries`` ×
-``--depth`` candidates to the written run file, with the split: tensorize (vocabulary, frozen
-matrix, tables, batches), transfer (tables to the GPU), score, write (normalise, rank, write the
-TREC file). The model is the default config's (four components, K-NRM with 10-token windows,
-two features), untrained (speed does not depend on the weights).
+the pipeline), with the documents' id tables read from a cache an earlier run filled (``clir
+rerank --index-cache``; the ``no-id-cache`` rows build them): from the analysed collection (a
+SYNTHETIC one, the size of the Bible's: 6,220 passages of ``--doc-length`` tokens per view,
+random words of a vocabulary of ``V`` words per language, random vectors of dimension ``dim``)
+and a first-stage run of ``--queries`` × ``--depth`` candidates to the written run file, with
+the split: tensorize (vocabulary, frozen matrix, tables, batches), transfer (tables to the GPU),
+score, write (normalise, rank, write the TREC file). The model is the default config's (four
+components, K-NRM with 10-token windows, two features), untrained (speed does not depend on the
+weights).
 
 Model names: the interaction models (``knrm``, ``drmm``, ``pacrr_drmm``, ``posit_drmm``:
 one component on one (query, document) pair) and ``bilingual_<model>`` (the four-component
@@ -29,6 +31,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -245,41 +248,64 @@ def end_to_end(args: argparse.Namespace, devices: list[str]) -> dict[str, Any]:
             matrix = np.zeros((2, dim), np.float32)  # replaced by rerank with the data's matrix
             model = build_reranker(config, matrix, 2, seed=0)
             member = TrainedReranker(model, config, ["f1", "f2"])
-            modes: list[tuple[str, bool | None, bool | None]] = [("fp32", False, False)]
+            # (precision, compiled, fused, id tables cached); every run but the uncached ones reads
+            # the documents' id tables from one cache, filled by the first run
+            modes: list[tuple[str, bool | None, bool | None, bool]] = [("fp32", False, False, True)]
             if device == "cuda":  # the default last: below 20M pairs uncompiled, the fused kernel (fp32)
                 modes += [
-                    ("bf16", False, False),
-                    ("bf16", True, False),
-                    ("fp32", False, True),
-                    ("auto", None, None),
+                    ("bf16", False, False, True),
+                    ("bf16", True, False, True),
+                    ("fp32", False, True, True),
+                    ("auto", None, None, False),
+                    ("auto", None, None, True),
                 ]
-            for precision, compiled, fused in modes:
-                if fused and fused_knrm.triton is None:
+            else:
+                modes += [("fp32", False, False, False)]
+            cache = Path(tempfile.mkdtemp(prefix="id-tables."))
+            reference = None
+            for precision, compiled, fused, cached in modes:
+                how = precision + ("/compiled" if compiled else "") + ("/fused" if fused else "")
+                how = ("default" if compiled is None else how) + ("" if cached else "/no-id-cache")
+                if (fused and fused_knrm.triton is None) or (args.e2e_modes and how not in args.e2e_modes):
                     continue
                 options = ScoringOptions(device, None, precision, compiled, fused)
-                how = precision + ("/compiled" if compiled else "") + ("/fused" if fused else "")
                 key = f"{device}/{how}/d{dim}/V{vocab}"
-                if compiled is None:
-                    key = f"{device}/default/d{dim}/V{vocab}"
                 record: dict[str, Any] = {"dim": dim, "vocab": vocab, "pairs": n_queries * args.depth}
+                seconds: dict[str, list[float]] = {}
+                splits: list[dict[str, float]] = []
                 with tempfile.TemporaryDirectory() as tmp:
                     target = Path(tmp) / "reranked.run"
-                    for attempt in ("first", "warm", "split"):
+                    for attempt in ("first", *["warm"] * args.repeats, *["split"] * args.repeats):
                         timings: dict[str, float] | None = {} if attempt == "split" else None
                         start = time.perf_counter()
                         reranked = rerank(
-                            [member], data, space=space, run=run, options=options, timings=timings
+                            [member],
+                            data,
+                            space=space,
+                            run=run,
+                            options=options,
+                            timings=timings,
+                            cache=cache if cached else None,
                         )
                         scored = time.perf_counter()
                         write_run(target, reranked, tag="bench")
                         done = time.perf_counter()
-                        record[f"{attempt}_seconds"] = round(done - start, 3)
+                        seconds.setdefault(attempt, []).append(done - start)
                         if timings is not None:
                             timings["write"] = timings.get("write", 0.0) + done - scored
-                            record["split_seconds"] = {k: round(v, 3) for k, v in timings.items()}
-                if precision == "fp32":
+                            splits.append(timings)
+                for attempt, values in seconds.items():  # the median of the repeats
+                    record[f"{attempt}_seconds"] = round(float(np.median(values)), 3)
+                    if len(values) > 1:
+                        record[f"{attempt}_seconds_each"] = [round(v, 3) for v in values]
+                record["split_seconds"] = {
+                    k: round(float(np.median([t[k] for t in splits])), 3) for k in splits[0]
+                }
+                if precision == "fp32" and cached:
                     reference = reranked
-                else:  # the bf16 ranking of each query's candidates against fp32's (Kendall tau-b)
+                elif (
+                    reference is not None
+                ):  # the ranking of each query's candidates against fp32's (Kendall tau-b)
                     taus = kendall_taus(*(
                         [np.array([r[q.qid][d] for d in q.docnos]) for q in data.queries]
                         for r in (reference, reranked)
@@ -290,6 +316,7 @@ def end_to_end(args: argparse.Namespace, devices: list[str]) -> dict[str, Any]:
                 record["pairs_per_second_scoring"] = round(record["pairs"] / record["split_seconds"]["score"])
                 out["runs"][key] = record
                 print(f"{key}: {record}", file=sys.stderr, flush=True)
+            shutil.rmtree(cache)
     return out
 
 
@@ -366,6 +393,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--depth", type=int, default=1000, help="candidates per query (--end-to-end)")
     parser.add_argument("--docs", type=int, default=6220, help="passages in the collection (--end-to-end)")
     parser.add_argument("--doc-length", type=int, default=150, help="tokens per passage (--end-to-end)")
+    parser.add_argument(
+        "--repeats",
+        type=int,
+        default=1,
+        help="warm and split runs of each mode, medians reported (--end-to-end)",
+    )
+    parser.add_argument(
+        "--e2e-modes",
+        type=lambda text: text.split(","),
+        default=None,
+        help="only these modes, e.g. default,default/no-id-cache (--end-to-end; default: all)",
+    )
     parser.add_argument("--json", type=Path, help="also write the JSON here")
     parser.add_argument(
         "--compile-warmup",

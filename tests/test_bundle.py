@@ -151,6 +151,19 @@ def test_rerank_tells_an_ensemble_from_one_of_its_seeds(trained, tmp_path, capsy
     assert f"reranked by the single checkpoint {model / 'seed0'}" in capsys.readouterr().out
 
 
+def test_rerank_keeps_the_documents_id_tables_in_the_index_cache(trained, tmp_path):
+    root, model, _, _, _ = trained
+    argv = ["rerank", "--model", str(model), "--collection", str(root / "sw"), "--space", str(root / "space")]
+    argv += ["--tables", str(root / "tables")]
+    assert main([*argv, "--out", str(tmp_path / "plain.run")]) == 0
+    cache = tmp_path / "cache"
+    for name in ("cold.run", "warm.run"):  # the first call writes the tables, the second reads them
+        assert main([*argv, "--index-cache", str(cache), "--out", str(tmp_path / name)]) == 0
+    assert len(list((cache / "id-tables").glob("*.npz"))) == 2  # the documents' two views
+    plain = (tmp_path / "plain.run").read_bytes()
+    assert (tmp_path / "cold.run").read_bytes() == plain == (tmp_path / "warm.run").read_bytes()
+
+
 def test_search_keeps_the_index_until_the_collection_changes(trained, tmp_path, capsys, monkeypatch):
     from clir.pipeline.features import CollectionFeatures
 

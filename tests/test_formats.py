@@ -128,7 +128,7 @@ def _reference_run_text(run, tag, depth):
     run=st.dictionaries(
         st.text("qQ12", min_size=1, max_size=3),
         st.dictionaries(
-            st.text("abAB09-_.", min_size=1, max_size=4),
+            st.text("abAB09-_.éΩ", min_size=1, max_size=4),
             st.one_of(
                 st.floats(-1e6, 1e6),
                 st.sampled_from([1.0, 1.0 + 2**-40, 1.0 - 2**-40, 0.0, -0.0, 1e39, -1e39, 3]),

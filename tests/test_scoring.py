@@ -30,6 +30,7 @@ from clir.training import (
     score_candidates,
     scores_to_run,
 )
+from clir.training.idtables import IdTable, id_table, input_key
 from clir.training.scoring import (
     choose_precision,
     fusable,
@@ -174,6 +175,70 @@ def test_a_tensorizer_that_extends_an_empty_vocabulary_scores_exactly_as_a_built
     with pytest.raises(ConfigError, match="token 'e99' is not in the vocabulary"):
         grown.ids("en", ["e1", "e99"])
     assert grown.ids("en", ["e99"], add=True)[0].tolist() == [len(grown) - 1]
+
+
+def test_an_id_table_numbers_words_in_order_of_first_appearance():
+    table = IdTable.build([["b", "a", "b"], [], ["c"]], min_len=4)
+    assert table.words == ["b", "a", "c"]
+    assert table.ids.tolist() == [[1, 2, 1, 0], [0, 0, 0, 0], [3, 0, 0, 0]]
+    assert table.lengths.tolist() == [3, 0, 1]
+    # the cache key reads every token, the texts' lengths and the width; a separator: no key
+    key = input_key([["b", "a", "b"], [], ["c"]], 4)
+    assert key == input_key([["b", "a", "b"], [], ["c"]], 4)
+    others = ([["b", "a", "b"], ["c"]], [["b", "a", "b"], [], ["d"]], [["b", "a"], ["b"], ["c"]])
+    assert key not in {input_key(texts, 4) for texts in others} | {input_key([["b", "a", "b"], [], ["c"]], 3)}
+    assert input_key([["a\x1fb"]], 4) is None and input_key([["a\x00"]], 4) is None
+
+
+def _tables(tz):
+    return [
+        (t.tokens.tolist(), t.surface.tolist(), t.lengths.tolist())
+        for t in (*tz._query_tables.values(), *tz._doc_tables.values())
+    ]
+
+
+def test_cached_id_tables_give_the_uncached_tables_vocabulary_and_scores(tmp_path):
+    data, _ = varied_data(seed=8)
+    space = ToySpace()
+    cache = tmp_path / "ids"
+    plain, cold, warm = Vocabulary(), Vocabulary(), Vocabulary()
+    tz_plain = Tensorizer(plain, data, 5, 12, extend_vocab=True)
+    tz_cold = Tensorizer(cold, data, 5, 12, extend_vocab=True, cache=cache)
+    assert len(list(cache.glob("*.npz"))) == 2  # the documents' two views
+    tz_warm = Tensorizer(warm, data, 5, 12, extend_vocab=True, cache=cache)
+    assert plain.entries == cold.entries == warm.entries
+    assert _tables(tz_plain) == _tables(tz_cold) == _tables(tz_warm)
+    model = build_reranker(tiny_config(), plain.embedding_matrix(space), 1, seed=0)
+    options = ScoringOptions(device="cpu").resolve()
+    scores = []
+    for vocab, tz in ((plain, tz_plain), (warm, tz_warm)):
+        set_embeddings(model, torch.from_numpy(vocab.embedding_matrix(space)))
+        scores.append(np.concatenate(score_candidates(model, tz, None, options)))
+    np.testing.assert_array_equal(scores[0], scores[1])
+    # other documents (one token changed), or other lengths: other files
+    data.doc_src["d0"] = ["x59", *data.doc_src["d0"][1:]]
+    Tensorizer(Vocabulary(), data, 5, 12, extend_vocab=True, cache=cache)
+    Tensorizer(Vocabulary(), data, 5, 13, extend_vocab=True, cache=cache)
+    assert len(list(cache.glob("*.npz"))) == 5  # d0's own-language view and both views at 13 are new
+
+
+def test_a_damaged_id_table_file_is_rebuilt_never_used(tmp_path):
+    texts = [["a", "b", "a"], ["c", "a"]]
+    table = id_table(texts, 3, tmp_path)
+    (path,) = tmp_path.glob("*.npz")
+    intact = path.read_bytes()
+    # numbers edited behind the checksum's back
+    with np.load(path) as arrays:
+        kept = dict(arrays)
+    np.savez(path, **{**kept, "ids": kept["ids"][:, ::-1].copy()})
+    with pytest.warns(UserWarning, match=r"damaged id-table cache file .*do not match their checksum"):
+        again = id_table(texts, 3, tmp_path)
+    assert again.words == table.words and np.array_equal(again.ids, table.ids)
+    assert path.read_bytes() == intact  # written anew
+    # truncated: unreadable
+    path.write_bytes(intact[: len(intact) // 2])
+    with pytest.warns(UserWarning, match="damaged id-table cache file"):
+        assert id_table(texts, 3, tmp_path).ids.tolist() == [[1, 2, 1], [3, 1, 0]]
 
 
 # ------------------------------------------------------------------------------------- options

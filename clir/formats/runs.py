@@ -62,17 +62,18 @@ def ranked(docs: Mapping[str, float]) -> list[tuple[str, float]]:
         ``[(docno, score), ...]`` best first, scores as given (not rounded).
     """
     docnos, scores = list(docs), list(docs.values())
-    return [(docnos[i], scores[i]) for i in _trec_order(docnos, np.asarray(scores, dtype=np.float64))]
+    keys = np.array(docnos, dtype=str) if docnos else np.zeros(0, dtype=str)
+    return [(docnos[i], scores[i]) for i in _trec_order(keys, np.asarray(scores, dtype=np.float64))]
 
 
-def _trec_order(docnos: list[str], scores: np.ndarray) -> list[int]:
-    """Positions of ``docnos`` in trec_eval's order of ``scores`` (float64): float32 score
-    descending, then docno descending (the docnos of one query are distinct, so the reverse of
-    the ascending sort by (score, docno) is that order)."""
+def _trec_order(keys: np.ndarray, scores: np.ndarray) -> np.ndarray:
+    """Positions in trec_eval's order of ``scores`` (float64): float32 score descending, then
+    docno descending, ``keys`` being the docnos or anything that sorts as they do (their ranks
+    among sorted docnos). The docnos of one query are distinct, so the reverse of the ascending
+    sort by (score, docno) is that order."""
     with np.errstate(over="ignore"):  # beyond float32's range: +-inf, as C's float conversion
         sims = scores.astype(np.float32)
-    keys = np.array(docnos, dtype=str) if docnos else np.zeros(0, dtype=str)
-    return np.lexsort((keys, sims))[::-1].tolist()
+    return np.lexsort((keys, sims))[::-1]
 
 
 def write_run(path: str | Path, run: Run, tag: str = "clir", depth: int | None = None) -> None:
@@ -97,17 +98,31 @@ def write_run(path: str | Path, run: Run, tag: str = "clir", depth: int | None =
     if depth is not None and (isinstance(depth, bool) or not isinstance(depth, int) or depth < 0):
         raise ConfigError(f"{path}: not written: depth must be an integer >= 0 or None, got {depth!r}")
     qids = sorted(check_identifier(qid, "qid", path) for qid in run)
-    for docno in dict.fromkeys(chain.from_iterable(run[qid] for qid in qids)):
+    docnos = sorted(dict.fromkeys(chain.from_iterable(run[qid] for qid in qids)))
+    for docno in docnos:
         check_identifier(docno, "docno", path)
+    position = {docno: i for i, docno in enumerate(docnos)}  # its rank: int keys sort as the docnos
     scores = {qid: _scores(path, qid, run[qid]) for qid in qids}
+    ranks = [f" {rank} " for rank in range(1, max(map(len, run.values()), default=0) + 1)]
     with atomic_write(path) as out:
         for qid in qids:
-            docnos, values = list(run[qid]), scores[qid]
-            order = _trec_order(docnos, values)[:depth]
-            lines = zip(
-                [docnos[i] for i in order], range(1, len(order) + 1), values[order].tolist(), strict=True
-            )
-            out.write("".join([f"{qid} Q0 {docno} {rank} {score!r} {tag}\n" for docno, rank, score in lines]))
+            docs, values = list(run[qid]), scores[qid]
+            keys = np.fromiter(map(position.__getitem__, docs), np.int64, len(docs))
+            order = _trec_order(keys, values)[:depth]
+            out.write(_lines(qid, [docs[i] for i in order], ranks, values[order], tag))
+
+
+def _lines(qid: str, docnos: list[str], ranks: list[str], scores: np.ndarray, tag: str) -> str:
+    """The TREC lines of one query's ranked documents, ``f"{qid} Q0 {docno} {rank} {score!r} {tag}\\n"``
+    each (``ranks[i]`` is ``f" {i + 1} "``), put together with one ``join`` rather than one
+    f-string per line; a list's ``repr`` writes each float as ``repr`` does."""
+    n = len(docnos)
+    if n == 0:
+        return ""
+    parts = [f" {tag}\n{qid} Q0 "] * (4 * n + 1)
+    parts[0], parts[-1] = f"{qid} Q0 ", f" {tag}\n"
+    parts[1::4], parts[2::4], parts[3::4] = docnos, ranks[:n], repr(scores.tolist())[1:-1].split(", ")
+    return "".join(parts)
 
 
 def _scores(path: str | Path, qid: str, docs: Mapping[str, object]) -> np.ndarray:

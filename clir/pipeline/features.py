@@ -54,6 +54,7 @@ from clir.embeddings import SharedSpace
 from clir.errors import ConfigError
 from clir.evaluation import CoverageWarning, evaluate
 from clir.formats import atomic_write, ranked
+from clir.formats.atomic import output_directory
 from clir.pipeline.baselines import BaselineConfig, first_stage
 from clir.pipeline.cache import StepRunner
 from clir.pipeline.engine import Engine
@@ -766,7 +767,8 @@ def rerank_collection(
             the fast path's choices for it; see :class:`~clir.training.scoring.ScoringOptions`).
         index_cache: Keep the analyzed documents and first-stage indexes in this directory and
             reuse them while the collection, tables and settings are the same
-            (:meth:`CollectionFeatures.cached`); ``None``: index anew.
+            (:meth:`CollectionFeatures.cached`), and the documents' id tables in its ``id-tables``
+            (:func:`~clir.training.idtables.id_table`); ``None``: index anew.
         log: Receives the cache's line (``[cached] index`` or ``[run]    index``).
         engine: Runs the documents' analysis, the first-stage searches and the scoring (a
             Ray engine scores on CPUs); its output is the local engine's. With ``index_cache``
@@ -828,4 +830,5 @@ def rerank_collection(
         options=options,
         progress=config.progress,
         scorer=pair_scorer(engine),
+        cache=None if index_cache is None else output_directory(index_cache, kind="experiment") / "id-tables",
     )

@@ -35,6 +35,7 @@ from clir._version import __version__
 from clir.errors import ConfigError, DataNotFoundError, FormatError, NonFiniteError
 from clir.formats import atomic_directory
 from clir.rerankers.batch import BilingualBatch, TokenView
+from clir.training.idtables import id_table
 from clir.types import Qrels
 
 PAD = 0
@@ -478,7 +479,8 @@ class Tensorizer:
     convolutional models (PACRR's n×n filters) always have room.
 
     Every query view and document view is laid out once, at construction, as one padded table
-    (one vocabulary lookup per token);
+    (its words numbered locally, then one vocabulary lookup per distinct word; the documents'
+    tables can be kept on disk, ``cache``);
     a batch is rows gathered from those tables (no Python loop over pairs), on the CPU or, after
     the tables are copied there once (:meth:`gather` with ``device``), on the GPU.
 
@@ -491,6 +493,9 @@ class Tensorizer:
         extend_vocab: Add the (kept) tokens ``vocab`` lacks to it, in the order of the tables:
             the queries' two views, then the documents' (one pass over the tokens, where
             :meth:`Vocabulary.build` and then this would make two).
+        cache: Keep the documents' id tables in this directory and read them back when the
+            documents are the same (:func:`~clir.training.idtables.id_table`); the tables, the
+            vocabulary and the scores are those of an uncached tensorizer.
     """
 
     def __init__(
@@ -501,6 +506,7 @@ class Tensorizer:
         max_doc_len: int,
         min_len: int = 3,
         extend_vocab: bool = False,
+        cache: str | Path | None = None,
     ) -> None:
         if max_query_len < 1 or max_doc_len < 1:
             raise ConfigError(
@@ -524,8 +530,8 @@ class Tensorizer:
         }
         self._doc_index = {d: i for i, d in enumerate(docnos)}
         self._doc_tables = {
-            "src": self._table(data.doc_lang, [data.doc_src[d][:max_doc_len] for d in docnos]),
-            "en": self._table(data.query_lang, [data.doc_en[d][:max_doc_len] for d in docnos]),
+            "src": self._table(data.doc_lang, [data.doc_src[d][:max_doc_len] for d in docnos], cache=cache),
+            "en": self._table(data.query_lang, [data.doc_en[d][:max_doc_len] for d in docnos], cache=cache),
         }
         self._candidates = [
             np.fromiter(map(self._doc_index.__getitem__, q.docnos), np.int64, len(q.docnos)) for q in queries
@@ -540,21 +546,24 @@ class Tensorizer:
         self._on_device: dict[torch.device, tuple[dict[str, _Table], dict[str, _Table], torch.Tensor]] = {}
 
     def _table(
-        self, lang: str, texts: Sequence[Sequence[str]], idf: Sequence[Sequence[float]] | None = None
+        self,
+        lang: str,
+        texts: Sequence[Sequence[str]],
+        idf: Sequence[Sequence[float]] | None = None,
+        cache: str | Path | None = None,
     ) -> _Table:
-        """The padded table of ``texts`` (one vocabulary lookup for all of them) and their idf
-        (each truncated to its text's length)."""
-        lengths = np.asarray([len(text) for text in texts], dtype=np.int64)
-        width = max([self.min_len, *lengths])
-        mask = np.arange(width) < lengths[:, None]
-        tokens = np.zeros((len(texts), width), dtype=np.int64)
-        surface = np.zeros((len(texts), width), dtype=np.int64)
-        tokens[mask], surface[mask] = self.vocab.ids(
-            lang, list(chain.from_iterable(texts)), self._extend_vocab
-        )
+        """The padded table of ``texts`` (their :class:`~clir.training.idtables.IdTable`, kept in
+        ``cache`` when given, mapped to the vocabulary's rows) and their idf (each truncated to
+        its text's length)."""
+        table = id_table(texts, self.min_len, cache)
+        rows, surfaces = self.vocab.ids(lang, table.words, self._extend_vocab)
+        lengths = table.lengths
+        mask = np.arange(table.ids.shape[1]) < lengths[:, None]
+        tokens = np.concatenate([[PAD], rows])[table.ids]  # local word i + 1 -> its row
+        surface = np.concatenate([[PAD], surfaces])[table.ids]
         weights = None
         if idf is not None:
-            weights = np.zeros((len(texts), width), dtype=np.float32)
+            weights = np.zeros(table.ids.shape, dtype=np.float32)
             flat = chain.from_iterable(w[:n] for w, n in zip(idf, lengths, strict=True))
             weights[mask] = np.fromiter(flat, np.float32, int(lengths.sum()))
         return _Table(

@@ -145,6 +145,7 @@ def member_scores(
     progress: bool = False,
     timings: dict[str, float] | None = None,
     scorer: PairScorer = score_pairs,
+    cache: str | Path | None = None,
 ) -> list[list[np.ndarray]]:
     """Each member's raw score of each query's first ``depth`` candidates.
 
@@ -166,6 +167,8 @@ def member_scores(
             ``"score"`` (see :func:`~clir.training.scoring.score_pairs`).
         scorer: Scores the pairs (default :func:`~clir.training.scoring.score_pairs`; the
             pipeline's engines pass one that spreads them over workers).
+        cache: Keep the documents' id tables here and reuse them while the documents are the
+            same (see :class:`~clir.training.data.Tensorizer`); ``None``: build them anew.
 
     Returns:
         ``scores[member][query]``: float64 arrays.
@@ -186,7 +189,7 @@ def member_scores(
             tuple(prepared.feature_names),
         )
         if key not in tensorizers:
-            tensorizers[key] = Tensorizer(vocab, prepared, key[0], key[1], extend_vocab=True)
+            tensorizers[key] = Tensorizer(vocab, prepared, key[0], key[1], extend_vocab=True, cache=cache)
         keys.append(key)
     matrix = torch.from_numpy(vocab.embedding_matrix(space))
     if timings is not None:
@@ -254,6 +257,7 @@ def rerank(
     progress: bool = False,
     timings: dict[str, float] | None = None,
     scorer: PairScorer = score_pairs,
+    cache: str | Path | None = None,
 ) -> Run:
     """Rerank each query's candidates with one model or the mean of an ensemble.
 
@@ -271,6 +275,7 @@ def rerank(
         timings: When given, seconds are added per phase (see :func:`member_scores`), and under
             ``"write"`` those of normalising and ranking.
         scorer: Scores the pairs (see :func:`member_scores`).
+        cache: Keep the documents' id tables here (see :func:`member_scores`).
 
     Returns:
         The reranked run.
@@ -288,6 +293,7 @@ def rerank(
         progress=progress,
         timings=timings,
         scorer=scorer,
+        cache=cache,
     )
     start = time.perf_counter()
     reranked = scores_to_run(data, combine(scores, normalise), run)
