@@ -91,7 +91,7 @@ def search(collection: Path, work: Path, k: int, workers: int = 1) -> dict[str, 
         warnings.simplefilter("ignore")
         stage.search(queries[:5], k=k)  # warm up: the spelling matcher's n-gram index, page cache
         start = time.perf_counter()
-        terms = {q.qid: stage.query_terms(q) for q in queries}
+        terms = stage.queries_terms(queries)
         translate_s = time.perf_counter() - start
         start = time.perf_counter()
         run = stage.retriever.search(terms, k=k)

@@ -82,7 +82,8 @@ def accumulate_topk(
         ``(n_rows,)`` int64: the slots filled in each row.
     """
     n_docs = weights.shape[1]
-    bounds, docs, values = weights.indptr, weights.indices, np.asarray(weights.data)
+    # plain ndarray views: slicing a memory map's subclass costs a Python call each time
+    bounds, docs, values = weights.indptr, np.asarray(weights.indices), np.asarray(weights.data)
     index_dtype = bounds.dtype
     acc = np.zeros(n_docs)  # per call, so concurrent calls are safe
     rows = queries.indptr.tolist()
@@ -145,7 +146,9 @@ def _candidates(
     if len(parts) == 1:
         return parts[0]
     cand = np.sort(np.concatenate(parts))
-    return cand[np.concatenate(([True], cand[1:] != cand[:-1]))]
+    first = np.ones(len(cand), dtype=bool)
+    first[1:] = cand[1:] != cand[:-1]
+    return cand[first]
 
 
 def _best(cand: np.ndarray, scores: np.ndarray, k: int) -> np.ndarray:

@@ -338,7 +338,8 @@ class Retriever(Searcher):
         # sparse product would be ranked query by query anyway (large collections).
         plain = matched_only & (plan.alpha == 0) & ~plan.has_complex & (prior is None)
         for start, stop in progress_bar(plan.chunks(), desc="retrieving", unit="batch", enabled=progress):
-            if plain[start:stop].all() and not prefer_dense(index.n_docs, float(plan.cost[start:stop].mean())):
+            postings = float(plan.cost[start:stop].mean())
+            if plain[start:stop].all() and not prefer_dense(index.n_docs, postings):
                 assert self._weights is not None  # set with index_ by use_index()
                 counts[start:stop] = accumulate_topk(
                     self._weights,
@@ -358,16 +359,17 @@ class Retriever(Searcher):
                 for s in range(start, stop, step):
                     e = min(stop, s + step)
                     block = product[s - start : e - start]
+                    row_matches = matches[s - start : e - start]
                     dense = block.toarray()
                     if prior is not None:
                         dense -= plan.beta[s:e, None] * prior[None, :]
                     hidden = matched_only[s:e]
                     if hidden.any():  # unmatched cells rank last, as -inf, and are cut off below
                         stored = np.zeros(dense.shape, dtype=bool)
-                        stored[np.repeat(np.arange(e - s), matches[s - start : e - start]), block.indices] = True
+                        stored[np.repeat(np.arange(e - s), row_matches), block.indices] = True
                         stored[~hidden] = True
                         dense[~stored] = -np.inf
-                        counts[s:e] = np.where(hidden, np.minimum(kk, matches[s - start : e - start]), kk)
+                        counts[s:e] = np.where(hidden, np.minimum(kk, row_matches), kk)
                     ids[s:e], scores[s:e] = dense_topk(dense, kk)
             else:
                 counts[start:stop] = sparse_topk(
