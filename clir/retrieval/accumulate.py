@@ -83,7 +83,7 @@ def accumulate_topk(
     """
     n_docs = weights.shape[1]
     # plain ndarray views: slicing a memory map's subclass costs a Python call each time
-    bounds, docs, values = weights.indptr, np.asarray(weights.indices), np.asarray(weights.data)
+    bounds, docs, values = (np.asarray(a) for a in (weights.indptr, weights.indices, weights.data))
     index_dtype = bounds.dtype
     acc = np.zeros(n_docs)  # per call, so concurrent calls are safe
     rows = queries.indptr.tolist()
