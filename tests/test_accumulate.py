@@ -73,6 +73,26 @@ def test_same_documents_and_scores_as_exhaustive_scoring(accumulate_always, seed
     for i, (ref_docnos, ref_scores) in enumerate(exhaustive_topk(retriever, qs, k)):
         assert got.docnos[i].tolist() == ref_docnos, (i, qs[i])
         assert got.scores[i].tolist() == ref_scores  # to the bit
+    if idf == "okapi" and k1 > 0:  # rank-bm25's BM25Okapi (0/0 at k1 = 0): the same top k
+        check_against_rank_bm25(docnos, docs, qs, got, k, k1=k1, b=b)
+
+
+def check_against_rank_bm25(docnos, docs, queries, got, k, **params) -> None:
+    """Each listed document has rank-bm25's score, and no unlisted matching document scores
+    more than the k-th listed one (rank-bm25 sums in another order: ties may break otherwise)."""
+    from rank_bm25 import BM25Okapi
+
+    reference = BM25Okapi(docs, **params)
+    position = {docno: j for j, docno in enumerate(docnos)}
+    for i, query in enumerate(queries):
+        scores = reference.get_scores(query)
+        listed = [position[d] for d in got.docnos[i].tolist()]
+        np.testing.assert_allclose(got.scores[i], scores[listed], rtol=0, atol=1e-9)
+        matching = [j for j in range(len(docs)) if set(query) & set(docs[j]) and abs(scores[j]) > 1e-12]
+        assert len(listed) == min(k, len(matching))
+        if len(listed) == k:
+            rest = sorted(set(matching) - set(listed))
+            assert (scores[rest] <= got.scores[i][-1] + 1e-9).all()
 
 
 def test_negative_idf_and_ties_at_the_cut(accumulate_always):
@@ -94,21 +114,14 @@ def test_negative_idf_and_ties_at_the_cut(accumulate_always):
     assert retriever.retrieve([["a"]], k=6).docnos[0].tolist() == ["d1", "d5", "d4", "d3", "d2", "d6"]
 
 
-def test_matches_rank_bm25_ranking_on_a_larger_collection(accumulate_always):
-    from rank_bm25 import BM25Okapi
-
+def test_matches_rank_bm25_on_a_larger_collection(accumulate_always):
     docnos, docs, _ = collection(7, 400)
     rng = np.random.default_rng(8)
     queries = [list(rng.choice(WORDS, size=int(rng.integers(1, 5)))) for _ in range(30)]
     retriever = BM25(k1=1.5, b=0.75, idf="okapi").index(docnos, docs, progress=False)
-    reference = BM25Okapi(docs)
     got = retriever.retrieve(queries, k=25)
-    for i, query in enumerate(queries):
-        scores = reference.get_scores(query)
-        matching = [j for j in range(len(docs)) if set(query) & set(docs[j])]
-        order = sorted(matching, key=lambda j: (round(scores[j], 9), docnos[j]), reverse=True)[:25]
-        assert got.docnos[i].tolist() == [docnos[j] for j in order]
-        np.testing.assert_allclose(got.scores[i], scores[order], rtol=0, atol=1e-9)
+    assert sum(len(row) == 25 for row in got.docnos) >= 25  # the comparison is not vacuous
+    check_against_rank_bm25(docnos, docs, queries, got, 25, k1=1.5, b=0.75)
 
 
 @settings(max_examples=40, deadline=None)
