@@ -49,8 +49,9 @@ def exhaustive_topk(retriever: BM25, queries: list[list[str]], k: int) -> list[t
 
 @pytest.fixture
 def accumulate_always(monkeypatch):
-    """Route every batch of plain queries to accumulate_topk (tiny collections would be ranked
-    densely otherwise)."""
+    """Route every batch of plain queries to accumulate_topk and the others to sparse_topk (tiny
+    collections would be ranked densely otherwise)."""
+    monkeypatch.setattr(base, "MIN_DOCS", 1)
     monkeypatch.setattr(base, "prefer_dense", lambda n_docs, matches: False)
 
 

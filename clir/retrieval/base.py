@@ -45,7 +45,7 @@ from clir._version import __version__
 from clir.errors import ConfigError, FormatError
 from clir.formats import atomic_directory
 from clir.progress import progress_bar
-from clir.retrieval.accumulate import accumulate_topk, max_weights
+from clir.retrieval.accumulate import MIN_DOCS, accumulate_topk, max_weights
 from clir.retrieval.index import DocTerms, SparseIndex, read_json, write_json
 from clir.retrieval.topk import dense_rows, dense_topk, prefer_dense, sparse_topk, unmatched_order
 from clir.types import Run
@@ -334,12 +334,11 @@ class Retriever(Searcher):
         alike = (plan.beta == 0) | (prior is None)  # the unmatched documents all score the same
         matched_only = ~plan.has_terms | (alike & (not pad))
         floored = matched_only & (plan.alpha == 0) if floor is not None else None
-        # Queries of plain terms only, each scored alone (accumulate_topk) where the batched
-        # sparse product would be ranked query by query anyway (large collections).
+        # Queries of plain terms only are each scored alone (accumulate_topk) in large collections.
         plain = matched_only & (plan.alpha == 0) & ~plan.has_complex & (prior is None)
+        plain &= index.n_docs >= MIN_DOCS
         for start, stop in progress_bar(plan.chunks(), desc="retrieving", unit="batch", enabled=progress):
-            postings = float(plan.cost[start:stop].mean())
-            if plain[start:stop].all() and not prefer_dense(index.n_docs, postings):
+            if plain[start:stop].all():
                 assert self._weights is not None  # set with index_ by use_index()
                 counts[start:stop] = accumulate_topk(
                     self._weights,
