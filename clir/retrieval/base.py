@@ -12,8 +12,11 @@ and ``w = log(1 + tf / (mu P(t|C)))``. The sparse part of all queries is one pro
 query-term matrix with the term-major weight matrix. Ranking (:mod:`clir.retrieval.topk`) either
 densifies blocks of queries and selects every row's top ``k`` at once (small collections, or
 queries matching a large share of the documents), or, per query, compares only the matching
-documents and the ``k`` best non-matching ones, which are ordered by ``prior`` alone. Ties are
-broken by docno descending, as trec_eval breaks them.
+documents and the ``k`` best non-matching ones, which are ordered by ``prior`` alone. In
+collections of ``MIN_DOCS`` documents or more, a query of plain terms that lists only its
+matching documents (BM25) is instead scored alone by :mod:`clir.retrieval.accumulate` (a
+compiled accumulation, the same values to the bit, and MaxScore bounds on what is ranked). Ties
+are broken by docno descending, as trec_eval breaks them.
 
 Which documents a query lists: a document *matches* a query when its sparse part is not 0 (it
 holds a query term of non-zero weight). When every other document would score the same
