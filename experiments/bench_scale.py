@@ -6,8 +6,9 @@ For each mode (QT / PSQ / DT BM25, the baselines' settings: spelling matching 0.
 the collection (train + dev + test) at k = 1000, after 5 warm-up queries, then evaluates the
 test queries. ``qps`` is the retrieval of the translated queries (analysed, translated and
 spelling-matched terms -> ranked run over all shards, exactly merged); ``qps_with_translation``
-adds the query analysis and translation. Single-threaded BLAS. Prints one JSON object (and
-writes it with --out).
+adds the query analysis and translation (all queries at once, :meth:`FirstStage.queries_terms`).
+Single-threaded BLAS; ``--workers`` threads search the shards; ``--skip-build`` searches the
+stages an earlier run left in ``--work``. Prints one JSON object (and writes it with --out).
 
     clir data pad data/en-sw --distractors 1000000 --out data/en-sw-1m
     python experiments/bench_scale.py --collection data/en-sw-1m --tables T --work /tmp/scale
@@ -91,7 +92,7 @@ def search(collection: Path, work: Path, k: int, workers: int = 1) -> dict[str, 
         warnings.simplefilter("ignore")
         stage.search(queries[:5], k=k)  # warm up: the spelling matcher's n-gram index, page cache
         start = time.perf_counter()
-        terms = {q.qid: stage.query_terms(q) for q in queries}
+        terms = stage.queries_terms(queries)
         translate_s = time.perf_counter() - start
         start = time.perf_counter()
         run = stage.retriever.search(terms, k=k)
@@ -129,6 +130,9 @@ def main() -> None:
     parser.add_argument("--shard-docs", type=int, default=250_000)
     parser.add_argument("--k", type=int, default=1000)
     parser.add_argument("--workers", type=int, default=1, help="threads searching shards at once")
+    parser.add_argument(
+        "--skip-build", action="store_true", help="search the first stages already in --work (no build)"
+    )
     parser.add_argument("--out", type=Path, help="also write the JSON here")
     args = parser.parse_args()
     stats = json.loads((args.collection / "stats.json").read_text())
@@ -141,8 +145,10 @@ def main() -> None:
     }
     for mode in args.modes:
         work = args.work / f"{mode}-{args.model}"
-        result = in_child(build, mode, args.model, args.collection, args.tables, work, args.shard_docs)
-        print(json.dumps({mode: result}), flush=True)
+        result = {}
+        if not args.skip_build:
+            result = in_child(build, mode, args.model, args.collection, args.tables, work, args.shard_docs)
+            print(json.dumps({mode: result}), flush=True)
         result.update(in_child(search, args.collection, work, args.k, args.workers))
         report["systems"][f"{mode}-{args.model}"] = result
         print(json.dumps({mode: result}), flush=True)

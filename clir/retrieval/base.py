@@ -12,8 +12,11 @@ and ``w = log(1 + tf / (mu P(t|C)))``. The sparse part of all queries is one pro
 query-term matrix with the term-major weight matrix. Ranking (:mod:`clir.retrieval.topk`) either
 densifies blocks of queries and selects every row's top ``k`` at once (small collections, or
 queries matching a large share of the documents), or, per query, compares only the matching
-documents and the ``k`` best non-matching ones, which are ordered by ``prior`` alone. Ties are
-broken by docno descending, as trec_eval breaks them.
+documents and the ``k`` best non-matching ones, which are ordered by ``prior`` alone. In
+collections of ``MIN_DOCS`` documents or more, a query of plain terms that lists only its
+matching documents (BM25) is instead scored alone by :mod:`clir.retrieval.accumulate` (a
+compiled accumulation, the same values to the bit, and MaxScore bounds on what is ranked). Ties
+are broken by docno descending, as trec_eval breaks them.
 
 Which documents a query lists: a document *matches* a query when its sparse part is not 0 (it
 holds a query term of non-zero weight). When every other document would score the same
@@ -45,6 +48,7 @@ from clir._version import __version__
 from clir.errors import ConfigError, FormatError
 from clir.formats import atomic_directory
 from clir.progress import progress_bar
+from clir.retrieval.accumulate import MIN_DOCS, accumulate_topk, max_weights
 from clir.retrieval.index import DocTerms, SparseIndex, read_json, write_json
 from clir.retrieval.topk import dense_rows, dense_topk, prefer_dense, sparse_topk, unmatched_order
 from clir.types import Run
@@ -192,6 +196,7 @@ class Retriever(Searcher):
     def __init__(self) -> None:
         self.index_: SparseIndex | None = None
         self._weights: sp.csr_matrix | None = None
+        self._max_weight = np.zeros(0)
         self._prior_order: np.ndarray | None = None
 
     # --- what a model defines ---------------------------------------------------------------------
@@ -264,6 +269,7 @@ class Retriever(Searcher):
             (weights, postings.indices, postings.indptr), shape=postings.shape, copy=False
         )
         self._weights.has_sorted_indices = True
+        self._max_weight = max_weights(self._weights)
         self.index_ = index
         prior = self._prior()
         self._prior_order = None if prior is None else unmatched_order(prior)
@@ -299,9 +305,26 @@ class Retriever(Searcher):
         return dense
 
     def _retrieve(
-        self, queries: Sequence[QueryTerms], k: int, progress: bool, pad: bool
+        self,
+        queries: Sequence[QueryTerms],
+        k: int,
+        progress: bool,
+        pad: bool,
+        floor: np.ndarray | None = None,
+        keys: np.ndarray | None = None,
     ) -> tuple[Results, list[int]]:
-        """:meth:`retrieve` without the warning: the results and the queries with no known term."""
+        """:meth:`retrieve` without the warning: the results and the queries with no known term.
+
+        ``keys`` (one per document, in index order) are listed in place of the docnos, e.g. each
+        document's rank in the docno order of a collection of which this index is a shard.
+
+        ``floor`` (one float64 per query, ``-inf`` for none) holds lower bounds of each query's
+        k-th best score in a collection of which this index is one shard: a query that lists only
+        its matching documents (and has ``alpha = 0``) lists only those scoring at least its
+        floor, and its floor is raised to its k-th best score here when it has ``k`` of them
+        (a lower bound for the whole collection too). Shards searched in turn thus skip the
+        ranking of most of their matches (:class:`~clir.retrieval.shards.ShardedRetriever`).
+        """
         index = self._require_index()
         if not isinstance(k, (int, np.integer)) or k < 1:
             raise ConfigError(f"k must be a positive integer, got {k!r}")
@@ -313,27 +336,46 @@ class Retriever(Searcher):
         prior = self._prior()
         alike = (plan.beta == 0) | (prior is None)  # the unmatched documents all score the same
         matched_only = ~plan.has_terms | (alike & (not pad))
+        floored = matched_only & (plan.alpha == 0) if floor is not None else None
+        # Queries of plain terms only are each scored alone (accumulate_topk) in large collections.
+        plain = matched_only & (plan.alpha == 0) & ~plan.has_complex & (prior is None)
+        plain &= index.n_docs >= MIN_DOCS
         for start, stop in progress_bar(plan.chunks(), desc="retrieving", unit="batch", enabled=progress):
-            matches = float(plan.cost[start:stop].mean()) if stop > start else 0.0
-            if prefer_dense(index.n_docs, min(matches, index.n_docs)):
+            if plain[start:stop].all():
+                assert self._weights is not None  # set with index_ by use_index()
+                counts[start:stop] = accumulate_topk(
+                    self._weights,
+                    self._max_weight,
+                    plan.eager[start:stop],
+                    kk,
+                    ids[start:stop],
+                    scores[start:stop],
+                    None if floor is None else floor[start:stop],
+                )
+                self._raise_floor(floor, floored, counts, scores, k, kk, start, stop)
+                continue
+            product = plan.product(start, stop)
+            matches = np.diff(product.indptr)
+            if prefer_dense(index.n_docs, float(matches.mean())):
                 step = dense_rows(index.n_docs)
                 for s in range(start, stop, step):
                     e = min(stop, s + step)
-                    product = plan.product(s, e)
-                    dense = product.toarray()
+                    block = product[s - start : e - start]
+                    row_matches = matches[s - start : e - start]
+                    dense = block.toarray()
                     if prior is not None:
                         dense -= plan.beta[s:e, None] * prior[None, :]
                     hidden = matched_only[s:e]
                     if hidden.any():  # unmatched cells rank last, as -inf, and are cut off below
                         stored = np.zeros(dense.shape, dtype=bool)
-                        stored[np.repeat(np.arange(e - s), np.diff(product.indptr)), product.indices] = True
+                        stored[np.repeat(np.arange(e - s), row_matches), block.indices] = True
                         stored[~hidden] = True
                         dense[~stored] = -np.inf
-                        counts[s:e] = np.where(hidden, np.minimum(kk, np.diff(product.indptr)), kk)
+                        counts[s:e] = np.where(hidden, np.minimum(kk, row_matches), kk)
                     ids[s:e], scores[s:e] = dense_topk(dense, kk)
             else:
                 counts[start:stop] = sparse_topk(
-                    plan.product(start, stop),
+                    product,
                     plan.beta[start:stop],
                     prior,
                     self._prior_order,
@@ -341,14 +383,33 @@ class Retriever(Searcher):
                     ids[start:stop],
                     scores[start:stop],
                     matched_only[start:stop],
+                    None if floor is None else np.where(floored[start:stop], floor[start:stop], -np.inf),
                 )
+            self._raise_floor(floor, floored, counts, scores, k, kk, start, stop)
         scores += plan.alpha[:, None]
-        docnos = index.docnos[ids]
+        docnos = (index.docnos if keys is None else keys)[ids]
         results = Results(
             [row[:n] for row, n in zip(docnos, counts.tolist(), strict=True)],
             [row[:n] for row, n in zip(scores, counts.tolist(), strict=True)],
         )
         return results, np.flatnonzero(~plan.has_terms).tolist()
+
+    @staticmethod
+    def _raise_floor(
+        floor: np.ndarray | None,
+        floored: np.ndarray | None,
+        counts: np.ndarray,
+        scores: np.ndarray,
+        k: int,
+        kk: int,
+        start: int,
+        stop: int,
+    ) -> None:
+        """Raise the floors of queries ``start:stop`` to their k-th best score where they have ``k``."""
+        if floor is None or floored is None or kk != k:
+            return
+        full = np.flatnonzero(floored[start:stop] & (counts[start:stop] == k)) + start
+        floor[full] = np.maximum(floor[full], scores[full, k - 1])
 
     def _compile(self, queries: Sequence[QueryTerms]) -> _Plan:
         """Turn queries into the sparse query-term matrices of one batched product."""
@@ -413,7 +474,9 @@ class Retriever(Searcher):
         eager = eager_tid[v] >= 0
         plan.eager = _csr(m[eager] * coef[v[eager]], q[eager], eager_tid[v[eager]], (n_q, index.n_terms))
         plan.weights = self._weights
-        cost = np.bincount(q[eager], weights=df[v[eager]], minlength=n_q).astype(np.float64)
+        # the index's own postings (a shard's, not the collection's df): the product's size
+        postings = np.diff(index.postings.indptr)[eager_tid[v[eager]]]
+        cost = np.bincount(q[eager], weights=postings, minlength=n_q).astype(np.float64)
         if complex_rows:
             slot = np.full(n_v, -1, dtype=np.int64)
             rows, cols, vals = [], [], []
@@ -430,12 +493,14 @@ class Retriever(Searcher):
             is_c = slot[v] >= 0
             plan.complex = _csr(m[is_c] * coef[v[is_c]], q[is_c], slot[v[is_c]], (n_q, n_c))
             plan.pseudo = pseudo
-            cost += np.bincount(q[is_c], weights=df[v[is_c]] + 1, minlength=n_q)
+            cost += np.bincount(q[is_c], weights=np.diff(pseudo.indptr)[slot[v[is_c]]] + 1, minlength=n_q)
         plan.cost = cost
         plan.has_terms = np.zeros(n_q, dtype=bool)
         plan.has_terms[q[eager]] = True
+        plan.has_complex = np.zeros(n_q, dtype=bool)
         if complex_rows:
             plan.has_terms[q[is_c]] = True
+            plan.has_complex[q[is_c]] = True
         return plan
 
     # --- persistence ------------------------------------------------------------------------------
@@ -512,6 +577,7 @@ class _Plan:
         self.pseudo: sp.csr_matrix | None = None
         self.cost = np.zeros(n_q)
         self.has_terms = np.zeros(n_q, dtype=bool)  # queries with at least one term in the index
+        self.has_complex = np.zeros(n_q, dtype=bool)  # queries with a PSQ term in the index
 
     def product(self, start: int, stop: int) -> sp.csr_matrix:
         """The sparse part of the scores of queries ``start:stop`` (``(stop-start) x n_docs``)."""

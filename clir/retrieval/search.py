@@ -146,21 +146,37 @@ class FirstStage:
     def query_terms(self, query: Query) -> QueryTerms:
         """The query's terms in the index language (translated in ``qt`` and ``psq``; terms
         outside the index matched by spelling when ``spelling`` is set)."""
-        tokens = self.en_analyzer.analyze(query.text)
+        return self.queries_terms([query])[query.qid]
+
+    def queries_terms(self, queries: Sequence[Query]) -> dict[str, QueryTerms]:
+        """:meth:`query_terms` of each query, ``{qid: terms}``; the spelling matcher compares
+        the unknown terms of all the queries at once."""
+        translated = {query.qid: self._translated(query) for query in queries}
         matcher = self.matcher()
+        if matcher is None:
+            return translated
+        if self.mode == "psq":
+            sets: dict[str, Any] = translated
+            matcher.match([term for query in sets.values() for weights in query for term in weights])
+            return {qid: matcher.match_weighted(query) for qid, query in sets.items()}
+        matcher.match([term for terms in translated.values() for term in terms])  # fills its cache
+        return {qid: matcher.match(terms) for qid, terms in translated.items()}  # type: ignore[arg-type]
+
+    def _translated(self, query: Query) -> QueryTerms:
+        """The query's terms in the index language, before spelling matching."""
+        tokens = self.en_analyzer.analyze(query.text)
         if self.mode == "psq":
             assert self.table_en_doc is not None
-            sets = translate_query_psq(
+            return translate_query_psq(
                 tokens, self.table_en_doc, top_k=self.psq_top_k, cumulative=self.psq_cumulative
             )
-            return matcher.match_weighted(sets) if matcher else sets
         if self._mt_queries:
             assert self.mt is not None
-            tokens = self.doc_analyzer.analyze(self.mt.queries([query.text])[0])
-        elif self.mode == "qt":
+            return self.doc_analyzer.analyze(self.mt.queries([query.text])[0])
+        if self.mode == "qt":
             assert self.table_en_doc is not None
-            tokens = translate_query_qt(tokens, self.table_en_doc, k=self.qt_k)
-        return matcher.match(tokens) if matcher else tokens
+            return translate_query_qt(tokens, self.table_en_doc, k=self.qt_k)
+        return tokens
 
     def matcher(self) -> SpellingMatcher | None:
         """The spelling matcher over the index vocabulary (``None`` when ``spelling`` is off).
@@ -282,8 +298,7 @@ class FirstStage:
         if self._mt_queries:  # translated in batches, once
             assert self.mt is not None
             self.mt.queries([query.text for query in queries])
-        named = {query.qid: self.query_terms(query) for query in queries}
-        return self.retriever.search(named, k=k, progress=self.progress, pad=pad)
+        return self.retriever.search(self.queries_terms(queries), k=k, progress=self.progress, pad=pad)
 
     # --- persistence --------------------------------------------------------------------------
 

@@ -193,13 +193,17 @@ def sparse_topk(
     out_ids: np.ndarray,
     out_scores: np.ndarray,
     matched_only: np.ndarray,
+    floor: np.ndarray | None = None,
 ) -> np.ndarray:
     """Fill ``out_ids``/``out_scores`` with each row's exact top ``k`` of ``sparse - beta * prior``.
 
     A row's documents absent from ``sparse`` score ``-beta * prior`` (0 without a prior); they
     are ranked by ``prior_order``, so only the matching documents and the ``k`` best
     non-matching ones are ever compared. A row of ``matched_only`` ranks its matching documents
-    (the stored entries of its row of ``sparse``) alone and may fill fewer than ``k`` slots.
+    (the stored entries of its row of ``sparse``) alone and may fill fewer than ``k`` slots;
+    with a ``floor``, only those scoring at least its value (a row's documents below a lower
+    bound of the k-th best score of a larger collection, of which these are a shard, cannot be
+    in that collection's top ``k``), so that most matches are dropped by one comparison.
 
     Args:
         sparse: ``(n_rows, n_docs)`` CSR of the sparse part of the scores.
@@ -210,6 +214,8 @@ def sparse_topk(
         out_ids: ``(n_rows, k)`` int64 output columns.
         out_scores: ``(n_rows, k)`` float64 output scores.
         matched_only: ``(n_rows,)`` bool, the rows that list only their matching documents.
+        floor: ``(n_rows,)`` float64 least scores of the ``matched_only`` rows (``-inf``: none),
+            or ``None``.
 
     Returns:
         ``(n_rows,)`` int64: the slots filled in each row (``k`` unless ``matched_only``).
@@ -226,6 +232,7 @@ def sparse_topk(
     bounds = indptr.tolist()  # Python ints: cheaper to index in the loop than numpy scalars
     betas = beta.tolist()
     only = matched_only.tolist()
+    floors = [-np.inf] * len(only) if floor is None else floor.tolist()
     counts = np.full(sparse.shape[0], k, dtype=np.int64)
     for r in range(sparse.shape[0]):
         s, e = bounds[r], bounds[r + 1]
@@ -234,6 +241,9 @@ def sparse_topk(
         use_prior = prior is not None and b != 0.0
         idx = indices[s:e]
         val = data[s:e]
+        if only[r] and floors[r] > -np.inf:
+            keep = np.flatnonzero(val >= floors[r])
+            idx, val, m = idx[keep], val[keep], len(keep)
         # Documents matching no query term are ranked by prior, then docno.
         order = prior_order if use_prior else doc_order
         if use_prior:
@@ -285,10 +295,9 @@ def sparse_topk(
 
 def _select(val: np.ndarray, idx: np.ndarray, k: int) -> np.ndarray:
     """Positions of the ``k`` best values; ties at the boundary go to the smaller doc id."""
-    part = np.argpartition(-val, k - 1)
-    thr = val[part[k - 1]]
-    top = part[:k]
-    if np.count_nonzero(val >= thr) > k:
+    thr = np.partition(val, len(val) - k)[len(val) - k]  # the k-th best value
+    top = np.flatnonzero(val >= thr)
+    if len(top) > k:
         gt = np.flatnonzero(val > thr)
         eq = np.flatnonzero(val == thr)
         eq = eq[np.argsort(idx[eq], kind="stable")[: k - len(gt)]]

@@ -19,6 +19,9 @@ from clir.errors import ConfigError
 MIN_LENGTH = 3
 """Shorter terms (and numbers) are never matched: too little spelling to go on."""
 
+_BATCH = 512
+"""Unknown terms compared at once (bounds the dense similarity block: 512 x the vocabulary)."""
+
 
 def _matchable(term: str) -> bool:
     return len(term) >= MIN_LENGTH and not term.isdigit()
@@ -47,16 +50,19 @@ class SpellingMatcher:
         self.targets = sorted(t for t in self.known if _matchable(t))
         self.vectorizer = TfidfVectorizer(analyzer="char_wb", ngram_range=ngram_range, sublinear_tf=True)
         self.matrix = self.vectorizer.fit_transform(self.targets) if self.targets else None
+        # n-grams x targets, converted once (a product with matrix.T would convert it per call)
+        self._columns = None if self.matrix is None else self.matrix.T.tocsr()
         self._cache: dict[str, str] = {}
 
     def match(self, terms: Sequence[str]) -> list[str]:
         """Each term, or its closest vocabulary spelling when it is not in the vocabulary and one
         reaches the threshold (ties: the alphabetically first target)."""
         todo = sorted({t for t in terms if t not in self.known and t not in self._cache and _matchable(t)})
-        if todo and self.matrix is not None:
-            similarity = (self.vectorizer.transform(todo) @ self.matrix.T).toarray()
+        for start in range(0, len(todo) if self._columns is not None else 0, _BATCH):
+            batch = todo[start : start + _BATCH]
+            similarity = (self.vectorizer.transform(batch) @ self._columns).toarray()
             best = similarity.argmax(axis=1)
-            for term, column, row in zip(todo, best, similarity, strict=True):
+            for term, column, row in zip(batch, best, similarity, strict=True):
                 self._cache[term] = self.targets[column] if row[column] >= self.threshold else term
         return [self._cache.get(t, t) for t in terms]
 

@@ -66,6 +66,7 @@ class TranslationTable:
         if data.size and not (np.isfinite(data).all() and data.min() >= 0):
             raise ConfigError("probs must be finite and non-negative")
         self._best: np.ndarray | None = None
+        self._rank: np.ndarray | None = None
 
     # --- construction -------------------------------------------------------------------------
 
@@ -153,11 +154,11 @@ class TranslationTable:
         start, end = self.probs.indptr[index], self.probs.indptr[index + 1]
         cols = np.asarray(self.probs.indices[start:end])
         vals = np.asarray(self.probs.data[start:end])
-        pairs = sorted(
-            ((self.target_vocab[c], float(v)) for c, v in zip(cols, vals, strict=True) if v > 0),
-            key=lambda pair: (-pair[1], pair[0]),
-        )
-        return pairs if k is None else pairs[:k]
+        positive = vals > 0
+        cols, vals = cols[positive], vals[positive]
+        order = np.lexsort((self._target_rank()[cols], -vals))[:k]  # p descending, then target
+        pairs = zip(cols[order].tolist(), vals[order].tolist(), strict=True)
+        return [(self.target_vocab[c], v) for c, v in pairs]
 
     def best(self) -> np.ndarray:
         """The most probable target column of every source row (ties by target string).
@@ -176,9 +177,11 @@ class TranslationTable:
 
     def _target_rank(self) -> np.ndarray:
         """The rank of each target word in string order (for deterministic tie-breaking)."""
-        rank = np.empty(len(self.target_vocab), dtype=np.int64)
-        rank[np.argsort(np.asarray(self.target_vocab, dtype=object), kind="stable")] = np.arange(rank.size)
-        return rank
+        if self._rank is None:
+            order = np.argsort(np.asarray(self.target_vocab, dtype=object), kind="stable")
+            self._rank = np.empty(len(self.target_vocab), dtype=np.int64)
+            self._rank[order] = np.arange(len(order))
+        return self._rank
 
     # --- pruning ------------------------------------------------------------------------------
 
