@@ -12,6 +12,7 @@ import scipy.sparse as sp
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+import clir.retrieval.accumulate as accumulate
 import clir.retrieval.base as base
 from clir.formats import write_run
 from clir.retrieval import BM25
@@ -47,12 +48,15 @@ def exhaustive_topk(retriever: BM25, queries: list[list[str]], k: int) -> list[t
     return out
 
 
-@pytest.fixture
-def accumulate_always(monkeypatch):
+@pytest.fixture(params=["compiled", "public"])
+def accumulate_always(monkeypatch, request):
     """Route every batch of plain queries to accumulate_topk and the others to sparse_topk (tiny
-    collections would be ranked densely otherwise)."""
+    collections would be ranked densely otherwise); postings added by scipy's private compiled
+    kernel, or by ``np.add.at`` as where a scipy lacks it."""
     monkeypatch.setattr(base, "MIN_DOCS", 1)
     monkeypatch.setattr(base, "prefer_dense", lambda n_docs, matches: False)
+    if request.param == "public":
+        monkeypatch.setattr(accumulate, "csc_matvec", None)
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
