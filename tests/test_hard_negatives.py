@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -12,8 +13,16 @@ from test_training import make_data, make_space, map_metric, tiny_config
 
 import clir.training.trainer as trainer_module
 from clir.errors import ConfigError
-from clir.training import RerankData, RerankQuery, TrainConfig, Trainer, sample_groups, sample_pairs
-from clir.training.config import HardNegativesConfig
+from clir.pipeline.config import load_experiment
+from clir.training import (
+    HardNegativesConfig,
+    RerankData,
+    RerankQuery,
+    TrainConfig,
+    Trainer,
+    sample_groups,
+    sample_pairs,
+)
 
 
 def reference_groups(data: RerankData, qrels, rng: np.random.Generator, k: int, depth: int | None):
@@ -180,3 +189,13 @@ def test_trainer_draws_hard_negatives(tmp_path, monkeypatch, loss):
     pairs = [(qi, neg) for qi, _, negs in items for neg in (negs if loss == "softmax" else [negs])]
     assert len(pairs) == len(items) > 0
     assert all(train.queries[qi].docnos.index(neg) < 4 for qi, neg in pairs)
+
+
+def test_hard_negatives_config_is_the_default_but_for_the_negatives():
+    configs = Path(__file__).resolve().parents[1] / "configs"
+    default, hard = (load_experiment(configs / f"{n}.yaml") for n in ("default", "hard-negatives"))
+    assert default.reranker == hard.reranker and list(default.systems) == list(hard.systems)
+    for system in default.systems:
+        mine, theirs = hard.reranker_config(system), default.reranker_config(system)
+        drawn = mine["optim"].pop("hard_negatives", None)
+        assert mine == theirs and (drawn is not None) == (system in ("weak-full", "full"))
