@@ -16,6 +16,7 @@ against reference rows.
     python experiments/oof_seeds.py run ... --systems weak-full \\
         --weak runs/default/steps/data-pseudo-en-sw-<hash> runs/default/steps/pseudo-en-sw-<hash>/collection
     python experiments/oof_seeds.py run ... --systems full-labels --init-from MODEL --tag +weak
+    python experiments/oof_seeds.py run ... --systems weak-full --weak ... --keep models  # keep the model
     python experiments/oof_seeds.py compare runs/oof --collection ... --reference lexical-fusion@default
 """
 
@@ -68,8 +69,9 @@ def run(args: argparse.Namespace) -> None:
                         step, pseudo_dir = args.weak
                         pseudo = Collection.load(pseudo_dir)
                         train, dev = RerankData.load(step / "train"), RerankData.load(step / "dev")
+                        model_dir = args.keep / f"{system}{args.tag}-s{seed}" if args.keep else tmp
                         path_ = Trainer(train_config, metric=map_metric).fit(
-                            train, dev, pseudo.qrels, tmp, space=space
+                            train, dev, pseudo.qrels, model_dir, space=space
                         )
                         scores = combine(member_scores([TrainedReranker.load(path_)], data, space=space))
                         oof = scores_to_run(data, scores)
@@ -133,6 +135,7 @@ def main() -> None:
         metavar=("DATA_STEP", "COLLECTION"),
         help="train on a pseudo-query data step (and its collection, for the qrels) instead, no folds",
     )
+    r.add_argument("--keep", type=Path, help="with --weak: keep the models in KEEP/SYSTEM[TAG]-sSEED")
     r.add_argument("--tag", default="", help="appended to the system in the file names")
     r.add_argument("--experiment", type=Path, default=Path("configs/ablations.yaml"))  # every system
     r.add_argument("--out", type=Path, required=True, help="directory of the run files")

@@ -31,6 +31,7 @@ A config file has five sections and four top-level keys::
       init_from: null            # a checkpoint or ensemble directory to start from
       feature_dropout: null      # e.g. 0.3: drop feature columns in training (null: off)
       component_lr: null         # learning rate of the components (null: lr; 0: frozen)
+      hard_negatives: null       # e.g. {share: 0.5, depth: 20}: negatives from the top ranks
     cv:
       folds: 1                   # > 1: k-fold cross-validation over the training queries
     ensemble:
@@ -65,6 +66,15 @@ training pair with that probability (inverted dropout; nothing is dropped at inf
 freezing them: with ``init_from`` a components-only model (``model.features: false``), that is
 "components first, then the fusion". Both are left out of ``to_dict`` while unset, as
 ``init_from`` is.
+
+**Hard negatives** (issue 13, lever 4). By default each relevant candidate's
+``data.negatives_per_positive`` negatives are drawn uniformly from the query's non-relevant
+candidates. ``optim.hard_negatives: {share: s, depth: d}`` draws the nearest whole number
+(halves up) to ``s`` × that many of them from the non-relevant candidates among the first ``d``
+in first-stage order (the reciprocal-rank-fused order of union candidates) and the rest
+uniformly from the negatives left (:func:`clir.training.data.sample_groups`). It is an ``optim``
+key, as ``loss`` is, so that each system of an experiment chooses it. Left out of ``to_dict``
+while unset: the default's sampling and step keys are unchanged.
 """
 
 from __future__ import annotations
@@ -192,6 +202,21 @@ class DataConfig(Section):
 
 
 @dataclass
+class HardNegativesConfig(Section):
+    """Negatives drawn from the top of the first-stage list (see the module docstring).
+
+    Attributes:
+        share: Share of each relevant candidate's negatives drawn from the top ``depth``
+            candidates (rounded to the nearest count, halves up); the rest are drawn uniformly.
+        depth: The rank cut: the hard negatives are the non-relevant candidates among a
+            query's first ``depth`` candidates, in first-stage order.
+    """
+
+    share: Annotated[float, Range(gt=0, le=1)] = 1.0
+    depth: PositiveInt = 20
+
+
+@dataclass
 class OptimConfig(Section):
     """Optimisation (Adam on a pairwise hinge or a listwise softmax loss, early stopping on dev MAP).
 
@@ -217,6 +242,8 @@ class OptimConfig(Section):
             ``margin``) or ``"softmax"`` (against its ``data.negatives_per_positive`` negatives
             at once, :func:`~clir.rerankers.losses.softmax_loss`; ``batch_size`` then counts
             such lists). ``None``: hinge (keeps the step keys of configs without it).
+        hard_negatives: Draw a share of the negatives from the top of the first-stage list
+            (:class:`HardNegativesConfig`). ``None``: every negative drawn uniformly.
     """
 
     lr: Annotated[float, Range(gt=0)] = 1e-3
@@ -231,6 +258,7 @@ class OptimConfig(Section):
     feature_dropout: Annotated[Annotated[float, Range(ge=0, lt=1)] | None, OmitWhenNone()] = None
     component_lr: Annotated[Annotated[float, Range(ge=0)] | None, OmitWhenNone()] = None
     loss: Annotated[Annotated[str, OneOf(LOSSES)] | None, OmitWhenNone()] = None
+    hard_negatives: Annotated[HardNegativesConfig | None, OmitWhenNone()] = None
 
 
 @dataclass

@@ -14,7 +14,8 @@ The data side (:mod:`clir.pipeline.features`) analyses and translates texts and 
   :class:`~clir.rerankers.batch.BilingualBatch`.
 * :func:`sample_pairs` — (query, relevant candidate, non-relevant candidate) triples for the
   pairwise hinge loss, seeded; :func:`sample_groups` — the same draws as (query, relevant
-  candidate, its negatives) lists for the listwise softmax loss.
+  candidate, its negatives) lists for the listwise softmax loss; uniform negatives, or a share
+  of them from the top of the first-stage list (hard negatives).
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from clir._version import __version__
 from clir.errors import ConfigError, DataNotFoundError, FormatError, NonFiniteError
 from clir.formats import atomic_directory
 from clir.rerankers.batch import BilingualBatch, TokenView
+from clir.training.config import HardNegativesConfig
 from clir.training.idtables import id_table
 from clir.types import Qrels
 
@@ -712,14 +714,20 @@ def sample_pairs(
     rng: np.random.Generator,
     negatives_per_positive: int = 1,
     depth: int | None = None,
+    hard: HardNegativesConfig | None = None,
 ) -> list[tuple[int, str, str]]:
     """Training triples: each relevant candidate with negatives from the non-relevant ones.
 
     For every query and every candidate among its first ``depth`` with ``relevance >= 1``,
     ``negatives_per_positive`` negatives are drawn uniformly (without replacement when there
     are enough) from the query's first ``depth`` candidates with ``relevance < 1`` or no
-    judgement. Queries without a relevant or without a non-relevant candidate give nothing.
-    The triples come back shuffled.
+    judgement. With ``hard``, the nearest whole number (halves up) to ``hard.share`` ×
+    ``negatives_per_positive`` of them are drawn without replacement from those among the
+    query's first ``hard.depth`` candidates (first-stage order: the hard negatives; all of them
+    when there are fewer), and the rest uniformly from the negatives not drawn (with replacement
+    from all of them when too few are left); a query with no negative in its first
+    ``hard.depth`` draws uniformly. Queries without a relevant or without a non-relevant
+    candidate give nothing. The triples come back shuffled.
 
     Args:
         data: Queries and candidates.
@@ -727,13 +735,14 @@ def sample_pairs(
         rng: The generator (e.g. ``np.random.default_rng([seed, epoch])``).
         negatives_per_positive: Negatives per positive.
         depth: Candidates considered (``None``: all).
+        hard: Hard negatives from the top ranks (``None``: every negative drawn uniformly).
 
     Returns:
         ``(query index, positive docno, negative docno)`` triples.
     """
     triples = [
         (qi, pos, neg)
-        for qi, pos, negs in _groups(data, qrels, rng, negatives_per_positive, depth)
+        for qi, pos, negs in _groups(data, qrels, rng, negatives_per_positive, depth, hard)
         for neg in negs
     ]
     order = rng.permutation(len(triples))
@@ -746,6 +755,7 @@ def sample_groups(
     rng: np.random.Generator,
     negatives_per_positive: int = 1,
     depth: int | None = None,
+    hard: HardNegativesConfig | None = None,
 ) -> list[tuple[int, str, list[str]]]:
     """Training lists for a listwise loss: each relevant candidate with its own negatives.
 
@@ -756,13 +766,18 @@ def sample_groups(
         ``(query index, positive docno, negative docnos)`` groups, ``negatives_per_positive``
         negatives each.
     """
-    groups = _groups(data, qrels, rng, negatives_per_positive, depth)
+    groups = _groups(data, qrels, rng, negatives_per_positive, depth, hard)
     order = rng.permutation(len(groups))
     return [groups[i] for i in order]
 
 
 def _groups(
-    data: RerankData, qrels: Qrels, rng: np.random.Generator, negatives_per_positive: int, depth: int | None
+    data: RerankData,
+    qrels: Qrels,
+    rng: np.random.Generator,
+    negatives_per_positive: int,
+    depth: int | None,
+    hard: HardNegativesConfig | None,
 ) -> list[tuple[int, str, list[str]]]:
     """Each relevant candidate of each query with its drawn negatives, in query order."""
     if negatives_per_positive < 1:
@@ -776,7 +791,25 @@ def _groups(
         if not positives or not negatives:
             continue
         replace = len(negatives) < negatives_per_positive
+        n_top = 0 if hard is None else sum(judged.get(d, 0) < 1 for d in docnos[: hard.depth])
         for positive in positives:
-            chosen = rng.choice(len(negatives), size=negatives_per_positive, replace=replace)
+            if hard is not None and n_top:
+                chosen = _draw_hard(rng, len(negatives), n_top, negatives_per_positive, hard.share)
+            else:
+                chosen = rng.choice(len(negatives), size=negatives_per_positive, replace=replace)
             groups.append((qi, positive, [negatives[j] for j in chosen]))
     return groups
+
+
+def _draw_hard(rng: np.random.Generator, n_negatives: int, n_top: int, k: int, share: float) -> np.ndarray:
+    """Indices of ``k`` negatives among ``n_negatives`` (in first-stage order), the nearest count
+    to ``share * k`` (at most ``n_top``) drawn without replacement from the first ``n_top``, the
+    rest from the others left (with replacement from all of them when too few are left)."""
+    top = rng.choice(n_top, size=min(int(share * k + 0.5), n_top), replace=False)
+    rest = np.setdiff1d(np.arange(n_negatives), top)
+    needed = k - len(top)
+    if len(rest) < needed:
+        more = rng.choice(n_negatives, size=needed, replace=True)
+    else:
+        more = rest[rng.choice(len(rest), size=needed, replace=False)]
+    return np.concatenate([top, more])

@@ -344,7 +344,12 @@ class Trainer:
         listwise = cfg.optim.loss == "softmax"
         sample = sample_groups if listwise else sample_pairs
         items = sample(
-            tensorizer.data, qrels, rng, cfg.data.negatives_per_positive, depth=cfg.data.max_candidates
+            tensorizer.data,
+            qrels,
+            rng,
+            cfg.data.negatives_per_positive,
+            depth=cfg.data.max_candidates,
+            hard=cfg.optim.hard_negatives,
         )
         if not items:
             raise ConfigError(
