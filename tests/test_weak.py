@@ -367,4 +367,4 @@ def test_the_default_bundle_says_what_full_was_pretrained_on():
         "queries, the passage holding each query's verse judged relevant; no relevance label; "
         "held-out share of the parallel side 0.0)"
     )
-    assert experiment_module._pretraining(default, "full-labels") is None
+    assert experiment_module._pretraining(default, "lexical-fusion") is None
