@@ -24,6 +24,7 @@ from clir.evaluation import (
     aqwv,
     aqwv_per_query,
     compare,
+    compare_per_query,
     compare_runs,
     confidence_interval,
     evaluate,
@@ -31,6 +32,7 @@ from clir.evaluation import (
     format_p,
     format_table,
     markdown_table,
+    means,
     measure_name,
     paired_ttest,
     qwv,
@@ -490,6 +492,13 @@ def test_compare_runs_corrects_each_measure_over_the_runs():
     assert none["half"]["AP"].p_randomization_corrected == pytest.approx(p_half)
     alone = compare(reference, half, qrels, ["AP"])["AP"]  # a family of one
     assert alone.p_randomization_corrected == alone.p_randomization == pytest.approx(p_half)
+    # the same tests from per-query values computed once (as the experiment's report does), and
+    # evaluate as their means
+    values = {name: evaluate_per_query(run, qrels, ["AP", "P@1"]) for name, run in runs.items()}
+    reused = compare_per_query(evaluate_per_query(reference, qrels, ["AP", "P@1"]), values)
+    assert reused == compare_runs(reference, runs, qrels, ["AP", "P@1"])
+    assert reused["better"]["P@1"].diff == 1.0 and reused["half"]["AP"].diff == 0.25
+    assert means(values["half"]) == evaluate(half, qrels, ["AP", "P@1"]) == {"AP": 0.75, "P@1": 0.5}
 
 
 def test_format_p():
