@@ -174,10 +174,11 @@ def score_pairs(
     """The model's score of each pair of ``index``, left on the model's device (eval mode).
 
     On a CPU the pairs are scored in order, each batch padded to its longest sequences (the
-    results of every earlier version). On CUDA the tables are copied to the device once and
-    batches are gathered there; pairs go in order of document length, each batch padded to a
-    multiple of :data:`WIDTH_STEP` and filled to the full batch size, so a compiled model meets
-    a few shapes; bf16 runs under autocast.
+    results of every earlier version). On CUDA the tables and the pairs' positions are copied to
+    the device once and batches are gathered there (no batch waits for a copy from the host);
+    pairs go in order of document length, each batch padded to a multiple of :data:`WIDTH_STEP`
+    and filled to the full batch size, so a compiled model meets a few shapes; bf16 runs under
+    autocast.
 
     Args:
         model: Maps a :class:`~clir.rerankers.batch.BilingualBatch` to scores (B,).
