@@ -62,7 +62,10 @@ def query_texts(docnos: Sequence[str], tag: str, jobs: Iterable[Job], most: int)
 
 
 def spare_cores() -> int:
-    """The cores this process may run on, less one for itself."""
+    """The cores this process may run on, less one for itself (none in a frozen application,
+    whose ``sys.executable`` is no Python to run this file with)."""
+    if getattr(sys, "frozen", False):
+        return 0
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
     return cores - 1
 
