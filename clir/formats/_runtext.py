@@ -62,9 +62,9 @@ def query_texts(docnos: Sequence[str], tag: str, jobs: Iterable[Job], most: int)
 
 
 def spare_cores() -> int:
-    """The cores this process may run on, less one for itself (none in a frozen application,
-    whose ``sys.executable`` is no Python to run this file with)."""
-    if getattr(sys, "frozen", False):
+    """The cores this process may run on, less one for itself (none where ``sys.executable``
+    is no Python to run this file with: unknown, or a frozen application)."""
+    if getattr(sys, "frozen", False) or not sys.executable:
         return 0
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
     return cores - 1
