@@ -137,6 +137,8 @@ def in_workers(
         if made * workers >= total * (len(counts) + 1) or end == len(sizes):
             counts.append(end - start)
             start = end
+    if not sys.executable:
+        raise WorkerError("no Python interpreter to start workers with (sys.executable is empty)")
     command = [sys.executable, "-I", "-S", __file__]
     with ExitStack() as stack:  # closes the pipes and waits for every worker, also on an error
         with _worker_io():
