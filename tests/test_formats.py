@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from clir.errors import ConfigError, DataNotFoundError, FormatError
 from clir.formats import (
+    _runtext,
     atomic_directory,
     atomic_write,
     ranked,
@@ -147,6 +148,62 @@ def test_run_writer_writes_what_the_first_writer_wrote(tmp_path_factory, run, de
     for docs in run.values():
         order = [line.split()[2] for line in _reference_run_text({"q": docs}, "t", None).splitlines()]
         assert ranked(docs) == [(d, docs[d]) for d in order]
+
+
+def _mixed_run(queries=6, docs=40):
+    """Queries of random scores with float32 ties, signed zeros, float32 overflow, ints and
+    non-ASCII docnos."""
+    rng = np.random.default_rng(7)
+    special = [1.0, 1.0 + 2**-40, 1.0 - 2**-40, 0.0, -0.0, 1e39, -1e39, 3, 1e-05, 1e16]
+    names = [f"d{i}" if i % 3 else f"é{i}Ω" for i in range(docs)]
+    run = {}
+    for q in range(queries):
+        chosen = rng.choice(docs, size=int(rng.integers(1, docs)), replace=False)
+        run[f"q{q}"] = {
+            names[i]: special[i % len(special)] if i % 4 == 0 else float(rng.normal()) for i in chosen
+        }
+    return run
+
+
+@pytest.mark.parametrize(("workers", "depth"), [(2, None), (3, 5), (8, None)])
+def test_run_writer_in_worker_processes_writes_the_first_writers_file(tmp_path, workers, depth):
+    run = _mixed_run()
+    write_run(tmp_path / "r.run", run, tag="t", depth=depth, workers=workers)
+    assert (tmp_path / "r.run").read_text() == _reference_run_text(run, "t", depth)
+
+
+def test_run_text_workers_make_the_lines_themselves():
+    # in_workers raises rather than falling back to this process: the worker program ran
+    docnos = ["a", "é"]
+    jobs = [
+        ("q1", np.array([1, 0]).tobytes(), np.array([0.5, 0.1]).tobytes()),
+        ("q2", np.array([0]).tobytes(), np.array([-0.0]).tobytes()),
+        ("q3", np.array([0, 1]).tobytes(), np.array([1e16, 2.0]).tobytes()),
+    ]
+    texts = _runtext.in_workers(docnos, "t", iter(jobs), [2, 1, 2], 2)
+    assert texts == [
+        "q1 Q0 é 1 0.5 t\nq1 Q0 a 2 0.1 t\nq2 Q0 a 1 -0.0 t\n",
+        "q3 Q0 a 1 1e+16 t\nq3 Q0 é 2 2.0 t\n",
+    ]
+
+
+def test_run_writer_writes_the_file_itself_when_workers_cannot_start(tmp_path, monkeypatch):
+    monkeypatch.setattr(_runtext.sys, "executable", str(tmp_path / "no-such-python"))
+    run = _mixed_run()
+    with pytest.raises(_runtext.WorkerError, match="no-such-python"):
+        _runtext.in_workers(["a"], "t", iter([]), [0, 0], 2)
+    write_run(tmp_path / "r.run", run, tag="t", workers=2)
+    assert (tmp_path / "r.run").read_text() == _reference_run_text(run, "t", None)
+
+
+def test_a_bad_score_stops_the_workers_and_leaves_the_file_alone(tmp_path):
+    run = _mixed_run()
+    run["q4"]["d1"] = float("inf")
+    path = _write(tmp_path / "r.run", "old\n")
+    with pytest.raises(ConfigError, match="score of 'd1' for query 'q4' is inf"):
+        write_run(path, run, workers=3)
+    assert path.read_text() == "old\n"
+    assert os.listdir(tmp_path) == ["r.run"]
 
 
 def test_run_writer_writes_numpy_scores_as_plain_numbers(tmp_path):

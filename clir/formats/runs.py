@@ -22,6 +22,7 @@ import numpy as np
 
 from clir.errors import ConfigError, FormatError
 from clir.formats._lines import decimal_of, fields_of, integer_of, numbered_lines
+from clir.formats._runtext import Job, run_texts
 from clir.formats.atomic import atomic_write
 from clir.formats.identifiers import check_identifier
 from clir.types import Run
@@ -76,18 +77,23 @@ def _trec_order(keys: np.ndarray, scores: np.ndarray) -> np.ndarray:
     return np.lexsort((keys, sims))[::-1]
 
 
-def write_run(path: str | Path, run: Run, tag: str = "clir", depth: int | None = None) -> None:
+def write_run(
+    path: str | Path, run: Run, tag: str = "clir", depth: int | None = None, workers: int | None = None
+) -> None:
     """Write a run in TREC format (atomically), each query's documents in :func:`ranked` order.
 
     Scores are written exactly (``repr`` of the float64) and the rank column numbers that order,
     so trec_eval, ir_measures and :func:`read_run` all rank the file as :func:`ranked` ranks
-    ``run``.
+    ``run``. The lines of a large run are made by worker processes where the machine has spare
+    cores (:func:`clir.formats._runtext.run_texts`); the file is the same.
 
     Args:
         path: Output file.
         run: ``run[qid][docno] = score``.
         tag: The run tag (sixth column): an identifier (no whitespace).
         depth: Keep only the top ``depth`` documents per query (``None``: all).
+        workers: Worker processes making the lines (0: none; ``None``: chosen by the run's size
+            and the machine's cores).
 
     Raises:
         ConfigError: Before the file is replaced, on an invalid qid, docno or tag (see
@@ -102,27 +108,17 @@ def write_run(path: str | Path, run: Run, tag: str = "clir", depth: int | None =
     for docno in docnos:
         check_identifier(docno, "docno", path)
     position = {docno: i for i, docno in enumerate(docnos)}  # its rank: int keys sort as the docnos
-    scores = {qid: _scores(path, qid, run[qid]) for qid in qids}
-    ranks = [f" {rank} " for rank in range(1, max(map(len, run.values()), default=0) + 1)]
+
+    def job(qid: str) -> Job:
+        values = _scores(path, qid, run[qid])
+        keys = np.fromiter(map(position.__getitem__, run[qid]), np.int64, len(values))
+        order = _trec_order(keys, values)[:depth]
+        return qid, keys[order].tobytes(), values[order].tobytes()
+
+    sizes = [len(run[qid]) if depth is None else min(depth, len(run[qid])) for qid in qids]
+    texts = run_texts(docnos, tag, map(job, qids), sizes, workers)
     with atomic_write(path) as out:
-        for qid in qids:
-            docs, values = list(run[qid]), scores[qid]
-            keys = np.fromiter(map(position.__getitem__, docs), np.int64, len(docs))
-            order = _trec_order(keys, values)[:depth]
-            out.write(_lines(qid, [docs[i] for i in order], ranks, values[order], tag))
-
-
-def _lines(qid: str, docnos: list[str], ranks: list[str], scores: np.ndarray, tag: str) -> str:
-    """The TREC lines of one query's ranked documents, ``f"{qid} Q0 {docno} {rank} {score!r} {tag}\\n"``
-    each (``ranks[i]`` is ``f" {i + 1} "``), put together with one ``join`` rather than one
-    f-string per line; a list's ``repr`` writes each float as ``repr`` does."""
-    n = len(docnos)
-    if n == 0:
-        return ""
-    parts = [f" {tag}\n{qid} Q0 "] * (4 * n + 1)
-    parts[0], parts[-1] = f"{qid} Q0 ", f" {tag}\n"
-    parts[1::4], parts[2::4], parts[3::4] = docnos, ranks[:n], repr(scores.tolist())[1:-1].split(", ")
-    return "".join(parts)
+        out.writelines(texts)
 
 
 def _scores(path: str | Path, qid: str, docs: Mapping[str, object]) -> np.ndarray:

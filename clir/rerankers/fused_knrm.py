@@ -18,6 +18,7 @@ nothing here runs.
 
 from __future__ import annotations
 
+import functools
 import os
 from typing import Any
 
@@ -91,11 +92,7 @@ def fused_window_pooling(
     step = _TILE // stride - 1  # windows per tile: window w covers positions [w·stride, (w + 2)·stride)
     device = unit.device
     out = torch.empty(size, n_queries, n_docs, k, dtype=torch.float32, device=device)
-    params = torch.tensor(
-        [[mu, -0.5 / (sigma * sigma)] for mu, sigma in zip(mus, sigmas, strict=True)],
-        dtype=torch.float32,
-        device=device,
-    )
+    params = _params(tuple(mus), tuple(sigmas), device)
     grid = (size, n_docs)
     _pool_kernel[grid](
         unit.float().contiguous(),
@@ -128,6 +125,17 @@ def fused_window_pooling(
         num_warps=_WARPS,
     )
     return out
+
+
+@functools.lru_cache(maxsize=64)
+def _params(mus: tuple[float, ...], sigmas: tuple[float, ...], device: torch.device) -> Tensor:
+    """The kernels' ``(mu, -1 / (2 sigma^2))`` on ``device``, made once: a copy from the host
+    per call would wait for the device each batch."""
+    return torch.tensor(
+        [[mu, -0.5 / (sigma * sigma)] for mu, sigma in zip(mus, sigmas, strict=True)],
+        dtype=torch.float32,
+        device=device,
+    )
 
 
 def _window_rows(step: int) -> int:

@@ -633,7 +633,7 @@ class Tensorizer:
         """The batch of the pairs of ``index``, gathered where the tables are.
 
         Args:
-            index: The pairs.
+            index: The pairs (numpy arrays, or tensors already on ``device``).
             device: Gather on this device from tables copied there once (pinned, asynchronously)
                 and kept; ``None``: on the CPU.
             widths: ``(query width, document width)`` to pad to (at least the batch's longest
@@ -650,7 +650,7 @@ class Tensorizer:
             )
         target = features.device
         q_idx, d_idx, rows = (
-            torch.from_numpy(a).to(target, non_blocking=True) for a in (index.query, index.doc, index.row)
+            torch.as_tensor(a).to(target, non_blocking=True) for a in (index.query, index.doc, index.row)
         )
 
         def view(table: _Table, idx: torch.Tensor, width: int) -> TokenView:

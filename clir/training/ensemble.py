@@ -195,12 +195,16 @@ def member_scores(
     if timings is not None:
         timings["tensorize"] = timings.get("tensorize", 0.0) + time.perf_counter() - clock
     out = []
+    on_device: dict[str, torch.Tensor] = {}  # the matrix, copied once per device
     for member, key, settled in zip(members, keys, settled_options, strict=True):
         clock = time.perf_counter()
         model = member.model
         lent_back = getattr(model, "embedding", None)
-        set_embeddings(model, matrix)
+        set_embeddings(model, None)  # the lent-back matrix stays where it is
         model.to(settled.device)
+        if settled.device not in on_device:
+            on_device[settled.device] = matrix.to(settled.device)
+        set_embeddings(model, on_device[settled.device])
         if timings is not None:
             timings["transfer"] = timings.get("transfer", 0.0) + time.perf_counter() - clock
         try:

@@ -28,13 +28,15 @@ def set_embeddings(model: nn.Module, matrix: torch.Tensor | None) -> None:
     """Lend a frozen embedding matrix to a reranker (``None`` takes it back).
 
     The matrix is built for the vocabulary of the data being scored, so one trained model
-    scores data of any vocabulary (and language) of the shared space.
+    scores data of any vocabulary (and language) of the shared space. The matrix goes to the
+    model's device first, so its unit-normalised copy is made there (on a GPU, rather than on
+    the host and then copied).
     """
     if matrix is None:
         model.embedding = None
         return
     device = next(iter(model.parameters()), torch.empty(0)).device
-    model.embedding = FrozenEmbedding(matrix).to(device)
+    model.embedding = FrozenEmbedding(matrix.to(device))
 
 
 def resolve_device(device: str) -> torch.device:
@@ -172,10 +174,11 @@ def score_pairs(
     """The model's score of each pair of ``index``, left on the model's device (eval mode).
 
     On a CPU the pairs are scored in order, each batch padded to its longest sequences (the
-    results of every earlier version). On CUDA the tables are copied to the device once and
-    batches are gathered there; pairs go in order of document length, each batch padded to a
-    multiple of :data:`WIDTH_STEP` and filled to the full batch size, so a compiled model meets
-    a few shapes; bf16 runs under autocast.
+    results of every earlier version). On CUDA the tables and the pairs' positions are copied to
+    the device once and batches are gathered there (no batch waits for a copy from the host);
+    pairs go in order of document length, each batch padded to a multiple of :data:`WIDTH_STEP`
+    and filled to the full batch size, so a compiled model meets a few shapes; bf16 runs under
+    autocast.
 
     Args:
         model: Maps a :class:`~clir.rerankers.batch.BilingualBatch` to scores (B,).
@@ -194,10 +197,14 @@ def score_pairs(
     cuda = device.type == "cuda"
     size = int(options.batch_size or CPU_BATCH)
     clock = _Clock(timings, device)
-    if cuda:
+    order = np.argsort(tensorizer.doc_lengths(index), kind="stable") if cuda else np.arange(len(index))
+    if cuda:  # the tables and the pairs' positions copied once: no batch waits for a copy
         with clock("transfer"):
             tensorizer.prepare(device)
-    order = np.argsort(tensorizer.doc_lengths(index), kind="stable") if cuda else np.arange(len(index))
+            on_device = PairIndex(
+                *(torch.from_numpy(a).to(device) for a in (index.query, index.doc, index.row))
+            )
+            order_on_device = torch.from_numpy(order).to(device)
     runner = _compiled(model) if options.compile and not options.fused else model
     out = torch.empty(len(index), dtype=torch.float32, device=device)
     was_training, was_fused = model.training, getattr(model, "fused_kernel", None)
@@ -209,19 +216,20 @@ def score_pairs(
         for start in progress_bar(starts, desc="scoring", unit="batch", enabled=progress):
             chosen = order[start : start + size]
             with clock("tensorize"):
-                if cuda:
-                    part = index.take(np.pad(chosen, (0, size - len(chosen)), mode="edge"))
-                    width = -(-int(tensorizer.doc_lengths(part).max(initial=1)) // WIDTH_STEP) * WIDTH_STEP
-                    widths = (tensorizer.max_query_width, min(width, tensorizer.max_doc_width))
-                    batch = tensorizer.gather(part, device, widths)
+                if cuda:  # the batch filled to its size with its last pair
+                    width = -(-int(tensorizer.doc_lengths(index.take(chosen)).max(initial=1)) // WIDTH_STEP)
+                    widths = (tensorizer.max_query_width, min(width * WIDTH_STEP, tensorizer.max_doc_width))
+                    positions = order_on_device[start : start + size]
+                    filled = torch.cat([positions, positions[-1:].expand(size - len(chosen))])
+                    batch = tensorizer.gather(on_device.take(filled), device, widths)
                 else:
+                    positions = torch.from_numpy(chosen)
                     batch = tensorizer.gather(index.take(chosen))
             with (
                 clock("score"),
                 torch.autocast(device.type, torch.bfloat16, enabled=options.precision == "bf16"),
             ):
-                scores = runner(batch)[: len(chosen)].float()
-                out[torch.from_numpy(chosen).to(device, non_blocking=True)] = scores
+                out[positions] = runner(batch)[: len(chosen)].float()
     finally:
         model.train(was_training)
         if was_fused is not None:
@@ -436,9 +444,8 @@ def scores_to_run(
         ranking = dict(zip(query.docnos, values.tolist(), strict=False))
         rest = list(query.docnos[len(values) :])
         if run is not None and query.qid in run:
-            seen = set(query.docnos)
-            extra = [item for item in run[query.qid].items() if item[0] not in seen]
-            rest.extend(d for d, _ in sorted(extra, key=lambda item: (-item[1], item[0])))
+            first = run[query.qid]
+            rest.extend(sorted(first.keys() - query.docnos, key=lambda d: (-first[d], d)))
         floor = float(values.min()) if len(values) else 0.0
         ranking.update(zip(rest, (floor - np.arange(1, len(rest) + 1)).tolist(), strict=True))
         out[query.qid] = ranking

@@ -1,0 +1,173 @@
+"""The text of a TREC run's lines, in this process or in worker processes.
+
+Writing a large run is mostly ``repr`` of its scores (the float's shortest round-trip text,
+about half a microsecond each) and putting lines together, all under the GIL. For a large run
+on a machine with spare cores, :func:`run_texts` hands groups of queries to short-lived worker
+processes that run this file as a script (``python -I -S``: the standard library alone, neither
+clir nor numpy imported), so the same :func:`query_text` makes every line, here or there.
+
+This module imports nothing but the standard library: it is the workers' whole program.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import subprocess
+import sys
+from array import array
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import ExitStack, contextmanager
+from itertools import chain, islice
+from typing import IO, cast
+
+Job = tuple[str, bytes, bytes]
+"""One query: its qid, its documents' positions in the run's docno list (``int64`` bytes) and
+their scores (``float64`` bytes), both in rank order."""
+
+WORKER_MIN_LINES = 100_000
+"""Lines from which :func:`run_texts` uses worker processes (when the machine has spare cores)."""
+MAX_WORKERS = 8
+"""Worker processes at most."""
+
+
+def query_text(docnos: Sequence[str], ranks: Sequence[str], tag: str, job: Job) -> str:
+    """The lines of one query, ``f"{qid} Q0 {docno} {rank} {score!r} {tag}\\n"`` each, put
+    together with one ``join`` (``ranks[i]`` is ``f" {i + 1} "``; a list's ``repr`` writes each
+    float as ``repr`` does).
+
+    Args:
+        docnos: The run's docnos; the job's positions index them.
+        ranks: The rank texts, at least as many as the query's lines.
+        tag: The run tag.
+        job: ``(qid, positions, scores)`` of the query.
+    """
+    qid, positions, scores = job[0], array("q", job[1]), array("d", job[2])
+    n = len(positions)
+    if n == 0:
+        return ""
+    parts = [f" {tag}\n{qid} Q0 "] * (4 * n + 1)
+    parts[0], parts[-1] = f"{qid} Q0 ", f" {tag}\n"
+    parts[1::4] = [docnos[i] for i in positions]
+    parts[2::4] = ranks[:n]
+    parts[3::4] = repr(scores.tolist())[1:-1].split(", ")
+    return "".join(parts)
+
+
+def query_texts(docnos: Sequence[str], tag: str, jobs: Iterable[Job], most: int) -> Iterator[str]:
+    """The lines of each query of ``jobs``, in order (one text per query), none longer than
+    ``most`` lines."""
+    ranks = [f" {rank} " for rank in range(1, most + 1)]
+    return (query_text(docnos, ranks, tag, job) for job in jobs)
+
+
+def spare_cores() -> int:
+    """The cores this process may run on, less one for itself (none where ``sys.executable``
+    is no Python to run this file with: unknown, or a frozen application)."""
+    if getattr(sys, "frozen", False) or not sys.executable:
+        return 0
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return cores - 1
+
+
+def run_texts(
+    docnos: Sequence[str], tag: str, jobs: Iterable[Job], sizes: Sequence[int], workers: int | None = None
+) -> Iterable[str]:
+    """The text of every job's lines, in order, made here or by worker processes.
+
+    Args:
+        docnos: The run's docnos.
+        tag: The run tag.
+        jobs: The queries, in the file's order; drawn one by one, so that workers already
+            format the first ones while later ones are made.
+        sizes: The lines of each job.
+        workers: Worker processes; ``None``: up to :data:`MAX_WORKERS`, one per spare core,
+            when there are at least :data:`WORKER_MIN_LINES` lines and 3 spare cores, else none.
+            Where the workers cannot be started or fail, the text is made here.
+
+    Returns:
+        Texts whose concatenation is the run's lines (made here: one per query, as they are read).
+    """
+    most = max(sizes, default=0)
+    if workers is None:
+        spare = spare_cores()
+        workers = min(MAX_WORKERS, spare) if sum(sizes) >= WORKER_MIN_LINES and spare >= 3 else 0
+    if workers < 1 or len(sizes) < 2:
+        return query_texts(docnos, tag, jobs, most)
+    jobs, drawn = iter(jobs), []
+    try:
+        return in_workers(docnos, tag, _kept(jobs, drawn), sizes, workers)
+    except WorkerError:
+        return query_texts(docnos, tag, chain(drawn, jobs), most)
+
+
+class WorkerError(Exception):
+    """A worker process could not be started, fed or read, or it failed."""
+
+
+@contextmanager
+def _worker_io() -> Iterator[None]:
+    """Turns the errors of talking to workers into :class:`WorkerError` (and no other error)."""
+    try:
+        yield
+    except (OSError, pickle.PickleError, subprocess.SubprocessError) as error:
+        raise WorkerError(str(error)) from error
+
+
+def _kept(jobs: Iterator[Job], drawn: list[Job]) -> Iterator[Job]:
+    """``jobs``, each also appended to ``drawn`` as it is drawn."""
+    for job in jobs:
+        drawn.append(job)
+        yield job
+
+
+def in_workers(
+    docnos: Sequence[str], tag: str, jobs: Iterator[Job], sizes: Sequence[int], workers: int
+) -> list[str]:
+    """The lines of ``jobs`` cut into ``workers`` groups of about as many lines, each group's
+    made by a worker process running this file (one text per group).
+
+    Raises:
+        WorkerError: If a worker cannot be started, fed or read, or fails (an error in making
+            a job is raised as it is).
+    """
+    total, counts, made, start = sum(sizes), [], 0, 0
+    for end, size in enumerate(sizes, 1):
+        made += size
+        if made * workers >= total * (len(counts) + 1) or end == len(sizes):
+            counts.append(end - start)
+            start = end
+    if not sys.executable:
+        raise WorkerError("no Python interpreter to start workers with (sys.executable is empty)")
+    command = [sys.executable, "-I", "-S", __file__]
+    with ExitStack() as stack:  # closes the pipes and waits for every worker, also on an error
+        with _worker_io():
+            processes = [
+                stack.enter_context(
+                    subprocess.Popen(
+                        command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
+                    )
+                )
+                for _ in counts
+            ]  # all started before the first is fed: they start while the jobs are made
+        docnos = list(docnos)
+        for process, count in zip(processes, counts, strict=True):
+            group = list(islice(jobs, count))  # an error in making a job is raised as it is
+            with _worker_io(), cast(IO[bytes], process.stdin) as feed:
+                pickle.dump((docnos, tag, group), feed, protocol=pickle.HIGHEST_PROTOCOL)
+        with _worker_io():
+            texts = [cast(IO[bytes], p.stdout).read().decode("utf-8", "surrogatepass") for p in processes]
+    if any(process.returncode for process in processes):
+        raise WorkerError(f"a run-writing worker failed: exit statuses {[p.returncode for p in processes]}")
+    return texts
+
+
+def _work() -> None:
+    """A worker's program: a pickled ``(docnos, tag, jobs)`` on stdin, its lines (UTF-8) on stdout."""
+    docnos, tag, jobs = pickle.load(sys.stdin.buffer)
+    text = "".join(query_texts(docnos, tag, jobs, max(len(job[1]) // 8 for job in jobs)))
+    sys.stdout.buffer.write(text.encode("utf-8", "surrogatepass"))
+
+
+if __name__ == "__main__":
+    _work()
