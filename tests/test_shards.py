@@ -17,7 +17,7 @@ from clir.datasets.distractors import sample_distractors
 from clir.errors import ConfigError
 from clir.formats import write_run
 from clir.pipeline.tables import DOC_EN, EN_DOC
-from clir.retrieval import BM25, FirstStage, QueryLikelihood, SparseIndex
+from clir.retrieval import BM25, FirstStage, QueryLikelihood, SparseIndex, shards
 from clir.retrieval.base import Results
 from clir.retrieval.shards import ShardedIndex, ShardedRetriever, merge_results
 from clir.text import get_analyzer
@@ -72,6 +72,37 @@ def test_sharded_run_equals_single_index_run_byte_for_byte(
     assert got_warnings == expected_warnings  # the same count of queries with no known term
 
 
+@pytest.mark.parametrize(("model", "pad", "k"), [("bm25", False, 5), ("bm25", True, 30), ("ql", False, 7)])
+def test_processes_search_query_batches_to_the_single_index_run(tmp_path, monkeypatch, model, pad, k):
+    monkeypatch.setattr(shards, "BATCH", 3)  # 25 queries: 9 batches over 2 processes
+    docnos, docs = corpus(7, 60)
+    rng = np.random.default_rng(8)
+    queries = {f"q{i}": list(rng.choice([*WORDS, "unseen"], size=int(rng.integers(1, 4)))) for i in range(23)}
+    queries["psq"] = [{"w0": 0.5, "w3": 0.25, "w7": 0.25}, "w1"]
+    queries["none"] = ["unseen"]  # no known term: listed empty, warned about once
+    single = (BM25() if model == "bm25" else QueryLikelihood()).index(docnos, docs, progress=False)
+    index = ShardedIndex.build(
+        tmp_path / "idx", zip(docnos, docs, strict=True), shard_docs=25, progress=False
+    )
+    sharded = ShardedRetriever(model, workers=2, processes=2).use_index(index)
+    calls = []
+    monkeypatch.setattr(ShardedRetriever, "_in_processes", spy(ShardedRetriever._in_processes, calls))
+    expected, expected_warnings = searched(single, queries, k, pad)
+    got, got_warnings = searched(sharded, queries, k, pad)
+    assert calls  # the batches were searched in processes
+    assert run_bytes(tmp_path, got, "processes") == run_bytes(tmp_path, expected, "single")
+    assert got == expected and got_warnings == expected_warnings
+    assert got["none"] == {} and "'none'" in got_warnings[0]
+
+
+def spy(method, calls):
+    def wrapped(self, *args, **kwargs):
+        calls.append(args)
+        return method(self, *args, **kwargs)
+
+    return wrapped
+
+
 def searched(retriever, queries, k, pad):
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -117,6 +148,8 @@ def test_build_errors(tmp_path):
         ShardedRetriever("bm26")
     with pytest.raises(ConfigError, match="workers must be a positive integer, got 0"):
         ShardedRetriever("bm25", workers=0)
+    with pytest.raises(ConfigError, match="processes must be a positive integer, got 0"):
+        ShardedRetriever("bm25", processes=0)
 
 
 def test_merge_orders_ties_by_docno_descending():

@@ -254,19 +254,23 @@ class FirstStage:
             self._write_settings(tmp, index="shards")
         return self.use_shards(path / "shards")
 
-    def use_shards(self, index: ShardedIndex | str | Path, workers: int = 1) -> FirstStage:
+    def use_shards(
+        self, index: ShardedIndex | str | Path, workers: int = 1, processes: int = 1
+    ) -> FirstStage:
         """Search a sharded index (built by :meth:`index_shards`; a directory is memory-mapped).
 
         Args:
             index: The index or its directory.
             workers: Threads searching shards at once (:class:`ShardedRetriever`).
+            processes: Processes searching batches of queries at once (:class:`ShardedRetriever`).
 
         Returns:
             ``self``.
         """
         index = index if isinstance(index, ShardedIndex) else ShardedIndex.load(index)
         params = self.retriever.get_params()
-        self.retriever = ShardedRetriever(self.model, workers=workers, **params).use_index(index)
+        retriever = ShardedRetriever(self.model, workers=workers, processes=processes, **params)
+        self.retriever = retriever.use_index(index)
         self._matcher = None
         return self
 
@@ -406,12 +410,14 @@ class FirstStage:
         progress: bool = True,
         workers: int = 1,
         *,
+        processes: int = 1,
         model: str | None = None,
         model_params: dict[str, Any] | None = None,
     ) -> FirstStage:
         """Load a first stage saved by :meth:`save` (or :meth:`index_shards`), ready to search.
 
-        ``workers`` threads search the shards of a sharded one at once. With ``model``, the
+        ``workers`` threads search the shards of a sharded one at once, ``processes`` processes
+        batches of queries (:class:`~clir.retrieval.shards.ShardedRetriever`). With ``model``, the
         saved index is scored by that retriever instead (e.g. a BM25 stage's index as query
         likelihood: the index holds term frequencies, each model computes its weights from them
         when loaded), with ``model_params``.
@@ -445,7 +451,8 @@ class FirstStage:
             **(model_params or {}),
         )
         if meta.get("index") == "shards":
-            return stage.use_shards(ShardedIndex.load(path / "shards", mmap=mmap), workers=workers)
+            index = ShardedIndex.load(path / "shards", mmap=mmap)
+            return stage.use_shards(index, workers=workers, processes=processes)
         saved = Retriever.load(path / "retriever", mmap=mmap)
         stage.retriever = saved if saved_model else stage.retriever.use_index(saved._require_index())
         return stage

@@ -27,6 +27,7 @@ ranking of most of their matches, and the union still holds the collection's top
 
 from __future__ import annotations
 
+import multiprocessing
 import warnings
 from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -224,6 +225,11 @@ class ShardedRetriever(Searcher):
         model: Retriever name (``"bm25"``, ``"ql"``).
         workers: Threads searching shards at once (numpy and scipy's sparse products release the
             GIL); the run is the same for any number.
+        processes: Processes searching batches of ``BATCH`` queries at once, each over every
+            shard (forked from this one, so they share its memory-mapped shards and weights
+            instead of copying them; where the platform cannot fork, 1 only). A query's ranking
+            depends on that query alone, so the run is the same for any number; a call with
+            fewer than two batches per process is searched here.
         **params: Its constructor arguments.
 
     Attributes:
@@ -231,11 +237,15 @@ class ShardedRetriever(Searcher):
         parts_: One retriever per shard.
     """
 
-    def __init__(self, model: str = "bm25", *, workers: int = 1, **params: Any) -> None:
+    def __init__(self, model: str = "bm25", *, workers: int = 1, processes: int = 1, **params: Any) -> None:
         get_retriever(model, **params)  # validates the name and parameters now
-        if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
-            raise ConfigError(f"workers must be a positive integer, got {workers!r}")
+        for name, value in (("workers", workers), ("processes", processes)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ConfigError(f"{name} must be a positive integer, got {value!r}")
+        if processes > 1 and "fork" not in multiprocessing.get_all_start_methods():
+            raise ConfigError(f"processes={processes}: this platform cannot fork; expected 1")
         self.workers = workers
+        self.processes = processes
         self.model = model
         self.params = params
         self.index_: ShardedIndex | None = None
@@ -270,6 +280,39 @@ class ShardedRetriever(Searcher):
     ) -> tuple[Results, list[int]]:
         if self.index_ is None:
             raise ConfigError("ShardedRetriever has no index: call .use_index(ShardedIndex.load(dir)) first")
+        if self.processes > 1 and len(queries) >= 2 * BATCH * self.processes:
+            merged, termless = self._in_processes(queries, k, progress, pad)
+        else:
+            merged, termless = self._search_ranks(queries, k, progress, pad)
+        return Results([self._docnos[ranks] for ranks in merged.docnos], merged.scores), termless
+
+    def _in_processes(
+        self, queries: Sequence[QueryTerms], k: int, progress: bool, pad: bool
+    ) -> tuple[Results, list[int]]:
+        """:meth:`_search_ranks` of ``BATCH`` queries at a time in forked processes, concatenated."""
+        starts = range(0, len(queries), BATCH)
+        batches = [(queries[start : start + BATCH], k, pad) for start in starts]
+        context = multiprocessing.get_context("fork")
+        with context.Pool(self.processes, initializer=_adopt, initargs=(self,)) as pool:
+            parts = list(
+                progress_bar(
+                    pool.imap(_search_batch, batches),
+                    total=len(batches),
+                    desc="searching query batches",
+                    unit="batch",
+                    enabled=progress,
+                )
+            )
+        docnos = [ranks for results, _ in parts for ranks in results.docnos]
+        scores = [values for results, _ in parts for values in results.scores]
+        termless = [start + i for start, (_, empty) in zip(starts, parts, strict=True) for i in empty]
+        return Results(docnos, scores), termless
+
+    def _search_ranks(
+        self, queries: Sequence[QueryTerms], k: int, progress: bool, pad: bool
+    ) -> tuple[Results, list[int]]:
+        """Every shard searched (``workers`` threads), merged; documents as their ranks in docno
+        order; and the positions of the queries with no known term."""
 
         # Each query's best k-th score in the shards searched so far: a lower bound of its k-th
         # best score in the collection, below which the next shards need not rank their matches.
@@ -288,8 +331,22 @@ class ShardedRetriever(Searcher):
                 found.append(results)
                 bar.update()
             bar.close()
-        merged = merge_results([results for results, _ in found], k)
-        return Results([self._docnos[ranks] for ranks in merged.docnos], merged.scores), found[0][1]
+        return merge_results([results for results, _ in found], k), found[0][1]
+
+
+BATCH = 64
+"""Queries a search process takes at a time (:class:`ShardedRetriever` ``processes``)."""
+
+_ADOPTED: list[ShardedRetriever] = []  # in a search process: the retriever it was forked with
+
+
+def _adopt(retriever: ShardedRetriever) -> None:
+    _ADOPTED[:] = [retriever]
+
+
+def _search_batch(task: tuple[Sequence[QueryTerms], int, bool]) -> tuple[Results, list[int]]:
+    queries, k, pad = task
+    return _ADOPTED[0]._search_ranks(queries, k, False, pad)
 
 
 def merge_results(parts: Sequence[Results], k: int) -> Results:
