@@ -374,7 +374,7 @@ def _retrieve(args: argparse.Namespace) -> int:
         queries = read_topics(args.topics)
     else:
         queries = _load_collection(args).split(args.split)
-    stage = FirstStage.load(args.index, progress=not args.quiet)
+    stage = FirstStage.load(args.index, progress=not args.quiet, processes=args.processes)
     with _engine(args) as engine:
         run = search_stage(stage, queries, engine, k=args.k, pad=args.pad)
     write_run(args.out, run, tag=args.tag or f"{stage.mode}-{stage.model}")
@@ -1219,6 +1219,13 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="fill each BM25 list up to --k with documents that match none of the query's terms "
         "(all scored 0); by default only matching documents are listed",
+    )
+    retrieve.add_argument(
+        "--processes",
+        type=_positive,
+        default=1,
+        help="a sharded index (clir index --shard-docs): processes searching batches of 64 queries "
+        "at once, forked from this one (the same run; default 1)",
     )
     _engine_arguments(retrieve)
     retrieve.set_defaults(handler=_retrieve)

@@ -220,8 +220,10 @@ def test_first_stage_in_shards_equals_in_memory(tmp_path, mode):
         stage.save(tmp_path / "saved")
 
 
-def test_cli_index_in_shards_gives_the_same_run_file(tmp_path):
-    """``clir index --shard-docs`` streams documents.jsonl; ``clir retrieve`` writes the same bytes."""
+def test_cli_index_in_shards_gives_the_same_run_file(tmp_path, monkeypatch):
+    """``clir index --shard-docs`` streams documents.jsonl; ``clir retrieve`` writes the same bytes
+    (also with ``--processes 2``: 8 queries, batches of 2)."""
+    monkeypatch.setattr(shards, "BATCH", 2)
     en, sw = get_analyzer("en"), get_analyzer("sw")
     collection = build_bible_collection(
         "en-sw", collection_books=(8,), n_train=3, n_dev=3, n_test=8, progress=False
@@ -238,7 +240,9 @@ def test_cli_index_in_shards_gives_the_same_run_file(tmp_path):
         retrieve = ["retrieve", "--index", str(tmp_path / name), "--collection", str(tmp_path / "c")]
         assert main([*retrieve, "--out", str(tmp_path / f"{name}.run"), "--tag", "x", "-q"]) == 0
     assert len(list((tmp_path / "sharded" / "shards" / "shards").iterdir())) == 5  # Ruth: 19 passages
+    assert main([*retrieve, "--out", str(tmp_path / "processes.run"), "--tag", "x", "--processes", "2"]) == 0
     assert (tmp_path / "one.run").read_bytes() == (tmp_path / "sharded.run").read_bytes()
+    assert (tmp_path / "processes.run").read_bytes() == (tmp_path / "sharded.run").read_bytes()
     assert len((tmp_path / "one.run").read_text().splitlines()) > 20
 
 
