@@ -140,3 +140,16 @@ def test_load_stages_and_the_cli_refuse_what_is_missing(padded, tmp_path, capsys
     code = main([*args, "--out", str(tmp_path / "r.run"), "--stages", str(root), "--index-cache", "C"])
     assert code == 2
     assert "clir: error: --stages" in capsys.readouterr().err
+
+
+def test_a_saved_in_memory_index_scored_by_another_model(padded, tmp_path):
+    collection, tables, *_ = padded
+    queries = collection.split("dev")
+    bm25 = baseline_stage("dt", "bm25", "en", "sw", tables, BaselineConfig(), progress=False)
+    bm25.index(collection.documents).save(tmp_path / "dt-bm25")
+    config = BaselineConfig(model_params={"ql": {"mu": 50}})
+    ql = baseline_stage("dt", "ql", "en", "sw", tables, config, progress=False).index(collection.documents)
+    loaded = FirstStage.load(tmp_path / "dt-bm25", model="ql", model_params={"mu": 50})
+    assert (loaded.model, loaded.retriever.get_params()) == ("ql", {"mu": 50})
+    assert loaded.search(queries) == ql.search(queries)  # the scores to the bit
+    assert FirstStage.load(tmp_path / "dt-bm25").search(queries) == bm25.search(queries)
