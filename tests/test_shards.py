@@ -72,9 +72,16 @@ def test_sharded_run_equals_single_index_run_byte_for_byte(
     assert got_warnings == expected_warnings  # the same count of queries with no known term
 
 
-@pytest.mark.parametrize(("model", "pad", "k"), [("bm25", False, 5), ("bm25", True, 30), ("ql", False, 7)])
-def test_processes_search_query_batches_to_the_single_index_run(tmp_path, monkeypatch, model, pad, k):
-    monkeypatch.setattr(shards, "BATCH", 3)  # 25 queries: 9 batches over 2 processes
+@pytest.mark.parametrize(
+    ("model", "pad", "k", "processes"),
+    [("bm25", False, 5, 2), ("bm25", True, 30, 2), ("ql", False, 7, 2), ("bm25", False, 5, 1)],
+)
+def test_query_batches_in_processes_give_the_single_index_run(
+    tmp_path, monkeypatch, model, pad, k, processes
+):
+    """Batches of 3 of 25 queries: in 2 forked processes, or (1 process, a PSQ term among the
+    queries) one after the other here."""
+    monkeypatch.setattr(shards, "BATCH", 3)
     docnos, docs = corpus(7, 60)
     rng = np.random.default_rng(8)
     queries = {f"q{i}": list(rng.choice([*WORDS, "unseen"], size=int(rng.integers(1, 4)))) for i in range(23)}
@@ -84,15 +91,18 @@ def test_processes_search_query_batches_to_the_single_index_run(tmp_path, monkey
     index = ShardedIndex.build(
         tmp_path / "idx", zip(docnos, docs, strict=True), shard_docs=25, progress=False
     )
-    sharded = ShardedRetriever(model, workers=2, processes=2).use_index(index)
+    sharded = ShardedRetriever(model, workers=2, processes=processes).use_index(index)
     calls = []
-    monkeypatch.setattr(ShardedRetriever, "_in_processes", spy(ShardedRetriever._in_processes, calls))
+    monkeypatch.setattr(ShardedRetriever, "_batched", spy(ShardedRetriever._batched, calls))
     expected, expected_warnings = searched(single, queries, k, pad)
     got, got_warnings = searched(sharded, queries, k, pad)
-    assert calls  # the batches were searched in processes
-    assert run_bytes(tmp_path, got, "processes") == run_bytes(tmp_path, expected, "single")
+    assert len(calls) == 1  # the queries were searched in batches
+    assert run_bytes(tmp_path, got, "batches") == run_bytes(tmp_path, expected, "single")
     assert got == expected and got_warnings == expected_warnings
     assert got["none"] == {} and "'none'" in got_warnings[0]
+    del queries["psq"]  # plain terms in one process: one search of them all
+    searched(ShardedRetriever(model).use_index(index), queries, k, pad)
+    assert len(calls) == 1
 
 
 def spy(method, calls):

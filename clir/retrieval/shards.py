@@ -31,6 +31,7 @@ import multiprocessing
 import warnings
 from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -229,7 +230,8 @@ class ShardedRetriever(Searcher):
             shard (forked from this one, so they share its memory-mapped shards and weights
             instead of copying them; where the platform cannot fork, 1 only). A query's ranking
             depends on that query alone, so the run is the same for any number; a call with
-            fewer than two batches per process is searched here.
+            fewer than two batches per process is searched here (queries with PSQ terms in
+            batches of ``BATCH`` too).
         **params: Its constructor arguments.
 
     Attributes:
@@ -281,32 +283,42 @@ class ShardedRetriever(Searcher):
         if self.index_ is None:
             raise ConfigError("ShardedRetriever has no index: call .use_index(ShardedIndex.load(dir)) first")
         if self.processes > 1 and len(queries) >= 2 * BATCH * self.processes:
-            merged, termless = self._in_processes(queries, k, progress, pad)
+            context = multiprocessing.get_context("fork")
+            with context.Pool(self.processes, initializer=_adopt, initargs=(self,)) as pool:
+                merged, termless = self._batched(
+                    queries, k, progress, pad, partial(pool.imap, _search_adopted)
+                )
+        elif len(queries) > BATCH and any(not isinstance(term, str) for query in queries for term in query):
+            # PSQ: one batch's weighted terms at a time (a fourth faster per query at 100k documents)
+            merged, termless = self._batched(queries, k, progress, pad, partial(map, self._search_batch))
         else:
             merged, termless = self._search_ranks(queries, k, progress, pad)
         return Results([self._docnos[ranks] for ranks in merged.docnos], merged.scores), termless
 
-    def _in_processes(
-        self, queries: Sequence[QueryTerms], k: int, progress: bool, pad: bool
+    def _batched(
+        self, queries: Sequence[QueryTerms], k: int, progress: bool, pad: bool, mapper: Any
     ) -> tuple[Results, list[int]]:
-        """:meth:`_search_ranks` of ``BATCH`` queries at a time in forked processes, concatenated."""
+        """:meth:`_search_batch` of ``BATCH`` queries at a time, by ``mapper`` (in this process,
+        or in a forked pool), concatenated."""
         starts = range(0, len(queries), BATCH)
         batches = [(queries[start : start + BATCH], k, pad) for start in starts]
-        context = multiprocessing.get_context("fork")
-        with context.Pool(self.processes, initializer=_adopt, initargs=(self,)) as pool:
-            parts = list(
-                progress_bar(
-                    pool.imap(_search_batch, batches),
-                    total=len(batches),
-                    desc="searching query batches",
-                    unit="batch",
-                    enabled=progress,
-                )
+        parts = list(
+            progress_bar(
+                mapper(batches),
+                total=len(batches),
+                desc="searching query batches",
+                unit="batch",
+                enabled=progress,
             )
+        )
         docnos = [ranks for results, _ in parts for ranks in results.docnos]
         scores = [values for results, _ in parts for values in results.scores]
         termless = [start + i for start, (_, empty) in zip(starts, parts, strict=True) for i in empty]
         return Results(docnos, scores), termless
+
+    def _search_batch(self, task: tuple[Sequence[QueryTerms], int, bool]) -> tuple[Results, list[int]]:
+        queries, k, pad = task
+        return self._search_ranks(queries, k, False, pad)
 
     def _search_ranks(
         self, queries: Sequence[QueryTerms], k: int, progress: bool, pad: bool
@@ -344,9 +356,8 @@ def _adopt(retriever: ShardedRetriever) -> None:
     _ADOPTED[:] = [retriever]
 
 
-def _search_batch(task: tuple[Sequence[QueryTerms], int, bool]) -> tuple[Results, list[int]]:
-    queries, k, pad = task
-    return _ADOPTED[0]._search_ranks(queries, k, False, pad)
+def _search_adopted(task: tuple[Sequence[QueryTerms], int, bool]) -> tuple[Results, list[int]]:
+    return _ADOPTED[0]._search_batch(task)
 
 
 def merge_results(parts: Sequence[Results], k: int) -> Results:
