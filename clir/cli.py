@@ -374,7 +374,7 @@ def _retrieve(args: argparse.Namespace) -> int:
         queries = read_topics(args.topics)
     else:
         queries = _load_collection(args).split(args.split)
-    stage = FirstStage.load(args.index, progress=not args.quiet)
+    stage = FirstStage.load(args.index, progress=not args.quiet, processes=args.processes)
     with _engine(args) as engine:
         run = search_stage(stage, queries, engine, k=args.k, pad=args.pad)
     write_run(args.out, run, tag=args.tag or f"{stage.mode}-{stage.model}")
@@ -534,6 +534,11 @@ def _rerank(args: argparse.Namespace) -> int:
     from clir.training import ScoringOptions
 
     options = ScoringOptions(args.device, args.batch_size, args.precision or "auto")
+    if args.stages is not None and args.index_cache is not None:
+        raise ConfigError(
+            f"--stages {args.stages} with --index-cache {args.index_cache}: expected one of them "
+            "(the cache indexes the collection itself)"
+        )
     _check_out(args)
     collection = _load_collection(args)
     with _engine(args) as engine:
@@ -548,10 +553,23 @@ def _rerank(args: argparse.Namespace) -> int:
             options=options,
             engine=engine,
             index_cache=args.index_cache,
+            stages=args.stages,
         )
     write_run(args.out, run, tag=args.tag)
     print(f"wrote {args.out}: {len(run)} queries, reranked by {_models_of(args.model)}")
     return 0
+
+
+def _stages_argument(parser: argparse.ArgumentParser) -> None:
+    """``--stages``: saved first stages searched and scored instead of indexing the collection."""
+    parser.add_argument(
+        "--stages",
+        type=Path,
+        help="directory of saved first stages named <mode>-<model> (clir index --out DIR/qt-bm25, "
+        "sharded with --shard-docs for a large collection; same tables and settings), searched and "
+        "scored instead of indexing the collection; a missing <mode>-ql or -bm25 is scored on the "
+        "index of the same mode (default: index the collection in memory)",
+    )
 
 
 def _models_of(path: Path) -> str:
@@ -1202,6 +1220,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="fill each BM25 list up to --k with documents that match none of the query's terms "
         "(all scored 0); by default only matching documents are listed",
     )
+    retrieve.add_argument(
+        "--processes",
+        type=_positive,
+        default=1,
+        help="a sharded index (clir index --shard-docs): processes searching batches of 64 queries "
+        "at once, forked from this one (the same run; default 1)",
+    )
     _engine_arguments(retrieve)
     retrieve.set_defaults(handler=_retrieve)
 
@@ -1370,6 +1395,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="directory keeping the analysed documents, first-stage indexes and the documents' id "
         "tables between calls, rebuilt when the collection, tables or settings change (default: none)",
     )
+    _stages_argument(rerank)
     _scoring_arguments(rerank, "the candidates")
     _engine_arguments(rerank)
     rerank.set_defaults(handler=_rerank)

@@ -7,7 +7,8 @@ the collection (train + dev + test) at k = 1000, after 5 warm-up queries, then e
 test queries. ``qps`` is the retrieval of the translated queries (analysed, translated and
 spelling-matched terms -> ranked run over all shards, exactly merged); ``qps_with_translation``
 adds the query analysis and translation (all queries at once, :meth:`FirstStage.queries_terms`).
-Single-threaded BLAS; ``--workers`` threads search the shards; ``--skip-build`` searches the
+Single-threaded BLAS; ``--workers`` threads search the shards, ``--processes`` forked processes
+batches of 64 queries (each over every shard); ``--skip-build`` searches the
 stages an earlier run left in ``--work``. Prints one JSON object (and writes it with --out).
 
     clir data pad data/en-sw --distractors 1000000 --out data/en-sw-1m
@@ -23,10 +24,12 @@ for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMB
 os.environ.setdefault("DISABLE_TQDM", "1")
 
 import argparse  # noqa: E402
+import hashlib  # noqa: E402
 import json  # noqa: E402
 import multiprocessing  # noqa: E402
 import resource  # noqa: E402
 import time  # noqa: E402
+import traceback  # noqa: E402
 import warnings  # noqa: E402
 from pathlib import Path  # noqa: E402
 from typing import Any  # noqa: E402
@@ -76,7 +79,7 @@ def build(
     }
 
 
-def search(collection: Path, work: Path, k: int, workers: int = 1) -> dict[str, Any]:
+def search(collection: Path, work: Path, k: int, workers: int = 1, processes: int = 1) -> dict[str, Any]:
     """Load the shards (mmap) and search every query; q/s, peak RSS and the test split's measures."""
     from clir.evaluation import DEFAULT_MEASURES, evaluate
     from clir.formats import read_qrels
@@ -84,7 +87,7 @@ def search(collection: Path, work: Path, k: int, workers: int = 1) -> dict[str, 
     from clir.retrieval import FirstStage
 
     start = time.perf_counter()
-    stage = FirstStage.load(work, progress=False, workers=workers)
+    stage = FirstStage.load(work, progress=False, workers=workers, processes=processes)
     load_s = time.perf_counter() - start
     splits = {p.name.split(".")[1]: read_topics(p) for p in sorted(collection.glob("topics.*.tsv"))}
     queries = [q for split in splits.values() for q in split]
@@ -106,18 +109,35 @@ def search(collection: Path, work: Path, k: int, workers: int = 1) -> dict[str, 
         "queries": len(queries),
         "k": k,
         "workers": workers,
+        "processes": processes,
         "qps": round(len(queries) / seconds, 1),
         "qps_with_translation": round(len(queries) / (seconds + translate_s), 1),
         "search_peak_rss_mib": _peak_mib(),
+        "processes_peak_rss_mib": round(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024, 1),
+        "run_sha256": hashlib.sha256(json.dumps(run, sort_keys=True).encode()).hexdigest(),
         "test": {name: round(value, 4) for name, value in measures.items()},
     }
 
 
 def in_child(fn: Any, *args: Any) -> dict[str, Any]:
-    """Run ``fn(*args)`` in a fresh interpreter (its own peak RSS), return its result."""
+    """Run ``fn(*args)`` in a fresh interpreter (its own peak RSS; not a pool's daemon, so it may
+    fork search processes), return its result."""
     context = multiprocessing.get_context("spawn")
-    with context.Pool(1) as pool:
-        return pool.apply(fn, args)
+    receive, send = context.Pipe(duplex=False)
+    child = context.Process(target=_reply, args=(send, fn, args))
+    child.start()
+    ok, result = receive.recv()
+    child.join()
+    if not ok:
+        raise RuntimeError(f"{fn.__name__} failed in its process:\n{result}")
+    return result
+
+
+def _reply(send: Any, fn: Any, args: tuple[Any, ...]) -> None:
+    try:
+        send.send((True, fn(*args)))
+    except BaseException:
+        send.send((False, traceback.format_exc()))
 
 
 def main() -> None:
@@ -130,6 +150,9 @@ def main() -> None:
     parser.add_argument("--shard-docs", type=int, default=250_000)
     parser.add_argument("--k", type=int, default=1000)
     parser.add_argument("--workers", type=int, default=1, help="threads searching shards at once")
+    parser.add_argument(
+        "--processes", type=int, default=1, help="processes searching batches of queries at once"
+    )
     parser.add_argument(
         "--skip-build", action="store_true", help="search the first stages already in --work (no build)"
     )
@@ -149,7 +172,7 @@ def main() -> None:
         if not args.skip_build:
             result = in_child(build, mode, args.model, args.collection, args.tables, work, args.shard_docs)
             print(json.dumps({mode: result}), flush=True)
-        result.update(in_child(search, args.collection, work, args.k, args.workers))
+        result.update(in_child(search, args.collection, work, args.k, args.workers, args.processes))
         report["systems"][f"{mode}-{args.model}"] = result
         print(json.dumps({mode: result}), flush=True)
     print(json.dumps(report, indent=1))

@@ -17,7 +17,7 @@ from clir.datasets.distractors import sample_distractors
 from clir.errors import ConfigError
 from clir.formats import write_run
 from clir.pipeline.tables import DOC_EN, EN_DOC
-from clir.retrieval import BM25, FirstStage, QueryLikelihood, SparseIndex
+from clir.retrieval import BM25, FirstStage, QueryLikelihood, SparseIndex, shards
 from clir.retrieval.base import Results
 from clir.retrieval.shards import ShardedIndex, ShardedRetriever, merge_results
 from clir.text import get_analyzer
@@ -72,6 +72,47 @@ def test_sharded_run_equals_single_index_run_byte_for_byte(
     assert got_warnings == expected_warnings  # the same count of queries with no known term
 
 
+@pytest.mark.parametrize(
+    ("model", "pad", "k", "processes"),
+    [("bm25", False, 5, 2), ("bm25", True, 30, 2), ("ql", False, 7, 2), ("bm25", False, 5, 1)],
+)
+def test_query_batches_in_processes_give_the_single_index_run(
+    tmp_path, monkeypatch, model, pad, k, processes
+):
+    """Batches of 3 of 25 queries: in 2 forked processes, or (1 process, a PSQ term among the
+    queries) one after the other here."""
+    monkeypatch.setattr(shards, "BATCH", 3)
+    docnos, docs = corpus(7, 60)
+    rng = np.random.default_rng(8)
+    queries = {f"q{i}": list(rng.choice([*WORDS, "unseen"], size=int(rng.integers(1, 4)))) for i in range(23)}
+    queries["psq"] = [{"w0": 0.5, "w3": 0.25, "w7": 0.25}, "w1"]
+    queries["none"] = ["unseen"]  # no known term: listed empty, warned about once
+    single = (BM25() if model == "bm25" else QueryLikelihood()).index(docnos, docs, progress=False)
+    index = ShardedIndex.build(
+        tmp_path / "idx", zip(docnos, docs, strict=True), shard_docs=25, progress=False
+    )
+    sharded = ShardedRetriever(model, workers=2, processes=processes).use_index(index)
+    calls = []
+    monkeypatch.setattr(ShardedRetriever, "_batched", spy(ShardedRetriever._batched, calls))
+    expected, expected_warnings = searched(single, queries, k, pad)
+    got, got_warnings = searched(sharded, queries, k, pad)
+    assert len(calls) == 1  # the queries were searched in batches
+    assert run_bytes(tmp_path, got, "batches") == run_bytes(tmp_path, expected, "single")
+    assert got == expected and got_warnings == expected_warnings
+    assert got["none"] == {} and "'none'" in got_warnings[0]
+    del queries["psq"]  # plain terms in one process: one search of them all
+    searched(ShardedRetriever(model).use_index(index), queries, k, pad)
+    assert len(calls) == 1
+
+
+def spy(method, calls):
+    def wrapped(self, *args, **kwargs):
+        calls.append(args)
+        return method(self, *args, **kwargs)
+
+    return wrapped
+
+
 def searched(retriever, queries, k, pad):
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -117,6 +158,8 @@ def test_build_errors(tmp_path):
         ShardedRetriever("bm26")
     with pytest.raises(ConfigError, match="workers must be a positive integer, got 0"):
         ShardedRetriever("bm25", workers=0)
+    with pytest.raises(ConfigError, match="processes must be a positive integer, got 0"):
+        ShardedRetriever("bm25", processes=0)
 
 
 def test_merge_orders_ties_by_docno_descending():
@@ -187,8 +230,10 @@ def test_first_stage_in_shards_equals_in_memory(tmp_path, mode):
         stage.save(tmp_path / "saved")
 
 
-def test_cli_index_in_shards_gives_the_same_run_file(tmp_path):
-    """``clir index --shard-docs`` streams documents.jsonl; ``clir retrieve`` writes the same bytes."""
+def test_cli_index_in_shards_gives_the_same_run_file(tmp_path, monkeypatch):
+    """``clir index --shard-docs`` streams documents.jsonl; ``clir retrieve`` writes the same bytes
+    (also with ``--processes 2``: 8 queries, batches of 2)."""
+    monkeypatch.setattr(shards, "BATCH", 2)
     en, sw = get_analyzer("en"), get_analyzer("sw")
     collection = build_bible_collection(
         "en-sw", collection_books=(8,), n_train=3, n_dev=3, n_test=8, progress=False
@@ -205,7 +250,9 @@ def test_cli_index_in_shards_gives_the_same_run_file(tmp_path):
         retrieve = ["retrieve", "--index", str(tmp_path / name), "--collection", str(tmp_path / "c")]
         assert main([*retrieve, "--out", str(tmp_path / f"{name}.run"), "--tag", "x", "-q"]) == 0
     assert len(list((tmp_path / "sharded" / "shards" / "shards").iterdir())) == 5  # Ruth: 19 passages
+    assert main([*retrieve, "--out", str(tmp_path / "processes.run"), "--tag", "x", "--processes", "2"]) == 0
     assert (tmp_path / "one.run").read_bytes() == (tmp_path / "sharded.run").read_bytes()
+    assert (tmp_path / "processes.run").read_bytes() == (tmp_path / "sharded.run").read_bytes()
     assert len((tmp_path / "one.run").read_text().splitlines()) > 20
 
 

@@ -42,7 +42,7 @@ import math
 import re
 import warnings
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -62,7 +62,6 @@ from clir.pipeline.parallel import LOCAL, pair_scorer, search_stage
 from clir.pipeline.tables import learn_tables
 from clir.progress import progress_bar
 from clir.retrieval import FirstStage
-from clir.retrieval.dense import DenseRetriever
 from clir.text import Analyzer, get_analyzer
 from clir.training import (
     DataConfig,
@@ -121,26 +120,24 @@ def bm25_idf(df: int, n_docs: int) -> float:
 
 @dataclass
 class DocumentTokens:
-    """Every document analyzed in its language and translated into English, with document
+    """Documents analyzed in their language and translated into English (every document of the
+    collection, or only some: a run's candidates), with the whole collection's document
     frequencies on both sides.
 
     Attributes:
-        src: ``docno -> analyzed tokens`` (D_src).
-        en: ``docno -> English top-1 translation tokens`` (D̂_en).
-        df_src: Document frequency of each document-language term.
-        df_en: Document frequency of each English term over the translations.
+        src: ``docno -> analyzed tokens`` (D_src) of the documents held.
+        en: ``docno -> English top-1 translation tokens`` (D̂_en) of the documents held.
+        df_src: Document frequency of each document-language term in the collection.
+        df_en: Document frequency of each English term over the collection's translations.
+        n_docs: Number of documents in the collection (the idf's N).
     """
 
     src: dict[str, list[str]]
     en: dict[str, list[str]]
-    df_src: Counter[str]
-    df_en: Counter[str]
+    df_src: Mapping[str, int]
+    df_en: Mapping[str, int]
+    n_docs: int
     _matchers: dict[tuple[str, float], SpellingMatcher] = field(default_factory=dict, repr=False)
-
-    @property
-    def n_docs(self) -> int:
-        """Number of documents."""
-        return len(self.src)
 
     @classmethod
     def build(
@@ -163,10 +160,50 @@ class DocumentTokens:
                 of each document's translation instead of the table's word-by-word top-1.
             engine: Where the documents are analyzed and translated.
         """
-        parts = engine.map(_tokens, documents, shared=(doc_analyzer, table_doc_en, progress))
-        src, en = {}, {}
+        tokens = cls({}, {}, Counter(), Counter(), len(documents))
+        tokens.add(documents, doc_analyzer, table_doc_en, progress, mt, engine)
         df_src: Counter[str] = Counter()
         df_en: Counter[str] = Counter()
+        for doc in documents:
+            df_src.update(set(tokens.src[doc.docno]))
+            df_en.update(set(tokens.en[doc.docno]))
+        tokens.df_src, tokens.df_en = df_src, df_en
+        return tokens
+
+    @classmethod
+    def statistics(
+        cls,
+        documents: Sequence[Document],
+        doc_analyzer: Analyzer,
+        table_doc_en: TranslationTable,
+        progress: bool = True,
+        mt: MTTranslation | None = None,
+        engine: Engine = LOCAL,
+        chunk: int = 10_000,
+    ) -> DocumentTokens:
+        """The collection's document frequencies and size, with no document held: :meth:`build`
+        of ``chunk`` documents at a time, keeping only the counts (arguments as for :meth:`build`)."""
+        df_src: Counter[str] = Counter()
+        df_en: Counter[str] = Counter()
+        starts = range(0, len(documents), chunk)
+        for start in progress_bar(starts, desc="document frequencies", unit="chunk", enabled=progress):
+            part = cls.build(documents[start : start + chunk], doc_analyzer, table_doc_en, False, mt, engine)
+            df_src.update(part.df_src)
+            df_en.update(part.df_en)
+        return cls({}, {}, df_src, df_en, len(documents))
+
+    def add(
+        self,
+        documents: Sequence[Document],
+        doc_analyzer: Analyzer,
+        table_doc_en: TranslationTable,
+        progress: bool = True,
+        mt: MTTranslation | None = None,
+        engine: Engine = LOCAL,
+    ) -> None:
+        """Analyze and translate more of the collection's documents into :attr:`src` and
+        :attr:`en` (the statistics stay the collection's; arguments as for :meth:`build`)."""
+        parts = engine.map(_tokens, documents, shared=(doc_analyzer, table_doc_en, progress))
         by_mt = {}
         if mt is not None and mt.to_en is not None:
             english = get_analyzer(mt.to_en.target_lang)
@@ -175,11 +212,7 @@ class DocumentTokens:
         for doc, (tokens, translated) in zip(
             documents, (pair for part in parts for pair in part), strict=True
         ):
-            translated = by_mt.get(doc.docno, translated)
-            src[doc.docno], en[doc.docno] = tokens, translated
-            df_src.update(set(tokens))
-            df_en.update(set(translated))
-        return cls(src, en, df_src, df_en)
+            self.src[doc.docno], self.en[doc.docno] = tokens, by_mt.get(doc.docno, translated)
 
     def matcher(self, side: str, threshold: float) -> SpellingMatcher:
         """A spelling matcher over the document (``side="src"``) or translation (``"en"``)
@@ -248,34 +281,6 @@ def window_coverage(query: Sequence[str], idf: Sequence[float], doc: Sequence[st
             first += 1
         best = max(best, inside)
     return best / total
-
-
-def stage_scores(
-    stage: FirstStage | DenseRetriever, queries: Sequence[Query], candidates: Sequence[Sequence[str]]
-) -> list[np.ndarray]:
-    """The first stage's exact score of each query's candidates (retrieved or not).
-
-    Args:
-        stage: An indexed first stage.
-        queries: English queries.
-        candidates: Per query, the docnos to score.
-
-    Returns:
-        One float64 array per query.
-    """
-    if hasattr(stage, "candidate_scores"):  # a dense retriever scores given documents directly
-        return stage.candidate_scores(queries, candidates)
-    index = stage.retriever.index_
-    if index is None:
-        raise ConfigError("the first stage has no index: call .index(documents) first")
-    out = []
-    chunk = 64
-    for start in range(0, len(queries), chunk):
-        part = queries[start : start + chunk]
-        dense = stage.retriever.score([stage.query_terms(q) for q in part])
-        for row, docnos in zip(dense, candidates[start : start + chunk], strict=True):
-            out.append(np.asarray([row[index.doc_id(d)] for d in docnos], dtype=np.float64))
-    return out
 
 
 def _top(run: Mapping[str, float], depth: int | None) -> list[tuple[str, float]]:
@@ -396,7 +401,7 @@ def build_rerank_data(
     columns: dict[str, list[np.ndarray]] = {}
     for name in features:
         if name in stages:
-            raw = stage_scores(stages[name], queries, docnos)
+            raw = stages[name].candidate_scores(queries, docnos)
             columns[name] = [normalise_scores(r, feature_norm) for r in raw]
     by_mt = {}
     if mt is not None and mt.from_en is not None:
@@ -451,6 +456,80 @@ def _stage_name(name: str) -> tuple[str, str]:
     return mode, model
 
 
+def collection_statistics(
+    collection: Collection,
+    stages: Mapping[str, Any],
+    table_doc_en: TranslationTable,
+    progress: bool = True,
+    mt: MTTranslation | None = None,
+    engine: Engine = LOCAL,
+) -> DocumentTokens:
+    """The collection's document frequencies and size (a :class:`DocumentTokens` holding no
+    document), for features built for the candidates only.
+
+    The document side's df is the index's of a QT or PSQ stage (its terms are the analyzed
+    documents), the English side's that of a DT top-1 stage (the documents' top-1 translation by
+    ``table_doc_en``): the same counts :meth:`DocumentTokens.build` makes, read from the index.
+    Without such stages (or with machine translation) every document is analyzed once, streamed
+    (:meth:`DocumentTokens.statistics`).
+    """
+    analyzer = get_analyzer(collection.doc_lang)
+
+    def index_df(modes: tuple[str, ...]) -> tuple[dict[str, int], int] | None:
+        for stage in stages.values():
+            if (
+                isinstance(stage, FirstStage)
+                and stage.mode in modes
+                and stage.mt is None
+                and (stage.mode != "dt" or stage.dt == "top1")
+                and stage.doc_analyzer.to_config() == analyzer.to_config()
+                and (stage.table_doc_en is None or stage.table_doc_en is table_doc_en)
+                and stage.retriever.index_ is not None
+            ):
+                index = stage.retriever.index_
+                df = zip(index.vocab, np.asarray(index.df), strict=True)
+                return {term: int(count) for term, count in df if count}, index.n_docs
+        return None
+
+    src, en = index_df(("qt", "psq")), index_df(("dt",))
+    if src is None or en is None or (mt is not None and mt.to_en is not None):
+        return DocumentTokens.statistics(collection.documents, analyzer, table_doc_en, progress, mt, engine)
+    return DocumentTokens({}, {}, src[0], en[0], src[1])
+
+
+def load_stages(
+    path: str | Path, names: Sequence[str], baseline: BaselineConfig | None = None, progress: bool = True
+) -> dict[str, FirstStage]:
+    """Saved first stages (memory-mapped) for the named ``"<mode>-<model>"`` stages, from
+    ``path/<name>`` (``clir index --out``, ``experiments/bench_scale.py``'s work directory), or
+    else from a saved stage of the same mode whose index ``model`` scores (with the baseline's
+    ``model_params``; the weights are computed from its term frequencies at load).
+
+    Raises:
+        ConfigError: For a name with neither.
+    """
+    path = Path(path)
+    if not path.is_dir():
+        raise ConfigError(f"stages directory {path} is not a directory (expected <mode>-<model>/ stages)")
+    baseline = baseline or BaselineConfig()
+    stages = {}
+    for name in dict.fromkeys(names):
+        mode, model = _stage_name(name)
+        if (path / name / "first_stage.json").is_file():
+            stages[name] = FirstStage.load(path / name, progress=progress)
+            continue
+        same_mode = sorted(p for p in path.glob(f"{mode}-*") if (p / "first_stage.json").is_file())
+        if not same_mode:
+            found = sorted(p.name for p in path.glob("*-*") if (p / "first_stage.json").is_file())
+            raise ConfigError(
+                f"stages directory {path}: no saved first stage {name!r} nor another of mode {mode!r} "
+                f"({mode}-<model>/first_stage.json); it holds {found}"
+            )
+        params = baseline.model_params.get(model, {})
+        stages[name] = FirstStage.load(same_mode[0], progress=progress, model=model, model_params=params)
+    return stages
+
+
 @dataclass
 class CollectionFeatures:
     """Everything :func:`collection_rerank_data` needs from one collection, built once.
@@ -480,6 +559,8 @@ class CollectionFeatures:
         baseline: BaselineConfig | None = None,
         progress: bool = True,
         engine: Engine = LOCAL,
+        stages: Mapping[str, FirstStage] | None = None,
+        candidates_only: bool = False,
     ) -> CollectionFeatures:
         """Learn (or load) the tables, analyze the documents, index the named first stages.
 
@@ -493,23 +574,47 @@ class CollectionFeatures:
             baseline: First-stage settings (PSQ pruning, model parameters).
             progress: Show progress bars.
             engine: Where the documents are analyzed and translated.
+            stages: First stages already indexed over the collection (e.g. :func:`load_stages`),
+                by name; the other names are indexed here.
+            candidates_only: Analyze and translate no document now: :meth:`tokens` does it for
+                the candidates of each :func:`collection_rerank_data` call. The statistics
+                (:func:`collection_statistics`) come from the stages' indexes where they hold
+                the same terms, else from one streamed pass over the documents.
         """
         tables = tables or learn_tables(collection, tables_dir, progress=progress)
         baseline = baseline or BaselineConfig()
         mt = baseline.translation.mt(collection.doc_lang) if baseline.translation else None
-        documents = DocumentTokens.build(
-            collection.documents,
-            get_analyzer(collection.doc_lang),
-            tables[1],
-            progress=progress,
-            mt=mt,
-            engine=engine,
-        )
-        stages = {}
+        analyzer = get_analyzer(collection.doc_lang)
+        indexed = dict(stages or {})
         for name in dict.fromkeys(stage_names):
-            mode, model = _stage_name(name)
-            stages[name] = first_stage(mode, model, collection, tables, baseline, progress, engine)
-        return cls(collection, tables, documents, stages, mt)
+            if name not in indexed:
+                mode, model = _stage_name(name)
+                indexed[name] = first_stage(mode, model, collection, tables, baseline, progress, engine)
+        if candidates_only:
+            documents = collection_statistics(collection, indexed, tables[1], progress, mt, engine)
+        else:
+            documents = DocumentTokens.build(
+                collection.documents, analyzer, tables[1], progress=progress, mt=mt, engine=engine
+            )
+        return cls(collection, tables, documents, indexed, mt)
+
+    def tokens(self, docnos: Iterable[str], progress: bool = True, engine: Engine = LOCAL) -> DocumentTokens:
+        """:attr:`documents`, holding ``docnos`` (those it lacks analyzed and translated now).
+
+        Raises:
+            ConfigError: For a docno that is not a document of the collection.
+        """
+        wanted = set(docnos).difference(self.documents.src)
+        if wanted:
+            new = [document for document in self.collection.documents if document.docno in wanted]
+            if len(new) < len(wanted):
+                missing = sorted(wanted.difference(document.docno for document in new))
+                raise ConfigError(
+                    f"candidates {missing[:5]} (of {len(missing)}) are not documents of the collection"
+                )
+            analyzer = get_analyzer(self.collection.doc_lang)
+            self.documents.add(new, analyzer, self.tables[1], progress, self.mt, engine)
+        return self.documents
 
     def save(self, path: Path) -> None:
         """Write the analyzed documents (``documents.json``) and each indexed first stage
@@ -535,7 +640,7 @@ class CollectionFeatures:
             df_src.update(set(tokens))
         for tokens in saved["en"].values():
             df_en.update(set(tokens))
-        documents = DocumentTokens(saved["src"], saved["en"], df_src, df_en)
+        documents = DocumentTokens(saved["src"], saved["en"], df_src, df_en, len(saved["src"]))
         stages = {
             stage.name: FirstStage.load(stage, progress=progress)
             for stage in sorted((path / "stages").iterdir())
@@ -638,7 +743,8 @@ def collection_rerank_data(
             ``config.data``; default: :class:`~clir.training.DataConfig`'s defaults).
         depth: Candidates per query and first stage (default ``data.depth``).
         progress: Show progress bars.
-        engine: Where the candidate runs are searched.
+        engine: Where the candidate runs are searched (and candidates missing from
+            ``features.documents`` analyzed, :meth:`CollectionFeatures.tokens`).
 
     Raises:
         ConfigError: On a candidate run that is not an indexed stage (see :func:`build_rerank_data`
@@ -657,10 +763,11 @@ def collection_rerank_data(
         names = [name] if isinstance(name, str) else name
         run = search_candidates(features.stages, names, queries, depth, engine)
         depth *= len(names)
+    docnos = {docno for query in queries for docno, _ in _top(run.get(query.qid, {}), depth)}
     return build_rerank_data(
         queries,
         run,
-        documents=features.documents,
+        documents=features.tokens(docnos, progress, engine),
         table_en_doc=features.tables[0],
         doc_lang=collection.doc_lang,
         stages=features.stages,
@@ -745,6 +852,7 @@ def rerank_collection(
     index_cache: str | Path | None = None,
     log: Callable[[str], None] = print,
     engine: Engine = LOCAL,
+    stages: str | Path | None = None,
 ) -> Run:
     """``clir rerank``: rerank a first-stage run of a collection's split with a trained model or
     ensemble (zero-shot when the collection's language differs from the training one).
@@ -773,6 +881,13 @@ def rerank_collection(
         engine: Runs the documents' analysis, the first-stage searches and the scoring (a
             Ray engine scores on CPUs); its output is the local engine's. With ``index_cache``
             the documents are analyzed and indexed in this process.
+        stages: A directory of saved first stages (:func:`load_stages`: ``<mode>-<model>/``, e.g.
+            sharded ones of a large collection, built with the same tables and the baseline's
+            settings), searched and scored instead of indexing the collection.
+
+    Without ``index_cache``, only the candidates are analyzed and translated for the features
+    (their df and N are the collection's, read from the stages' indexes:
+    :func:`collection_statistics`); the run is the one whole-collection features give.
 
     Returns:
         The reranked run.
@@ -794,6 +909,8 @@ def rerank_collection(
             baseline=baseline,
             progress=config.progress,
             engine=engine,
+            stages=None if stages is None else load_stages(stages, stage_names, baseline, config.progress),
+            candidates_only=True,
         )
     else:
         cf = CollectionFeatures.cached(
@@ -819,6 +936,7 @@ def rerank_collection(
         data=config.data,
         depth=depth,
         progress=config.progress,
+        engine=engine,
     )
     reranked = max((len(query.docnos) for query in data.queries), default=0)
     return rerank(

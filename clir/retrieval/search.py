@@ -7,6 +7,8 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from clir._version import __version__
 from clir.errors import ConfigError, FormatError
 from clir.formats import atomic_directory
@@ -252,19 +254,23 @@ class FirstStage:
             self._write_settings(tmp, index="shards")
         return self.use_shards(path / "shards")
 
-    def use_shards(self, index: ShardedIndex | str | Path, workers: int = 1) -> FirstStage:
+    def use_shards(
+        self, index: ShardedIndex | str | Path, workers: int = 1, processes: int = 1
+    ) -> FirstStage:
         """Search a sharded index (built by :meth:`index_shards`; a directory is memory-mapped).
 
         Args:
             index: The index or its directory.
             workers: Threads searching shards at once (:class:`ShardedRetriever`).
+            processes: Processes searching batches of queries at once (:class:`ShardedRetriever`).
 
         Returns:
             ``self``.
         """
         index = index if isinstance(index, ShardedIndex) else ShardedIndex.load(index)
         params = self.retriever.get_params()
-        self.retriever = ShardedRetriever(self.model, workers=workers, **params).use_index(index)
+        retriever = ShardedRetriever(self.model, workers=workers, processes=processes, **params)
+        self.retriever = retriever.use_index(index)
         self._matcher = None
         return self
 
@@ -299,6 +305,53 @@ class FirstStage:
             assert self.mt is not None
             self.mt.queries([query.text for query in queries])
         return self.retriever.search(self.queries_terms(queries), k=k, progress=self.progress, pad=pad)
+
+    def candidate_scores(
+        self, queries: Sequence[Query], candidates: Sequence[Sequence[str]], chunk: int = 64
+    ) -> list[np.ndarray]:
+        """Each query's exact score of the given documents, retrieved or not (a reranker feature):
+        the column of :meth:`Retriever.score` of each document (of its shard's retriever in a
+        sharded index, whose scores are the single index's to the bit).
+
+        Args:
+            queries: English queries.
+            candidates: Per query, the docnos to score.
+            chunk: Queries scored at once (each holds one dense row of a shard's documents).
+
+        Returns:
+            One float64 array per query, in the order of its candidates.
+
+        Raises:
+            ConfigError: Before :meth:`index`, or for a docno that is not indexed.
+        """
+        retriever = self.retriever
+        parts = retriever.parts_ if isinstance(retriever, ShardedRetriever) else [retriever]
+        if retriever.index_ is None or not parts:
+            raise ConfigError("the first stage has no index: call .index(documents) first")
+        terms = self.queries_terms(queries)
+        out = [np.zeros(len(docnos)) for docnos in candidates]
+        found = [np.zeros(len(docnos), dtype=bool) for docnos in candidates]
+        for part in parts:
+            shard_docnos = part._require_index().docnos
+            places = []  # per query: (positions among its candidates, ids in this shard)
+            for docnos in candidates:
+                wanted = np.asarray(docnos, dtype=str)
+                ids = np.minimum(np.searchsorted(shard_docnos, wanted), len(shard_docnos) - 1)
+                hit = np.flatnonzero(shard_docnos[ids] == wanted)
+                places.append((hit, ids[hit]))
+            for start in range(0, len(queries), chunk):
+                dense = part.score([terms[query.qid] for query in queries[start : start + chunk]])
+                for row, qi in zip(dense, range(start, start + len(dense)), strict=True):
+                    hit, ids = places[qi]
+                    out[qi][hit] = row[ids]
+                    found[qi][hit] = True
+        for docnos, seen in zip(candidates, found, strict=True):
+            if not seen.all():
+                missing = [d for d, s in zip(docnos, seen, strict=True) if not s]
+                raise ConfigError(
+                    f"docno {missing[0]!r} is not in the index ({len(missing)} candidates are not)"
+                )
+        return out
 
     # --- persistence --------------------------------------------------------------------------
 
@@ -350,10 +403,24 @@ class FirstStage:
         write_json(directory / "first_stage.json", meta)
 
     @classmethod
-    def load(cls, path: str | Path, mmap: bool = True, progress: bool = True, workers: int = 1) -> FirstStage:
+    def load(
+        cls,
+        path: str | Path,
+        mmap: bool = True,
+        progress: bool = True,
+        workers: int = 1,
+        *,
+        processes: int = 1,
+        model: str | None = None,
+        model_params: dict[str, Any] | None = None,
+    ) -> FirstStage:
         """Load a first stage saved by :meth:`save` (or :meth:`index_shards`), ready to search.
 
-        ``workers`` threads search the shards of a sharded one at once.
+        ``workers`` threads search the shards of a sharded one at once, ``processes`` processes
+        batches of queries (:class:`~clir.retrieval.shards.ShardedRetriever`). With ``model``, the
+        saved index is scored by that retriever instead (e.g. a BM25 stage's index as query
+        likelihood: the index holds term frequencies, each model computes its weights from them
+        when loaded), with ``model_params``.
 
         Raises:
             DataNotFoundError: If a file is missing.
@@ -366,9 +433,12 @@ class FirstStage:
                 path / "first_stage.json", None, f"type is {meta.get('type')!r}, expected 'FirstStage'"
             )
         table = TranslationTable.load(path / "table_en_doc", mmap=mmap) if meta["mode"] != "dt" else None
+        saved_model = model is None
+        if saved_model:
+            model, model_params = meta["model"], meta["model_params"]
         stage = cls(
             meta["mode"],
-            meta["model"],
+            model,
             en_analyzer=analyzer_from_config(meta["en_analyzer"]),
             doc_analyzer=analyzer_from_config(meta["doc_analyzer"]),
             table_en_doc=table,
@@ -378,9 +448,11 @@ class FirstStage:
             dt=meta["dt"],
             spelling=meta.get("spelling"),
             progress=progress,
+            **(model_params or {}),
         )
         if meta.get("index") == "shards":
-            stage.retriever = get_retriever(meta["model"], **meta["model_params"])
-            return stage.use_shards(ShardedIndex.load(path / "shards", mmap=mmap), workers=workers)
-        stage.retriever = Retriever.load(path / "retriever", mmap=mmap)
+            index = ShardedIndex.load(path / "shards", mmap=mmap)
+            return stage.use_shards(index, workers=workers, processes=processes)
+        saved = Retriever.load(path / "retriever", mmap=mmap)
+        stage.retriever = saved if saved_model else stage.retriever.use_index(saved._require_index())
         return stage

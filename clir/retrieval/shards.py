@@ -27,9 +27,11 @@ ranking of most of their matches, and the union still holds the collection's top
 
 from __future__ import annotations
 
+import multiprocessing
 import warnings
 from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -224,6 +226,12 @@ class ShardedRetriever(Searcher):
         model: Retriever name (``"bm25"``, ``"ql"``).
         workers: Threads searching shards at once (numpy and scipy's sparse products release the
             GIL); the run is the same for any number.
+        processes: Processes searching batches of ``BATCH`` queries at once, each over every
+            shard (forked from this one, so they share its memory-mapped shards and weights
+            instead of copying them; where the platform cannot fork, 1 only). A query's ranking
+            depends on that query alone, so the run is the same for any number; a call with
+            fewer than two batches per process is searched here (queries with PSQ terms in
+            batches of ``BATCH`` too).
         **params: Its constructor arguments.
 
     Attributes:
@@ -231,11 +239,15 @@ class ShardedRetriever(Searcher):
         parts_: One retriever per shard.
     """
 
-    def __init__(self, model: str = "bm25", *, workers: int = 1, **params: Any) -> None:
+    def __init__(self, model: str = "bm25", *, workers: int = 1, processes: int = 1, **params: Any) -> None:
         get_retriever(model, **params)  # validates the name and parameters now
-        if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
-            raise ConfigError(f"workers must be a positive integer, got {workers!r}")
+        for name, value in (("workers", workers), ("processes", processes)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ConfigError(f"{name} must be a positive integer, got {value!r}")
+        if processes > 1 and "fork" not in multiprocessing.get_all_start_methods():
+            raise ConfigError(f"processes={processes}: this platform cannot fork; expected 1")
         self.workers = workers
+        self.processes = processes
         self.model = model
         self.params = params
         self.index_: ShardedIndex | None = None
@@ -270,6 +282,49 @@ class ShardedRetriever(Searcher):
     ) -> tuple[Results, list[int]]:
         if self.index_ is None:
             raise ConfigError("ShardedRetriever has no index: call .use_index(ShardedIndex.load(dir)) first")
+        if self.processes > 1 and len(queries) >= 2 * BATCH * self.processes:
+            context = multiprocessing.get_context("fork")
+            with context.Pool(self.processes, initializer=_adopt, initargs=(self,)) as pool:
+                merged, termless = self._batched(
+                    queries, k, progress, pad, partial(pool.imap, _search_adopted)
+                )
+        elif len(queries) > BATCH and any(not isinstance(term, str) for query in queries for term in query):
+            # PSQ: one batch's weighted terms at a time (a fourth faster per query at 100k documents)
+            merged, termless = self._batched(queries, k, progress, pad, partial(map, self._search_batch))
+        else:
+            merged, termless = self._search_ranks(queries, k, progress, pad)
+        return Results([self._docnos[ranks] for ranks in merged.docnos], merged.scores), termless
+
+    def _batched(
+        self, queries: Sequence[QueryTerms], k: int, progress: bool, pad: bool, mapper: Any
+    ) -> tuple[Results, list[int]]:
+        """:meth:`_search_batch` of ``BATCH`` queries at a time, by ``mapper`` (in this process,
+        or in a forked pool), concatenated."""
+        starts = range(0, len(queries), BATCH)
+        batches = [(queries[start : start + BATCH], k, pad) for start in starts]
+        parts = list(
+            progress_bar(
+                mapper(batches),
+                total=len(batches),
+                desc="searching query batches",
+                unit="batch",
+                enabled=progress,
+            )
+        )
+        docnos = [ranks for results, _ in parts for ranks in results.docnos]
+        scores = [values for results, _ in parts for values in results.scores]
+        termless = [start + i for start, (_, empty) in zip(starts, parts, strict=True) for i in empty]
+        return Results(docnos, scores), termless
+
+    def _search_batch(self, task: tuple[Sequence[QueryTerms], int, bool]) -> tuple[Results, list[int]]:
+        queries, k, pad = task
+        return self._search_ranks(queries, k, False, pad)
+
+    def _search_ranks(
+        self, queries: Sequence[QueryTerms], k: int, progress: bool, pad: bool
+    ) -> tuple[Results, list[int]]:
+        """Every shard searched (``workers`` threads), merged; documents as their ranks in docno
+        order; and the positions of the queries with no known term."""
 
         # Each query's best k-th score in the shards searched so far: a lower bound of its k-th
         # best score in the collection, below which the next shards need not rank their matches.
@@ -288,8 +343,21 @@ class ShardedRetriever(Searcher):
                 found.append(results)
                 bar.update()
             bar.close()
-        merged = merge_results([results for results, _ in found], k)
-        return Results([self._docnos[ranks] for ranks in merged.docnos], merged.scores), found[0][1]
+        return merge_results([results for results, _ in found], k), found[0][1]
+
+
+BATCH = 64
+"""Queries a search process takes at a time (:class:`ShardedRetriever` ``processes``)."""
+
+_ADOPTED: list[ShardedRetriever] = []  # in a search process: the retriever it was forked with
+
+
+def _adopt(retriever: ShardedRetriever) -> None:
+    _ADOPTED[:] = [retriever]
+
+
+def _search_adopted(task: tuple[Sequence[QueryTerms], int, bool]) -> tuple[Results, list[int]]:
+    return _ADOPTED[0]._search_batch(task)
 
 
 def merge_results(parts: Sequence[Results], k: int) -> Results:

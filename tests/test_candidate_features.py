@@ -1,0 +1,155 @@
+"""The reranker's features built for the candidates only (``clir rerank``): the same data and
+the same run as features built for the whole collection, on a padded collection; first stages
+loaded from saved (sharded) indexes, a BM25 index scored as query likelihood."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from test_union import UNION, tiny_reranker_config, tiny_world
+
+from clir.cli import main
+from clir.datasets import Collection
+from clir.datasets.distractors import pad_collection
+from clir.errors import ConfigError
+from clir.formats import write_run
+from clir.pipeline.baselines import BaselineConfig, baseline_stage
+from clir.pipeline.features import (
+    DEFAULT_FEATURES,
+    CollectionFeatures,
+    collection_rerank_data,
+    load_stages,
+    rerank_collection,
+    stage_features,
+    train_reranker,
+)
+from clir.retrieval import FirstStage
+
+NAMES = list(dict.fromkeys([*UNION, *stage_features(DEFAULT_FEATURES)]))
+
+
+@pytest.fixture(scope="module")
+def padded(tmp_path_factory):
+    """The tiny world padded with 400 distractors, a reranker trained on it over the union, and
+    its BM25 first stages saved in shards of 150 documents (QL is left to the loader)."""
+    collection, tables, space = tiny_world(n_docs=40)
+    root = tmp_path_factory.mktemp("padded")
+    pad_collection(collection, root / "collection", 400, seed=1, progress=False)
+    collection = Collection.load(root / "collection")
+    model = train_reranker(tiny_reranker_config(UNION, depth=4), collection, space, root / "m", tables=tables)
+    for mode in ("qt", "psq", "dt"):
+        stage = baseline_stage(mode, "bm25", "en", "sw", tables, BaselineConfig(), progress=False)
+        stage.index_shards(collection.documents, root / "stages" / f"{mode}-bm25", shard_docs=150)
+    return collection, tables, space, model, root
+
+
+def _saved(data, path):
+    data.save(path)
+    return {p.relative_to(path): p.read_bytes() for p in sorted(path.rglob("*")) if p.is_file()}
+
+
+def test_candidate_only_features_are_the_whole_collections(padded, tmp_path):
+    collection, tables, *_ = padded
+    whole = CollectionFeatures.build(collection, stage_names=NAMES, tables=tables, progress=False)
+    only = CollectionFeatures.build(
+        collection, stage_names=NAMES, tables=tables, progress=False, candidates_only=True
+    )
+    assert only.documents.src == {} and only.documents.n_docs == len(collection.documents) == 440
+    assert dict(only.documents.df_src) == dict(whole.documents.df_src)  # read from qt's index
+    assert dict(only.documents.df_en) == dict(whole.documents.df_en)  # from dt's
+    queries = collection.split("test") + collection.split("dev")
+    config = tiny_reranker_config(UNION, depth=4).data
+    expected = _saved(collection_rerank_data(whole, queries, data=config, progress=False), tmp_path / "a")
+    got = _saved(collection_rerank_data(only, queries, data=config, progress=False), tmp_path / "b")
+    assert got == expected  # byte for byte: features, idf, scores, tokens
+    candidates = {
+        d
+        for q in collection_rerank_data(only, queries, data=config, progress=False).queries
+        for d in q.docnos
+    }
+    assert set(only.documents.src) == candidates  # only the candidates were analyzed
+    assert len(candidates) < 440 / 2
+
+
+def test_statistics_streamed_without_an_index_of_the_same_terms(padded):
+    collection, tables, _, _, _ = padded
+    whole = CollectionFeatures.build(collection, stage_names=["psq-ql"], tables=tables, progress=False)
+    only = CollectionFeatures.build(  # no DT stage: df_en needs a pass over the documents
+        collection, stage_names=["psq-ql"], tables=tables, progress=False, candidates_only=True
+    )
+    assert only.documents.src == {}
+    assert (dict(only.documents.df_src), dict(only.documents.df_en), only.documents.n_docs) == (
+        dict(whole.documents.df_src),
+        dict(whole.documents.df_en),
+        whole.documents.n_docs,
+    )
+    queries = collection.split("test")
+    a = collection_rerank_data(
+        whole, queries, candidates="psq-ql", feature_names=["psq-ql", "overlap_en_idf"]
+    )
+    b = collection_rerank_data(only, queries, candidates="psq-ql", feature_names=["psq-ql", "overlap_en_idf"])
+    for x, y in zip(a.queries, b.queries, strict=True):
+        assert (x.docnos, x.idf_en, x.idf_src) == (y.docnos, y.idf_en, y.idf_src)
+        assert x.features.tobytes() == y.features.tobytes()
+
+
+def test_sharded_stage_scores_candidates_as_the_single_index_to_the_bit(padded):
+    collection, tables, _, _, root = padded
+    queries = collection.split("train")
+    docnos = [d.docno for d in collection.documents]
+    rng = np.random.default_rng(0)
+    candidates = [list(rng.choice(docnos, size=25, replace=False)) for _ in queries]
+    for name in ("qt-ql", "psq-bm25", "dt-ql"):
+        mode, model = name.split("-")
+        single = baseline_stage(mode, model, "en", "sw", tables, BaselineConfig(), progress=False)
+        single.index(collection.documents)
+        dense = single.retriever.score([single.query_terms(q) for q in queries])
+        sharded = load_stages(root / "stages", [name], progress=False)[name]
+        assert sharded.model == model and len(sharded.retriever.parts_) == 3
+        for query, want, got, row in zip(
+            queries, candidates, sharded.candidate_scores(queries, candidates), dense, strict=True
+        ):
+            ids = [single.retriever.index_.doc_id(d) for d in want]
+            assert got.tobytes() == row[ids].tobytes(), query.qid
+    with pytest.raises(ConfigError, match=r"docno 'nope' is not in the index \(1 candidates are not\)"):
+        sharded.candidate_scores(queries[:1], [["d001", "nope"]])
+
+
+def test_rerank_runs_are_byte_identical_whole_candidates_only_and_sharded(padded, tmp_path):
+    collection, tables, space, model, root = padded
+    whole = rerank_collection(model, collection, space, tables=tables, index_cache=tmp_path / "cache")
+    only = rerank_collection(model, collection, space, tables=tables)
+    sharded = rerank_collection(model, collection, space, tables=tables, stages=root / "stages")
+    files = []
+    for name, run in (("whole", whole), ("only", only), ("sharded", sharded)):
+        write_run(tmp_path / f"{name}.run", run, tag="r")
+        files.append((tmp_path / f"{name}.run").read_bytes())
+    assert files[0] == files[1] == files[2]
+    assert len(whole) == len(collection.split("test"))
+
+
+def test_load_stages_and_the_cli_refuse_what_is_missing(padded, tmp_path, capsys):
+    _, _, _, model, root = padded
+    (tmp_path / "only-qt").mkdir()
+    assert FirstStage.load(root / "stages" / "qt-bm25").model == "bm25"  # as saved, without model
+    with pytest.raises(ConfigError, match=r"no saved first stage 'dt-ql' nor another of mode 'dt'.*\[\]"):
+        load_stages(tmp_path / "only-qt", ["dt-ql"])
+    with pytest.raises(ConfigError, match=r"stages directory .*nowhere is not a directory"):
+        load_stages(tmp_path / "nowhere", ["dt-ql"])
+    args = ["rerank", "--model", str(model), "--collection", str(root / "collection"), "--space", "S"]
+    code = main([*args, "--out", str(tmp_path / "r.run"), "--stages", str(root), "--index-cache", "C"])
+    assert code == 2
+    assert "clir: error: --stages" in capsys.readouterr().err
+
+
+def test_a_saved_in_memory_index_scored_by_another_model(padded, tmp_path):
+    collection, tables, *_ = padded
+    queries = collection.split("dev")
+    bm25 = baseline_stage("dt", "bm25", "en", "sw", tables, BaselineConfig(), progress=False)
+    bm25.index(collection.documents).save(tmp_path / "dt-bm25")
+    config = BaselineConfig(model_params={"ql": {"mu": 50}})
+    ql = baseline_stage("dt", "ql", "en", "sw", tables, config, progress=False).index(collection.documents)
+    loaded = FirstStage.load(tmp_path / "dt-bm25", model="ql", model_params={"mu": 50})
+    assert (loaded.model, loaded.retriever.get_params()) == ("ql", {"mu": 50})
+    assert loaded.search(queries) == ql.search(queries)  # the scores to the bit
+    assert FirstStage.load(tmp_path / "dt-bm25").search(queries) == bm25.search(queries)
