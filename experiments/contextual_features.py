@@ -125,10 +125,12 @@ def main() -> None:
     for split, part in data.items():
         queries = []
         for q in part.queries:
-            docs = [doc_vectors[d] for d in q.docnos]
-            pooled = np.stack([doc_pooled[d] for d in q.docnos])
-            raw = features(query_vectors[q.qid], docs, query_pooled[q.qid], pooled)
-            columns = np.column_stack([normalise_scores(raw[:, c]) for c in range(raw.shape[1])])
+            columns = np.zeros((len(q.docnos), len(NAMES)), dtype=np.float32)  # no candidate: no row
+            if q.docnos:
+                docs = [doc_vectors[d] for d in q.docnos]
+                pooled = np.stack([doc_pooled[d] for d in q.docnos])
+                raw = features(query_vectors[q.qid], docs, query_pooled[q.qid], pooled)
+                columns = np.column_stack([normalise_scores(raw[:, c]) for c in range(raw.shape[1])])
             queries.append(
                 RerankQuery(
                     q.qid, q.query_en, q.query_src, q.idf_en, q.idf_src, q.docnos, q.scores,
