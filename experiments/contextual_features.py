@@ -13,7 +13,7 @@ words (as the default reranker's components), the mean over query words of the b
 the cosine of the mean vectors. The K-NRM weights over these columns are the fusion layer's.
 
 Writes a copy of the data step with the columns appended (the word vectors are cached under
-``--cache``), to train and cross-validate on like any data step:
+``--cache``, verified by a digest of what was encoded), to train and cross-validate on like any data step:
 
     python experiments/contextual_features.py --step runs/default/steps/data-en-sw-<hash> \\
         --collection runs/default/steps/collection-en-sw-<hash>/collection --out runs/ctx/en-sw
@@ -28,6 +28,8 @@ Writes a copy of the data step with the columns appended (the word vectors are c
 from __future__ import annotations
 
 import argparse
+import hashlib
+import json
 import re
 from pathlib import Path
 
@@ -36,6 +38,7 @@ import torch
 
 from clir.datasets import Collection
 from clir.embeddings.e5 import E5TokenEncoder
+from clir.formats.atomic import atomic_write
 from clir.rerankers.knrm import kernel_mus, kernel_pooling
 from clir.training import RerankData
 from clir.training.data import RerankQuery, normalise_scores
@@ -48,17 +51,21 @@ NAMES = [*(f"ctx_k{i}" for i in range(len(MUS))), "ctx_maxsim", "ctx_dense"]
 
 
 def encode(encoder: E5TokenEncoder, texts: dict[str, str], prefix: str, cache: Path) -> dict[str, np.ndarray]:
-    """Each text's word vectors (``(n_words, 384)`` float16), cached in ``cache`` by key order."""
+    """Each text's word vectors (``(n_words, 384)`` float16), cached in ``cache``: reused only
+    when its digest (of the model file, the layer, the dtype, the prefix and every text) matches."""
     keys = list(texts)
+    digest = hashlib.sha256(encoder.checkpoint.path.read_bytes())
+    digest.update(json.dumps([encoder.layer, str(encoder.dtype), prefix, texts]).encode())
     if cache.exists():
         stored = np.load(cache)
-        if list(stored["keys"]) == keys:
+        if str(stored["digest"]) == digest.hexdigest():
             offsets, vectors = stored["offsets"], stored["vectors"]
             return {k: vectors[offsets[i] : offsets[i + 1]] for i, k in enumerate(keys)}
     per_text = encoder.encode([WORD.findall(texts[k]) for k in keys], prefix=prefix)
     offsets = np.cumsum([0] + [len(v) for v in per_text])
     vectors = np.concatenate(per_text).astype(np.float16)
-    np.savez(cache, keys=np.array(keys), offsets=offsets, vectors=vectors)
+    with atomic_write(cache, "wb") as out:
+        np.savez(out, digest=digest.hexdigest(), offsets=offsets, vectors=vectors)
     return {k: vectors[offsets[i] : offsets[i + 1]] for i, k in enumerate(keys)}
 
 
