@@ -554,6 +554,7 @@ def _rerank(args: argparse.Namespace) -> int:
             engine=engine,
             index_cache=args.index_cache,
             stages=args.stages,
+            as_arrays=True,
         )
     write_run(args.out, run, tag=args.tag)
     print(f"wrote {args.out}: {len(run)} queries, reranked by {_models_of(args.model)}")

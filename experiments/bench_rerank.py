@@ -218,7 +218,7 @@ def end_to_end(args: argparse.Namespace, devices: list[str]) -> dict[str, Any]:
     """Seconds and pairs per second of reranking and writing a run, per device and size (see above)."""
     from clir.formats import write_run
     from clir.rerankers import fused_knrm
-    from clir.training import ScoringOptions, TrainedReranker, load_config, rerank
+    from clir.training import ScoringOptions, TrainedReranker, load_config, rerank_arrays
     from clir.training.scoring import kendall_taus
     from clir.training.trainer import build_reranker
 
@@ -278,7 +278,7 @@ def end_to_end(args: argparse.Namespace, devices: list[str]) -> dict[str, Any]:
                     for attempt in ("first", *["warm"] * args.repeats, *["split"] * args.repeats):
                         timings: dict[str, float] | None = {} if attempt == "split" else None
                         start = time.perf_counter()
-                        reranked = rerank(
+                        reranked = rerank_arrays(
                             [member],
                             data,
                             space=space,
@@ -301,6 +301,7 @@ def end_to_end(args: argparse.Namespace, devices: list[str]) -> dict[str, Any]:
                 record["split_seconds"] = {
                     k: round(float(np.median([t[k] for t in splits])), 3) for k in splits[0]
                 }
+                reranked = reranked.to_run()
                 if precision == "fp32" and cached:
                     reference = reranked
                 elif (

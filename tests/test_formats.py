@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import re
 import stat
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -13,6 +14,7 @@ from hypothesis import strategies as st
 
 from clir.errors import ConfigError, DataNotFoundError, FormatError
 from clir.formats import (
+    RunArrays,
     _runtext,
     atomic_directory,
     atomic_write,
@@ -204,6 +206,63 @@ def test_a_bad_score_stops_the_workers_and_leaves_the_file_alone(tmp_path):
         write_run(path, run, workers=3)
     assert path.read_text() == "old\n"
     assert os.listdir(tmp_path) == ["r.run"]
+
+
+def _as_arrays(run, seed=0, unused=3):
+    """``run`` as :class:`RunArrays`: its docnos shuffled, with ``unused`` docnos no query lists,
+    each query's documents shuffled."""
+    rng = np.random.default_rng(seed)
+    docnos = [
+        *dict.fromkeys(d for docs in run.values() for d in docs),
+        *(f"unused{i}" for i in range(unused)),
+    ]
+    docnos = [docnos[i] for i in rng.permutation(len(docnos))]
+    index = {d: i for i, d in enumerate(docnos)}
+    qids = list(run)[::-1]
+    positions, scores = [], []
+    for qid in qids:
+        names = [list(run[qid])[i] for i in rng.permutation(len(run[qid]))]
+        positions.append(np.array([index[d] for d in names], dtype=np.int64))
+        scores.append(np.array([run[qid][d] for d in names], dtype=np.float64))
+    return RunArrays(docnos, qids, positions, scores)
+
+
+@pytest.mark.parametrize(("workers", "depth"), [(0, None), (0, 4), (3, None)])
+def test_run_arrays_are_written_as_the_same_run_in_dictionaries(tmp_path, workers, depth):
+    run = _mixed_run()
+    arrays = _as_arrays(run)
+    assert arrays.to_run() == run and len(arrays) == len(run)
+    write_run(tmp_path / "r.run", arrays, tag="t", depth=depth, workers=workers)
+    assert (tmp_path / "r.run").read_text() == _reference_run_text(run, "t", depth)
+    back = RunArrays.from_run(run)
+    assert back.to_run() == run and list(back.to_run()["q0"]) == list(run["q0"])
+
+
+def _first_twice(positions):
+    """``positions`` with the first in place of the last."""
+    return np.concatenate([positions[:-1], positions[:1]])
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (lambda a: replace(a, qids=["q0", *a.qids[1:]]), "6 qids \\(5 distinct\\)"),
+        (lambda a: replace(a, scores=a.scores[:-1]), "6 position arrays and 5 score arrays"),
+        (
+            lambda a: replace(a, positions=[a.positions[0] + len(a.docnos), *a.positions[1:]]),
+            "positions outside 0",
+        ),
+        (lambda a: replace(a, positions=[_first_twice(a.positions[0]), *a.positions[1:]]), "twice for query"),
+        (lambda a: replace(a, scores=[a.scores[0].astype(np.float32), *a.scores[1:]]), "expected int64 and"),
+        (lambda a: replace(a, scores=[np.full_like(a.scores[0], np.nan), *a.scores[1:]]), "is nan; expected"),
+        (lambda a: replace(a, docnos=["a b", *a.docnos[1:]]), "docno 'a b'"),
+    ],
+)
+def test_run_arrays_that_are_no_run_are_refused_and_the_file_kept(tmp_path, change, message):
+    path = _write(tmp_path / "r.run", "old\n")
+    with pytest.raises(ConfigError, match=message):
+        write_run(path, change(_as_arrays(_mixed_run())))
+    assert path.read_text() == "old\n"
 
 
 def test_run_writer_writes_numpy_scores_as_plain_numbers(tmp_path):

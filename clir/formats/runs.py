@@ -14,7 +14,8 @@ or from its file by trec_eval or ir_measures is therefore ranked identically.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from itertools import chain
 from pathlib import Path
 
@@ -77,8 +78,56 @@ def _trec_order(keys: np.ndarray, scores: np.ndarray) -> np.ndarray:
     return np.lexsort((keys, sims))[::-1]
 
 
+@dataclass(frozen=True)
+class RunArrays:
+    """A run held as arrays: what a reranker produces, written by :func:`write_run` without
+    the ``{qid: {docno: score}}`` dictionaries (:meth:`to_run` makes them).
+
+    Attributes:
+        docnos: The documents that ``positions`` index, each once.
+        qids: The queries, each once.
+        positions: Per query, ``int64`` positions in ``docnos`` of its documents, each once.
+        scores: Per query, its documents' scores (``float64``), aligned with ``positions``.
+    """
+
+    docnos: Sequence[str]
+    qids: Sequence[str]
+    positions: Sequence[np.ndarray]
+    scores: Sequence[np.ndarray]
+
+    def __len__(self) -> int:
+        """The number of queries."""
+        return len(self.qids)
+
+    def to_run(self) -> Run:
+        """The run as ``run[qid][docno] = score``, each query's documents in their order here."""
+        docnos = self.docnos
+        return {
+            qid: dict(zip([docnos[i] for i in pos.tolist()], values.tolist(), strict=True))
+            for qid, pos, values in zip(self.qids, self.positions, self.scores, strict=True)
+        }
+
+    @classmethod
+    def from_run(cls, run: Run, path: str | Path = "<run>") -> RunArrays:
+        """The arrays of ``run`` (its documents numbered in order of first appearance).
+
+        Raises:
+            ConfigError: On a score that is not a finite number (naming ``path``, the file left
+                unwritten).
+        """
+        docnos = list(dict.fromkeys(chain.from_iterable(run.values())))
+        index = {docno: i for i, docno in enumerate(docnos)}
+        qids = list(run)
+        positions = [np.fromiter(map(index.__getitem__, run[qid]), np.int64, len(run[qid])) for qid in qids]
+        return cls(docnos, qids, positions, [_scores(path, qid, run[qid]) for qid in qids])
+
+
 def write_run(
-    path: str | Path, run: Run, tag: str = "clir", depth: int | None = None, workers: int | None = None
+    path: str | Path,
+    run: Run | RunArrays,
+    tag: str = "clir",
+    depth: int | None = None,
+    workers: int | None = None,
 ) -> None:
     """Write a run in TREC format (atomically), each query's documents in :func:`ranked` order.
 
@@ -89,7 +138,7 @@ def write_run(
 
     Args:
         path: Output file.
-        run: ``run[qid][docno] = score``.
+        run: ``run[qid][docno] = score``, or the same as :class:`RunArrays` (the same file).
         tag: The run tag (sixth column): an identifier (no whitespace).
         depth: Keep only the top ``depth`` documents per query (``None``: all).
         workers: Worker processes making the lines (0: none; ``None``: chosen by the run's size
@@ -97,28 +146,66 @@ def write_run(
 
     Raises:
         ConfigError: Before the file is replaced, on an invalid qid, docno or tag (see
-            :mod:`clir.formats.identifiers`), a score that is not a finite number, or a
-            negative ``depth``.
+            :mod:`clir.formats.identifiers`), a score that is not a finite number, a negative
+            ``depth``, or arrays that do not describe a run (a document twice for a query,
+            positions outside ``docnos``, as many scores as positions).
     """
     check_identifier(tag, "run tag", path)
     if depth is not None and (isinstance(depth, bool) or not isinstance(depth, int) or depth < 0):
         raise ConfigError(f"{path}: not written: depth must be an integer >= 0 or None, got {depth!r}")
-    qids = sorted(check_identifier(qid, "qid", path) for qid in run)
-    docnos = sorted(dict.fromkeys(chain.from_iterable(run[qid] for qid in qids)))
+    for qid in run.qids if isinstance(run, RunArrays) else run:
+        check_identifier(qid, "qid", path)
+    if isinstance(run, RunArrays):
+        _check_arrays(path, run)
+    arrays = run if isinstance(run, RunArrays) else RunArrays.from_run(run, path)
+    docnos = arrays.docnos
     for docno in docnos:
         check_identifier(docno, "docno", path)
-    position = {docno: i for i, docno in enumerate(docnos)}  # its rank: int keys sort as the docnos
+    by_qid = {qid: i for i, qid in enumerate(arrays.qids)}
+    rank = np.empty(len(docnos), dtype=np.int64)  # a document's place among the sorted docnos
+    rank[sorted(range(len(docnos)), key=docnos.__getitem__)] = np.arange(len(docnos))
 
     def job(qid: str) -> Job:
-        values = _scores(path, qid, run[qid])
-        keys = np.fromiter(map(position.__getitem__, run[qid]), np.int64, len(values))
-        order = _trec_order(keys, values)[:depth]
-        return qid, keys[order].tobytes(), values[order].tobytes()
+        positions, values = arrays.positions[by_qid[qid]], arrays.scores[by_qid[qid]]
+        order = _trec_order(rank[positions], values)[:depth]
+        return qid, positions[order].tobytes(), values[order].tobytes()
 
-    sizes = [len(run[qid]) if depth is None else min(depth, len(run[qid])) for qid in qids]
+    qids = sorted(by_qid)
+    sizes = [len(arrays.positions[by_qid[qid]]) for qid in qids]
+    sizes = sizes if depth is None else [min(depth, size) for size in sizes]
     texts = run_texts(docnos, tag, map(job, qids), sizes, workers)
     with atomic_write(path) as out:
         out.writelines(texts)
+
+
+def _check_arrays(path: str | Path, run: RunArrays) -> None:
+    """Raise :class:`~clir.errors.ConfigError` unless ``run``'s arrays describe a run (see
+    :func:`write_run`)."""
+    if len(set(run.qids)) != len(run.qids) or not len(run.qids) == len(run.positions) == len(run.scores):
+        raise ConfigError(
+            f"{path}: not written: {len(run.qids)} qids ({len(set(run.qids))} distinct), "
+            f"{len(run.positions)} position arrays and {len(run.scores)} score arrays; "
+            "expected one of each per query"
+        )
+    last = np.full(len(run.docnos), -1, dtype=np.int64)  # per document, where a query last listed it
+    for qid, positions, values in zip(run.qids, run.positions, run.scores, strict=True):
+        if positions.dtype != np.int64 or values.dtype != np.float64 or positions.shape != values.shape:
+            raise ConfigError(
+                f"{path}: not written: query {qid!r} has positions {positions.dtype}{positions.shape} and "
+                f"scores {values.dtype}{values.shape}; expected int64 and float64 of one length"
+            )
+        if len(positions) and not 0 <= positions.min() <= positions.max() < len(run.docnos):
+            raise ConfigError(
+                f"{path}: not written: query {qid!r} has document positions outside 0..{len(run.docnos) - 1}"
+            )
+        order = np.arange(len(positions))
+        last[positions] = order
+        if not np.array_equal(last[positions], order):
+            twice = run.docnos[int(positions[last[positions] != order][0])]
+            raise ConfigError(f"{path}: not written: document {twice!r} listed twice for query {qid!r}")
+        if not np.isfinite(values).all():
+            at = int(np.flatnonzero(~np.isfinite(values))[0])
+            _check_score(path, qid, run.docnos[int(positions[at])], float(values[at]))
 
 
 def _scores(path: str | Path, qid: str, docs: Mapping[str, object]) -> np.ndarray:

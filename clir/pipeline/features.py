@@ -53,7 +53,7 @@ from clir.datasets import Collection
 from clir.embeddings import SharedSpace
 from clir.errors import ConfigError
 from clir.evaluation import CoverageWarning, evaluate
-from clir.formats import atomic_write, ranked
+from clir.formats import RunArrays, atomic_write, ranked
 from clir.formats.atomic import output_directory
 from clir.pipeline.baselines import BaselineConfig, first_stage
 from clir.pipeline.cache import StepRunner
@@ -72,6 +72,7 @@ from clir.training import (
     load_models,
     normalise_scores,
     rerank,
+    rerank_arrays,
     train_ensemble,
 )
 from clir.translation import SpellingMatcher, TranslationTable, translate_query_qt, translate_tokens_top1
@@ -853,7 +854,8 @@ def rerank_collection(
     log: Callable[[str], None] = print,
     engine: Engine = LOCAL,
     stages: str | Path | None = None,
-) -> Run:
+    as_arrays: bool = False,
+) -> Run | RunArrays:
     """``clir rerank``: rerank a first-stage run of a collection's split with a trained model or
     ensemble (zero-shot when the collection's language differs from the training one).
 
@@ -884,6 +886,8 @@ def rerank_collection(
         stages: A directory of saved first stages (:func:`load_stages`: ``<mode>-<model>/``, e.g.
             sharded ones of a large collection, built with the same tables and the baseline's
             settings), searched and scored instead of indexing the collection.
+        as_arrays: Return the run as :class:`~clir.formats.runs.RunArrays` (what ``clir
+            rerank`` writes, without building the dictionaries).
 
     Without ``index_cache``, only the candidates are analyzed and translated for the features
     (their df and N are the collection's, read from the stages' indexes:
@@ -939,7 +943,7 @@ def rerank_collection(
         engine=engine,
     )
     reranked = max((len(query.docnos) for query in data.queries), default=0)
-    return rerank(
+    return (rerank_arrays if as_arrays else rerank)(
         models,
         data,
         space=space,

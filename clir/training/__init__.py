@@ -34,7 +34,7 @@ from clir.training.data import (
     sample_groups,
     sample_pairs,
 )
-from clir.training.ensemble import TrainedReranker, combine, load_models, member_scores, rerank
+from clir.training.ensemble import TrainedReranker, combine, load_models, member_scores, rerank, rerank_arrays
 from clir.training.scoring import (
     ScoringOptions,
     precision_guard,
@@ -80,6 +80,7 @@ __all__ = [
     "read_config",
     "read_state",
     "rerank",
+    "rerank_arrays",
     "resolve_device",
     "sample_groups",
     "sample_pairs",

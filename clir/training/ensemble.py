@@ -25,7 +25,7 @@ from torch import nn
 
 from clir._version import __version__
 from clir.errors import ConfigError, DataNotFoundError, FormatError
-from clir.formats import atomic_write
+from clir.formats import RunArrays, atomic_write
 from clir.rerankers.bilingual import BilingualReranker
 from clir.training.checkpoint import checkpoint_problem, is_checkpoint, model_dir, read_config, read_state
 from clir.training.config import TrainConfig
@@ -35,7 +35,7 @@ from clir.training.scoring import (
     ScoringOptions,
     score_candidates,
     score_pairs,
-    scores_to_run,
+    scores_to_arrays,
     set_embeddings,
 )
 from clir.types import Run
@@ -282,8 +282,39 @@ def rerank(
         cache: Keep the documents' id tables here (see :func:`member_scores`).
 
     Returns:
-        The reranked run.
+        The reranked run (:func:`rerank_arrays` gives it as arrays, for writing).
     """
+    return rerank_arrays(
+        models,
+        data,
+        space=space,
+        run=run,
+        depth=depth,
+        normalise=normalise,
+        options=options,
+        progress=progress,
+        timings=timings,
+        scorer=scorer,
+        cache=cache,
+    ).to_run()
+
+
+def rerank_arrays(
+    models: Sequence[TrainedReranker] | str | Path,
+    data: RerankData,
+    *,
+    space: Any,
+    run: Run | None = None,
+    depth: int | None = None,
+    normalise: str = "zscore",
+    options: ScoringOptions | None = None,
+    progress: bool = False,
+    timings: dict[str, float] | None = None,
+    scorer: PairScorer = score_pairs,
+    cache: str | Path | None = None,
+) -> RunArrays:
+    """:func:`rerank`, the run as :class:`~clir.formats.runs.RunArrays` (what ``clir rerank``
+    writes: :func:`~clir.formats.runs.write_run` takes it as it is)."""
     if isinstance(models, (str, Path)):
         models = load_models(models)
     if depth is None:
@@ -300,7 +331,7 @@ def rerank(
         cache=cache,
     )
     start = time.perf_counter()
-    reranked = scores_to_run(data, combine(scores, normalise), run)
+    reranked = scores_to_arrays(data, combine(scores, normalise), run)
     if timings is not None:
         timings["write"] = timings.get("write", 0.0) + time.perf_counter() - start
     return reranked

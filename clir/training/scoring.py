@@ -15,6 +15,7 @@ from scipy.stats import kendalltau
 from torch import nn
 
 from clir.errors import ConfigError
+from clir.formats import RunArrays
 from clir.progress import progress_bar
 from clir.rerankers import fused_knrm
 from clir.rerankers.encoding import FrozenEmbedding
@@ -414,6 +415,15 @@ def scores_to_run(
     scores: Sequence[np.ndarray],
     run: Mapping[str, Mapping[str, float]] | None = None,
 ) -> Run:
+    """:func:`scores_to_arrays` as ``{qid: {docno: score}}``."""
+    return scores_to_arrays(data, scores, run).to_run()
+
+
+def scores_to_arrays(
+    data: RerankData,
+    scores: Sequence[np.ndarray],
+    run: Mapping[str, Mapping[str, float]] | None = None,
+) -> RunArrays:
     """A run that ranks each query's scored candidates first and the rest beneath in first-stage order.
 
     The first ``len(scores[i])`` candidates of query ``i`` take their scores; the remaining
@@ -427,7 +437,8 @@ def scores_to_run(
         run: The full first-stage run (may be deeper than the candidates); optional.
 
     Returns:
-        The run ``{qid: {docno: score}}``.
+        The run as arrays (:meth:`~clir.formats.runs.RunArrays.to_run` gives the dictionaries),
+        each query's documents in that order.
 
     Raises:
         ConfigError: If there are more score arrays or scores than queries or candidates.
@@ -435,18 +446,24 @@ def scores_to_run(
     """
     if len(scores) != len(data.queries):
         raise ConfigError(f"{len(scores)} score arrays for {len(data.queries)} queries")
-    out: Run = {}
+    docnos = data._used_docnos()
+    index = {docno: i for i, docno in enumerate(docnos)}
+    positions, values_of = [], []
     for query, values in zip(data.queries, scores, strict=True):
         values = np.asarray(values, dtype=np.float64)
         check_finite(values, f"query {query.qid!r}: reranker scores")
         if len(values) > len(query.docnos):
             raise ConfigError(f"query {query.qid!r}: {len(values)} scores for {len(query.docnos)} candidates")
-        ranking = dict(zip(query.docnos, values.tolist(), strict=False))
-        rest = list(query.docnos[len(values) :])
+        at = np.fromiter(map(index.__getitem__, query.docnos), np.int64, len(query.docnos))
         if run is not None and query.qid in run:
             first = run[query.qid]
-            rest.extend(sorted(first.keys() - query.docnos, key=lambda d: (-first[d], d)))
+            extra = sorted(first.keys() - query.docnos, key=lambda d: (-first[d], d))
+            for docno in extra:
+                if docno not in index:
+                    index[docno] = len(docnos)
+                    docnos.append(docno)
+            at = np.concatenate([at, np.fromiter(map(index.__getitem__, extra), np.int64, len(extra))])
         floor = float(values.min()) if len(values) else 0.0
-        ranking.update(zip(rest, (floor - np.arange(1, len(rest) + 1)).tolist(), strict=True))
-        out[query.qid] = ranking
-    return out
+        positions.append(at)
+        values_of.append(np.concatenate([values, floor - np.arange(1, len(at) - len(values) + 1)]))
+    return RunArrays(docnos, [query.qid for query in data.queries], positions, values_of)
