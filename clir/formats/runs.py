@@ -74,8 +74,13 @@ def _trec_order(keys: np.ndarray, scores: np.ndarray) -> np.ndarray:
     among sorted docnos). The docnos of one query are distinct, so the reverse of the ascending
     sort by (score, docno) is that order."""
     with np.errstate(over="ignore"):  # beyond float32's range: +-inf, as C's float conversion
-        sims = scores.astype(np.float32)
-    return np.lexsort((keys, sims))[::-1]
+        sims = scores.astype(np.float32) + np.float32(0.0)  # -0.0 + 0.0 = 0.0: they tie, as in C
+    if keys.dtype.kind not in "iu" or (len(keys) and not 0 <= keys.min() <= keys.max() < 2**32):
+        return np.lexsort((keys, sims))[::-1]
+    # one sort of 64-bit keys: the float's bits made to sort as the float, then the docno's rank
+    bits = sims.view(np.uint32)
+    ordered = np.where(bits >> 31, ~bits, bits | np.uint32(1 << 31)).astype(np.uint64)
+    return np.argsort((ordered << np.uint64(32)) | keys.astype(np.uint64))[::-1]
 
 
 @dataclass(frozen=True)

@@ -84,6 +84,19 @@ class RerankQuery:
             )
 
 
+@dataclass(frozen=True)
+class CandidateIndex:
+    """The candidates of a :class:`RerankData`, numbered.
+
+    Attributes:
+        docnos: Every candidate once, in order of first appearance.
+        positions: Per query, ``int64`` numbers (positions in ``docnos``) of its candidates.
+    """
+
+    docnos: list[str]
+    positions: list[np.ndarray]
+
+
 @dataclass
 class RerankData:
     """Queries with candidates, the candidates' tokens and the feature names.
@@ -223,10 +236,17 @@ class RerankData:
         return path
 
     def _used_docnos(self) -> list[str]:
-        seen: dict[str, None] = {}
-        for q in self.queries:
-            seen.update(dict.fromkeys(q.docnos))
-        return list(seen)
+        """Every candidate, once, in order of first appearance."""
+        return list(dict.fromkeys(chain.from_iterable(q.docnos for q in self.queries)))
+
+    def candidate_index(self) -> CandidateIndex:
+        """The candidates numbered: :meth:`_used_docnos` and each query's candidates' numbers."""
+        docnos = self._used_docnos()
+        number = {docno: i for i, docno in enumerate(docnos)}
+        return CandidateIndex(
+            docnos,
+            [np.fromiter(map(number.__getitem__, q.docnos), np.int64, len(q.docnos)) for q in self.queries],
+        )
 
     @classmethod
     def load(cls, path: str | Path) -> RerankData:
@@ -521,7 +541,8 @@ class Tensorizer:
         self.min_len = min_len
         self._extend_vocab = extend_vocab
         queries = data.queries
-        docnos = data._used_docnos()
+        self.candidate_index = data.candidate_index()
+        docnos = self.candidate_index.docnos
         self._query_tables = {
             "en": self._table(
                 data.query_lang, [q.query_en[:max_query_len] for q in queries], [q.idf_en for q in queries]
@@ -532,12 +553,10 @@ class Tensorizer:
         }
         self._doc_index = {d: i for i, d in enumerate(docnos)}
         self._doc_tables = {
-            "src": self._table(data.doc_lang, [data.doc_src[d][:max_doc_len] for d in docnos], cache=cache),
-            "en": self._table(data.query_lang, [data.doc_en[d][:max_doc_len] for d in docnos], cache=cache),
+            "src": self._table(data.doc_lang, _truncated(data.doc_src, docnos, max_doc_len), cache=cache),
+            "en": self._table(data.query_lang, _truncated(data.doc_en, docnos, max_doc_len), cache=cache),
         }
-        self._candidates = [
-            np.fromiter(map(self._doc_index.__getitem__, q.docnos), np.int64, len(q.docnos)) for q in queries
-        ]
+        self._candidates = self.candidate_index.positions
         self._first_row = np.cumsum([0, *(len(q.docnos) for q in queries)])
         n_features = len(data.feature_names)
         self._features = torch.from_numpy(
@@ -706,6 +725,11 @@ class Tensorizer:
         """All ``(qi, docno)`` pairs of query ``qi``'s first ``depth`` candidates."""
         docnos = self.data.queries[qi].docnos
         return [(qi, d) for d in (docnos if depth is None else docnos[:depth])]
+
+
+def _truncated(texts: Mapping[str, list[str]], docnos: Sequence[str], length: int) -> list[list[str]]:
+    """The first ``length`` tokens of each document of ``docnos`` (its own list when it is no longer)."""
+    return [text if len(text) <= length else text[:length] for text in map(texts.__getitem__, docnos)]
 
 
 def sample_pairs(

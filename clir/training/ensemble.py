@@ -29,7 +29,7 @@ from clir.formats import RunArrays, atomic_write
 from clir.rerankers.bilingual import BilingualReranker
 from clir.training.checkpoint import checkpoint_problem, is_checkpoint, model_dir, read_config, read_state
 from clir.training.config import TrainConfig
-from clir.training.data import RerankData, Tensorizer, Vocabulary, normalise_scores
+from clir.training.data import CandidateIndex, RerankData, Tensorizer, Vocabulary, normalise_scores
 from clir.training.scoring import (
     PairScorer,
     ScoringOptions,
@@ -173,6 +173,32 @@ def member_scores(
     Returns:
         ``scores[member][query]``: float64 arrays.
     """
+    return _score_members(
+        members,
+        data,
+        space=space,
+        depth=depth,
+        options=options,
+        progress=progress,
+        timings=timings,
+        scorer=scorer,
+        cache=cache,
+    )[0]
+
+
+def _score_members(
+    members: Sequence[TrainedReranker],
+    data: RerankData,
+    *,
+    space: Any,
+    depth: int | None,
+    options: ScoringOptions | None,
+    progress: bool,
+    timings: dict[str, float] | None,
+    scorer: PairScorer,
+    cache: str | Path | None,
+) -> tuple[list[list[np.ndarray]], CandidateIndex]:
+    """:func:`member_scores`, and the candidates as the tensorizers numbered them."""
     if not members:
         raise ConfigError("no models to rerank with")
     options = options or ScoringOptions()
@@ -221,7 +247,7 @@ def member_scores(
             )
         finally:
             model.embedding = lent_back
-    return out
+    return out, next(iter(tensorizers.values())).candidate_index
 
 
 def combine(scores: Sequence[Sequence[np.ndarray]], method: str = "zscore") -> list[np.ndarray]:
@@ -319,7 +345,7 @@ def rerank_arrays(
         models = load_models(models)
     if depth is None:
         depth = models[0].config.data.max_candidates
-    scores = member_scores(
+    scores, candidates = _score_members(
         models,
         data,
         space=space,
@@ -331,7 +357,7 @@ def rerank_arrays(
         cache=cache,
     )
     start = time.perf_counter()
-    reranked = scores_to_arrays(data, combine(scores, normalise), run)
+    reranked = scores_to_arrays(data, combine(scores, normalise), run, candidates)
     if timings is not None:
         timings["write"] = timings.get("write", 0.0) + time.perf_counter() - start
     return reranked

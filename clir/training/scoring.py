@@ -21,7 +21,7 @@ from clir.rerankers import fused_knrm
 from clir.rerankers.encoding import FrozenEmbedding
 from clir.rerankers.knrm import KNRM
 from clir.training.config import PRECISIONS
-from clir.training.data import PairIndex, RerankData, Tensorizer, check_finite
+from clir.training.data import CandidateIndex, PairIndex, RerankData, Tensorizer, check_finite
 from clir.types import Run
 
 
@@ -423,6 +423,7 @@ def scores_to_arrays(
     data: RerankData,
     scores: Sequence[np.ndarray],
     run: Mapping[str, Mapping[str, float]] | None = None,
+    candidates: CandidateIndex | None = None,
 ) -> RunArrays:
     """A run that ranks each query's scored candidates first and the rest beneath in first-stage order.
 
@@ -435,6 +436,7 @@ def scores_to_arrays(
         data: The queries and their candidates.
         scores: One array per query of ``data`` (a prefix of its candidates).
         run: The full first-stage run (may be deeper than the candidates); optional.
+        candidates: ``data.candidate_index()``, when it is at hand.
 
     Returns:
         The run as arrays (:meth:`~clir.formats.runs.RunArrays.to_run` gives the dictionaries),
@@ -446,18 +448,19 @@ def scores_to_arrays(
     """
     if len(scores) != len(data.queries):
         raise ConfigError(f"{len(scores)} score arrays for {len(data.queries)} queries")
-    docnos = data._used_docnos()
-    index = {docno: i for i, docno in enumerate(docnos)}
+    candidates = candidates or data.candidate_index()
+    docnos = list(candidates.docnos)
+    index: dict[str, int] | None = None  # made when the run adds documents
     positions, values_of = [], []
-    for query, values in zip(data.queries, scores, strict=True):
+    for query, values, at in zip(data.queries, scores, candidates.positions, strict=True):
         values = np.asarray(values, dtype=np.float64)
         check_finite(values, f"query {query.qid!r}: reranker scores")
         if len(values) > len(query.docnos):
             raise ConfigError(f"query {query.qid!r}: {len(values)} scores for {len(query.docnos)} candidates")
-        at = np.fromiter(map(index.__getitem__, query.docnos), np.int64, len(query.docnos))
-        if run is not None and query.qid in run:
-            first = run[query.qid]
-            extra = sorted(first.keys() - query.docnos, key=lambda d: (-first[d], d))
+        first = run.get(query.qid) if run is not None else None
+        extra = sorted(first.keys() - query.docnos, key=lambda d: (-first[d], d)) if first else []
+        if extra:
+            index = index or {docno: i for i, docno in enumerate(docnos)}
             for docno in extra:
                 if docno not in index:
                     index[docno] = len(docnos)
