@@ -233,6 +233,7 @@ def end_to_end(args: argparse.Namespace, devices: list[str]) -> dict[str, Any]:
         "query_length": args.query_length,
         "depth": args.depth,
         "cpu_threads": args.threads,
+        "batch": args.e2e_batch or "clir rerank's default",
         "runs": {},
     }
     if torch.cuda.is_available():
@@ -268,7 +269,7 @@ def end_to_end(args: argparse.Namespace, devices: list[str]) -> dict[str, Any]:
                 how = ("default" if compiled is None else how) + ("" if cached else "/no-id-cache")
                 if (fused and fused_knrm.triton is None) or (args.e2e_modes and how not in args.e2e_modes):
                     continue
-                options = ScoringOptions(device, None, precision, compiled, fused)
+                options = ScoringOptions(device, args.e2e_batch, precision, compiled, fused)
                 key = f"{device}/{how}/d{dim}/V{vocab}"
                 record: dict[str, Any] = {"dim": dim, "vocab": vocab, "pairs": n_queries * args.depth}
                 seconds: dict[str, list[float]] = {}
@@ -399,6 +400,9 @@ def main(argv: list[str] | None = None) -> int:
         type=int,
         default=1,
         help="warm and split runs of each mode, medians reported (--end-to-end)",
+    )
+    parser.add_argument(
+        "--e2e-batch", type=int, default=None, help="scoring batch (--end-to-end; default: clir rerank's)"
     )
     parser.add_argument(
         "--e2e-modes",
