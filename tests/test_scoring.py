@@ -376,34 +376,6 @@ fused_runs = pytest.mark.skipif(
 
 
 @fused_runs
-@pytest.mark.parametrize(
-    ("window", "q_len", "d_len", "dim", "n_docs"),
-    [(10, 5, 37, 20, 2), (4, 8, 23, 33, 1), (12, 20, 61, 16, 2)],
-)
-def test_fused_kernel_matches_the_pytorch_pooling(window, q_len, d_len, dim, n_docs):
-    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    gen = torch.Generator().manual_seed(window + d_len)
-    table = FrozenEmbedding(torch.randn(50, dim, generator=gen)).to(device)
-    q = torch.randint(1, 50, (3, 2 * q_len), generator=gen)
-    q[:, q_len - 2 : q_len] = 0  # padded query terms
-    d = torch.randint(1, 50, (3, n_docs, d_len), generator=gen)
-    d[:, :, d_len - 7 :] = 0
-    d[1, 0, 3:] = 0  # a document shorter than a window
-    q_surface, d_surface = q % 17, d % 17  # surfaces shared across rows: exact matches happen
-    q, q_surface, d, d_surface = (t.to(device) for t in (q, q_surface, d, d_surface))
-    knrm = KNRM(dim, window=window)
-    query = EncodedView.encode(table, q, q_surface)
-    docs = [EncodedView.encode(table, d[:, i], d_surface[:, i]) for i in range(n_docs)]
-    reference = knrm.grid_features(query, docs, 2)
-    assert fused_knrm.fused_pooling_supported(window, d_len, device, grad=False)
-    fused = fused_knrm.fused_window_pooling(
-        table.unit, q, q_surface, d, d_surface, 2, knrm.mus, knrm.sigmas, knrm.eps, knrm.log_scale, window
-    )
-    assert torch.isfinite(fused).all()
-    assert float((fused - reference).norm() / reference.norm()) < 1e-3
-
-
-@fused_runs
 def test_bilingual_model_scores_alike_with_the_fused_kernel():
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     data, _ = varied_data(seed=5, n_queries=4)

@@ -1,25 +1,35 @@
-"""A fused Triton kernel for the windowed K-NRM pooling of the bilingual model.
+"""Fused Triton kernels for the windowed K-NRM pooling of the bilingual model.
 
-One program per (pair, document view) walks the document in tiles of 32 consecutive positions: it
-gathers their unit vectors straight from the frozen table, computes the cosine similarities with
-every query term on the tensor cores (exact surface matches set to 1.0), and per RBF kernel
-the kernel values, the sums over every window of the tile (one product with a 0/1 matrix of
-which positions each window covers, also on the tensor cores), the logs and the sums over each
-query's terms, keeping per kernel the best window: the (B, Lq, Ld, K) tensor, the gathered
-vectors and the similarity matrix never reach memory.
+They compute :func:`clir.rerankers.knrm.grid_kernel_pooling` for even windows (``window = 2 ·
+stride``) of documents longer than one window, from token ids, for inference only
+(:func:`fused_pooling_supported` says when), in two phases:
 
-It computes :func:`clir.rerankers.knrm.grid_kernel_pooling` for even windows (``window = 2 ·
-stride``) of documents longer than one window, in float32 (the products in ``tf32x3``: three
-tensor-core passes that keep float32's accuracy), for inference only;
-:func:`fused_pooling_supported` says when. The PyTorch code is the fallback and the test
-oracle. Triton is optional: without it (or without CUDA, unless ``TRITON_INTERPRET=1``)
-nothing here runs.
+1. **Block sums** (one program per (pair, document view, tile of ``blocks_per_tile``
+   half-window blocks)). A tile's blocks are laid out as rows of ``SLOTS`` (the stride rounded
+   up to a power of two; the rows past the stride are masked and read nothing). The program
+   gathers the tile's unit vectors straight from the frozen table and computes the cosine
+   similarities with every query term of every query view on the tensor cores as three bf16
+   products of the table's precomputed bf16 halves (``hi·hi + hi·lo + lo·hi``: about 16 bits
+   of mantissa, similarities within about 1e-5; no per-tile split as ``tf32x3`` does), sets exact
+   surface matches to 1, and per RBF kernel makes every kernel value once (in the expanded form
+   ``2^(p s² + a s)`` of :func:`~clir.rerankers.knrm._kernel_terms`, the ``p s²`` shared by the
+   kernels of one width) and sums each block over its own rows. Only the block sums, (K, blocks,
+   query terms) per document, reach memory: not the gathered vectors, the similarity matrix or
+   the kernel values.
+2. **Windows** (one program per (pair, document view)): a window is two neighbouring blocks,
+   read back by pointer arithmetic (the shift that registers cannot do); their logs, the sums over
+   each query's terms and, per kernel, the best window.
+
+The PyTorch code is the fallback and the test oracle (``tests/test_fused_knrm.py``). Triton is
+optional: without it (or without CUDA, unless ``TRITON_INTERPRET=1``) nothing here runs.
 """
 
 from __future__ import annotations
 
 import functools
+import math
 import os
+import weakref
 from typing import Any
 
 import torch
@@ -30,12 +40,6 @@ try:  # optional: the PyTorch path needs none of this
     import triton.language as tl
 except ImportError:  # pragma: no cover - depends on the installation
     triton = None
-
-# exp(x) for x below this is dropped, as in clir.rerankers.knrm (_MIN_EXPONENT)
-_MIN_EXPONENT = -85.0
-_TILE = 32  # document positions per tile
-_WARPS = 2  # warps per program (32 positions and 2 warps beat 64 / 4 and 128 / 4 on an H200: README)
-_PRECISION = "tf32x3"  # of the products: three tensor-core passes, float32's accuracy
 
 
 def fused_pooling_supported(window: int, doc_length: int, device: torch.device, grad: bool) -> bool:
@@ -51,6 +55,28 @@ def _interpreting() -> bool:
     return os.environ.get("TRITON_INTERPRET") == "1"
 
 
+def _kernel(fn: Any) -> Any:
+    return triton.jit(fn) if triton is not None else fn
+
+
+def _bf16_halves(unit: Tensor) -> tuple[Tensor, Tensor]:
+    """``(hi, lo)``, bf16 with ``hi + lo`` about ``unit`` to 16 bits, made once per table (kept
+    while ``unit`` lives and is not modified in place)."""
+    key = id(unit)
+    hit = _HALVES.get(key)
+    if hit is not None and hit[0] == unit._version:
+        return hit[1], hit[2]
+    hi = unit.float().to(torch.bfloat16)
+    lo = (unit.float() - hi.float()).to(torch.bfloat16)
+    if hit is None:
+        weakref.finalize(unit, _HALVES.pop, key, None)
+    _HALVES[key] = (unit._version, hi, lo)
+    return hi, lo
+
+
+_HALVES: dict[int, tuple[int, Tensor, Tensor]] = {}
+
+
 def fused_window_pooling(
     unit: Tensor,
     q_tokens: Tensor,
@@ -63,11 +89,16 @@ def fused_window_pooling(
     eps: float,
     log_scale: float,
     window: int,
+    blocks_per_tile: int = 8,
+    block_d: int = 64,
+    warps: int = 4,
+    tiles_per_program: int = 1,
 ) -> Tensor:
     """:func:`~clir.rerankers.knrm.grid_kernel_pooling` with windows, from token ids.
 
     Args:
-        unit: (V, dim) unit-normalised table (row 0 zero), float32.
+        unit: (V, dim) unit-normalised table (row 0 zero), float32; its bf16 halves are made
+            once per table (:func:`_bf16_halves`).
         q_tokens: (B, n_q · Lq) row ids of the queries side by side (0 = padding).
         q_surface: (B, n_q · Lq) surface ids.
         d_tokens: (B, n_d, Ld) row ids of the documents (0 = padding).
@@ -78,6 +109,11 @@ def fused_window_pooling(
         eps: Floor of a window's kernel sum before its log.
         log_scale: Factor on the log features.
         window: Even window length, shorter than Ld.
+        blocks_per_tile: Half-window blocks per tile of phase 1.
+        block_d: Vector dimensions per product step.
+        warps: Warps per program.
+        tiles_per_program: Tiles per program of phase 1; 0: one program per document runs both
+            phases (a barrier between them). The defaults were the fastest on an H200 (README).
 
     Returns:
         Float32 (B, n_q, n_d, K).
@@ -86,147 +122,166 @@ def fused_window_pooling(
     n_docs, length = d_tokens.shape[1], d_tokens.shape[2]
     stride = window // 2
     extra = (-(length - window)) % stride
-    n_windows = (length + extra) // stride - 1
+    n_blocks = (length + extra) // stride
+    n_windows = n_blocks - 1
     k = len(mus)
+    slots = triton.next_power_of_2(stride)
+    nb_t = max(blocks_per_tile, 16 // slots)  # at least 16 rows a tile (tl.dot)
+    n_tiles = -(-n_blocks // nb_t)
+    per_program = tiles_per_program or n_tiles
+    n_parts = -(-n_tiles // per_program)
     r_p = max(16, triton.next_power_of_2(rows))
-    step = _TILE // stride - 1  # windows per tile: window w covers positions [w·stride, (w + 2)·stride)
+    nw_t = min(64, max(16, triton.next_power_of_2(n_windows)))
     device = unit.device
+    hi, lo = _bf16_halves(unit)
     out = torch.empty(size, n_queries, n_docs, k, dtype=torch.float32, device=device)
-    params = _params(tuple(mus), tuple(sigmas), device)
-    grid = (size, n_docs)
-    _pool_kernel[grid](
-        unit.float().contiguous(),
-        q_tokens.contiguous(),
-        q_surface.contiguous(),
-        rows,
-        d_tokens.contiguous(),
-        d_surface.contiguous(),
-        n_docs,
-        length,
-        params,
-        out,
-        n_windows,
-        eps,
-        log_scale,
-        LQ=rows // n_queries,
-        N_Q=n_queries,
-        K=k,
-        K_P=triton.next_power_of_2(k),
-        STRIDE=stride,
-        TILE=_TILE,
-        STEP=step,
-        W_P=_window_rows(step),
-        N_TILES=-(-n_windows // step),
-        DIM=unit.shape[1],
-        R_P=r_p,
-        BLOCK_D=32,
-        MIN_EXP=_MIN_EXPONENT,
-        PRECISION=_PRECISION,
-        num_warps=_WARPS,
-    )
+    nbp = n_parts * per_program * nb_t
+    scratch = torch.empty(size * n_docs * k * nbp * r_p, dtype=torch.float32, device=device)
+    params, expanded, shared = _block_params(tuple(mus), tuple(sigmas), device)
+    tokens = (hi, lo, q_tokens.contiguous(), q_surface.contiguous(), rows, d_tokens.contiguous(),
+              d_surface.contiguous(), n_docs, length, params, scratch)  # fmt: skip
+    tile_shape = dict(K=k, STRIDE=stride, SLOTS=slots, NB_T=nb_t, NBP=nbp, DIM=unit.shape[1], R_P=r_p,
+                      BLOCK_D=block_d, EXPANDED=expanded, SHARED=shared,
+                      UPCAST=_interpreting())  # fmt: skip
+    window_shape = dict(LQ=rows // n_queries, N_Q=n_queries, NQ_P=max(2, triton.next_power_of_2(n_queries)),
+                        K_P=triton.next_power_of_2(k), NW_T=nw_t,
+                        N_WCHUNKS=-(-n_windows // nw_t))  # fmt: skip
+    if n_parts == 1:
+        _block_kernel[(size, n_docs)](
+            *tokens, out, n_windows, eps, log_scale, **tile_shape, **window_shape, N_TILES=n_tiles,
+            num_warps=warps,
+        )  # fmt: skip
+    else:
+        _tiles_kernel[(size, n_docs, n_parts)](*tokens, **tile_shape, TPP=per_program, num_warps=warps)
+        _windows_kernel[(size, n_docs)](
+            q_tokens.contiguous(), rows, n_docs, scratch, out, n_windows, eps, log_scale, K=k, NBP=nbp,
+            R_P=r_p, **window_shape, num_warps=warps,
+        )  # fmt: skip
     return out
 
 
 @functools.lru_cache(maxsize=64)
-def _params(mus: tuple[float, ...], sigmas: tuple[float, ...], device: torch.device) -> Tensor:
-    """The kernels' ``(mu, -1 / (2 sigma^2))`` on ``device``, made once: a copy from the host
-    per call would wait for the device each batch."""
-    return torch.tensor(
-        [[mu, -0.5 / (sigma * sigma)] for mu, sigma in zip(mus, sigmas, strict=True)],
-        dtype=torch.float32,
-        device=device,
-    )
+def _block_params(
+    mus: tuple[float, ...], sigmas: tuple[float, ...], device: torch.device
+) -> tuple[Tensor, int, bool]:
+    """The kernels' constants on ``device``: per kernel ``(m, p, a, factor)``, then a row holding
+    the ``p`` that the kernels in expanded form share; a bit mask of those kernels, and whether
+    they share one ``p``. Kernel ``k``'s value at similarity ``s`` is ``factor · 2^(p s² + a s)``
+    in expanded form (as :func:`clir.rerankers.knrm._kernel_terms` computes it), else
+    ``2^(p (s - m)²)``. Terms below ``exp(-85)``, which the PyTorch pooling drops, are kept:
+    under ``factor`` each stays below ``e^-85``, nothing beside the ``eps`` floor of a window."""
+    rows, expanded, ps = [], 0, set()
+    for i, (mu, sigma) in enumerate(zip(mus, sigmas, strict=True)):
+        scale = -0.5 / (sigma * sigma)
+        offset = -scale * mu * mu
+        if offset < 60.0 and abs(mu) <= 1.0:  # exp(scale s² - 2 scale mu s) · exp(-offset)
+            rows.append([0.0, scale * _LOG2E, -2.0 * scale * mu * _LOG2E, math.exp(-offset)])
+            expanded |= 1 << i
+            ps.add(scale)
+        else:
+            rows.append([mu, scale * _LOG2E, 0.0, 1.0])
+    rows.append([0.0, (min(ps) if ps else 0.0) * _LOG2E, 0.0, 0.0])
+    return torch.tensor(rows, dtype=torch.float32, device=device), expanded, len(ps) <= 1
 
 
-def _window_rows(step: int) -> int:
-    """Rows of the window matrix of ``step`` windows (a power of two, at least 16)."""
-    return max(16, triton.next_power_of_2(step))
-
-
-def _kernel(fn: Any) -> Any:
-    return triton.jit(fn) if triton is not None else fn
+_LOG2E = 1.4426950408889634
 
 
 @_kernel
-def _pool_kernel(
-    unit_ptr,
-    q_tok_ptr,
-    q_surf_ptr,
-    rows,
-    d_tok_ptr,
-    d_surf_ptr,
-    n_docs,
-    length,
-    params_ptr,
-    out_ptr,
-    n_windows,
-    eps,
-    log_scale,
-    LQ: tl.constexpr,
-    N_Q: tl.constexpr,
-    K: tl.constexpr,
-    K_P: tl.constexpr,
-    STRIDE: tl.constexpr,
-    TILE: tl.constexpr,
-    STEP: tl.constexpr,
-    W_P: tl.constexpr,
-    N_TILES: tl.constexpr,
-    DIM: tl.constexpr,
-    R_P: tl.constexpr,
-    BLOCK_D: tl.constexpr,
-    MIN_EXP: tl.constexpr,
-    PRECISION: tl.constexpr,
-):
+def _tiles(
+    hi_ptr, lo_ptr, q_tok_ptr, q_surf_ptr, rows, d_tok_ptr, d_surf_ptr, n_docs, length, params_ptr,
+    scratch_ptr, first, count,
+    K: tl.constexpr, STRIDE: tl.constexpr, SLOTS: tl.constexpr, NB_T: tl.constexpr, NBP: tl.constexpr,
+    DIM: tl.constexpr, R_P: tl.constexpr, BLOCK_D: tl.constexpr, EXPANDED: tl.constexpr,
+    SHARED: tl.constexpr, UPCAST: tl.constexpr,
+):  # fmt: skip
+    """Phase 1: the block sums of tiles ``first .. first + count - 1`` of one (pair, document)."""
     b = tl.program_id(0)
     j = tl.program_id(1)
+    prog = b * n_docs + j
     r = tl.arange(0, R_P)
     r_ok = r < rows
     q_tok = tl.load(q_tok_ptr + b * rows + r, mask=r_ok, other=0)
     q_surf = tl.load(q_surf_ptr + b * rows + r, mask=r_ok, other=-1)
     q_real = q_tok != 0
-    q_weight = q_real.to(tl.float32)
-    group = r // LQ
-    p = tl.arange(0, TILE)
-    w_local = tl.arange(0, W_P)
-    # window w of a tile = its positions [w·STRIDE, (w + 2)·STRIDE), as a (W_P, TILE) 0/1 matrix
-    half = p // STRIDE
-    cover = ((half[None, :] == w_local[:, None]) | (half[None, :] == w_local[:, None] + 1)).to(tl.float32)
-    q_row = tl.arange(0, 2)
-    kk = tl.arange(0, K_P)
-    best = tl.full((2, K_P), float("-inf"), tl.float32)
-    doc = (b * n_docs + j) * length
-    for tile in range(N_TILES):
-        t0 = tile * STEP  # the tile's first window
-        pos = t0 * STRIDE + p
-        ok = pos < length
+    TROWS: tl.constexpr = NB_T * SLOTS
+    t = tl.arange(0, TROWS)
+    slot = t % SLOTS
+    nb = tl.arange(0, NB_T)
+    scratch = scratch_ptr + prog * (K * NBP * R_P)
+    doc = prog * length
+    for step in tl.range(count, num_stages=1):  # pipelined tiles were slower (register pressure)
+        tile = first + step
+        pos = (tile * NB_T + t // SLOTS) * STRIDE + slot
+        ok = (slot < STRIDE) & (pos < length)
         d_tok = tl.load(d_tok_ptr + doc + pos, mask=ok, other=0)
         d_surf = tl.load(d_surf_ptr + doc + pos, mask=ok, other=-2)
         d_real = d_tok != 0
-        sim = tl.zeros((TILE, R_P), dtype=tl.float32)
-        for c in range(0, DIM, BLOCK_D):
+        sim = tl.zeros((TROWS, R_P), dtype=tl.float32)
+        for c in tl.static_range(0, DIM, BLOCK_D):
             cols = c + tl.arange(0, BLOCK_D)
             c_ok = cols < DIM
-            dv = tl.load(
-                unit_ptr + d_tok[:, None] * DIM + cols[None, :],
-                mask=d_real[:, None] & c_ok[None, :],
-                other=0.0,
-            )
-            qv = tl.load(
-                unit_ptr + q_tok[:, None] * DIM + cols[None, :],
-                mask=q_real[:, None] & c_ok[None, :],
-                other=0.0,
-            )
-            sim = tl.dot(dv, tl.trans(qv), sim, input_precision=PRECISION)
+            d_at = d_tok[:, None] * DIM + cols[None, :]
+            d_ok = d_real[:, None] & c_ok[None, :]
+            q_at = q_tok[:, None] * DIM + cols[None, :]
+            q_ok = q_real[:, None] & c_ok[None, :]
+            dh = tl.load(hi_ptr + d_at, mask=d_ok, other=0.0)
+            dl = tl.load(lo_ptr + d_at, mask=d_ok, other=0.0)
+            qh = tl.trans(tl.load(hi_ptr + q_at, mask=q_ok, other=0.0))
+            ql = tl.trans(tl.load(lo_ptr + q_at, mask=q_ok, other=0.0))
+            if UPCAST:  # Triton's interpreter multiplies bf16 wrongly: the same values in float32
+                dh, dl, qh, ql = dh.to(tl.float32), dl.to(tl.float32), qh.to(tl.float32), ql.to(tl.float32)
+            sim = tl.dot(dh, qh, sim)
+            sim = tl.dot(dh, ql, sim)
+            sim = tl.dot(dl, qh, sim)
         exact = (d_surf[:, None] == q_surf[None, :]) & d_real[:, None] & q_real[None, :]
         sim = tl.where(exact, 1.0, sim)
-        w_ok = (w_local < STEP) & (t0 + w_local < n_windows)
+        sim = tl.where(d_real[:, None], sim, -1.0e4)  # padding: every kernel value 0
+        sim3 = tl.reshape(sim, (NB_T, SLOTS, R_P))
+        if SHARED:
+            base = sim3 * sim3 * tl.load(params_ptr + 4 * K + 1)  # the p all expanded kernels share
+        at = scratch + ((tile * NB_T + nb)[:, None]) * R_P + r[None, :]
         for k in tl.static_range(K):
-            mu = tl.load(params_ptr + 2 * k)
-            scale = tl.load(params_ptr + 2 * k + 1)
-            diff = sim - mu
-            arg = scale * diff * diff
-            values = tl.where(d_real[:, None] & (arg >= MIN_EXP), tl.exp(arg), 0.0)
-            sums = tl.dot(cover, values, input_precision=PRECISION)
+            p = tl.load(params_ptr + 4 * k + 1)
+            if (EXPANDED >> k) & 1:
+                a = tl.load(params_ptr + 4 * k + 2)
+                if SHARED:  # noqa: SIM108 - a branch taken when compiling, not a value
+                    arg = base + a * sim3
+                else:
+                    arg = (p * sim3 + a) * sim3
+            else:
+                diff = sim3 - tl.load(params_ptr + 4 * k)
+                arg = p * diff * diff
+            values = tl.exp2(arg)
+            tl.store(at + k * NBP * R_P, tl.sum(values, axis=1) * tl.load(params_ptr + 4 * k + 3))
+
+
+@_kernel
+def _windows(
+    q_tok_ptr, rows, n_docs, scratch_ptr, out_ptr, n_windows, eps, log_scale,
+    K: tl.constexpr, NBP: tl.constexpr, R_P: tl.constexpr, LQ: tl.constexpr, N_Q: tl.constexpr,
+    NQ_P: tl.constexpr, K_P: tl.constexpr, NW_T: tl.constexpr, N_WCHUNKS: tl.constexpr,
+):  # fmt: skip
+    """Phase 2: per kernel, the windows (two neighbouring blocks, read by pointer arithmetic: the
+    shift that registers cannot do), their logs, the sums over each query's terms, the best."""
+    b = tl.program_id(0)
+    j = tl.program_id(1)
+    prog = b * n_docs + j
+    r = tl.arange(0, R_P)
+    q_weight = (tl.load(q_tok_ptr + b * rows + r, mask=r < rows, other=0) != 0).to(tl.float32)
+    group = r // LQ
+    scratch = scratch_ptr + prog * (K * NBP * R_P)
+    q_row = tl.arange(0, NQ_P)
+    kk = tl.arange(0, K_P)
+    w_local = tl.arange(0, NW_T)
+    best = tl.full((NQ_P, K_P), float("-inf"), tl.float32)
+    for k in tl.static_range(K):
+        for chunk in range(N_WCHUNKS):
+            w = chunk * NW_T + w_local
+            w_ok = w < n_windows
+            at = scratch + (k * NBP + w[:, None]) * R_P + r[None, :]
+            sums = tl.load(at, mask=w_ok[:, None], other=1.0)
+            sums += tl.load(at + R_P, mask=w_ok[:, None], other=1.0)
             logs = tl.log(tl.maximum(sums, eps)) * q_weight[None, :]
             for q in tl.static_range(N_Q):
                 per_window = tl.sum(tl.where((group == q)[None, :], logs, 0.0), axis=1)
@@ -235,3 +290,47 @@ def _pool_kernel(
                 best = tl.where(hit, tl.maximum(best, top), best)
     out = out_ptr + ((b * N_Q + q_row[:, None]) * n_docs + j) * K + kk[None, :]
     tl.store(out, best * log_scale, mask=(q_row < N_Q)[:, None] & (kk < K)[None, :])
+
+
+@_kernel
+def _block_kernel(
+    hi_ptr, lo_ptr, q_tok_ptr, q_surf_ptr, rows, d_tok_ptr, d_surf_ptr, n_docs, length, params_ptr,
+    scratch_ptr, out_ptr, n_windows, eps, log_scale,
+    K: tl.constexpr, STRIDE: tl.constexpr, SLOTS: tl.constexpr, NB_T: tl.constexpr, NBP: tl.constexpr,
+    DIM: tl.constexpr, R_P: tl.constexpr, BLOCK_D: tl.constexpr, EXPANDED: tl.constexpr,
+    SHARED: tl.constexpr, UPCAST: tl.constexpr, LQ: tl.constexpr, N_Q: tl.constexpr,
+    NQ_P: tl.constexpr, K_P: tl.constexpr, NW_T: tl.constexpr, N_WCHUNKS: tl.constexpr,
+    N_TILES: tl.constexpr,
+):  # fmt: skip
+    """Both phases in one program per (pair, document), a barrier between them."""
+    _tiles(hi_ptr, lo_ptr, q_tok_ptr, q_surf_ptr, rows, d_tok_ptr, d_surf_ptr, n_docs, length, params_ptr,
+           scratch_ptr, 0, N_TILES, K, STRIDE, SLOTS, NB_T, NBP, DIM, R_P, BLOCK_D, EXPANDED, SHARED,
+           UPCAST)  # fmt: skip
+    tl.debug_barrier()
+    _windows(q_tok_ptr, rows, n_docs, scratch_ptr, out_ptr, n_windows, eps, log_scale, K, NBP, R_P, LQ, N_Q,
+             NQ_P, K_P, NW_T, N_WCHUNKS)  # fmt: skip
+
+
+@_kernel
+def _tiles_kernel(
+    hi_ptr, lo_ptr, q_tok_ptr, q_surf_ptr, rows, d_tok_ptr, d_surf_ptr, n_docs, length, params_ptr,
+    scratch_ptr,
+    K: tl.constexpr, STRIDE: tl.constexpr, SLOTS: tl.constexpr, NB_T: tl.constexpr, NBP: tl.constexpr,
+    DIM: tl.constexpr, R_P: tl.constexpr, BLOCK_D: tl.constexpr, EXPANDED: tl.constexpr,
+    SHARED: tl.constexpr, UPCAST: tl.constexpr, TPP: tl.constexpr,
+):  # fmt: skip
+    """Phase 1 alone, ``TPP`` tiles per program (axis 2 of the grid)."""
+    _tiles(hi_ptr, lo_ptr, q_tok_ptr, q_surf_ptr, rows, d_tok_ptr, d_surf_ptr, n_docs, length, params_ptr,
+           scratch_ptr, tl.program_id(2) * TPP, TPP, K, STRIDE, SLOTS, NB_T, NBP, DIM, R_P, BLOCK_D, EXPANDED,
+           SHARED, UPCAST)  # fmt: skip
+
+
+@_kernel
+def _windows_kernel(
+    q_tok_ptr, rows, n_docs, scratch_ptr, out_ptr, n_windows, eps, log_scale,
+    K: tl.constexpr, NBP: tl.constexpr, R_P: tl.constexpr, LQ: tl.constexpr, N_Q: tl.constexpr,
+    NQ_P: tl.constexpr, K_P: tl.constexpr, NW_T: tl.constexpr, N_WCHUNKS: tl.constexpr,
+):  # fmt: skip
+    """Phase 2 alone."""
+    _windows(q_tok_ptr, rows, n_docs, scratch_ptr, out_ptr, n_windows, eps, log_scale, K, NBP, R_P, LQ, N_Q,
+             NQ_P, K_P, NW_T, N_WCHUNKS)  # fmt: skip

@@ -86,7 +86,8 @@ class ScoringOptions:
         compile: ``torch.compile`` the model (CUDA only); ``None``: when at least
             :data:`COMPILE_MIN_PAIRS` pairs are scored.
         fused: Pool windowed K-NRM components with the fused Triton kernel
-            (:mod:`clir.rerankers.fused_knrm`; CUDA only, then uncompiled, in fp32); ``None``: on
+            (:mod:`clir.rerankers.fused_knrm`; CUDA only, then uncompiled; float32 sums of products
+            split in bf16 halves, similarities within about 1e-5 of fp32); ``None``: on
             CUDA when Triton is there, the model has such a component and it is not compiled (for
             one process's scoring the kernel is the fastest path: README, Speed).
 
@@ -338,7 +339,8 @@ def precision_guard(
 def choose_precision(
     model: nn.Module, tensorizer: Tensorizer, index: PairIndex, counts: Sequence[int], options: ScoringOptions
 ) -> ScoringOptions:
-    """Settle ``precision="auto"``: fp32 on a CPU or with the fused kernel (float32 throughout);
+    """Settle ``precision="auto"``: fp32 on a CPU or with the fused kernel (float32 sums, bf16-split
+    products: no bf16 probe);
     else bf16 when it passes :func:`precision_guard` (τ only) against fp32 on the first
     :data:`GUARD_QUERIES` queries, else fp32 (with a warning).
 
