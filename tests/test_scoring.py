@@ -343,6 +343,15 @@ def test_the_vocabulary_numbers_rows_and_surfaces_in_order_of_addition():
         got, expected = one._add_distinct(lang, words), other.ids(lang, words, add=True)
         assert all(np.array_equal(g, e) for g, e in zip(got, expected, strict=True))
     assert one.entries == other.entries and one.n_surfaces == other.n_surfaces
+    # the matrix less its padding row (rerank adds that row where the matrix goes)
+    space = ToySpace()
+    assert Vocabulary().embedding_rows(space).shape == (0, space.dim)
+    assert Vocabulary().embedding_matrix(space).tolist() == [[0.0] * space.dim]
+    vocab = Vocabulary()
+    vocab.add("en", ["e3", "e1"])
+    matrix = vocab.embedding_matrix(space)
+    assert np.array_equal(matrix[1:], vocab.embedding_rows(space)) and not matrix[0].any()
+    assert np.array_equal(matrix[1:], space.vectors[[3, 1]])
 
 
 def test_members_combined_together_equal_one_query_at_a_time():

@@ -468,10 +468,22 @@ class Vocabulary:
         Returns:
             Row 0 zeros (padding); OOV tokens get zero rows (the space's convention).
         """
-        matrix = np.zeros((len(self.entries), _space_dim(space)), dtype=np.float32)
-        if len(self.entries) > 1:
-            matrix[1:] = space.matrix(self.entries[1:])
+        rows = self.embedding_rows(space)
+        matrix = np.zeros((len(rows) + 1, rows.shape[1]), dtype=np.float32)
+        matrix[1:] = rows
         return matrix
+
+    def embedding_rows(self, space: Any) -> np.ndarray:
+        """:meth:`embedding_matrix` without its row 0 (the one that a caller may add where the
+        matrix goes, e.g. on a GPU, rather than copy the rest on the host to make room for it).
+
+        Returns:
+            ``(len(self) - 1, dim)`` float32.
+        """
+        if len(self._entries) == 1:
+            return np.zeros((0, _space_dim(space)), dtype=np.float32)
+        _space_dim(space)
+        return np.asarray(space.matrix(self._entries[1:]), dtype=np.float32)
 
 
 def _space_dim(space: Any) -> int:

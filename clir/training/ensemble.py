@@ -217,7 +217,7 @@ def _score_members(
         if key not in tensorizers:
             tensorizers[key] = Tensorizer(vocab, prepared, key[0], key[1], extend_vocab=True, cache=cache)
         keys.append(key)
-    matrix = torch.from_numpy(vocab.embedding_matrix(space))
+    rows = torch.from_numpy(vocab.embedding_rows(space))  # the matrix less its padding row
     if timings is not None:
         timings["tensorize"] = timings.get("tensorize", 0.0) + time.perf_counter() - clock
     out = []
@@ -229,7 +229,7 @@ def _score_members(
         set_embeddings(model, None)  # the lent-back matrix stays where it is
         model.to(settled.device)
         if settled.device not in on_device:
-            on_device[settled.device] = matrix.to(settled.device)
+            on_device[settled.device] = torch.nn.functional.pad(rows.to(settled.device), (0, 0, 1, 0))
         set_embeddings(model, on_device[settled.device])
         if timings is not None:
             timings["transfer"] = timings.get("transfer", 0.0) + time.perf_counter() - clock
