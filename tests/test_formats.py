@@ -250,6 +250,17 @@ def test_a_ragged_run_is_ranked_query_by_query_as_the_first_writer_did(tmp_path,
         assert (tmp_path / "r.run").read_text() == _reference_run_text(run, "t", depth)
 
 
+@pytest.mark.parametrize("cells", [1, 80, 1000])
+def test_a_run_ranked_in_several_tables_is_the_first_writers(tmp_path, monkeypatch, cells):
+    from clir.formats import runs
+
+    monkeypatch.setattr(runs, "_TABLE_CELLS", cells)  # a table of one, two or more queries at a time
+    run = _mixed_run(queries=7)
+    for depth in (None, 5):
+        write_run(tmp_path / "r.run", _as_arrays(run), tag="t", depth=depth, workers=0)
+        assert (tmp_path / "r.run").read_text() == _reference_run_text(run, "t", depth)
+
+
 def _first_twice(positions):
     """``positions`` with the first in place of the last."""
     return np.concatenate([positions[:-1], positions[:1]])

@@ -99,8 +99,9 @@ def _trec_orders(keys: np.ndarray, scores: np.ndarray, counts: np.ndarray, depth
     put each query's documents in :func:`_trec_order`, the first ``depth`` of each (``None``:
     all), query after query.
 
-    The queries are sorted together, as the rows of one table padded with zeros (which sort
-    first: see :func:`_sort_keys`), unless padding would more than double the table."""
+    The queries are sorted together, as the rows of tables of up to :data:`_TABLE_CELLS` keys
+    padded with zeros (which sort first: see :func:`_sort_keys`), unless padding would more than
+    double the keys."""
     starts = np.cumsum(counts) - counts
     kept = counts if depth is None else np.minimum(counts, depth)
     most = int(counts.max(initial=0))
@@ -112,11 +113,21 @@ def _trec_orders(keys: np.ndarray, scores: np.ndarray, counts: np.ndarray, depth
             ]
             or [np.zeros(0, np.int64)]
         )
-    columns = np.arange(most)
-    table = np.zeros((len(counts), most), dtype=np.uint64)
-    table[columns < counts[:, None]] = _sort_keys(keys, scores)
-    order = np.argsort(table, axis=1)[:, ::-1]  # per row: its documents best first, then the zeros
-    return (order + starts[:, None])[columns < kept[:, None]]
+    columns, sort_keys = np.arange(most), _sort_keys(keys, scores)
+    rows = max(1, _TABLE_CELLS // max(most, 1))
+    parts = [np.zeros(0, np.int64)]
+    for first in range(0, len(counts), rows):
+        block = slice(first, first + rows)
+        n, at = counts[block], starts[block]
+        table = np.zeros((len(n), most), dtype=np.uint64)
+        table[columns < n[:, None]] = sort_keys[at[0] : at[-1] + n[-1]]
+        order = np.argsort(table, axis=1)[:, ::-1]  # per row: its documents best first, then the zeros
+        parts.append((order + at[:, None])[columns < kept[block][:, None]])
+    return np.concatenate(parts)
+
+
+_TABLE_CELLS = 1 << 22
+"""Keys sorted at once by :func:`_trec_orders` (32 MB)."""
 
 
 @dataclass(frozen=True)
