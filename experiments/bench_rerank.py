@@ -211,6 +211,8 @@ def synthetic_data(
             )
         )  # fmt: skip
     data = RerankData("xx", records, doc_src, doc_en, ["f1", "f2"])
+    # the documents' key, as `clir rerank --index-cache` has its index step's for the tables' cache
+    data.documents_key = f"synthetic documents {docs} {doc_len} {vocab} {seed}"
     return data, data.first_stage_run()
 
 

@@ -151,14 +151,20 @@ def test_rerank_tells_an_ensemble_from_one_of_its_seeds(trained, tmp_path, capsy
     assert f"reranked by the single checkpoint {model / 'seed0'}" in capsys.readouterr().out
 
 
-def test_rerank_keeps_the_documents_id_tables_in_the_index_cache(trained, tmp_path):
+def test_rerank_keeps_the_documents_id_tables_in_the_index_cache(trained, tmp_path, monkeypatch):
+    from clir.training import idtables
+
     root, model, _, _, _ = trained
     argv = ["rerank", "--model", str(model), "--collection", str(root / "sw"), "--space", str(root / "space")]
     argv += ["--tables", str(root / "tables")]
     assert main([*argv, "--out", str(tmp_path / "plain.run")]) == 0
     cache = tmp_path / "cache"
+    sources = []  # the files are keyed by the index step's key, not by a digest of the tokens
+    key = idtables.input_key
+    monkeypatch.setattr(idtables, "input_key", lambda *a: sources.append(a[2]) or key(*a))
     for name in ("cold.run", "warm.run"):  # the first call writes the tables, the second reads them
         assert main([*argv, "--index-cache", str(cache), "--out", str(tmp_path / name)]) == 0
+    assert len(sources) == 4 and all(source is not None for source in sources)
     assert len(list((cache / "id-tables").glob("*.npz"))) == 2  # the documents' two views
     plain = (tmp_path / "plain.run").read_bytes()
     assert (tmp_path / "cold.run").read_bytes() == plain == (tmp_path / "warm.run").read_bytes()

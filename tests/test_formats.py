@@ -238,6 +238,29 @@ def test_run_arrays_are_written_as_the_same_run_in_dictionaries(tmp_path, worker
     assert back.to_run() == run and list(back.to_run()["q0"]) == list(run["q0"])
 
 
+@pytest.mark.parametrize("depth", [None, 3, 2000])
+def test_a_ragged_run_is_ranked_query_by_query_as_the_first_writer_did(tmp_path, depth):
+    # one long query among short ones: padding every query to the longest would more than
+    # double the table, so each query is sorted on its own (the file is the same either way)
+    rng = np.random.default_rng(3)
+    run = _mixed_run(queries=4, docs=30)
+    run["long"] = {f"d{i}": float(rng.normal()) if i % 7 else 1.0 for i in range(5000)}
+    for arrays in (run, _as_arrays(run)):
+        write_run(tmp_path / "r.run", arrays, tag="t", depth=depth, workers=0)
+        assert (tmp_path / "r.run").read_text() == _reference_run_text(run, "t", depth)
+
+
+@pytest.mark.parametrize("cells", [1, 80, 1000])
+def test_a_run_ranked_in_several_tables_is_the_first_writers(tmp_path, monkeypatch, cells):
+    from clir.formats import runs
+
+    monkeypatch.setattr(runs, "_TABLE_CELLS", cells)  # a table of one, two or more queries at a time
+    run = _mixed_run(queries=7)
+    for depth in (None, 5):
+        write_run(tmp_path / "r.run", _as_arrays(run), tag="t", depth=depth, workers=0)
+        assert (tmp_path / "r.run").read_text() == _reference_run_text(run, "t", depth)
+
+
 def _first_twice(positions):
     """``positions`` with the first in place of the last."""
     return np.concatenate([positions[:-1], positions[:1]])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -10,7 +11,7 @@ import pytest
 import torch
 
 from clir.cli import main
-from clir.errors import ConfigError
+from clir.errors import ConfigError, NonFiniteError
 from clir.evaluation import evaluate
 from clir.rerankers import fused_knrm
 from clir.rerankers.encoding import EncodedView, FrozenEmbedding
@@ -197,24 +198,33 @@ def _tables(tz):
     ]
 
 
-def test_cached_id_tables_give_the_uncached_tables_vocabulary_and_scores(tmp_path):
-    data, _ = varied_data(seed=8)
+def _cache_changes_nothing(data: RerankData, cache: Path, plain: RerankData | None = None) -> dict:
+    """Assert that tensorizers of ``data`` that fill ``cache`` and then read it have the tables,
+    vocabulary and scores of one of ``plain`` (default ``data``) without a cache; return the
+    files written, with their bytes."""
     space = ToySpace()
-    cache = tmp_path / "ids"
-    plain, cold, warm = Vocabulary(), Vocabulary(), Vocabulary()
-    tz_plain = Tensorizer(plain, data, 5, 12, extend_vocab=True)
-    tz_cold = Tensorizer(cold, data, 5, 12, extend_vocab=True, cache=cache)
-    assert len(list(cache.glob("*.npz"))) == 2  # the documents' two views
-    tz_warm = Tensorizer(warm, data, 5, 12, extend_vocab=True, cache=cache)
-    assert plain.entries == cold.entries == warm.entries
+    vocabs = Vocabulary(), Vocabulary(), Vocabulary()
+    tz_plain = Tensorizer(vocabs[0], plain or data, 5, 12, extend_vocab=True)
+    tz_cold = Tensorizer(vocabs[1], data, 5, 12, extend_vocab=True, cache=cache)
+    written = {path: path.read_bytes() for path in cache.glob("*.npz")}
+    tz_warm = Tensorizer(vocabs[2], data, 5, 12, extend_vocab=True, cache=cache)
+    assert vocabs[0].entries == vocabs[1].entries == vocabs[2].entries
+    assert vocabs[0].n_surfaces == vocabs[2].n_surfaces
     assert _tables(tz_plain) == _tables(tz_cold) == _tables(tz_warm)
-    model = build_reranker(tiny_config(), plain.embedding_matrix(space), 1, seed=0)
+    model = build_reranker(tiny_config(), vocabs[0].embedding_matrix(space), 1, seed=0)
     options = ScoringOptions(device="cpu").resolve()
     scores = []
-    for vocab, tz in ((plain, tz_plain), (warm, tz_warm)):
+    for vocab, tz in ((vocabs[0], tz_plain), (vocabs[2], tz_warm)):
         set_embeddings(model, torch.from_numpy(vocab.embedding_matrix(space)))
         scores.append(np.concatenate(score_candidates(model, tz, None, options)))
     np.testing.assert_array_equal(scores[0], scores[1])
+    return written
+
+
+def test_cached_id_tables_give_the_uncached_tables_vocabulary_and_scores(tmp_path):
+    data, _ = varied_data(seed=8)
+    cache = tmp_path / "ids"
+    assert len(_cache_changes_nothing(data, cache)) == 2  # the documents' two views
     # other documents (one token changed), or other lengths: other files
     data.doc_src["d0"] = ["x59", *data.doc_src["d0"][1:]]
     Tensorizer(Vocabulary(), data, 5, 12, extend_vocab=True, cache=cache)
@@ -239,6 +249,128 @@ def test_a_damaged_id_table_file_is_rebuilt_never_used(tmp_path):
     path.write_bytes(intact[: len(intact) // 2])
     with pytest.warns(UserWarning, match="damaged id-table cache file"):
         assert id_table(texts, 3, tmp_path).ids.tolist() == [[1, 2, 1], [3, 1, 0]]
+
+
+def test_id_tables_kept_under_the_documents_key_are_the_uncached_ones(tmp_path):
+    # a documents_key (clir rerank --index-cache: the index step's) keys the files instead of a
+    # digest of every token; a hit gives the tables, vocabulary and scores of a miss
+    data, _ = varied_data(seed=8)
+    data.documents_key = "index step 0123"
+    cache = tmp_path / "ids"
+    files = _cache_changes_nothing(data, cache, replace(data, documents_key=None))
+    assert len(files) == 2
+    # the subsets and feature selections of the data keep the key; without it, the token digest
+    assert (
+        data.subset(data.qids[:2]).documents_key
+        == data.without_features().documents_key
+        == data.documents_key
+    )
+    Tensorizer(Vocabulary(), replace(data, documents_key=None), 5, 12, extend_vocab=True, cache=cache)
+    assert len(list(cache.glob("*.npz"))) == 4
+    # another key, another length or other lengths of the documents: other files
+    Tensorizer(
+        Vocabulary(), replace(data, documents_key="index step 4567"), 5, 12, extend_vocab=True, cache=cache
+    )
+    Tensorizer(Vocabulary(), data, 5, 13, extend_vocab=True, cache=cache)
+    assert len(list(cache.glob("*.npz"))) == 8
+    # a key kept while a document's first token changed: the table found does not fit, rebuilt
+    stale = replace(data, doc_src={**data.doc_src, "d0": ["x59", *data.doc_src["d0"][1:]]})
+    fresh = Tensorizer(Vocabulary(), replace(stale, documents_key=None), 5, 12, extend_vocab=True)
+    with pytest.warns(UserWarning, match="holds other texts; rebuilt"):
+        rebuilt = Tensorizer(Vocabulary(), stale, 5, 12, extend_vocab=True, cache=cache)
+    assert _tables(rebuilt) == _tables(fresh) and rebuilt.vocab.entries == fresh.vocab.entries
+    assert all(path.read_bytes() == kept for path, kept in files.items())  # nothing written over them
+    assert len(list(cache.glob("*.npz"))) == 8
+
+
+def _same_table(a: IdTable, b: IdTable) -> bool:
+    return a.words == b.words and np.array_equal(a.ids, b.ids) and np.array_equal(a.lengths, b.lengths)
+
+
+def test_a_damaged_id_table_file_found_by_a_source_key_is_rebuilt(tmp_path):
+    texts = [["a", "b", "a"], ["c", "a"], []]
+    table = id_table(texts, 3, tmp_path, source="docs 1")
+    (path,) = tmp_path.glob("*.npz")
+    assert path.name == f"{input_key(texts, 3, 'docs 1')}.npz" != f"{input_key(texts, 3)}.npz"
+    assert _same_table(id_table(texts, 3, tmp_path, source="docs 1"), table)
+    intact = path.read_bytes()
+    with np.load(path) as arrays:
+        kept = dict(arrays)
+    np.savez(path, **{**kept, "words": kept["words"][::-1].copy()})  # edited behind the checksum
+    with pytest.warns(UserWarning, match="do not match their checksum"):
+        assert _same_table(id_table(texts, 3, tmp_path, source="docs 1"), table)
+    assert path.read_bytes() == intact
+    path.write_bytes(intact[:100])
+    with pytest.warns(UserWarning, match="damaged id-table cache file"):
+        assert id_table(texts, 3, tmp_path, source="docs 1").ids.tolist() == table.ids.tolist()
+
+
+def test_words_that_would_not_read_back_are_not_kept(tmp_path):
+    # the kept word list is one text cut at a separator: a word holding it, or an empty word,
+    # is never written (a source key reads no token, so the words are checked when written)
+    for texts in ([["a\x1fb", "c"]], [["", "c"]]):
+        assert id_table(texts, 2, tmp_path, source="s").ids.tolist() == IdTable.build(texts, 2).ids.tolist()
+    assert not list(tmp_path.glob("*.npz"))
+    texts = [["é", "a\x00", "\ud800"], ["a\x00"]]  # NUL, non-ASCII and a lone surrogate read back
+    assert _same_table(id_table(texts, 2, tmp_path, source="s"), IdTable.build(texts, 2))
+    assert len(list(tmp_path.glob("*.npz"))) == 1
+    assert _same_table(id_table(texts, 2, tmp_path, source="s"), IdTable.build(texts, 2))
+    assert id_table(texts, 2, tmp_path, source="s").words == ["é", "a\x00", "\ud800"]
+
+
+def test_the_vocabulary_numbers_rows_and_surfaces_in_order_of_addition():
+    vocab = Vocabulary()
+    vocab.add("en", iter(["a", "b", "a"]))
+    assert vocab.ids("xx", ["b", "c", "c"], add=True)[0].tolist() == [3, 4, 4]
+    rows, surfaces = vocab._add_distinct("en", ["c", "a", "d"])
+    assert (rows.tolist(), surfaces.tolist()) == ([5, 1, 6], [3, 1, 4])
+    assert vocab.entries == [
+        ("", ""),
+        ("en", "a"),
+        ("en", "b"),
+        ("xx", "b"),
+        ("xx", "c"),
+        ("en", "c"),
+        ("en", "d"),
+    ]
+    assert vocab.n_surfaces == 5 and len(vocab) == 7
+    assert [a.tolist() for a in vocab.ids("xx", ["c", "b"])] == [[4, 3], [3, 2]]
+    # distinct words added at once: what ids(..., add=True) gives, on random overlapping words
+    rng = np.random.default_rng(0)
+    one, other = Vocabulary(), Vocabulary()
+    for lang in ("en", "xx", "xx", "en", "yy"):
+        words = list(dict.fromkeys(f"w{i}" for i in rng.integers(0, 300, size=200)))
+        got, expected = one._add_distinct(lang, words), other.ids(lang, words, add=True)
+        assert all(np.array_equal(g, e) for g, e in zip(got, expected, strict=True))
+    assert one.entries == other.entries and one.n_surfaces == other.n_surfaces
+    # the matrix less its padding row (rerank adds that row where the matrix goes)
+    space = ToySpace()
+    assert Vocabulary().embedding_rows(space).shape == (0, space.dim)
+    assert Vocabulary().embedding_matrix(space).tolist() == [[0.0] * space.dim]
+    vocab = Vocabulary()
+    vocab.add("en", ["e3", "e1"])
+    matrix = vocab.embedding_matrix(space)
+    assert np.array_equal(matrix[1:], vocab.embedding_rows(space)) and not matrix[0].any()
+    assert np.array_equal(matrix[1:], space.vectors[[3, 1]])
+
+
+def test_members_combined_together_equal_one_query_at_a_time():
+    from clir.training.ensemble import _combine_one, combine
+
+    rng = np.random.default_rng(4)
+    counts = [5, 5, 5, 3, 3, 1, 0, 7, 1000, 1000, 2]
+    for members in (1, 2, 3):
+        scores = [[rng.normal(size=n) * 10 ** rng.uniform(-6, 6) for n in counts] for _ in range(members)]
+        for member in scores:
+            member[1] = np.full(5, 2.5)  # constant: all zeros
+            member[9] = member[9].round(1)  # ties
+        for method in ("zscore", "minmax"):
+            got = combine(scores, method)
+            expected = [_combine_one(scores, qi, method) for qi in range(len(counts))]
+            assert all(g.tobytes() == e.tobytes() for g, e in zip(got, expected, strict=True))
+    scores[0][0] = np.array([1.0, np.nan, 2.0, 3.0, 4.0])
+    with pytest.raises(NonFiniteError, match="1 of 5 values are not finite"):
+        combine(scores)
 
 
 # ------------------------------------------------------------------------------------- options

@@ -23,7 +23,7 @@ import numpy as np
 
 from clir.errors import ConfigError, FormatError
 from clir.formats._lines import decimal_of, fields_of, integer_of, numbered_lines
-from clir.formats._runtext import Job, run_texts
+from clir.formats._runtext import run_texts
 from clir.formats.atomic import atomic_write
 from clir.formats.identifiers import check_identifier
 from clir.types import Run
@@ -73,14 +73,61 @@ def _trec_order(keys: np.ndarray, scores: np.ndarray) -> np.ndarray:
     docno descending, ``keys`` being the docnos or anything that sorts as they do (their ranks
     among sorted docnos). The docnos of one query are distinct, so the reverse of the ascending
     sort by (score, docno) is that order."""
-    with np.errstate(over="ignore"):  # beyond float32's range: +-inf, as C's float conversion
-        sims = scores.astype(np.float32) + np.float32(0.0)  # -0.0 + 0.0 = 0.0: they tie, as in C
     if keys.dtype.kind not in "iu" or (len(keys) and not 0 <= keys.min() <= keys.max() < 2**32):
-        return np.lexsort((keys, sims))[::-1]
-    # one sort of 64-bit keys: the float's bits made to sort as the float, then the docno's rank
-    bits = sims.view(np.uint32)
+        return np.lexsort((keys, _float32_sims(scores)))[::-1]
+    return np.argsort(_sort_keys(keys, scores))[::-1]
+
+
+def _float32_sims(scores: np.ndarray) -> np.ndarray:
+    """``scores`` as trec_eval reads them: C ``float``s (beyond float32's range: +-inf), ``-0.0``
+    made ``0.0`` (they tie, as in C)."""
+    with np.errstate(over="ignore"):
+        return scores.astype(np.float32) + np.float32(0.0)
+
+
+def _sort_keys(keys: np.ndarray, scores: np.ndarray) -> np.ndarray:
+    """``uint64`` keys that sort as (float32 score, key) ascending, ``keys`` in ``0..2**32 - 1``:
+    the float's bits made to sort as the float, then the key. No key of a score that is not a
+    NaN is below ``(2**23 - 1) * 2**32`` (that of -inf), so a 0 sorts before all of them."""
+    bits = _float32_sims(scores).view(np.uint32)
     ordered = np.where(bits >> 31, ~bits, bits | np.uint32(1 << 31)).astype(np.uint64)
-    return np.argsort((ordered << np.uint64(32)) | keys.astype(np.uint64))[::-1]
+    return (ordered << np.uint64(32)) | keys.astype(np.uint64)
+
+
+def _trec_orders(keys: np.ndarray, scores: np.ndarray, counts: np.ndarray, depth: int | None) -> np.ndarray:
+    """Positions in ``keys`` / ``scores`` (queries one after the other, ``counts`` each) that
+    put each query's documents in :func:`_trec_order`, the first ``depth`` of each (``None``:
+    all), query after query.
+
+    The queries are sorted together, as the rows of tables of up to :data:`_TABLE_CELLS` keys
+    padded with zeros (which sort first: see :func:`_sort_keys`), unless padding would more than
+    double the keys."""
+    starts = np.cumsum(counts) - counts
+    kept = counts if depth is None else np.minimum(counts, depth)
+    most = int(counts.max(initial=0))
+    if len(counts) * most > 2 * len(keys) + 4096:
+        return np.concatenate(
+            [
+                start + _trec_order(keys[start : start + n], scores[start : start + n])[:k]
+                for start, n, k in zip(starts.tolist(), counts.tolist(), kept.tolist(), strict=True)
+            ]
+            or [np.zeros(0, np.int64)]
+        )
+    columns, sort_keys = np.arange(most), _sort_keys(keys, scores)
+    rows = max(1, _TABLE_CELLS // max(most, 1))
+    parts = [np.zeros(0, np.int64)]
+    for first in range(0, len(counts), rows):
+        block = slice(first, first + rows)
+        n, at = counts[block], starts[block]
+        table = np.zeros((len(n), most), dtype=np.uint64)
+        table[columns < n[:, None]] = sort_keys[at[0] : at[-1] + n[-1]]
+        order = np.argsort(table, axis=1)[:, ::-1]  # per row: its documents best first, then the zeros
+        parts.append((order + at[:, None])[columns < kept[block][:, None]])
+    return np.concatenate(parts)
+
+
+_TABLE_CELLS = 1 << 22
+"""Keys sorted at once by :func:`_trec_orders` (32 MB)."""
 
 
 @dataclass(frozen=True)
@@ -161,56 +208,90 @@ def write_run(
     for qid in run.qids if isinstance(run, RunArrays) else run:
         check_identifier(qid, "qid", path)
     if isinstance(run, RunArrays):
-        _check_arrays(path, run)
+        _check_shapes(path, run)
     arrays = run if isinstance(run, RunArrays) else RunArrays.from_run(run, path)
     docnos = arrays.docnos
     for docno in docnos:
         check_identifier(docno, "docno", path)
-    by_qid = {qid: i for i, qid in enumerate(arrays.qids)}
     rank = np.empty(len(docnos), dtype=np.int64)  # a document's place among the sorted docnos
     rank[sorted(range(len(docnos)), key=docnos.__getitem__)] = np.arange(len(docnos))
-
-    def job(qid: str) -> Job:
-        positions, values = arrays.positions[by_qid[qid]], arrays.scores[by_qid[qid]]
-        order = _trec_order(rank[positions], values)[:depth]
-        return qid, positions[order].tobytes(), values[order].tobytes()
-
-    qids = sorted(by_qid)
-    sizes = [len(arrays.positions[by_qid[qid]]) for qid in qids]
-    sizes = sizes if depth is None else [min(depth, size) for size in sizes]
-    texts = run_texts(docnos, tag, map(job, qids), sizes, workers)
+    in_file = sorted(range(len(arrays.qids)), key=arrays.qids.__getitem__)
+    counts = np.asarray([len(arrays.positions[i]) for i in in_file], dtype=np.int64)
+    positions = _concatenated([arrays.positions[i] for i in in_file], np.int64)
+    values = _concatenated([arrays.scores[i] for i in in_file], np.float64)
+    if isinstance(run, RunArrays):
+        _check_contents(path, run, in_file, counts, positions, values)
+    order = _trec_orders(rank[positions], values, counts, depth)
+    positions, values = positions[order], values[order]  # every query's lines in rank order
+    sizes = (counts if depth is None else np.minimum(counts, depth)).tolist()
+    ends = np.cumsum(sizes, dtype=np.int64).tolist()
+    jobs = (
+        (arrays.qids[i], positions[end - size : end].tobytes(), values[end - size : end].tobytes())
+        for i, size, end in zip(in_file, sizes, ends, strict=True)
+    )
+    texts = run_texts(docnos, tag, jobs, sizes, workers)
     with atomic_write(path) as out:
         out.writelines(texts)
 
 
-def _check_arrays(path: str | Path, run: RunArrays) -> None:
-    """Raise :class:`~clir.errors.ConfigError` unless ``run``'s arrays describe a run (see
-    :func:`write_run`)."""
+def _concatenated(arrays: Sequence[np.ndarray], dtype: type) -> np.ndarray:
+    """``arrays`` one after the other (an empty array of ``dtype`` for none)."""
+    return np.concatenate(arrays) if len(arrays) else np.zeros(0, dtype=dtype)
+
+
+def _check_shapes(path: str | Path, run: RunArrays) -> None:
+    """Raise :class:`~clir.errors.ConfigError` unless ``run`` has one array of positions
+    (``int64``) and one of scores (``float64``, as many) per distinct qid."""
     if len(set(run.qids)) != len(run.qids) or not len(run.qids) == len(run.positions) == len(run.scores):
         raise ConfigError(
             f"{path}: not written: {len(run.qids)} qids ({len(set(run.qids))} distinct), "
             f"{len(run.positions)} position arrays and {len(run.scores)} score arrays; "
             "expected one of each per query"
         )
-    last = np.full(len(run.docnos), -1, dtype=np.int64)  # per document, where a query last listed it
     for qid, positions, values in zip(run.qids, run.positions, run.scores, strict=True):
-        if positions.dtype != np.int64 or values.dtype != np.float64 or positions.shape != values.shape:
+        if (
+            positions.dtype != np.int64
+            or values.dtype != np.float64
+            or positions.ndim != 1
+            or positions.shape != values.shape
+        ):
             raise ConfigError(
                 f"{path}: not written: query {qid!r} has positions {positions.dtype}{positions.shape} and "
                 f"scores {values.dtype}{values.shape}; expected int64 and float64 of one length"
             )
-        if len(positions) and not 0 <= positions.min() <= positions.max() < len(run.docnos):
-            raise ConfigError(
-                f"{path}: not written: query {qid!r} has document positions outside 0..{len(run.docnos) - 1}"
-            )
-        order = np.arange(len(positions))
-        last[positions] = order
-        if not np.array_equal(last[positions], order):
-            twice = run.docnos[int(positions[last[positions] != order][0])]
+
+
+def _check_contents(
+    path: str | Path,
+    run: RunArrays,
+    queries: Sequence[int],
+    counts: np.ndarray,
+    positions: np.ndarray,
+    values: np.ndarray,
+) -> None:
+    """Raise :class:`~clir.errors.ConfigError` unless every position of ``run`` is one of its
+    docnos, listed once per query, with a finite score; ``positions`` and ``values`` are those of
+    ``run``'s ``queries`` one after the other, ``counts`` each."""
+
+    def qid_at(at: int) -> str:  # the query of the position at ``at``
+        return run.qids[queries[int(np.searchsorted(np.cumsum(counts), at, side="right"))]]
+
+    outside = (positions < 0) | (positions >= len(run.docnos))
+    if outside.any():
+        raise ConfigError(
+            f"{path}: not written: query {qid_at(int(outside.argmax()))!r} has document positions "
+            f"outside 0..{len(run.docnos) - 1}"
+        )
+    last = np.full(len(run.docnos), -1, dtype=np.int64)  # per document, where a query last listed it
+    for qid, listed in zip(run.qids, run.positions, strict=True):
+        order = np.arange(len(listed))
+        last[listed] = order
+        if not np.array_equal(last[listed], order):
+            twice = run.docnos[int(listed[last[listed] != order][0])]
             raise ConfigError(f"{path}: not written: document {twice!r} listed twice for query {qid!r}")
-        if not np.isfinite(values).all():
-            at = int(np.flatnonzero(~np.isfinite(values))[0])
-            _check_score(path, qid, run.docnos[int(positions[at])], float(values[at]))
+    if not np.isfinite(values).all():
+        at = int(np.flatnonzero(~np.isfinite(values))[0])
+        _check_score(path, qid_at(at), run.docnos[int(positions[at])], float(values[at]))
 
 
 def _scores(path: str | Path, qid: str, docs: Mapping[str, object]) -> np.ndarray:

@@ -541,6 +541,9 @@ class CollectionFeatures:
         documents: The documents analyzed and translated.
         stages: Indexed first stages by name.
         mt: The machine translation of ``baseline.translation`` (``mt`` mode), else ``None``.
+        documents_key: Identifies ``documents`` when they were read from a content-addressed
+            step (:meth:`cached`), else ``None``; the rerank data built from them carries it
+            (:attr:`~clir.training.data.RerankData.documents_key`).
     """
 
     collection: Collection
@@ -548,6 +551,7 @@ class CollectionFeatures:
     documents: DocumentTokens
     stages: dict[str, FirstStage]
     mt: MTTranslation | None = None
+    documents_key: str | None = None
 
     @classmethod
     def build(
@@ -700,7 +704,9 @@ class CollectionFeatures:
 
         with StepRunner(cache, log=log, wait=True) as runner:
             step = runner.run("index", params, build)
-            return cls.load(step.path, collection, tables, progress=progress)
+            features = cls.load(step.path, collection, tables, progress=progress)
+        features.documents_key = f"index step {step.key}"  # the documents are a function of its params
+        return features
 
 
 def _collection_digest(collection: Collection) -> str:
@@ -765,7 +771,7 @@ def collection_rerank_data(
         run = search_candidates(features.stages, names, queries, depth, engine)
         depth *= len(names)
     docnos = {docno for query in queries for docno, _ in _top(run.get(query.qid, {}), depth)}
-    return build_rerank_data(
+    built = build_rerank_data(
         queries,
         run,
         documents=features.tokens(docnos, progress, engine),
@@ -785,6 +791,8 @@ def collection_rerank_data(
         progress=progress,
         mt=features.mt,
     )
+    built.documents_key = features.documents_key  # its documents' tokens are those of the step
+    return built
 
 
 def train_reranker(

@@ -20,12 +20,13 @@ The data side (:mod:`clir.pipeline.features`) analyses and translates texts and 
 
 from __future__ import annotations
 
+import hashlib
 import json
-from collections import defaultdict, deque
+from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
-from itertools import chain, count, islice
+from itertools import chain, compress, count, filterfalse, repeat
 from pathlib import Path
 from typing import Any
 
@@ -109,6 +110,14 @@ class RerankData:
         feature_names: Names of the feature columns.
         query_lang: Language code of the queries (``"en"``).
         meta: How the data was made (first-stage run, normalisation, ...), JSON-serialisable.
+        documents_key: Where the documents' tokens come from, when that identifies them:
+            every docno of ``doc_src`` and ``doc_en`` has the tokens it has in the
+            content-addressed step of that key (``clir rerank --index-cache`` sets its index
+            step's). A cache of the documents' id tables is then keyed by it, the candidates'
+            docnos and the texts' lengths, with no token read
+            (:func:`~clir.training.idtables.id_table`); ``None`` (the default): by a digest of
+            every token. Code that changes ``doc_src`` or ``doc_en`` must set it to ``None``;
+            :meth:`save` does not keep it.
     """
 
     doc_lang: str
@@ -118,6 +127,7 @@ class RerankData:
     feature_names: list[str] = field(default_factory=list)
     query_lang: str = "en"
     meta: dict[str, Any] = field(default_factory=dict)
+    documents_key: str | None = None
 
     def __post_init__(self) -> None:
         for query in self.queries:
@@ -157,6 +167,7 @@ class RerankData:
             list(self.feature_names),
             self.query_lang,
             dict(self.meta),
+            self.documents_key,
         )
 
     def without_features(self) -> RerankData:
@@ -187,7 +198,14 @@ class RerankData:
             for q in self.queries
         ]
         return RerankData(
-            self.doc_lang, queries, self.doc_src, self.doc_en, list(names), self.query_lang, dict(self.meta)
+            self.doc_lang,
+            queries,
+            self.doc_src,
+            self.doc_en,
+            list(names),
+            self.query_lang,
+            dict(self.meta),
+            self.documents_key,
         )
 
     def first_stage_run(self) -> dict[str, dict[str, float]]:
@@ -240,12 +258,18 @@ class RerankData:
         return list(dict.fromkeys(chain.from_iterable(q.docnos for q in self.queries)))
 
     def candidate_index(self) -> CandidateIndex:
-        """The candidates numbered: :meth:`_used_docnos` and each query's candidates' numbers."""
-        docnos = self._used_docnos()
-        number = {docno: i for i, docno in enumerate(docnos)}
+        """The candidates numbered: :meth:`_used_docnos` and each query's candidates' numbers
+        (one lookup per candidate: a docno seen first is numbered as it is met)."""
+        number: defaultdict[str, int] = defaultdict(count().__next__)
+        counts = [len(q.docnos) for q in self.queries]
+        flat = np.fromiter(
+            map(number.__getitem__, chain.from_iterable(q.docnos for q in self.queries)),
+            np.int64,
+            sum(counts),
+        )
+        ends = np.cumsum(counts).tolist()
         return CandidateIndex(
-            docnos,
-            [np.fromiter(map(number.__getitem__, q.docnos), np.int64, len(q.docnos)) for q in self.queries],
+            list(number), [flat[end - n : end] for n, end in zip(counts, ends, strict=True)]
         )
 
     @classmethod
@@ -348,52 +372,35 @@ class Vocabulary:
     """
 
     def __init__(self) -> None:
-        self._next_row = count(1).__next__
-        self._rows: dict[str, defaultdict[str, int]] = {}  # lang -> token -> row (a lookup adds)
+        self._rows: dict[str, dict[str, int]] = {}  # lang -> token -> row
         self._entries: list[tuple[str, str]] = [("", "")]
-        self._surfaces: defaultdict[str, int] = defaultdict(count(1).__next__)  # a lookup adds
-        self._surface_of_row: list[int] = [PAD]
-        self._listed: dict[str, int] = {}  # lang -> its rows already in _entries
+        self._surfaces: dict[str, int] = {}  # surface string -> id
 
     def __len__(self) -> int:
-        return len(self.entries)
+        return len(self._entries)
 
     @property
     def entries(self) -> list[tuple[str, str]]:
         """``(lang, token)`` of each row (row 0: ``("", "")``)."""
-        self._list_new_rows()
         return self._entries
 
     @property
     def n_surfaces(self) -> int:
         """Number of surface ids, padding included."""
-        self._list_new_rows()
         return len(self._surfaces) + 1
 
     def add(self, lang: str, tokens: Iterable[str]) -> None:
-        """Add tokens of one language (already known ones are skipped)."""
-        deque(map(self._language(lang).__getitem__, tokens), maxlen=0)
+        """Add tokens of one language (already known ones are skipped).
 
-    def _language(self, lang: str) -> defaultdict[str, int]:
-        if lang not in self._rows:
-            self._rows[lang] = defaultdict(self._next_row)  # rows numbered in order of addition
-        return self._rows[lang]
-
-    def _list_new_rows(self) -> None:
-        """Append the rows added since the last call to ``_entries`` and give them surface ids."""
-        langs: list[str] = []
-        tokens: list[str] = []
-        rows: list[int] = []
-        for lang, known in self._rows.items():
-            listed = self._listed.get(lang, 0)
-            tokens.extend(islice(known, listed, None))
-            rows.extend(islice(known.values(), listed, None))
-            langs.extend([lang] * (len(known) - listed))
-            self._listed[lang] = len(known)
-        order = np.argsort(rows, kind="stable").tolist()  # rows are distinct: the order of addition
-        tokens = [tokens[i] for i in order]
-        self._entries.extend(zip([langs[i] for i in order], tokens, strict=True))
-        self._surface_of_row.extend(map(self._surfaces.__getitem__, tokens))
+        New tokens get the next rows in order of first appearance, and their surface strings
+        that are new the next surface ids in that order (rows are numbered in order of addition
+        across languages)."""
+        known = self._rows.setdefault(lang, {})
+        new = list(filterfalse(known.__contains__, dict.fromkeys(tokens)))
+        known.update(zip(new, count(len(self._entries))))
+        self._entries.extend(zip(repeat(lang), new))
+        surfaces = self._surfaces
+        surfaces.update(zip(filterfalse(surfaces.__contains__, new), count(len(surfaces) + 1)))
 
     def ids(self, lang: str, tokens: Sequence[str], add: bool = False) -> tuple[np.ndarray, np.ndarray]:
         """``(rows, surface ids)`` int64 arrays of ``tokens``.
@@ -401,19 +408,40 @@ class Vocabulary:
         Args:
             lang: Their language.
             tokens: The tokens.
-            add: Add the tokens the vocabulary lacks (in order) rather than fail.
+            add: Add the tokens the vocabulary lacks (in order, as :meth:`add`) rather than fail.
 
         Raises:
             ConfigError: On a token not in the vocabulary (unless ``add``).
         """
-        known = self._language(lang) if add else self._rows.get(lang, {})
-        try:  # known[t] adds a missing token, known.get(t) never does
-            rows = np.fromiter(map(known.__getitem__ if add else known.get, tokens), np.int64, len(tokens))
+        if add:
+            self.add(lang, tokens)
+        known = self._rows.get(lang, {})
+        try:
+            rows = np.fromiter(map(known.get, tokens), np.int64, len(tokens))
         except TypeError:
             missing = next(t for t in tokens if t not in known)
             raise ConfigError(f"token {missing!r} is not in the vocabulary; add it first") from None
-        self._list_new_rows()
-        return rows, np.asarray(self._surface_of_row, dtype=np.int64)[rows]
+        return rows, np.fromiter(map(self._surfaces.__getitem__, tokens), np.int64, len(tokens))
+
+    def _add_distinct(self, lang: str, words: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+        """``self.ids(lang, words, add=True)`` for ``words`` that are distinct (as an
+        :class:`~clir.training.idtables.IdTable`'s): the same rows, surface ids and vocabulary,
+        with one lookup of each word's row and of its surface (the new ones numbered in order)."""
+        known = self._rows.setdefault(lang, {})
+        rows = np.fromiter(map(known.get, words, repeat(0)), np.int64, len(words))
+        new = rows == 0
+        added = list(compress(words, new.tolist()))
+        start = len(self._entries)
+        known.update(zip(added, count(start)))
+        self._entries.extend(zip(repeat(lang), added))
+        rows[new] = np.arange(start, start + len(added))
+        surfaces = self._surfaces
+        ids = np.fromiter(map(surfaces.get, words, repeat(0)), np.int64, len(words))
+        fresh = ids == 0  # distinct words, so each a new surface
+        first = len(surfaces) + 1
+        surfaces.update(zip(compress(words, fresh.tolist()), count(first)))
+        ids[fresh] = np.arange(first, len(surfaces) + 1)
+        return rows, ids
 
     @classmethod
     def build(cls, datasets: Iterable[RerankData]) -> Vocabulary:
@@ -440,10 +468,22 @@ class Vocabulary:
         Returns:
             Row 0 zeros (padding); OOV tokens get zero rows (the space's convention).
         """
-        matrix = np.zeros((len(self.entries), _space_dim(space)), dtype=np.float32)
-        if len(self.entries) > 1:
-            matrix[1:] = space.matrix(self.entries[1:])
+        rows = self.embedding_rows(space)
+        matrix = np.zeros((len(rows) + 1, rows.shape[1]), dtype=np.float32)
+        matrix[1:] = rows
         return matrix
+
+    def embedding_rows(self, space: Any) -> np.ndarray:
+        """:meth:`embedding_matrix` without its row 0 (the one that a caller may add where the
+        matrix goes, e.g. on a GPU, rather than copy the rest on the host to make room for it).
+
+        Returns:
+            ``(len(self) - 1, dim)`` float32.
+        """
+        if len(self._entries) == 1:
+            return np.zeros((0, _space_dim(space)), dtype=np.float32)
+        _space_dim(space)
+        return np.asarray(space.matrix(self._entries[1:]), dtype=np.float32)
 
 
 def _space_dim(space: Any) -> int:
@@ -516,8 +556,9 @@ class Tensorizer:
             the queries' two views, then the documents' (one pass over the tokens, where
             :meth:`Vocabulary.build` and then this would make two).
         cache: Keep the documents' id tables in this directory and read them back when the
-            documents are the same (:func:`~clir.training.idtables.id_table`); the tables, the
-            vocabulary and the scores are those of an uncached tensorizer.
+            documents are the same (:func:`~clir.training.idtables.id_table`, keyed by
+            ``data.documents_key`` where it is set, else by a digest of the tokens); the tables,
+            the vocabulary and the scores are those of an uncached tensorizer.
     """
 
     def __init__(
@@ -552,9 +593,21 @@ class Tensorizer:
             ),
         }
         self._doc_index = {d: i for i, d in enumerate(docnos)}
+        source = None
+        if cache is not None and data.documents_key is not None:  # what the tables are made of
+            source = hashlib.sha256(f"{data.documents_key}\n{max_doc_len}\n".encode())
+            source.update(json.dumps(docnos, ensure_ascii=False).encode("utf-8", "surrogatepass"))
         self._doc_tables = {
-            "src": self._table(data.doc_lang, _truncated(data.doc_src, docnos, max_doc_len), cache=cache),
-            "en": self._table(data.query_lang, _truncated(data.doc_en, docnos, max_doc_len), cache=cache),
+            view: self._table(
+                lang,
+                _truncated(texts, docnos, max_doc_len),
+                cache=cache,
+                source=None if source is None else f"{source.hexdigest()} {view}",
+            )
+            for view, lang, texts in (
+                ("src", data.doc_lang, data.doc_src),
+                ("en", data.query_lang, data.doc_en),
+            )
         }
         self._candidates = self.candidate_index.positions
         self._first_row = np.cumsum([0, *(len(q.docnos) for q in queries)])
@@ -572,21 +625,26 @@ class Tensorizer:
         texts: Sequence[Sequence[str]],
         idf: Sequence[Sequence[float]] | None = None,
         cache: str | Path | None = None,
+        source: str | None = None,
     ) -> _Table:
         """The padded table of ``texts`` (their :class:`~clir.training.idtables.IdTable`, kept in
-        ``cache`` when given, mapped to the vocabulary's rows) and their idf (each truncated to
-        its text's length)."""
-        table = id_table(texts, self.min_len, cache)
-        rows, surfaces = self.vocab.ids(lang, table.words, self._extend_vocab)
+        ``cache`` when given, under ``source`` when that identifies them, mapped to the
+        vocabulary's rows) and their idf (each truncated to its text's length)."""
+        table = id_table(texts, self.min_len, cache, source)
+        if self._extend_vocab:  # the table's words are distinct
+            rows, surfaces = self.vocab._add_distinct(lang, table.words)
+        else:
+            rows, surfaces = self.vocab.ids(lang, table.words)
         lengths = table.lengths
-        mask = np.arange(table.ids.shape[1]) < lengths[:, None]
         tokens = np.concatenate([[PAD], rows])[table.ids]  # local word i + 1 -> its row
         surface = np.concatenate([[PAD], surfaces])[table.ids]
         weights = None
         if idf is not None:
             weights = np.zeros(table.ids.shape, dtype=np.float32)
             flat = chain.from_iterable(w[:n] for w, n in zip(idf, lengths, strict=True))
-            weights[mask] = np.fromiter(flat, np.float32, int(lengths.sum()))
+            weights[np.arange(table.ids.shape[1]) < lengths[:, None]] = np.fromiter(
+                flat, np.float32, int(lengths.sum())
+            )
         return _Table(
             torch.from_numpy(tokens),
             torch.from_numpy(surface),

@@ -217,7 +217,7 @@ def _score_members(
         if key not in tensorizers:
             tensorizers[key] = Tensorizer(vocab, prepared, key[0], key[1], extend_vocab=True, cache=cache)
         keys.append(key)
-    matrix = torch.from_numpy(vocab.embedding_matrix(space))
+    rows = torch.from_numpy(vocab.embedding_rows(space))  # the matrix less its padding row
     if timings is not None:
         timings["tensorize"] = timings.get("tensorize", 0.0) + time.perf_counter() - clock
     out = []
@@ -229,7 +229,7 @@ def _score_members(
         set_embeddings(model, None)  # the lent-back matrix stays where it is
         model.to(settled.device)
         if settled.device not in on_device:
-            on_device[settled.device] = matrix.to(settled.device)
+            on_device[settled.device] = torch.nn.functional.pad(rows.to(settled.device), (0, 0, 1, 0))
         set_embeddings(model, on_device[settled.device])
         if timings is not None:
             timings["transfer"] = timings.get("transfer", 0.0) + time.perf_counter() - clock
@@ -253,6 +253,11 @@ def _score_members(
 def combine(scores: Sequence[Sequence[np.ndarray]], method: str = "zscore") -> list[np.ndarray]:
     """Average members' scores per query after normalising each over the query's candidates.
 
+    Queries with as many candidates are normalised and averaged together, as the rows of one
+    table (the same numbers as one query at a time: numpy reduces each row as it reduces one
+    array; the first row of each table is checked against the one-query computation, and the
+    table is computed query by query if they differ).
+
     Args:
         scores: ``scores[member][query]`` (every member scores the same candidates).
         method: ``"zscore"`` or ``"minmax"`` (see :func:`~clir.training.data.normalise_scores`).
@@ -262,17 +267,55 @@ def combine(scores: Sequence[Sequence[np.ndarray]], method: str = "zscore") -> l
 
     Raises:
         ConfigError: If members scored different numbers of candidates.
+        NonFiniteError: If a score is NaN or infinite.
     """
     if not scores:
         raise ConfigError("no member scores to combine")
-    n_queries = len(scores[0])
-    out = []
-    for qi in range(n_queries):
-        rows = [np.asarray(member[qi], dtype=np.float64) for member in scores]
+    counts = [len(row) for row in scores[0]]
+    for qi in range(len(counts)):
+        rows = [member[qi] for member in scores]
         if len({len(r) for r in rows}) != 1:
             raise ConfigError(f"query {qi}: members scored {[len(r) for r in rows]} candidates")
-        out.append(np.mean([normalise_scores(r, method) for r in rows], axis=0))
-    return out
+    out: list[np.ndarray | None] = [None] * len(counts)
+    alike: dict[int, list[int]] = {}
+    for qi, n in enumerate(counts):
+        alike.setdefault(n, []).append(qi)
+    for n, queries in alike.items():
+        if n and len(queries) > 1:
+            table = [
+                np.stack([np.asarray(member[qi], dtype=np.float64) for qi in queries]) for member in scores
+            ]
+            if all(np.isfinite(t).all() for t in table):
+                mean = np.mean([_normalise_rows(t, method) for t in table], axis=0)
+                if np.array_equal(
+                    mean[0].view(np.int64), _combine_one(scores, queries[0], method).view(np.int64)
+                ):
+                    for qi, row in zip(queries, mean, strict=True):
+                        out[qi] = row
+                    continue
+        for qi in queries:  # one at a time (and any error raised as it names its query)
+            out[qi] = _combine_one(scores, qi, method)
+    return out  # type: ignore[return-value]
+
+
+def _combine_one(scores: Sequence[Sequence[np.ndarray]], qi: int, method: str) -> np.ndarray:
+    """:func:`combine` of query ``qi`` alone."""
+    rows = [np.asarray(member[qi], dtype=np.float64) for member in scores]
+    return np.mean([normalise_scores(r, method) for r in rows], axis=0)
+
+
+def _normalise_rows(table: np.ndarray, method: str) -> np.ndarray:
+    """:func:`~clir.training.data.normalise_scores` of each row of a finite 2-D ``table``."""
+    if method == "zscore":
+        std = table.std(axis=1, keepdims=True)
+        return np.divide(
+            table - table.mean(axis=1, keepdims=True), std, out=np.zeros_like(table), where=std > 1e-12
+        )
+    if method == "minmax":
+        low = table.min(axis=1, keepdims=True)
+        span = table.max(axis=1, keepdims=True) - low
+        return np.divide(table - low, span, out=np.zeros_like(table), where=span > 1e-12)
+    raise ConfigError(f"unknown normalisation {method!r}; expected one of ['minmax', 'zscore']")
 
 
 def rerank(

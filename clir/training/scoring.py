@@ -199,7 +199,13 @@ def score_pairs(
     cuda = device.type == "cuda"
     size = int(options.batch_size or CPU_BATCH)
     clock = _Clock(timings, device)
-    order = np.argsort(tensorizer.doc_lengths(index), kind="stable") if cuda else np.arange(len(index))
+    order = np.arange(len(index))
+    if cuda:  # by document length (as 16-bit numbers where they fit: numpy's radix sort, same order)
+        lengths = tensorizer.doc_lengths(index)
+        order = np.argsort(
+            lengths.astype(np.uint16) if lengths.max(initial=0) < 2**16 else lengths, kind="stable"
+        )
+        lengths = lengths[order]  # a batch's longest document is its last
     if cuda:  # the tables and the pairs' positions copied once: no batch waits for a copy
         with clock("transfer"):
             tensorizer.prepare(device)
@@ -219,7 +225,7 @@ def score_pairs(
             chosen = order[start : start + size]
             with clock("tensorize"):
                 if cuda:  # the batch filled to its size with its last pair
-                    width = -(-int(tensorizer.doc_lengths(index.take(chosen)).max(initial=1)) // WIDTH_STEP)
+                    width = -(-max(int(lengths[start + len(chosen) - 1]), 1) // WIDTH_STEP)
                     widths = (tensorizer.max_query_width, min(width * WIDTH_STEP, tensorizer.max_doc_width))
                     positions = order_on_device[start : start + size]
                     filled = torch.cat([positions, positions[-1:].expand(size - len(chosen))])
@@ -468,7 +474,9 @@ def scores_to_arrays(
                     index[docno] = len(docnos)
                     docnos.append(docno)
             at = np.concatenate([at, np.fromiter(map(index.__getitem__, extra), np.int64, len(extra))])
-        floor = float(values.min()) if len(values) else 0.0
         positions.append(at)
-        values_of.append(np.concatenate([values, floor - np.arange(1, len(at) - len(values) + 1)]))
+        if len(values) < len(at):
+            floor = float(values.min()) if len(values) else 0.0
+            values = np.concatenate([values, floor - np.arange(1, len(at) - len(values) + 1)])
+        values_of.append(values)
     return RunArrays(docnos, [query.qid for query in data.queries], positions, values_of)
