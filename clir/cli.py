@@ -161,7 +161,7 @@ def _data_pseudo(args: argparse.Namespace) -> int:
         raise ConfigError(f"--doc-lang is needed when the source is a parallel.tsv file ({args.source})")
     else:
         pairs, doc_lang = read_parallel(args.source), args.doc_lang
-    names = ("layout", "passage_verses", "n_train", "n_dev", "holdout", "seed")
+    names = ("layout", "passage_verses", "n_train", "n_dev", "holdout", "seed", "per_passage")
     options = {name: getattr(args, name) for name in names}
     collection = build_pseudo_collection(pairs, doc_lang, **options)
     collection.save(args.out, force=args.force)
@@ -1020,6 +1020,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--holdout", type=float, default=0.0, help="share of the text kept for pseudo-queries (e.g. 0.2)"
     )
     pseudo.add_argument("--seed", type=int, default=13, help="seed of the sample and splits")
+    pseudo.add_argument(
+        "--per-passage",
+        type=int,
+        help="train queries per train passage, from different pairs of it (default 1; the dev queries "
+        "stay one per passage): about N_TRAIN x PER_PASSAGE train queries",
+    )
     _force_argument(pseudo)
     pseudo.set_defaults(handler=_data_pseudo)
     pad = data_commands.add_parser(

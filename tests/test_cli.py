@@ -252,6 +252,11 @@ def test_command_chain_on_a_small_real_collection(tmp_path, capsys):
     assert {p.pair_id for p in left} < {p.pair_id for p in given}
     assert main([*argv[:2], str(collection / "parallel.tsv"), *argv[3:]]) == 2
     assert "--doc-lang is needed" in capsys.readouterr().err
+    two = tmp_path / "pseudo-2"  # up to two train queries per train passage; dev one per passage
+    assert main([*argv[:4], str(two), *argv[5:], "--per-passage", "2"]) == 0
+    stats = json.loads(capsys.readouterr().out)
+    passages = stats["documents"] - stats["queries"]["dev"]  # n_train unset: every passage dev leaves
+    assert stats["queries"]["dev"] == 4 and passages < stats["queries"]["train"] <= 2 * passages
 
     space = tmp_path / "space"
     assert main(["embed", "train", str(collection), "--joint", "--method", "word2vec", "--dim", "8",

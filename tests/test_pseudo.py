@@ -7,6 +7,7 @@ import dataclasses
 import filecmp
 import json
 import warnings
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -54,6 +55,12 @@ def pseudo(main) -> Collection:
 
 
 @pytest.fixture(scope="module")
+def pseudo3(main) -> Collection:
+    """Up to three train queries per train passage."""
+    return build_pseudo_collection(main.parallel, "sw", layout="bible", n_train=20, n_dev=5, per_passage=3)
+
+
+@pytest.fixture(scope="module")
 def grid() -> set[VerseId]:
     return set(read_verse_grid())
 
@@ -75,7 +82,9 @@ def chapter(verse: VerseId) -> tuple[int, int]:
 # --- Bible layout -----------------------------------------------------------------------------
 
 
-def test_bible_pseudo_collection_never_uses_a_collection_side_verse(main, pseudo, grid):
+@pytest.mark.parametrize("built", ["pseudo", "pseudo3"])
+def test_bible_pseudo_collection_never_uses_a_collection_side_verse(main, built, grid, request):
+    pseudo = request.getfixturevalue(built)
     english, swahili = SonofmanSource("en").verses(), get_verse_source("sw").verses()
     collection_verses = {v for doc in main.documents for v in bin_verses(doc.docno, grid)}
     used = set()
@@ -117,6 +126,44 @@ def test_bible_qrels_point_at_the_passage_holding_the_verse(main, pseudo, grid):
     # one query per passage
     passages = [docno_of(verse_of(q.qid), 5) for q in pseudo.all_queries()]
     assert len(set(passages)) == len(passages) == 25
+
+
+def test_per_passage_queries_are_distinct_verses_of_their_train_passage(main, pseudo, pseudo3, grid):
+    assert pseudo3.split("dev") == pseudo.split("dev")  # dev stays one query per passage
+    first = [q.qid for q in pseudo.split("train")]
+    train = pseudo3.split("train")
+    passage = {q.qid: docno_of(verse_of(q.qid), 5) for q in pseudo3.all_queries()}
+    assert len({q.qid for q in train}) == len(train)  # no verse twice
+    # Each drawn query of the one-per-passage draw is followed by its passage's other queries.
+    assert [q.qid for q in train if q.qid in first] == first
+    by_passage: dict[str, list[str]] = {}
+    for query in train:
+        by_passage.setdefault(passage[query.qid], []).append(query.qid)
+        assert pseudo3.qrels[query.qid] == {passage[query.qid]: 2}
+        assert verse_of(query.qid) in bin_verses(passage[query.qid], grid)
+    assert sorted(qids[0] for qids in by_passage.values()) == sorted(first)
+    assert not set(by_passage) & {passage[q.qid] for q in pseudo3.split("dev")}
+    # As many as the passage has usable verses (a keyword query), up to three.
+    selector = KeywordSelector(get_analyzer("en")).fit(
+        " ".join(p.source for p in main.parallel if docno_of(VerseId.parse(p.pair_id), 5) == d)
+        for d in {docno_of(VerseId.parse(p.pair_id), 5) for p in main.parallel}
+    )
+    usable: dict[str, int] = {}
+    for pair in main.parallel:
+        if pair.target.strip() and selector.select(pair.source):
+            docno = docno_of(VerseId.parse(pair.pair_id), 5)
+            usable[docno] = usable.get(docno, 0) + 1
+    assert {d: len(qids) for d, qids in by_passage.items()} == {d: min(3, usable[d]) for d in by_passage}
+    assert len(train) > 2 * len(first)
+    assert pseudo3.documents == pseudo.documents
+    again = build_pseudo_collection(main.parallel, "sw", layout="bible", n_train=20, n_dev=5, per_passage=3)
+    assert again == pseudo3
+
+
+def test_per_passage_one_draws_what_unset_draws(main, pseudo):
+    one = build_pseudo_collection(main.parallel, "sw", layout="bible", n_train=20, n_dev=5, per_passage=1)
+    assert (one.documents, one.queries, one.qrels) == (pseudo.documents, pseudo.queries, pseudo.qrels)
+    assert "per_passage" not in pseudo.metadata["parameters"]  # unset: saved as before the option
 
 
 def test_bible_queries_follow_the_real_keyword_recipe(main, pseudo):
@@ -253,6 +300,8 @@ def test_bad_arguments_name_the_problem():
         build_pseudo_collection(PAIRS, "xx", layout="verses")
     with pytest.raises(ConfigError, match=r"unknown key\(s\) \['n_test'\]"):
         build_pseudo_collection(PAIRS, "xx", n_test=5)
+    with pytest.raises(ConfigError, match="per_passage=0 is invalid; expected a value >= 1"):
+        build_pseudo_collection(PAIRS, "xx", per_passage=0)
     with pytest.raises(ConfigError, match="doc_lang must be a language code, got ''"):
         build_pseudo_collection(PAIRS, "", n_dev=0)
 
@@ -266,12 +315,15 @@ WORDS = ("river", "horse", "storm", "valley", "bread", "salt", "market", "barn",
     size=st.integers(1, 4),
     holdout=st.sampled_from([0.0, 0.3, 0.5, 0.8]),
     seed=st.integers(0, 50),
+    per_passage=st.sampled_from([None, 1, 2, 3]),
 )
-def test_pairs_layout_partitions_the_pairs(sentences, size, holdout, seed):
+def test_pairs_layout_partitions_the_pairs(sentences, size, holdout, seed, per_passage):
     pairs = [ParallelPair(f"p{n}", " ".join(words), f"t{n}") for n, words in enumerate(sentences)]
     windows = [pairs[start : start + size] for start in range(0, len(pairs), size)]
     try:
-        built = build_pseudo_collection(pairs, "xx", passage_verses=size, holdout=holdout, n_dev=0, seed=seed)
+        built = build_pseudo_collection(
+            pairs, "xx", passage_verses=size, holdout=holdout, n_dev=0, seed=seed, per_passage=per_passage
+        )
     except ConfigError as error:  # too few windows to hold out, or no usable query
         assert "holdout=" in str(error) or "ask for" in str(error)
         return
@@ -284,3 +336,5 @@ def test_pairs_layout_partitions_the_pairs(sentences, size, holdout, seed):
     start_of = {p.pair_id: w[0].pair_id for w in held for p in w}
     for query in built.all_queries():
         assert built.qrels[query.qid] == {start_of[query.qid.removeprefix("Q")]: 2}
+    per_window = Counter(start_of[q.qid.removeprefix("Q")] for q in built.all_queries())
+    assert max(per_window.values()) <= (per_passage or 1)

@@ -103,6 +103,59 @@ def test_without_a_weak_section_every_step_key_is_unchanged(name, monkeypatch):
     assert {step: record["key"] for step, record in steps.items() if step != "bli"} == KEYS_BEFORE[name]
 
 
+# Step keys of configs/default.yaml computed (clir version "test") by the code before
+# weak.per_passage existed; bli is left out, as above.
+DEFAULT_KEYS_BEFORE = {
+    "baselines-en-ny": "89a32f4d16f3fcf5",
+    "baselines-en-sw": "c1aaa0bd40e5776d",
+    "baselines-en-tl": "5d9524d6866638e5",
+    "collection-en-ny": "b2a4f1e316fc887f",
+    "collection-en-sw": "88168b19ea4a9e2e",
+    "collection-en-tl": "8708a747a6218fdf",
+    "data-en-ny": "cdff5dcaf1e17769",
+    "data-en-sw": "a5e559b73ac36b40",
+    "data-en-tl": "2eea36fc1c9965a0",
+    "data-pseudo-en-sw": "5c6e4a4702026891",
+    "pseudo-en-sw": "bf99f206784220a1",
+    "rerank-en-ny": "dd2b4ff977be2633",
+    "rerank-en-sw": "d04a8902826861eb",
+    "rerank-en-tl": "335661df9cad4039",
+    "space": "f9770b921a2fb45e",
+    "tables-en-ny": "fbd7dc303fc792a5",
+    "tables-en-sw": "64e6a057079e2ffc",
+    "tables-en-tl": "0a8ef75495b0197e",
+    "train-full": "c444744b05669a31",
+    "train-lexical-fusion": "7a7e3035cba27715",
+    "train-weak-full": "bdb44c21dcd35dad",
+    "train-weak-fusion": "89b316088cf23fa2",
+}
+
+
+@pytest.mark.parametrize("per_passage", [None, 1])
+def test_per_passage_unset_or_one_keeps_every_step_key_of_the_default(per_passage, monkeypatch):
+    config = load_experiment(CONFIGS / "default.yaml")
+    assert config.weak is not None and config.weak.per_passage is None
+    config = dataclasses.replace(config, weak=dataclasses.replace(config.weak, per_passage=per_passage))
+    steps = plan(config, monkeypatch)
+    assert {step: record["key"] for step, record in steps.items() if step != "bli"} == DEFAULT_KEYS_BEFORE
+    assert "per_passage" not in steps["pseudo-en-sw"]["params"]
+
+
+def test_per_passage_reaches_the_pseudo_step_and_what_depends_on_it(monkeypatch):
+    config = load_experiment(CONFIGS / "default.yaml")
+    config = dataclasses.replace(config, weak=dataclasses.replace(config.weak, per_passage=3))
+    steps = plan(config, monkeypatch)
+    assert steps["pseudo-en-sw"]["params"]["per_passage"] == 3
+    changed = {step for step, record in steps.items() if record["key"] != DEFAULT_KEYS_BEFORE.get(step)}
+    assert changed - {"bli"} == {
+        "pseudo-en-sw", "data-pseudo-en-sw", "train-weak-full", "train-weak-fusion", "train-full",
+        "rerank-en-sw", "rerank-en-tl", "rerank-en-ny",
+    }  # fmt: skip
+    assert "up to 3 train queries from each of 2300 passages" in experiment_module._pretraining(
+        config, "full"
+    )
+
+
 def weak_config(holdout: float = 0.0, **systems: dict[str, Any]) -> ExperimentConfig:
     base = load_experiment(CONFIGS / "experiment-fast.yaml")
     systems = systems or {
@@ -184,6 +237,8 @@ CHECKS = [  # (systems, weak section, the error after "<file>: ")
     ({"x": {"train_on": "weak", "with_dense": True}}, {}, "systems.x.with_dense=True is invalid; expected "
      "false for a system trained on weak data"),
     ({"x": {}}, {"n_dev": 0}, "weak.n_dev=0 is invalid; expected a value >= 1"),
+    ({"x": {}}, {"per_passage": 0}, "weak.per_passage=0 is invalid; expected a value >= 1"),
+    ({"x": {}}, {"per_passage": 2.5}, "weak.per_passage must be an integer, got float 2.5"),
 ]  # fmt: skip
 
 

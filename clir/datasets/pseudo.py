@@ -20,7 +20,10 @@ runs on unchanged (baselines, rerank data, training): weak supervision, with no 
   (:class:`~clir.datasets.queries.KeywordSelector` fitted on the English side of the passages);
   the long form (``description``) is the pair's English text and the qid is ``Q<pair id>``. At
   most one query per passage; ``train`` and ``dev`` are drawn by
-  :func:`~clir.datasets.splits.sample_query_verses` with ``seed``.
+  :func:`~clir.datasets.splits.sample_query_verses` with ``seed``. With ``per_passage = k > 1``
+  each train passage gives up to ``k`` queries (its drawn pair and up to ``k - 1`` other usable
+  pairs of it, in a seeded order): more training queries from the same passages; the dev
+  queries stay one per passage, and no passage has both.
 * **Judgements**: grade 2 for the passage holding the query's pair, nothing else.
 * **Held-out share** (``holdout > 0``, the clean mode): tables and spaces learned from the same
   pairs make pseudo-queries easy. A seeded share of *units* (chapters in the ``"bible"``
@@ -47,7 +50,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Annotated
 
-from clir.config import NonNegativeInt, OneOf, PositiveInt, Range, Section, Where
+from clir.config import NonNegativeInt, OmitWhenNone, OneOf, PositiveInt, Range, Section, Where
 from clir.datasets.base import VerseId
 from clir.datasets.bible import QUERY_LANG
 from clir.datasets.collection import Collection, collection_stats
@@ -70,12 +73,16 @@ class PseudoConfig(Section):
         layout: ``"pairs"`` (windows of consecutive pairs) or ``"bible"`` (pair ids are verse
             keys; verse bins within a chapter).
         passage_verses: Pairs (verses) per passage.
-        n_train: Train queries; ``None`` = one for every passage with a usable pair that ``dev``
-            leaves.
+        n_train: Train queries (train passages, with ``per_passage``); ``None`` = one for every
+            passage with a usable pair that ``dev`` leaves.
         n_dev: Dev queries (no dev split when 0).
         holdout: Share of units (chapters or passages) kept for the pseudo collection, the rest
             being its parallel side; ``0`` = every pair goes into passages.
         seed: Seed of the held-out units and of the query draw.
+        per_passage: Train queries per train passage (different pairs of it, each judged
+            relevant to it), so about ``n_train * per_passage`` train queries; fewer where a
+            passage has fewer usable pairs. ``None``: one, as ``1``, and the queries of the
+            code before this option, draw for draw.
     """
 
     layout: Annotated[str, OneOf(LAYOUTS)] = "pairs"
@@ -84,6 +91,7 @@ class PseudoConfig(Section):
     n_dev: NonNegativeInt = 200
     holdout: Annotated[float, Range(ge=0.0, lt=1.0)] = 0.0
     seed: int = 13
+    per_passage: Annotated[PositiveInt | None, OmitWhenNone()] = None
 
 
 def build_pseudo_collection(
@@ -97,7 +105,7 @@ def build_pseudo_collection(
         doc_lang: Language code of the document side.
         name: The collection's name (default ``"pseudo-en-<doc_lang>"``).
         **options: The fields of :class:`PseudoConfig` (``layout``, ``passage_verses``,
-            ``n_train``, ``n_dev``, ``holdout``, ``seed``).
+            ``n_train``, ``n_dev``, ``holdout``, ``seed``, ``per_passage``).
 
     Returns:
         The collection: splits ``train`` (and ``dev`` when ``n_dev > 0``), grade-2 qrels, and
@@ -148,6 +156,8 @@ def build_pseudo_collection(
     drawn = sample_query_verses(  # positions of pairs stand in for verses
         candidates, {"train": n_train, "dev": config.n_dev}, config.seed, docnos.__getitem__
     )
+    if (config.per_passage or 1) > 1:
+        drawn["train"] = _more_per_passage(drawn["train"], candidates, docnos, config)
 
     queries: dict[str, list[Query]] = {}
     qrels: Qrels = {}
@@ -220,6 +230,23 @@ def _passages(
                 f"pair ids (a Bible collection's parallel side); pair {number} has {pair.pair_id!r}"
             ) from None
     return [docno_of(v, size) for v in verses], [(v.book, v.chapter) for v in verses]
+
+
+def _more_per_passage(
+    drawn: Sequence[int], candidates: Sequence[int], docnos: Sequence[str], config: PseudoConfig
+) -> list[int]:
+    """Each drawn pair followed by up to ``per_passage - 1`` other candidate pairs of its passage,
+    in an order seeded by ``seed`` (its own draw: the one-per-passage draw is left as it is)."""
+    others: dict[str, list[int]] = defaultdict(list)
+    for i in sorted(candidates):
+        others[docnos[i]].append(i)
+    rng = random.Random(f"per-passage-{config.seed}")
+    out = []
+    for i in drawn:
+        rest = [j for j in others[docnos[i]] if j != i]
+        rng.shuffle(rest)
+        out.extend([i, *rest[: (config.per_passage or 1) - 1]])
+    return out
 
 
 def _held_out_units(units: Sequence[tuple[int, ...]], config: PseudoConfig) -> set[tuple[int, ...]]:

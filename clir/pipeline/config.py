@@ -93,16 +93,24 @@ class WeakConfig(Section):
             the clean regime; every pair's tables, baselines and space are then learned from
             the chapters left (:func:`clir.datasets.outside_pseudo_chapters`), for every system.
         seed: Seed of the held-out chapters and of the query draw.
+        per_passage: Train queries per train passage (different verses of it; the dev
+            queries stay one per passage), so about ``n_train * per_passage`` train queries.
+            Unset or ``1``: one, and the step keys of the configs before this option.
     """
 
     n_train: PositiveInt | None = None
     n_dev: PositiveInt = 200
     holdout: Annotated[float, Range(ge=0.0, lt=1.0)] = 0.0
     seed: int = 13
+    per_passage: Annotated[PositiveInt | None, OmitWhenNone()] = None
 
     def pseudo_options(self, passage_verses: int) -> dict[str, Any]:
-        """The keyword arguments of :func:`~clir.datasets.build_pseudo_collection`."""
-        return {"layout": "bible", "passage_verses": passage_verses, **self.to_dict()}
+        """The keyword arguments of :func:`~clir.datasets.build_pseudo_collection` (and the
+        pseudo step's params: ``per_passage: 1`` is left out, as it builds what unset builds)."""
+        options = {"layout": "bible", "passage_verses": passage_verses, **self.to_dict()}
+        if options.get("per_passage") == 1:
+            del options["per_passage"]
+        return options
 
 
 @dataclass(frozen=True)

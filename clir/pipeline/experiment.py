@@ -245,6 +245,9 @@ def _pretraining(config: ExperimentConfig, system: str) -> str | None:
         return f"the trained '{start}' system (its weights are the start)"
     weak = config.weak
     queries = f"{weak.n_train} train" if weak.n_train is not None else "one train query per passage"
+    if (weak.per_passage or 1) > 1:
+        passages = f"each of {weak.n_train} passages" if weak.n_train is not None else "every passage"
+        queries = f"up to {weak.per_passage} train queries from {passages}"
     return (
         f"pseudo-queries made from the {config.train_pair} parallel text ({queries} and {weak.n_dev} "
         f"dev English keyword queries, the passage holding each query's verse judged relevant; no "
