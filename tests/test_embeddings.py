@@ -254,6 +254,9 @@ def test_fasttext_subword_vector_for_unseen_word():
     expected = _unit(_unit(raw[None]) - mean)[0]
     np.testing.assert_allclose(vectors[1], expected, atol=1e-5)
     np.testing.assert_allclose(vectors[0], space.array("en")[kv.key_to_index["man"]])
+    # a matrix over the same words, out of order and repeated, has the same rows
+    matrix = space.matrix([("en", "the"), ("en", "walker"), ("en", "man"), ("en", "walker")])
+    np.testing.assert_array_equal(matrix, vectors[[2, 1, 0, 1]])
 
 
 def test_word2vec_oov_is_zero_and_masked():

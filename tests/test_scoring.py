@@ -14,8 +14,6 @@ from clir.cli import main
 from clir.errors import ConfigError, NonFiniteError
 from clir.evaluation import evaluate
 from clir.rerankers import fused_knrm
-from clir.rerankers.encoding import EncodedView, FrozenEmbedding
-from clir.rerankers.knrm import KNRM
 from clir.training import (
     RerankData,
     RerankQuery,

@@ -165,21 +165,9 @@ class SharedSpace:
         Raises:
             ConfigError: If ``lang`` is not in the space.
         """
-        kv = self._kv(lang)
-        subwords = self.subwords.get(lang)
         out = np.zeros((len(tokens), self.dim), dtype=np.float32)
         oov = np.zeros(len(tokens), dtype=bool)
-        index = kv.key_to_index
-        for i, token in enumerate(tokens):
-            row = index.get(token)
-            if row is not None:
-                out[i] = kv.vectors[row]
-                continue
-            composed = subwords.vector(token) if subwords is not None else None
-            if composed is None:
-                oov[i] = True
-            else:
-                out[i] = composed
+        self._fill(out, np.arange(len(tokens)), lang, tokens, oov)
         return out, oov
 
     def matrix(self, entries: Sequence[tuple[str, str]]) -> np.ndarray:
@@ -197,9 +185,27 @@ class SharedSpace:
         for i, (lang, _) in enumerate(entries):
             by_lang.setdefault(lang, []).append(i)
         for lang, rows in by_lang.items():
-            vectors, _ = self.lookup(lang, [entries[i][1] for i in rows])
-            out[rows] = vectors
+            self._fill(out, np.asarray(rows), lang, [entries[i][1] for i in rows])
         return out
+
+    def _fill(
+        self, out: np.ndarray, at: np.ndarray, lang: str, tokens: Sequence[str], oov: np.ndarray | None = None
+    ) -> None:
+        """Write the vectors of ``tokens`` into rows ``at`` of ``out`` (left zero for OOV, which
+        ``oov`` marks when given): the known words' rows copied in one gather, subwords composed
+        for the others."""
+        kv = self._kv(lang)
+        subwords = self.subwords.get(lang)
+        get = kv.key_to_index.get
+        rows = np.fromiter((get(token, -1) for token in tokens), dtype=np.int64, count=len(tokens))
+        known = rows >= 0
+        out[at[known]] = kv.vectors[rows[known]]
+        for i in np.flatnonzero(~known):
+            composed = subwords.vector(tokens[i]) if subwords is not None else None
+            if composed is not None:
+                out[at[i]] = composed
+            elif oov is not None:
+                oov[i] = True
 
     def translate(
         self,
