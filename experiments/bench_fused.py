@@ -6,7 +6,7 @@ PyTorch pooling of the same ids (:meth:`KNRM.grid_features` after the embedding 
 fp32, ``torch.compile`` fp32 and ``torch.compile`` under bf16 autocast), on random batches of
 two query views of ``--query-length`` terms and two document views, the bilingual model's
 shape. Prints JSON: pairs per second (``triton.testing.do_bench``, median), the relative error
-of each fused variant against eager fp32, sizes beside every figure, and the embedding-gather
+of each variant against eager fp32, sizes beside every figure, and the embedding-gather
 floor (the document vectors read once, fp32, by ``index_select``).
 
     python experiments/bench_fused.py --dim 300 --vocab 100000 --doc-lengths 150,500
@@ -47,13 +47,20 @@ def time_length(args, table, knrm, torch_pooling, compiled, q, d) -> dict:
         return fused_knrm.fused_window_pooling(table.unit, q, q, d, d, *pooling_args, **kw)
 
     variants["fused"] = fused
+    variants["fused_bf16"] = lambda: fused(split=False)  # one bf16 product: compiled bf16's peer
     if args.sweep:
-        settings = [(8, 64, 4, 0), (16, 64, 8, 1), (8, 32, 4, 1), (8, 64, 4, 2)]
-        for tiles, block_d, warps, per_program in settings:
-            name = f"fused/blocks{tiles}/d{block_d}/w{warps}/tpp{per_program}"
-            variants[name] = lambda t=tiles, b=block_d, w=warps, p=per_program: fused(
-                blocks_per_tile=t, block_d=b, warps=w, tiles_per_program=p
-            )
+        settings = [
+            {"group_rows": 8}, {"group_rows": 16}, {"group_rows": 32},
+            {"group_rows": 16, "blocks_per_tile": 16},
+            {"group_rows": 16, "warps": 8}, {"group_rows": 16, "tiles_per_program": 2},
+            {"group_rows": 16, "block_d": 32}, {"tiles_per_program": 0}, {"blocks_per_tile": 16, "warps": 8},
+            {"split": False, "group_rows": 8}, {"split": False, "group_rows": 16},
+            {"split": False, "group_rows": 16, "blocks_per_tile": 16}, {"split": False, "group_rows": 32},
+            {"split": False, "group_rows": 16, "block_d": 128},
+        ]  # fmt: skip
+        for kw in settings:
+            name = "fused/" + "/".join(f"{k}={v}" for k, v in kw.items())
+            variants[name] = lambda kw=kw: fused(**kw)
     for name, fn in variants.items():
         try:
             out = fn()
@@ -62,7 +69,7 @@ def time_length(args, table, knrm, torch_pooling, compiled, q, d) -> dict:
             runs[name] = {"error": f"{type(error).__name__}: {str(error)[:200]}"}
             continue
         record = {"ms": round(ms, 4), "pairs_per_second": round(args.batch / ms * 1e3)}
-        if name.startswith("fused"):
+        if name != "eager_fp32":
             record["relative_error"] = float((out.float() - reference).norm() / reference.norm())
         runs[name] = record
         print(f"d{d.shape[2]} {name}: {record}", file=sys.stderr, flush=True)

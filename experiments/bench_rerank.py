@@ -259,6 +259,7 @@ def end_to_end(args: argparse.Namespace, devices: list[str]) -> dict[str, Any]:
                     ("bf16", False, False, True),
                     ("bf16", True, False, True),
                     ("fp32", False, True, True),
+                    ("bf16", False, True, True),  # the fused kernel's one bf16 product
                     ("auto", None, None, False),
                     ("auto", None, None, True),
                 ]
@@ -470,7 +471,7 @@ def main(argv: list[str] | None = None) -> int:
         size = args.cpu_batch if device == "cpu" else args.gpu_batch
         modes = ["eager"] if device == "cpu" else ["eager", "compile_bf16"]
         if device == "cuda" and args.fused:
-            modes += ["compile_fp32", "fused"]
+            modes += ["compile_fp32", "fused", "fused_bf16"]  # fused_bf16: one bf16 product (autocast)
         if device == "cuda":
             result["gpu"] = torch.cuda.get_device_name()
         for name in models:
@@ -478,19 +479,21 @@ def main(argv: list[str] | None = None) -> int:
             for mode in modes:
                 if mode.startswith("compile") and name not in args.compile_models.split(","):
                     continue
-                if mode == "fused" and not name.startswith("bilingual_knrm"):
+                if mode.startswith("fused") and not name.startswith("bilingual_knrm"):
                     continue
                 runner = torch.compile(model) if mode.startswith("compile") else model
-                model.fused_kernel = mode == "fused"
+                model.fused_kernel = mode.startswith("fused")
                 for d_len in doc_lengths:
                     batch = make_batch(name, size, args.query_length, d_len, args.vocab, gen).to(device)
-                    rate = throughput(runner, batch, device, min_time, autocast=mode == "compile_bf16")
+                    bf16 = mode in ("compile_bf16", "fused_bf16")
+                    rate = throughput(runner, batch, device, min_time, autocast=bf16)
                     key = f"{device}/{mode}/{name}/d{d_len}"
                     result["pairs_per_second"][key] = round(rate)
                     print(f"{key}: {rate:,.0f} pairs/s (batch {size})", file=sys.stderr, flush=True)
-                    if mode == "fused":  # against the eager fp32 PyTorch scores of the same batch
+                    if mode.startswith("fused"):  # against the eager fp32 PyTorch scores of the same batch
+                        with torch.inference_mode(), torch.autocast("cuda", torch.bfloat16, enabled=bf16):
+                            fast = model(batch).float()
                         with torch.inference_mode():
-                            fast = model(batch)
                             model.fused_kernel = False
                             reference = model(batch)
                             model.fused_kernel = True

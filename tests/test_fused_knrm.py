@@ -55,8 +55,13 @@ def _device() -> torch.device:
         (10, 8, 2, 501, 64, 2),  # more windows than one chunk of phase 2
     ],
 )
-@pytest.mark.parametrize("tiles_per_program", [0, 1])  # 0: one program per document, both phases
-def test_fused_kernel_matches_the_pytorch_pooling(window, q_len, n_q, d_len, dim, n_docs, tiles_per_program):
+@pytest.mark.parametrize(
+    ("tiles_per_program", "group_rows"),  # 0: one program per document, both phases
+    [(0, 0), (1, 0), (1, 16), (2, 32)],  # 16 rows: 3 blocks of 5, 8 of 2, 2 of 6, one of 16, ...
+)
+def test_fused_kernel_matches_the_pytorch_pooling(
+    window, q_len, n_q, d_len, dim, n_docs, tiles_per_program, group_rows
+):
     device = _device()
     gen = torch.Generator().manual_seed(window + d_len)
     table = FrozenEmbedding(torch.randn(50, dim, generator=gen)).to(device)
@@ -75,7 +80,7 @@ def test_fused_kernel_matches_the_pytorch_pooling(window, q_len, n_q, d_len, dim
     assert fused_knrm.fused_pooling_supported(window, d_len, device, grad=False)
     fused = fused_knrm.fused_window_pooling(
         table.unit, q, q_surface, d, d_surface, n_q, knrm.mus, knrm.sigmas, knrm.eps, knrm.log_scale, window,
-        tiles_per_program=tiles_per_program,
+        tiles_per_program=tiles_per_program, group_rows=group_rows,
     )  # fmt: skip
     assert fused.shape == reference.shape
     assert torch.isfinite(fused).all()
@@ -102,6 +107,27 @@ def test_fused_kernel_near_duplicate_vectors():
         table.unit, q, q, d, d, 2, knrm.mus, knrm.sigmas, knrm.eps, knrm.log_scale, 6
     )
     assert float((fused - reference).norm() / reference.norm()) < 1e-3
+
+
+@fused_runs
+def test_one_bf16_product_is_the_pooling_of_the_bf16_table():
+    """``split=False`` multiplies the high halves alone: the pooling of the table rounded to bf16
+    (to float32's accuracy there), which differs from the table's own pooling."""
+    device = _device()
+    gen = torch.Generator().manual_seed(5)
+    table = FrozenEmbedding(torch.randn(60, 48, generator=gen)).to(device)
+    q = torch.randint(1, 60, (4, 16), generator=gen).to(device)
+    d = torch.randint(1, 60, (4, 2, 70), generator=gen).to(device)
+    knrm = KNRM(48, window=10)
+    args = (2, knrm.mus, knrm.sigmas, knrm.eps, knrm.log_scale, 10)
+    one = fused_knrm.fused_window_pooling(table.unit, q, q, d, d, *args, split=False, group_rows=16)
+    three = fused_knrm.fused_window_pooling(table.unit, q, q, d, d, *args)
+    table.unit = table.unit.to(torch.bfloat16).float()
+    query = EncodedView.encode(table, q, q)
+    rounded = knrm.grid_features(query, [EncodedView.encode(table, d[:, i], d[:, i]) for i in range(2)], 2)
+    error = float((one - rounded).norm() / rounded.norm())
+    assert error < 1e-5
+    assert float((three - rounded).norm() / rounded.norm()) > 10 * error
 
 
 def test_bf16_halves_sum_to_the_table_and_follow_its_changes():

@@ -309,6 +309,7 @@ class BilingualReranker(SavedModule, nn.Module):
                 scorer.eps,
                 scorer.log_scale,
                 scorer.window,
+                split=not torch.is_autocast_enabled(query.tokens.device.type),  # bf16: as autocast would
             )
         else:
             phi = scorer.grid_features(

@@ -4,18 +4,20 @@ They compute :func:`clir.rerankers.knrm.grid_kernel_pooling` for even windows (`
 stride``) of documents longer than one window, from token ids, for inference only
 (:func:`fused_pooling_supported` says when), in two phases:
 
-1. **Block sums** (one program per (pair, document view, tile of ``blocks_per_tile``
-   half-window blocks)). A tile's blocks are laid out as rows of ``SLOTS`` (the stride rounded
-   up to a power of two; the rows past the stride are masked and read nothing). The program
-   gathers the tile's unit vectors straight from the frozen table and computes the cosine
-   similarities with every query term of every query view on the tensor cores as three bf16
-   products of the table's precomputed bf16 halves (``hi·hi + hi·lo + lo·hi``: about 16 bits
-   of mantissa, similarities within about 1e-5; no per-tile split as ``tf32x3`` does), sets exact
-   surface matches to 1, and per RBF kernel makes every kernel value once (in the expanded form
-   ``2^(p s² + a s)`` of :func:`~clir.rerankers.knrm._kernel_terms`, the ``p s²`` shared by the
-   kernels of one width) and sums each block over its own rows. Only the block sums, (K, blocks,
-   query terms) per document, reach memory: not the gathered vectors, the similarity matrix or
-   the kernel values.
+1. **Block sums** (one program per (pair, document view, tile of about ``blocks_per_tile``
+   half-window blocks)). A tile's blocks are laid out in groups of ``group_rows`` rows (16:
+   three blocks of 5 positions, where a block alone in 8 rows left 3 of 8 rows idle; the rows
+   past a group's blocks are masked and read nothing). The program gathers the tile's unit
+   vectors straight from the frozen table and computes the cosine similarities with every query
+   term of every query view on the tensor cores as three bf16 products of the table's
+   precomputed bf16 halves (``hi·hi + hi·lo + lo·hi``: about 16 bits of mantissa, similarities
+   within about 1e-5; no per-tile split as ``tf32x3`` does; under bf16 autocast one product of
+   the high halves, ``split=False``), sets exact surface matches to 1, and per RBF kernel makes
+   every kernel value once (in the expanded form ``2^(p s² + a s)`` of
+   :func:`~clir.rerankers.knrm._kernel_terms`, the ``p s²`` shared by the kernels of one width)
+   and sums each block over its rows of the group. Only the block sums, (K, blocks, query
+   terms) per document, reach memory: not the gathered vectors, the similarity matrix or the
+   kernel values.
 2. **Windows** (one program per (pair, document view)): a window is two neighbouring blocks,
    read back by pointer arithmetic (the shift that registers cannot do); their logs, the sums over
    each query's terms and, per kernel, the best window.
@@ -93,6 +95,8 @@ def fused_window_pooling(
     block_d: int = 64,
     warps: int = 4,
     tiles_per_program: int = 1,
+    group_rows: int = 16,
+    split: bool = True,
 ) -> Tensor:
     """:func:`~clir.rerankers.knrm.grid_kernel_pooling` with windows, from token ids.
 
@@ -113,7 +117,14 @@ def fused_window_pooling(
         block_d: Vector dimensions per product step.
         warps: Warps per program.
         tiles_per_program: Tiles per program of phase 1; 0: one program per document runs both
-            phases (a barrier between them). The defaults were the fastest on an H200 (README).
+            phases (a barrier between them).
+        group_rows: Rows per group of blocks, a power of two of at least the stride (0: the
+            stride rounded up, one block a group); a group holds ``group_rows // stride``
+            blocks, so 16 rows hold three blocks of 5 where 8 rows hold one.
+        split: Three bf16 products of the halves (about float32's accuracy); False: one product
+            of the high halves (bf16's accuracy, as autocast gives).
+
+    The defaults were the fastest on an H200 (README).
 
     Returns:
         Float32 (B, n_q, n_d, K).
@@ -125,8 +136,11 @@ def fused_window_pooling(
     n_blocks = (length + extra) // stride
     n_windows = n_blocks - 1
     k = len(mus)
-    slots = triton.next_power_of_2(stride)
-    nb_t = max(blocks_per_tile, 16 // slots)  # at least 16 rows a tile (tl.dot)
+    slots = max(group_rows, triton.next_power_of_2(stride))
+    per_group = slots // stride
+    groups = max(-(-blocks_per_tile // per_group), 16 // slots)  # at least 16 rows a tile (tl.dot)
+    n_groups = triton.next_power_of_2(groups)
+    nb_t = n_groups * per_group
     n_tiles = -(-n_blocks // nb_t)
     per_program = tiles_per_program or n_tiles
     n_parts = -(-n_tiles // per_program)
@@ -140,9 +154,9 @@ def fused_window_pooling(
     params, expanded, shared = _block_params(tuple(mus), tuple(sigmas), device)
     tokens = (hi, lo, q_tokens.contiguous(), q_surface.contiguous(), rows, d_tokens.contiguous(),
               d_surface.contiguous(), n_docs, length, params, scratch)  # fmt: skip
-    tile_shape = dict(K=k, STRIDE=stride, SLOTS=slots, NB_T=nb_t, NBP=nbp, DIM=unit.shape[1], R_P=r_p,
-                      BLOCK_D=block_d, EXPANDED=expanded, SHARED=shared,
-                      UPCAST=_interpreting())  # fmt: skip
+    tile_shape = dict(K=k, STRIDE=stride, SLOTS=slots, NG_T=n_groups, PER_GROUP=per_group, NBP=nbp,
+                      DIM=unit.shape[1], R_P=r_p, BLOCK_D=block_d, EXPANDED=expanded, SHARED=shared,
+                      SPLIT=split, UPCAST=_interpreting())  # fmt: skip
     window_shape = dict(LQ=rows // n_queries, N_Q=n_queries, NQ_P=max(2, triton.next_power_of_2(n_queries)),
                         K_P=triton.next_power_of_2(k), NW_T=nw_t,
                         N_WCHUNKS=-(-n_windows // nw_t))  # fmt: skip
@@ -191,9 +205,9 @@ _LOG2E = 1.4426950408889634
 def _tiles(
     hi_ptr, lo_ptr, q_tok_ptr, q_surf_ptr, rows, d_tok_ptr, d_surf_ptr, n_docs, length, params_ptr,
     scratch_ptr, first, count,
-    K: tl.constexpr, STRIDE: tl.constexpr, SLOTS: tl.constexpr, NB_T: tl.constexpr, NBP: tl.constexpr,
-    DIM: tl.constexpr, R_P: tl.constexpr, BLOCK_D: tl.constexpr, EXPANDED: tl.constexpr,
-    SHARED: tl.constexpr, UPCAST: tl.constexpr,
+    K: tl.constexpr, STRIDE: tl.constexpr, SLOTS: tl.constexpr, NG_T: tl.constexpr,
+    PER_GROUP: tl.constexpr, NBP: tl.constexpr, DIM: tl.constexpr, R_P: tl.constexpr, BLOCK_D: tl.constexpr,
+    EXPANDED: tl.constexpr, SHARED: tl.constexpr, SPLIT: tl.constexpr, UPCAST: tl.constexpr,
 ):  # fmt: skip
     """Phase 1: the block sums of tiles ``first .. first + count - 1`` of one (pair, document)."""
     b = tl.program_id(0)
@@ -204,16 +218,18 @@ def _tiles(
     q_tok = tl.load(q_tok_ptr + b * rows + r, mask=r_ok, other=0)
     q_surf = tl.load(q_surf_ptr + b * rows + r, mask=r_ok, other=-1)
     q_real = q_tok != 0
-    TROWS: tl.constexpr = NB_T * SLOTS
+    TROWS: tl.constexpr = NG_T * SLOTS
     t = tl.arange(0, TROWS)
     slot = t % SLOTS
-    nb = tl.arange(0, NB_T)
+    in_group = slot // STRIDE  # which block of its group a row holds (PER_GROUP: none)
+    slot3 = (tl.arange(0, SLOTS) // STRIDE)[None, :, None]
+    g = tl.arange(0, NG_T)
     scratch = scratch_ptr + prog * (K * NBP * R_P)
     doc = prog * length
     for step in tl.range(count, num_stages=1):  # pipelined tiles were slower (register pressure)
         tile = first + step
-        pos = (tile * NB_T + t // SLOTS) * STRIDE + slot
-        ok = (slot < STRIDE) & (pos < length)
+        pos = ((tile * NG_T + t // SLOTS) * PER_GROUP) * STRIDE + slot
+        ok = (in_group < PER_GROUP) & (pos < length)
         d_tok = tl.load(d_tok_ptr + doc + pos, mask=ok, other=0)
         d_surf = tl.load(d_surf_ptr + doc + pos, mask=ok, other=-2)
         d_real = d_tok != 0
@@ -226,21 +242,24 @@ def _tiles(
             q_at = q_tok[:, None] * DIM + cols[None, :]
             q_ok = q_real[:, None] & c_ok[None, :]
             dh = tl.load(hi_ptr + d_at, mask=d_ok, other=0.0)
-            dl = tl.load(lo_ptr + d_at, mask=d_ok, other=0.0)
             qh = tl.trans(tl.load(hi_ptr + q_at, mask=q_ok, other=0.0))
-            ql = tl.trans(tl.load(lo_ptr + q_at, mask=q_ok, other=0.0))
             if UPCAST:  # Triton's interpreter multiplies bf16 wrongly: the same values in float32
-                dh, dl, qh, ql = dh.to(tl.float32), dl.to(tl.float32), qh.to(tl.float32), ql.to(tl.float32)
+                dh, qh = dh.to(tl.float32), qh.to(tl.float32)
             sim = tl.dot(dh, qh, sim)
-            sim = tl.dot(dh, ql, sim)
-            sim = tl.dot(dl, qh, sim)
+            if SPLIT:
+                dl = tl.load(lo_ptr + d_at, mask=d_ok, other=0.0)
+                ql = tl.trans(tl.load(lo_ptr + q_at, mask=q_ok, other=0.0))
+                if UPCAST:
+                    dl, ql = dl.to(tl.float32), ql.to(tl.float32)
+                sim = tl.dot(dh, ql, sim)
+                sim = tl.dot(dl, qh, sim)
         exact = (d_surf[:, None] == q_surf[None, :]) & d_real[:, None] & q_real[None, :]
         sim = tl.where(exact, 1.0, sim)
         sim = tl.where(d_real[:, None], sim, -1.0e4)  # padding: every kernel value 0
-        sim3 = tl.reshape(sim, (NB_T, SLOTS, R_P))
+        sim3 = tl.reshape(sim, (NG_T, SLOTS, R_P))
         if SHARED:
             base = sim3 * sim3 * tl.load(params_ptr + 4 * K + 1)  # the p all expanded kernels share
-        at = scratch + ((tile * NB_T + nb)[:, None]) * R_P + r[None, :]
+        block = (tile * NG_T + g) * PER_GROUP  # each group's first block
         for k in tl.static_range(K):
             p = tl.load(params_ptr + 4 * k + 1)
             if (EXPANDED >> k) & 1:
@@ -253,7 +272,14 @@ def _tiles(
                 diff = sim3 - tl.load(params_ptr + 4 * k)
                 arg = p * diff * diff
             values = tl.exp2(arg)
-            tl.store(at + k * NBP * R_P, tl.sum(values, axis=1) * tl.load(params_ptr + 4 * k + 3))
+            factor = tl.load(params_ptr + 4 * k + 3)
+            for i in tl.static_range(PER_GROUP):
+                if PER_GROUP == 1:
+                    sums = tl.sum(values, axis=1)
+                else:
+                    sums = tl.sum(tl.where(slot3 == i, values, 0.0), axis=1)
+                at = scratch + (k * NBP + block[:, None] + i) * R_P + r[None, :]
+                tl.store(at, sums * factor)
 
 
 @_kernel
@@ -296,16 +322,16 @@ def _windows(
 def _block_kernel(
     hi_ptr, lo_ptr, q_tok_ptr, q_surf_ptr, rows, d_tok_ptr, d_surf_ptr, n_docs, length, params_ptr,
     scratch_ptr, out_ptr, n_windows, eps, log_scale,
-    K: tl.constexpr, STRIDE: tl.constexpr, SLOTS: tl.constexpr, NB_T: tl.constexpr, NBP: tl.constexpr,
-    DIM: tl.constexpr, R_P: tl.constexpr, BLOCK_D: tl.constexpr, EXPANDED: tl.constexpr,
-    SHARED: tl.constexpr, UPCAST: tl.constexpr, LQ: tl.constexpr, N_Q: tl.constexpr,
-    NQ_P: tl.constexpr, K_P: tl.constexpr, NW_T: tl.constexpr, N_WCHUNKS: tl.constexpr,
+    K: tl.constexpr, STRIDE: tl.constexpr, SLOTS: tl.constexpr, NG_T: tl.constexpr,
+    PER_GROUP: tl.constexpr, NBP: tl.constexpr, DIM: tl.constexpr, R_P: tl.constexpr, BLOCK_D: tl.constexpr,
+    EXPANDED: tl.constexpr, SHARED: tl.constexpr, SPLIT: tl.constexpr, UPCAST: tl.constexpr, LQ: tl.constexpr,
+    N_Q: tl.constexpr, NQ_P: tl.constexpr, K_P: tl.constexpr, NW_T: tl.constexpr, N_WCHUNKS: tl.constexpr,
     N_TILES: tl.constexpr,
 ):  # fmt: skip
     """Both phases in one program per (pair, document), a barrier between them."""
     _tiles(hi_ptr, lo_ptr, q_tok_ptr, q_surf_ptr, rows, d_tok_ptr, d_surf_ptr, n_docs, length, params_ptr,
-           scratch_ptr, 0, N_TILES, K, STRIDE, SLOTS, NB_T, NBP, DIM, R_P, BLOCK_D, EXPANDED, SHARED,
-           UPCAST)  # fmt: skip
+           scratch_ptr, 0, N_TILES, K, STRIDE, SLOTS, NG_T, PER_GROUP, NBP, DIM, R_P, BLOCK_D, EXPANDED,
+           SHARED, SPLIT, UPCAST)  # fmt: skip
     tl.debug_barrier()
     _windows(q_tok_ptr, rows, n_docs, scratch_ptr, out_ptr, n_windows, eps, log_scale, K, NBP, R_P, LQ, N_Q,
              NQ_P, K_P, NW_T, N_WCHUNKS)  # fmt: skip
@@ -315,14 +341,15 @@ def _block_kernel(
 def _tiles_kernel(
     hi_ptr, lo_ptr, q_tok_ptr, q_surf_ptr, rows, d_tok_ptr, d_surf_ptr, n_docs, length, params_ptr,
     scratch_ptr,
-    K: tl.constexpr, STRIDE: tl.constexpr, SLOTS: tl.constexpr, NB_T: tl.constexpr, NBP: tl.constexpr,
-    DIM: tl.constexpr, R_P: tl.constexpr, BLOCK_D: tl.constexpr, EXPANDED: tl.constexpr,
-    SHARED: tl.constexpr, UPCAST: tl.constexpr, TPP: tl.constexpr,
+    K: tl.constexpr, STRIDE: tl.constexpr, SLOTS: tl.constexpr, NG_T: tl.constexpr,
+    PER_GROUP: tl.constexpr, NBP: tl.constexpr, DIM: tl.constexpr, R_P: tl.constexpr, BLOCK_D: tl.constexpr,
+    EXPANDED: tl.constexpr, SHARED: tl.constexpr, SPLIT: tl.constexpr, UPCAST: tl.constexpr,
+    TPP: tl.constexpr,
 ):  # fmt: skip
     """Phase 1 alone, ``TPP`` tiles per program (axis 2 of the grid)."""
     _tiles(hi_ptr, lo_ptr, q_tok_ptr, q_surf_ptr, rows, d_tok_ptr, d_surf_ptr, n_docs, length, params_ptr,
-           scratch_ptr, tl.program_id(2) * TPP, TPP, K, STRIDE, SLOTS, NB_T, NBP, DIM, R_P, BLOCK_D, EXPANDED,
-           SHARED, UPCAST)  # fmt: skip
+           scratch_ptr, tl.program_id(2) * TPP, TPP, K, STRIDE, SLOTS, NG_T, PER_GROUP, NBP, DIM, R_P,
+           BLOCK_D, EXPANDED, SHARED, SPLIT, UPCAST)  # fmt: skip
 
 
 @_kernel

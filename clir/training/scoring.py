@@ -87,7 +87,8 @@ class ScoringOptions:
             :data:`COMPILE_MIN_PAIRS` pairs are scored.
         fused: Pool windowed K-NRM components with the fused Triton kernel
             (:mod:`clir.rerankers.fused_knrm`; CUDA only, then uncompiled; float32 sums of products
-            split in bf16 halves, similarities within about 1e-5 of fp32); ``None``: on
+            split in bf16 halves, similarities within about 1e-5 of fp32, or with ``precision``
+            ``"bf16"`` one bf16 product, as autocast multiplies); ``None``: on
             CUDA when Triton is there, the model has such a component and it is not compiled (for
             one process's scoring the kernel is the fastest path: README, Speed).
 
