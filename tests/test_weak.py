@@ -103,8 +103,8 @@ def test_without_a_weak_section_every_step_key_is_unchanged(name, monkeypatch):
     assert {step: record["key"] for step, record in steps.items() if step != "bli"} == KEYS_BEFORE[name]
 
 
-# Step keys of configs/default.yaml computed (clir version "test") by the code before
-# weak.per_passage existed; bli is left out, as above.
+# Step keys of configs/one-per-passage.yaml (the default before weak.per_passage: 3) computed
+# (clir version "test") by the code before weak.per_passage existed; bli is left out, as above.
 DEFAULT_KEYS_BEFORE = {
     "baselines-en-ny": "89a32f4d16f3fcf5",
     "baselines-en-sw": "c1aaa0bd40e5776d",
@@ -132,8 +132,8 @@ DEFAULT_KEYS_BEFORE = {
 
 
 @pytest.mark.parametrize("per_passage", [None, 1])
-def test_per_passage_unset_or_one_keeps_every_step_key_of_the_default(per_passage, monkeypatch):
-    config = load_experiment(CONFIGS / "default.yaml")
+def test_per_passage_unset_or_one_keeps_every_step_key_of_the_recipe_before(per_passage, monkeypatch):
+    config = load_experiment(CONFIGS / "one-per-passage.yaml")
     assert config.weak is not None and config.weak.per_passage is None
     config = dataclasses.replace(config, weak=dataclasses.replace(config.weak, per_passage=per_passage))
     steps = plan(config, monkeypatch)
@@ -143,7 +143,11 @@ def test_per_passage_unset_or_one_keeps_every_step_key_of_the_default(per_passag
 
 def test_per_passage_reaches_the_pseudo_step_and_what_depends_on_it(monkeypatch):
     config = load_experiment(CONFIGS / "default.yaml")
-    config = dataclasses.replace(config, weak=dataclasses.replace(config.weak, per_passage=3))
+    assert config.weak.per_passage == 3
+    assert config == dataclasses.replace(
+        load_experiment(CONFIGS / "one-per-passage.yaml"),
+        weak=dataclasses.replace(config.weak, per_passage=3),
+    )  # the recipe before, but for per_passage
     steps = plan(config, monkeypatch)
     assert steps["pseudo-en-sw"]["params"]["per_passage"] == 3
     changed = {step for step, record in steps.items() if record["key"] != DEFAULT_KEYS_BEFORE.get(step)}
@@ -315,7 +319,7 @@ def test_the_default_is_the_labels_only_experiment_on_the_union_pretrained_on_ps
     one_seed = {"ensemble_seeds": (0,)}  # make run's time (README); the five seeds in ablations
     assert dataclasses.replace(ablations, name=default.name, systems=default.systems, **one_seed) == default
     same = {"name": ablations.name, "reranker": default.reranker, "systems": ablations.systems}
-    assert dataclasses.replace(before, **same) == ablations
+    assert dataclasses.replace(before, weak=default.weak, **same) == ablations
     same = {"name": default.name, "weak": default.weak, "systems": default.systems, **one_seed}
     assert dataclasses.replace(union, **same) == default
     assert union.systems == {s: labels.systems[s] for s in ("lexical-fusion", "full")}
@@ -418,7 +422,8 @@ def test_tiny_weak_experiment_end_to_end(tmp_path, monkeypatch, holdout):
 def test_the_default_bundle_says_what_full_was_pretrained_on():
     default = load_experiment(CONFIGS / "default.yaml")
     assert experiment_module._pretraining(default, "full") == (
-        "pseudo-queries made from the en-sw parallel text (2300 train and 200 dev English keyword "
+        "pseudo-queries made from the en-sw parallel text (up to 3 train queries from each of 2300 "
+        "passages and 200 dev English keyword "
         "queries, the passage holding each query's verse judged relevant; no relevance label; "
         "held-out share of the parallel side 0.0)"
     )
