@@ -1,14 +1,17 @@
 """Several pseudo-queries per passage (issue 13, weak supervision): the pseudo collection and its
 rerank data step built as ``make run`` builds them, with ``weak.per_passage`` set.
 
-``make run``'s ``weak`` section draws one query per passage, and the en-sw parallel side has
-2,567 passages, so the pretraining sees about 2,300 queries; ``weak.per_passage: k`` turns the
-other verses of each train passage into queries too (up to ``k`` a passage; the 200 dev queries
-stay one per passage). This script runs the experiment's own pseudo and pseudo-data steps
+A ``weak`` section without ``per_passage`` (``configs/one-per-passage.yaml``) draws one query
+per passage, and the en-sw parallel side has 2,567 passages, so the pretraining sees about 2,300
+queries; ``weak.per_passage: k`` turns the other verses of each train passage into queries too
+(up to ``k`` a passage; the 200 dev queries stay one per passage). ``make run`` has
+``per_passage: 3`` (6,735 train queries), chosen by this script's cross-validation (README, issue
+13). This script runs the experiment's own pseudo and pseudo-data steps
 (``clir.pipeline.experiment``) into ``--out``, their inputs the collection and tables steps of a
 finished ``make run`` (read only), so the steps and their keys are those a ``clir experiment``
-with that ``weak`` section would make; without ``--per-passage`` (or with 1) they are
-``make run``'s own. Then cross-validate as for the other levers (``oof_seeds.py``'s docstring):
+with that ``weak`` section would make; without ``--per-passage`` they are ``make run``'s own
+(``--per-passage 1``: those of ``configs/one-per-passage.yaml``). Then cross-validate as for the
+other levers (``oof_seeds.py``'s docstring):
 
     S=runs/default/steps
     python experiments/pseudo_per_passage.py --steps $S --per-passage 3 --out runs/pp3
