@@ -70,3 +70,27 @@ class ParallelPair(NamedTuple):
     pair_id: str
     source: str
     target: str
+
+
+@dataclass(frozen=True)
+class MatrixSources:
+    """Where the rows of an embedding matrix come from (what a shared space's ``matrix`` copies),
+    for a caller that gathers them elsewhere, e.g. on a GPU.
+
+    Attributes:
+        tables: Per language of the entries, its in-vocabulary vectors ``(V, dim)`` float32.
+        table: ``int64`` (n,) the table of each entry's row (-1: none, a zero or composed row).
+        row: ``int64`` (n,) its row in that table.
+        composed: Entry position -> the subword-composed vector of an unseen word.
+        dim: Vector dimension.
+    """
+
+    tables: list
+    table: object
+    row: object
+    composed: dict
+    dim: int
+
+    def table_rows(self) -> int:
+        """Rows of all the tables together (what copying them moves)."""
+        return sum(len(t) for t in self.tables)

@@ -16,8 +16,10 @@ rerank --index-cache``; the ``no-id-cache`` rows build them): from the analysed 
 SYNTHETIC one, the size of the Bible's: 6,220 passages of ``--doc-length`` tokens per view,
 random words of a vocabulary of ``V`` words per language, random vectors of dimension ``dim``)
 and a first-stage run of ``--queries`` × ``--depth`` candidates to the written run file, with
-the split: tensorize (vocabulary, frozen matrix, tables, batches), transfer (tables to the GPU),
-score, write (normalise, rank, write the TREC file). The model is the default config's (four
+the split: tensorize (vocabulary, tables, batches), transfer (the frozen matrix made where it
+is used, tables to the GPU), score, write (normalise, rank, write the TREC file). The stand-in
+space gives its rows as ``SharedSpace`` does (``matrix`` and ``matrix_sources``), so the matrix
+is made on the GPU as ``clir rerank`` makes it. The model is the default config's (four
 components, K-NRM with 10-token windows, two features), untrained (speed does not depend on the
 weights).
 
@@ -181,8 +183,18 @@ class RandomSpace:
         self.vocab = vocab
 
     def matrix(self, entries: list[tuple[str, str]]) -> np.ndarray:
+        return self.vectors[self._rows(entries)]
+
+    def matrix_sources(self, entries: list[tuple[str, str]]) -> Any:
+        """As SharedSpace's: one table (both languages), gathered where the matrix goes."""
+        from clir.types import MatrixSources
+
+        rows = self._rows(entries)
+        return MatrixSources([self.vectors], np.zeros(len(rows), np.int64), rows, {}, self.dim)
+
+    def _rows(self, entries: list[tuple[str, str]]) -> np.ndarray:
         rows = [int(token[1:]) + (self.vocab if lang == "en" else 0) for lang, token in entries]
-        return self.vectors[rows]
+        return np.asarray(rows, dtype=np.int64)
 
 
 def synthetic_data(

@@ -33,6 +33,7 @@ from clir.embeddings.bli import bli_predictions, precision_by_frequency
 from clir.embeddings.seeds import identical_pairs, pairs_from_lexicon
 from clir.embeddings.vectors_io import load_word2vec, make_keyed_vectors, save_word2vec
 from clir.errors import ConfigError, DataNotFoundError
+from clir.training.data import gather_matrix
 from clir.translation.lexicon import lexicon_from_pairs
 from clir.translation.table import TranslationTable
 
@@ -255,8 +256,13 @@ def test_fasttext_subword_vector_for_unseen_word():
     np.testing.assert_allclose(vectors[1], expected, atol=1e-5)
     np.testing.assert_allclose(vectors[0], space.array("en")[kv.key_to_index["man"]])
     # a matrix over the same words, out of order and repeated, has the same rows
-    matrix = space.matrix([("en", "the"), ("en", "walker"), ("en", "man"), ("en", "walker")])
+    entries = [("en", "the"), ("en", "walker"), ("en", "man"), ("en", "walker")]
+    matrix = space.matrix(entries)
     np.testing.assert_array_equal(matrix, vectors[[2, 1, 0, 1]])
+    # and so has the gather from its sources (where a GPU gathers it), composed rows included
+    sources = space.matrix_sources(entries)
+    assert sorted(sources.composed) == [1, 3] and sources.table.tolist() == [0, -1, 0, -1]
+    np.testing.assert_array_equal(gather_matrix(sources, "cpu").numpy(), matrix)
 
 
 def test_word2vec_oov_is_zero_and_masked():
@@ -282,8 +288,13 @@ def test_shared_space_matrix_rows():
     en = make_keyed_vectors(["god", "man"], np.eye(2, dtype=np.float32))
     sw = make_keyed_vectors(["mungu"], np.array([[0.6, 0.8]], dtype=np.float32))
     space = SharedSpace({"en": en, "sw": sw}, dim=2)
-    matrix = space.matrix([("en", "man"), ("sw", "mungu"), ("sw", "god"), ("en", "god")])
+    entries = [("en", "man"), ("sw", "mungu"), ("sw", "god"), ("en", "god")]
+    matrix = space.matrix(entries)
     np.testing.assert_array_equal(matrix, np.array([[0, 1], [0.6, 0.8], [0, 0], [1, 0]], dtype=np.float32))
+    sources = space.matrix_sources(entries)  # one table per language; "god" unseen in sw
+    assert sources.table.tolist() == [0, 1, -1, 0] and sources.row.tolist() == [1, 0, 0, 0]
+    assert sources.table_rows() == 3 and sources.composed == {}
+    np.testing.assert_array_equal(gather_matrix(sources, "cpu").numpy(), matrix)
     assert matrix.dtype == np.float32
     assert ("sw", "mungu") in space and ("en", "mungu") not in space
     assert isinstance(space, TokenVectors)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import re
 import stat
+from contextlib import ExitStack, contextmanager
 from dataclasses import replace
 
 import numpy as np
@@ -30,6 +31,7 @@ from clir.formats import (
     write_run,
     write_topics,
 )
+from clir.formats import runs as runs_module
 from clir.types import Document, ParallelPair, Query
 
 
@@ -182,20 +184,48 @@ def test_run_text_workers_make_the_lines_themselves():
         ("q2", np.array([0]).tobytes(), np.array([-0.0]).tobytes()),
         ("q3", np.array([0, 1]).tobytes(), np.array([1e16, 2.0]).tobytes()),
     ]
-    texts = _runtext.in_workers(docnos, "t", iter(jobs), [2, 1, 2], 2)
+    with _runtext.started_workers([2, 1, 2], 2) as workers:
+        assert len(workers.processes) == 2 and workers.counts == [2, 1]
+        texts = _runtext.in_workers(docnos, "t", iter(jobs), workers)
     assert texts == [
-        "q1 Q0 é 1 0.5 t\nq1 Q0 a 2 0.1 t\nq2 Q0 a 1 -0.0 t\n",
-        "q3 Q0 a 1 1e+16 t\nq3 Q0 é 2 2.0 t\n",
+        "q1 Q0 é 1 0.5 t\nq1 Q0 a 2 0.1 t\nq2 Q0 a 1 -0.0 t\n".encode(),
+        b"q3 Q0 a 1 1e+16 t\nq3 Q0 \xc3\xa9 2 2.0 t\n",
     ]
+    assert all(process.returncode == 0 for process in workers.processes)
 
 
 def test_run_writer_writes_the_file_itself_when_workers_cannot_start(tmp_path, monkeypatch):
     monkeypatch.setattr(_runtext.sys, "executable", str(tmp_path / "no-such-python"))
     run = _mixed_run()
-    with pytest.raises(_runtext.WorkerError, match="no-such-python"):
-        _runtext.in_workers(["a"], "t", iter([]), [0, 0], 2)
+    with ExitStack() as stack, pytest.raises(_runtext.WorkerError, match="no-such-python"):
+        _runtext.start(2, stack)
+    with _runtext.started_workers([5, 5], 2) as workers:
+        assert workers.processes == [] and workers.counts == []
     write_run(tmp_path / "r.run", run, tag="t", workers=2)
     assert (tmp_path / "r.run").read_text() == _reference_run_text(run, "t", None)
+
+
+def test_started_workers_that_are_never_fed_exit_when_the_writer_fails(tmp_path):
+    # the workers start before the arrays are checked; an error then closes their input
+    arrays = _as_arrays(_mixed_run())
+    arrays.positions[0][1] = arrays.positions[0][0]  # a document twice for one query
+    path = _write(tmp_path / "r.run", "old\n")
+    started = []
+    real = _runtext.started_workers
+
+    @contextmanager
+    def spy(sizes, workers=None):
+        with real(sizes, workers) as made:
+            started.append(made)
+            yield made
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(runs_module, "started_workers", spy)
+        with pytest.raises(ConfigError, match="listed twice"):
+            write_run(path, arrays, workers=3)
+    assert len(started[0].processes) == 3
+    assert all(process.returncode is not None for process in started[0].processes)  # waited for
+    assert path.read_text() == "old\n" and os.listdir(tmp_path) == ["r.run"]
 
 
 def test_a_bad_score_stops_the_workers_and_leaves_the_file_alone(tmp_path):

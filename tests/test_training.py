@@ -32,6 +32,7 @@ from clir.training import (
     scores_to_run,
     train_ensemble,
 )
+from clir.training import data as data_module
 from clir.training.checkpoint import read_state
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
@@ -252,6 +253,14 @@ def test_vocabulary_matrix_from_space():
     assert matrix.shape == (4, 4)
     assert not matrix[0].any() and not matrix[2].any()  # padding, OOV
     np.testing.assert_allclose(matrix[1], matrix[3])  # aligned concept 1
+    # off the CPU the rows are gathered on the device from the space's tables: the same rows
+    # (the gather itself, on the CPU here; the fallback for a space that gives no sources)
+    gathered = data_module.gather_matrix(space.matrix_sources(vocab.entries[1:]), "cpu").numpy()
+    np.testing.assert_array_equal(gathered, matrix[1:])
+    np.testing.assert_array_equal(vocab.device_rows(space, "cpu").numpy(), matrix[1:])
+    # tables copied to the device only when they are not much larger than the matrix
+    assert data_module.gathers_there(4 * 1000 + 65536, 1000)
+    assert not data_module.gathers_there(4 * 1000 + 65537, 1000)
 
 
 def test_rerank_data_save_load(tmp_path):

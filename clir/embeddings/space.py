@@ -16,6 +16,7 @@ from clir.embeddings.csls import translate
 from clir.embeddings.vectors_io import load_word2vec, make_keyed_vectors, save_word2vec
 from clir.errors import ConfigError, DataNotFoundError, FormatError
 from clir.formats import atomic_directory, atomic_write
+from clir.types import MatrixSources
 
 
 def _unit(x: np.ndarray) -> np.ndarray:
@@ -188,24 +189,54 @@ class SharedSpace:
             self._fill(out, np.asarray(rows), lang, [entries[i][1] for i in rows])
         return out
 
+    def matrix_sources(self, entries: Sequence[tuple[str, str]]) -> MatrixSources:
+        """What :meth:`matrix` copies its rows from, for a caller that gathers them elsewhere
+        (e.g. on a GPU, from the language tables copied there:
+        :func:`clir.training.data.gather_matrix`)."""
+        by_lang: dict[str, list[int]] = {}
+        for i, (lang, _) in enumerate(entries):
+            by_lang.setdefault(lang, []).append(i)
+        table = np.full(len(entries), -1, dtype=np.int64)
+        row = np.zeros(len(entries), dtype=np.int64)
+        tables, composed = [], {}
+        for t, (lang, positions) in enumerate(by_lang.items()):
+            at = np.asarray(positions, dtype=np.int64)
+            vectors, rows, made = self._rows(lang, [entries[i][1] for i in positions])
+            known = rows >= 0
+            table[at[known]], row[at[known]] = t, rows[known]
+            composed.update({int(at[i]): vector for i, vector in made.items()})
+            tables.append(vectors)
+        return MatrixSources(tables, table, row, composed, self.dim)
+
+    def _rows(self, lang: str, tokens: Sequence[str]) -> tuple[np.ndarray, np.ndarray, dict[int, np.ndarray]]:
+        """``lang``'s vectors, each token's row in them (-1: unseen) and the subword-composed
+        vectors of the unseen tokens that have one (by position)."""
+        kv = self._kv(lang)
+        subwords = self.subwords.get(lang)
+        get = kv.key_to_index.get
+        rows = np.fromiter((get(token, -1) for token in tokens), dtype=np.int64, count=len(tokens))
+        composed = {}
+        if subwords is not None:
+            for i in np.flatnonzero(rows < 0).tolist():
+                vector = subwords.vector(tokens[i])
+                if vector is not None:
+                    composed[i] = vector
+        return kv.vectors, rows, composed
+
     def _fill(
         self, out: np.ndarray, at: np.ndarray, lang: str, tokens: Sequence[str], oov: np.ndarray | None = None
     ) -> None:
         """Write the vectors of ``tokens`` into rows ``at`` of ``out`` (left zero for OOV, which
         ``oov`` marks when given): the known words' rows copied in one gather, subwords composed
         for the others."""
-        kv = self._kv(lang)
-        subwords = self.subwords.get(lang)
-        get = kv.key_to_index.get
-        rows = np.fromiter((get(token, -1) for token in tokens), dtype=np.int64, count=len(tokens))
+        vectors, rows, composed = self._rows(lang, tokens)
         known = rows >= 0
-        out[at[known]] = kv.vectors[rows[known]]
-        for i in np.flatnonzero(~known):
-            composed = subwords.vector(tokens[i]) if subwords is not None else None
-            if composed is not None:
-                out[at[i]] = composed
-            elif oov is not None:
-                oov[i] = True
+        out[at[known]] = vectors[rows[known]]
+        for i, vector in composed.items():
+            out[at[i]] = vector
+        if oov is not None:
+            oov[~known] = True
+            oov[list(composed)] = False
 
     def translate(
         self,

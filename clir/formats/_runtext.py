@@ -19,7 +19,6 @@ from array import array
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from itertools import chain, islice
-from typing import IO, cast
 
 Job = tuple[str, bytes, bytes]
 """One query: its qid, its documents' positions in the run's docno list (``int64`` bytes) and
@@ -70,35 +69,9 @@ def spare_cores() -> int:
     return cores - 1
 
 
-def run_texts(
-    docnos: Sequence[str], tag: str, jobs: Iterable[Job], sizes: Sequence[int], workers: int | None = None
-) -> Iterable[str]:
-    """The text of every job's lines, in order, made here or by worker processes.
-
-    Args:
-        docnos: The run's docnos.
-        tag: The run tag.
-        jobs: The queries, in the file's order; drawn one by one, so that workers already
-            format the first ones while later ones are made.
-        sizes: The lines of each job.
-        workers: Worker processes; ``None``: up to :data:`MAX_WORKERS`, one per spare core,
-            when there are at least :data:`WORKER_MIN_LINES` lines and 3 spare cores, else none.
-            Where the workers cannot be started or fail, the text is made here.
-
-    Returns:
-        Texts whose concatenation is the run's lines (made here: one per query, as they are read).
-    """
-    most = max(sizes, default=0)
-    if workers is None:
-        spare = spare_cores()
-        workers = min(MAX_WORKERS, spare) if sum(sizes) >= WORKER_MIN_LINES and spare >= 3 else 0
-    if workers < 1 or len(sizes) < 2:
-        return query_texts(docnos, tag, jobs, most)
-    jobs, drawn = iter(jobs), []
-    try:
-        return in_workers(docnos, tag, _kept(jobs, drawn), sizes, workers)
-    except WorkerError:
-        return query_texts(docnos, tag, chain(drawn, jobs), most)
+PIPE_BYTES = 1 << 20
+"""Size asked for each worker pipe (Linux's default ceiling for a process): a group's jobs are
+handed over without waiting for the worker to read them."""
 
 
 class WorkerError(Exception):
@@ -114,6 +87,114 @@ def _worker_io() -> Iterator[None]:
         raise WorkerError(str(error)) from error
 
 
+class Workers:
+    """Worker processes started for a run, each to make the lines of ``counts[i]`` consecutive
+    queries (about as many lines each); none when the run is made in this process. (A plain
+    class: ``dataclasses`` would add its imports to every worker's start.)"""
+
+    def __init__(self, processes: list[subprocess.Popen], counts: list[int]) -> None:
+        self.processes = processes
+        self.counts = counts
+
+
+def groups(sizes: Sequence[int], workers: int) -> list[int]:
+    """``sizes`` (lines per query) cut into at most ``workers`` runs of consecutive queries of
+    about as many lines: the queries in each."""
+    total, counts, made, start = sum(sizes), [], 0, 0
+    for end, size in enumerate(sizes, 1):
+        made += size
+        if made * workers >= total * (len(counts) + 1) or end == len(sizes):
+            counts.append(end - start)
+            start = end
+    return counts
+
+
+@contextmanager
+def started_workers(sizes: Sequence[int], workers: int | None = None) -> Iterator[Workers]:
+    """Workers for a run of ``sizes`` lines per query (in the file's order), started at once so
+    that they start up while the run is ranked; closed and waited for on leaving (a worker not
+    fed by then reads an empty input and exits).
+
+    Args:
+        sizes: The lines of each query.
+        workers: Worker processes; ``None``: up to :data:`MAX_WORKERS`, one per spare core,
+            when there are at least :data:`WORKER_MIN_LINES` lines and 3 spare cores, else
+            none. Where they cannot be started, none (the text is made in this process).
+    """
+    if workers is None:
+        spare = spare_cores()
+        workers = min(MAX_WORKERS, spare) if sum(sizes) >= WORKER_MIN_LINES and spare >= 3 else 0
+    counts = groups(sizes, workers) if workers >= 1 and len(sizes) >= 2 else []
+    with ExitStack() as stack:  # closes the pipes and waits for every worker, also on an error
+        try:
+            processes = start(len(counts), stack)
+        except WorkerError:
+            processes, counts = [], []
+        yield Workers(processes, counts)
+
+
+def start(n: int, stack: ExitStack) -> list[subprocess.Popen]:
+    """``n`` worker processes running this file (entered into ``stack``), their pipes enlarged
+    where the system allows.
+
+    Raises:
+        WorkerError: If one cannot be started.
+    """
+    if n and not sys.executable:
+        raise WorkerError("no Python interpreter to start workers with (sys.executable is empty)")
+    command = [sys.executable, "-I", "-S", __file__]
+    processes = []
+    with _worker_io():
+        for _ in range(n):
+            process = subprocess.Popen(
+                command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
+            )
+            processes.append(stack.enter_context(process))
+            for pipe in (process.stdin, process.stdout):
+                _enlarge(pipe.fileno())  # type: ignore[union-attr]
+    return processes
+
+
+def _enlarge(fd: int) -> None:
+    """Ask for a pipe of :data:`PIPE_BYTES` (Linux); elsewhere, or when refused, keep it."""
+    try:
+        import fcntl
+
+        fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, PIPE_BYTES)
+    except (ImportError, AttributeError, OSError):
+        pass
+
+
+def run_texts(
+    docnos: Sequence[str], tag: str, jobs: Iterable[Job], sizes: Sequence[int], workers: Workers
+) -> Iterable[bytes]:
+    """The UTF-8 text of every job's lines, in order, made by ``workers`` or in this process.
+
+    Args:
+        docnos: The run's docnos.
+        tag: The run tag.
+        jobs: The queries, in the file's order; drawn one by one, so that workers already
+            format the first ones while later ones are made.
+        sizes: The lines of each job.
+        workers: Started by :func:`started_workers` for these ``sizes`` (none: made here).
+            Where they fail, the text is made here.
+
+    Returns:
+        Texts whose concatenation is the run's lines (made here: one per query, as they are read).
+
+    Raises:
+        UnicodeEncodeError: If a docno, qid or tag cannot be written as UTF-8 (a lone surrogate).
+    """
+    jobs, drawn = iter(jobs), []
+    if workers.processes:
+        try:
+            return in_workers(docnos, tag, _kept(jobs, drawn), workers)
+        except WorkerError:
+            pass
+    most = max(sizes, default=0)
+    return (text.encode("utf-8") for text in query_texts(docnos, tag, chain(drawn, jobs), most))
+
+
 def _kept(jobs: Iterator[Job], drawn: list[Job]) -> Iterator[Job]:
     """``jobs``, each also appended to ``drawn`` as it is drawn."""
     for job in jobs:
@@ -121,44 +202,26 @@ def _kept(jobs: Iterator[Job], drawn: list[Job]) -> Iterator[Job]:
         yield job
 
 
-def in_workers(
-    docnos: Sequence[str], tag: str, jobs: Iterator[Job], sizes: Sequence[int], workers: int
-) -> list[str]:
-    """The lines of ``jobs`` cut into ``workers`` groups of about as many lines, each group's
-    made by a worker process running this file (one text per group).
+def in_workers(docnos: Sequence[str], tag: str, jobs: Iterator[Job], workers: Workers) -> list[bytes]:
+    """The lines of ``jobs``, each group of ``workers.counts`` made by its worker process (one
+    UTF-8 text per group).
 
     Raises:
-        WorkerError: If a worker cannot be started, fed or read, or fails (an error in making
-            a job is raised as it is).
+        WorkerError: If a worker cannot be fed or read, or fails (an error in making a job is
+            raised as it is).
     """
-    total, counts, made, start = sum(sizes), [], 0, 0
-    for end, size in enumerate(sizes, 1):
-        made += size
-        if made * workers >= total * (len(counts) + 1) or end == len(sizes):
-            counts.append(end - start)
-            start = end
-    if not sys.executable:
-        raise WorkerError("no Python interpreter to start workers with (sys.executable is empty)")
-    command = [sys.executable, "-I", "-S", __file__]
-    with ExitStack() as stack:  # closes the pipes and waits for every worker, also on an error
-        with _worker_io():
-            processes = [
-                stack.enter_context(
-                    subprocess.Popen(
-                        command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
-                    )
-                )
-                for _ in counts
-            ]  # all started before the first is fed: they start while the jobs are made
-        docnos = list(docnos)
-        for process, count in zip(processes, counts, strict=True):
-            group = list(islice(jobs, count))  # an error in making a job is raised as it is
-            with _worker_io(), cast(IO[bytes], process.stdin) as feed:
-                pickle.dump((docnos, tag, group), feed, protocol=pickle.HIGHEST_PROTOCOL)
-        with _worker_io():
-            texts = [cast(IO[bytes], p.stdout).read().decode("utf-8", "surrogatepass") for p in processes]
-    if any(process.returncode for process in processes):
-        raise WorkerError(f"a run-writing worker failed: exit statuses {[p.returncode for p in processes]}")
+    docnos = list(docnos)
+    for process, count in zip(workers.processes, workers.counts, strict=True):
+        group = list(islice(jobs, count))  # an error in making a job is raised as it is
+        with _worker_io(), process.stdin as feed:
+            pickle.dump((docnos, tag, group), feed, protocol=pickle.HIGHEST_PROTOCOL)
+    with _worker_io():
+        texts = [process.stdout.read() for process in workers.processes]
+        for process in workers.processes:
+            process.wait()
+    if any(process.returncode for process in workers.processes):
+        statuses = [process.returncode for process in workers.processes]
+        raise WorkerError(f"a run-writing worker failed: exit statuses {statuses}")
     return texts
 
 
@@ -166,7 +229,7 @@ def _work() -> None:
     """A worker's program: a pickled ``(docnos, tag, jobs)`` on stdin, its lines (UTF-8) on stdout."""
     docnos, tag, jobs = pickle.load(sys.stdin.buffer)
     text = "".join(query_texts(docnos, tag, jobs, max(len(job[1]) // 8 for job in jobs)))
-    sys.stdout.buffer.write(text.encode("utf-8", "surrogatepass"))
+    sys.stdout.buffer.write(text.encode("utf-8"))
 
 
 if __name__ == "__main__":

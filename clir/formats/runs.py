@@ -23,7 +23,7 @@ import numpy as np
 
 from clir.errors import ConfigError, FormatError
 from clir.formats._lines import decimal_of, fields_of, integer_of, numbered_lines
-from clir.formats._runtext import run_texts
+from clir.formats._runtext import run_texts, started_workers
 from clir.formats.atomic import atomic_write
 from clir.formats.identifiers import check_identifier
 from clir.types import Run
@@ -210,28 +210,29 @@ def write_run(
     if isinstance(run, RunArrays):
         _check_shapes(path, run)
     arrays = run if isinstance(run, RunArrays) else RunArrays.from_run(run, path)
-    docnos = arrays.docnos
-    for docno in docnos:
-        check_identifier(docno, "docno", path)
-    rank = np.empty(len(docnos), dtype=np.int64)  # a document's place among the sorted docnos
-    rank[sorted(range(len(docnos)), key=docnos.__getitem__)] = np.arange(len(docnos))
     in_file = sorted(range(len(arrays.qids)), key=arrays.qids.__getitem__)
     counts = np.asarray([len(arrays.positions[i]) for i in in_file], dtype=np.int64)
-    positions = _concatenated([arrays.positions[i] for i in in_file], np.int64)
-    values = _concatenated([arrays.scores[i] for i in in_file], np.float64)
-    if isinstance(run, RunArrays):
-        _check_contents(path, run, in_file, counts, positions, values)
-    order = _trec_orders(rank[positions], values, counts, depth)
-    positions, values = positions[order], values[order]  # every query's lines in rank order
     sizes = (counts if depth is None else np.minimum(counts, depth)).tolist()
-    ends = np.cumsum(sizes, dtype=np.int64).tolist()
-    jobs = (
-        (arrays.qids[i], positions[end - size : end].tobytes(), values[end - size : end].tobytes())
-        for i, size, end in zip(in_file, sizes, ends, strict=True)
-    )
-    texts = run_texts(docnos, tag, jobs, sizes, workers)
-    with atomic_write(path) as out:
-        out.writelines(texts)
+    with started_workers(sizes, workers) as started:  # they start up while the run is ranked
+        docnos = arrays.docnos
+        for docno in docnos:
+            check_identifier(docno, "docno", path)
+        rank = np.empty(len(docnos), dtype=np.int64)  # a document's place among the sorted docnos
+        rank[sorted(range(len(docnos)), key=docnos.__getitem__)] = np.arange(len(docnos))
+        positions = _concatenated([arrays.positions[i] for i in in_file], np.int64)
+        values = _concatenated([arrays.scores[i] for i in in_file], np.float64)
+        if isinstance(run, RunArrays):
+            _check_contents(path, run, in_file, counts, positions, values)
+        order = _trec_orders(rank[positions], values, counts, depth)
+        positions, values = positions[order], values[order]  # every query's lines in rank order
+        ends = np.cumsum(sizes, dtype=np.int64).tolist()
+        jobs = (
+            (arrays.qids[i], positions[end - size : end].tobytes(), values[end - size : end].tobytes())
+            for i, size, end in zip(in_file, sizes, ends, strict=True)
+        )
+        texts = run_texts(docnos, tag, jobs, sizes, started)
+        with atomic_write(path, "wb") as out:
+            out.writelines(texts)
 
 
 def _concatenated(arrays: Sequence[np.ndarray], dtype: type) -> np.ndarray:

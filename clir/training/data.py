@@ -39,7 +39,7 @@ from clir.formats import atomic_directory
 from clir.rerankers.batch import BilingualBatch, TokenView
 from clir.training.config import HardNegativesConfig
 from clir.training.idtables import id_table
-from clir.types import Qrels
+from clir.types import MatrixSources, Qrels
 
 PAD = 0
 """Row / surface id of padding."""
@@ -484,6 +484,48 @@ class Vocabulary:
             return np.zeros((0, _space_dim(space)), dtype=np.float32)
         _space_dim(space)
         return np.asarray(space.matrix(self._entries[1:]), dtype=np.float32)
+
+    def device_rows(self, space: Any, device: torch.device | str) -> torch.Tensor:
+        """:meth:`embedding_rows` as a tensor on ``device``. Off the CPU, from a space that says
+        where its rows come from (:meth:`~clir.embeddings.SharedSpace.matrix_sources`), its
+        language tables are copied there and the rows gathered there, when the tables are not
+        much larger than the matrix (:data:`TABLES_PER_MATRIX`): no matrix is made on the host
+        and copied (on a virtual machine, mostly its pages' first touch)."""
+        device = torch.device(device)
+        sources = getattr(space, "matrix_sources", None)
+        if device.type != "cpu" and sources is not None and len(self._entries) > 1:
+            _space_dim(space)
+            found = sources(self._entries[1:])
+            if gathers_there(found.table_rows(), len(self._entries) - 1):
+                return gather_matrix(found, device)
+        return torch.from_numpy(self.embedding_rows(space)).to(device)
+
+
+TABLES_PER_MATRIX = 4
+"""Table rows copied to the device at most per matrix row, beyond 65,536 (a larger space's
+rows are gathered on the host)."""
+
+
+def gather_matrix(sources: MatrixSources, device: torch.device | str) -> torch.Tensor:
+    """The matrix of ``sources`` on ``device``: each table copied there once and its entries'
+    rows gathered there (equal to the space's ``matrix`` of the same entries)."""
+    out = torch.zeros((len(sources.table), sources.dim), dtype=torch.float32, device=device)
+    table = torch.from_numpy(sources.table).to(device)
+    row = torch.from_numpy(sources.row).to(device)
+    for t, vectors in enumerate(sources.tables):
+        at = torch.nonzero(table == t).squeeze(1)
+        if len(at):
+            out[at] = torch.from_numpy(np.asarray(vectors, dtype=np.float32)).to(device)[row[at]]
+    if sources.composed:
+        at = torch.tensor(list(sources.composed), dtype=torch.int64, device=device)
+        out[at] = torch.from_numpy(np.stack(list(sources.composed.values()))).to(device)
+    return out
+
+
+def gathers_there(table_rows: int, matrix_rows: int) -> bool:
+    """Whether :meth:`Vocabulary.device_rows` copies tables of ``table_rows`` rows to the device
+    to gather a matrix of ``matrix_rows`` there (:data:`TABLES_PER_MATRIX`)."""
+    return table_rows <= TABLES_PER_MATRIX * matrix_rows + 65536
 
 
 def _space_dim(space: Any) -> int:

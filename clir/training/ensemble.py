@@ -163,8 +163,9 @@ def member_scores(
         options: Device, batch size, precision, compilation (default: each member's configured
             device, the rest chosen for it; see :class:`~clir.training.scoring.ScoringOptions`).
         progress: Show progress bars.
-        timings: When given, seconds are added under ``"tensorize"``, ``"transfer"`` and
-            ``"score"`` (see :func:`~clir.training.scoring.score_pairs`).
+        timings: When given, seconds are added under ``"tensorize"``, ``"transfer"`` (with
+            making the frozen matrix on each device) and ``"score"`` (see
+            :func:`~clir.training.scoring.score_pairs`).
         scorer: Scores the pairs (default :func:`~clir.training.scoring.score_pairs`; the
             pipeline's engines pass one that spreads them over workers).
         cache: Keep the documents' id tables here and reuse them while the documents are the
@@ -217,19 +218,19 @@ def _score_members(
         if key not in tensorizers:
             tensorizers[key] = Tensorizer(vocab, prepared, key[0], key[1], extend_vocab=True, cache=cache)
         keys.append(key)
-    rows = torch.from_numpy(vocab.embedding_rows(space))  # the matrix less its padding row
     if timings is not None:
         timings["tensorize"] = timings.get("tensorize", 0.0) + time.perf_counter() - clock
     out = []
     on_device: dict[str, torch.Tensor] = {}  # the matrix, copied once per device
     for member, key, settled in zip(members, keys, settled_options, strict=True):
         clock = time.perf_counter()
+        if settled.device not in on_device:  # the matrix less its padding row, made there
+            rows = vocab.device_rows(space, settled.device)
+            on_device[settled.device] = torch.nn.functional.pad(rows, (0, 0, 1, 0))
         model = member.model
         lent_back = getattr(model, "embedding", None)
         set_embeddings(model, None)  # the lent-back matrix stays where it is
         model.to(settled.device)
-        if settled.device not in on_device:
-            on_device[settled.device] = torch.nn.functional.pad(rows.to(settled.device), (0, 0, 1, 0))
         set_embeddings(model, on_device[settled.device])
         if timings is not None:
             timings["transfer"] = timings.get("transfer", 0.0) + time.perf_counter() - clock
