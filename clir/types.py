@@ -9,7 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
+
+if TYPE_CHECKING:  # annotations only: this module imports no numpy
+    import numpy as np
 
 Run = dict[str, dict[str, float]]
 """A ranked run: ``run[qid][docno] = score`` (higher is better)."""
@@ -85,10 +88,10 @@ class MatrixSources:
         dim: Vector dimension.
     """
 
-    tables: list
-    table: object
-    row: object
-    composed: dict
+    tables: list[np.ndarray]
+    table: np.ndarray
+    row: np.ndarray
+    composed: dict[int, np.ndarray]
     dim: int
 
     def table_rows(self) -> int:

@@ -19,6 +19,14 @@ from clir.formats import atomic_directory, atomic_write
 from clir.types import MatrixSources
 
 
+def _by_language(entries: Sequence[tuple[str, str]]) -> dict[str, list[int]]:
+    """The positions of ``(language, token)`` entries, per language (in order of appearance)."""
+    by_lang: dict[str, list[int]] = {}
+    for i, (lang, _) in enumerate(entries):
+        by_lang.setdefault(lang, []).append(i)
+    return by_lang
+
+
 def _unit(x: np.ndarray) -> np.ndarray:
     norms = np.linalg.norm(x, axis=-1, keepdims=True)
     return x / np.maximum(norms, 1e-12)
@@ -182,10 +190,7 @@ class SharedSpace:
             ``(len(entries), dim)`` float32.
         """
         out = np.zeros((len(entries), self.dim), dtype=np.float32)
-        by_lang: dict[str, list[int]] = {}
-        for i, (lang, _) in enumerate(entries):
-            by_lang.setdefault(lang, []).append(i)
-        for lang, rows in by_lang.items():
+        for lang, rows in _by_language(entries).items():
             self._fill(out, np.asarray(rows), lang, [entries[i][1] for i in rows])
         return out
 
@@ -193,13 +198,10 @@ class SharedSpace:
         """What :meth:`matrix` copies its rows from, for a caller that gathers them elsewhere
         (e.g. on a GPU, from the language tables copied there:
         :func:`clir.training.data.gather_matrix`)."""
-        by_lang: dict[str, list[int]] = {}
-        for i, (lang, _) in enumerate(entries):
-            by_lang.setdefault(lang, []).append(i)
         table = np.full(len(entries), -1, dtype=np.int64)
         row = np.zeros(len(entries), dtype=np.int64)
         tables, composed = [], {}
-        for t, (lang, positions) in enumerate(by_lang.items()):
+        for t, (lang, positions) in enumerate(_by_language(entries).items()):
             at = np.asarray(positions, dtype=np.int64)
             vectors, rows, made = self._rows(lang, [entries[i][1] for i in positions])
             known = rows >= 0
