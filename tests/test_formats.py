@@ -176,8 +176,12 @@ def test_run_writer_in_worker_processes_writes_the_first_writers_file(tmp_path, 
     assert (tmp_path / "r.run").read_text() == _reference_run_text(run, "t", depth)
 
 
-def test_run_text_workers_make_the_lines_themselves():
-    # in_workers raises rather than falling back to this process: the worker program ran
+def test_run_text_workers_make_the_lines_themselves(monkeypatch):
+    # this process cannot make a line (a fallback would raise): the worker program made them
+    def refused(*args):
+        raise AssertionError("a group was made in this process")
+
+    monkeypatch.setattr(_runtext, "query_texts", refused)
     docnos = ["a", "é"]
     jobs = [
         ("q1", np.array([1, 0]).tobytes(), np.array([0.5, 0.1]).tobytes()),
@@ -186,7 +190,7 @@ def test_run_text_workers_make_the_lines_themselves():
     ]
     with _runtext.started_workers([2, 1, 2], 2) as workers:
         assert len(workers.processes) == 2 and workers.counts == [2, 1]
-        texts = _runtext.in_workers(docnos, "t", iter(jobs), workers)
+        texts = list(_runtext.in_workers(docnos, "t", iter(jobs), workers))
     assert texts == [
         "q1 Q0 é 1 0.5 t\nq1 Q0 a 2 0.1 t\nq2 Q0 a 1 -0.0 t\n".encode(),
         b"q3 Q0 a 1 1e+16 t\nq3 Q0 \xc3\xa9 2 2.0 t\n",
@@ -289,6 +293,70 @@ def test_a_run_ranked_in_several_tables_is_the_first_writers(tmp_path, monkeypat
     for depth in (None, 5):
         write_run(tmp_path / "r.run", _as_arrays(run), tag="t", depth=depth, workers=0)
         assert (tmp_path / "r.run").read_text() == _reference_run_text(run, "t", depth)
+
+
+def _parts(run, cuts, shared=True):
+    """``run`` as :class:`RunArrays` parts in the file's order, cut before the sorted qids at
+    ``cuts``: one docno list for all (``shared``) or each part its own, reversed."""
+    qids = sorted(run)
+    every = _as_arrays(run)
+    at = {qid: i for i, qid in enumerate(every.qids)}
+    parts = []
+    for start, end in zip([0, *cuts], [*cuts, len(qids)], strict=True):
+        chosen = [at[qid] for qid in qids[start:end]][::-1]  # each part's queries out of order
+        docnos, positions = every.docnos, [every.positions[i] for i in chosen]
+        if not shared:
+            docnos = every.docnos[::-1]
+            positions = [len(docnos) - 1 - p for p in positions]
+        parts.append(
+            RunArrays(docnos, [every.qids[i] for i in chosen], positions, [every.scores[i] for i in chosen])
+        )
+    return parts
+
+
+@pytest.mark.parametrize("cuts", [[], [1], [3], [1, 2, 5], [2, 4], [0, 6]])
+@pytest.mark.parametrize(
+    ("workers", "depth", "shared"), [(0, None, True), (0, 5, False), (3, None, False), (2, 5, True)]
+)
+def test_a_run_written_in_parts_is_the_run_written_whole(tmp_path, cuts, workers, depth, shared):
+    # float32 ties, signed zeros, overflow, ints: every cut of the queries gives the same bytes
+    run = _mixed_run(queries=7)
+    whole = tmp_path / "whole.run"
+    write_run(whole, _as_arrays(run), tag="t", depth=depth, workers=0)
+    assert whole.read_text() == _reference_run_text(run, "t", depth)
+    parts = tmp_path / "parts.run"
+    assert write_run(parts, iter(_parts(run, cuts, shared)), tag="t", depth=depth, workers=workers) == 7
+    assert parts.read_bytes() == whole.read_bytes()
+
+
+def test_parts_out_of_the_files_order_are_refused_and_the_file_kept(tmp_path):
+    path = _write(tmp_path / "r.run", "old\n")
+    first, second = _parts(_mixed_run(), [3])
+    with pytest.raises(ConfigError, match="not in the file's order \\(query 'q0' comes after 'q5'\\)"):
+        write_run(path, [second, first], workers=0)
+    assert path.read_text() == "old\n" and os.listdir(tmp_path) == ["r.run"]
+
+
+def test_a_failed_workers_group_is_made_in_this_process(tmp_path, monkeypatch):
+    # the second worker reads its input and fails: its queries' lines are made here, in place
+    real = _runtext.start
+    failing = [_runtext.sys.executable, "-c", "import sys; sys.stdin.buffer.read(); sys.exit(3)"]
+
+    def start(n, stack):
+        processes = real(n, stack)
+        if n >= 2:
+            processes[1] = stack.enter_context(
+                _runtext.subprocess.Popen(
+                    failing, stdin=_runtext.subprocess.PIPE, stdout=_runtext.subprocess.PIPE
+                )
+            )
+        return processes
+
+    monkeypatch.setattr(_runtext, "start", start)
+    run = _mixed_run()
+    for parts in ([_as_arrays(run)], _parts(run, [2, 4])):
+        write_run(tmp_path / "r.run", parts, tag="t", workers=3)
+        assert (tmp_path / "r.run").read_text() == _reference_run_text(run, "t", None)
 
 
 def _first_twice(positions):

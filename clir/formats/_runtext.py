@@ -170,6 +170,9 @@ def run_texts(
 ) -> Iterable[bytes]:
     """The UTF-8 text of every job's lines, in order, made by ``workers`` or in this process.
 
+    The workers are fed at once; their texts are read as the result is iterated, so that a
+    caller can do other work (e.g. make the next part of a run) while they make them.
+
     Args:
         docnos: The run's docnos.
         tag: The run tag.
@@ -177,7 +180,7 @@ def run_texts(
             format the first ones while later ones are made.
         sizes: The lines of each job.
         workers: Started by :func:`started_workers` for these ``sizes`` (none: made here).
-            Where they fail, the text is made here.
+            Where they cannot be fed, the text is made here; where one fails, its group's.
 
     Returns:
         Texts whose concatenation is the run's lines (made here: one per query, as they are read).
@@ -202,27 +205,39 @@ def _kept(jobs: Iterator[Job], drawn: list[Job]) -> Iterator[Job]:
         yield job
 
 
-def in_workers(docnos: Sequence[str], tag: str, jobs: Iterator[Job], workers: Workers) -> list[bytes]:
-    """The lines of ``jobs``, each group of ``workers.counts`` made by its worker process (one
-    UTF-8 text per group).
+def in_workers(docnos: Sequence[str], tag: str, jobs: Iterator[Job], workers: Workers) -> Iterator[bytes]:
+    """Feed each group of ``workers.counts`` jobs to its worker process now; the lines come back
+    as the result is iterated (one UTF-8 text per group, read from its worker, or made here
+    where that worker failed).
 
     Raises:
-        WorkerError: If a worker cannot be fed or read, or fails (an error in making a job is
-            raised as it is).
+        WorkerError: If a worker cannot be fed (an error in making a job is raised as it is).
     """
     docnos = list(docnos)
+    groups = []
     for process, count in zip(workers.processes, workers.counts, strict=True):
         group = list(islice(jobs, count))  # an error in making a job is raised as it is
+        groups.append(group)
         with _worker_io(), process.stdin as feed:
             pickle.dump((docnos, tag, group), feed, protocol=pickle.HIGHEST_PROTOCOL)
-    with _worker_io():
-        texts = [process.stdout.read() for process in workers.processes]
-        for process in workers.processes:
-            process.wait()
-    if any(process.returncode for process in workers.processes):
-        statuses = [process.returncode for process in workers.processes]
-        raise WorkerError(f"a run-writing worker failed: exit statuses {statuses}")
-    return texts
+    return _read(docnos, tag, groups, workers.processes)
+
+
+def _read(
+    docnos: Sequence[str], tag: str, groups: list[list[Job]], processes: list[subprocess.Popen]
+) -> Iterator[bytes]:
+    """Each group's text from its worker (waited for), or made here where the worker failed."""
+    for group, process in zip(groups, processes, strict=True):
+        try:
+            with _worker_io():
+                text = process.stdout.read()  # type: ignore[union-attr]
+                process.wait()
+            if process.returncode:
+                raise WorkerError(f"a run-writing worker failed: exit status {process.returncode}")
+        except WorkerError:
+            most = max((len(job[1]) // 8 for job in group), default=0)
+            text = "".join(query_texts(docnos, tag, group, most)).encode("utf-8")
+        yield text
 
 
 def _work() -> None:

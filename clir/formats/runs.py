@@ -14,7 +14,8 @@ or from its file by trec_eval or ir_measures is therefore ranked identically.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from contextlib import ExitStack
 from dataclasses import dataclass
 from itertools import chain
 from pathlib import Path
@@ -176,11 +177,11 @@ class RunArrays:
 
 def write_run(
     path: str | Path,
-    run: Run | RunArrays,
+    run: Run | RunArrays | Iterable[RunArrays],
     tag: str = "clir",
     depth: int | None = None,
     workers: int | None = None,
-) -> None:
+) -> int:
     """Write a run in TREC format (atomically), each query's documents in :func:`ranked` order.
 
     Scores are written exactly (``repr`` of the float64) and the rank column numbers that order,
@@ -188,51 +189,104 @@ def write_run(
     ``run``. The lines of a large run are made by worker processes where the machine has spare
     cores (:func:`clir.formats._runtext.run_texts`); the file is the same.
 
+    The run may come in parts (e.g. :func:`clir.training.ensemble.rerank_parts`): each part is
+    checked, ranked and handed to its workers as it comes, and its lines are written once the
+    next part has been handed over, so that making a part overlaps the workers' formatting of
+    the one before. The file is the one the parts' queries would give written as one run.
+
     Args:
         path: Output file.
-        run: ``run[qid][docno] = score``, or the same as :class:`RunArrays` (the same file).
+        run: ``run[qid][docno] = score``, the same as :class:`RunArrays` (the same file), or an
+            iterable of :class:`RunArrays` parts in the file's order (every qid of a part after
+            every qid of the parts before it, as ``sorted`` orders strings).
         tag: The run tag (sixth column): an identifier (no whitespace).
         depth: Keep only the top ``depth`` documents per query (``None``: all).
-        workers: Worker processes making the lines (0: none; ``None``: chosen by the run's size
-            and the machine's cores).
+        workers: Worker processes making the lines of a run or part (0: none; ``None``: chosen
+            by its size and the machine's cores).
+
+    Returns:
+        The number of queries written.
 
     Raises:
         ConfigError: Before the file is replaced, on an invalid qid, docno or tag (see
             :mod:`clir.formats.identifiers`), a score that is not a finite number, a negative
-            ``depth``, or arrays that do not describe a run (a document twice for a query,
-            positions outside ``docnos``, as many scores as positions).
+            ``depth``, arrays that do not describe a run (a document twice for a query,
+            positions outside ``docnos``, as many scores as positions), or parts out of the
+            file's order.
     """
     check_identifier(tag, "run tag", path)
     if depth is not None and (isinstance(depth, bool) or not isinstance(depth, int) or depth < 0):
         raise ConfigError(f"{path}: not written: depth must be an integer >= 0 or None, got {depth!r}")
-    for qid in run.qids if isinstance(run, RunArrays) else run:
+    parts = [run] if isinstance(run, (Mapping, RunArrays)) else run
+    written, last = 0, None
+    ranks = _DocnoRanks(path)
+    with atomic_write(path, "wb") as out, ExitStack() as stack:
+        made: Iterable[bytes] = ()  # the lines of the part before, read once the next is handed over
+        for part in parts:
+            qids, texts = _part_texts(path, part, tag, depth, workers, stack, ranks)
+            if qids and last is not None and qids[0] <= last:
+                raise ConfigError(
+                    f"{path}: not written: the parts are not in the file's order (query {qids[0]!r} "
+                    f"comes after {last!r}); expected each part's qids after the parts' before it"
+                )
+            out.writelines(made)
+            made, written, last = texts, written + len(qids), qids[-1] if qids else last
+        out.writelines(made)
+    return written
+
+
+class _DocnoRanks:
+    """Each docno's place among a run's sorted docnos, the docnos checked; kept while parts
+    share one docno list."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path, self.docnos, self.ranks = path, None, np.zeros(0, np.int64)
+
+    def __call__(self, docnos: Sequence[str]) -> np.ndarray:
+        if docnos is not self.docnos:
+            for docno in docnos:
+                check_identifier(docno, "docno", self.path)
+            rank = np.empty(len(docnos), dtype=np.int64)
+            rank[sorted(range(len(docnos)), key=docnos.__getitem__)] = np.arange(len(docnos))
+            self.docnos, self.ranks = docnos, rank
+        return self.ranks
+
+
+def _part_texts(
+    path: str | Path,
+    run: Run | RunArrays,
+    tag: str,
+    depth: int | None,
+    workers: int | None,
+    stack: ExitStack,
+    ranks: _DocnoRanks,
+) -> tuple[list[str], Iterable[bytes]]:
+    """The qids of ``run`` in the file's order and the text of their lines, handed to workers
+    started now (entered into ``stack``) or made here as the texts are iterated."""
+    arrays_given = isinstance(run, RunArrays)
+    for qid in run.qids if arrays_given else run:
         check_identifier(qid, "qid", path)
-    if isinstance(run, RunArrays):
+    if arrays_given:
         _check_shapes(path, run)
-    arrays = run if isinstance(run, RunArrays) else RunArrays.from_run(run, path)
+    arrays = run if arrays_given else RunArrays.from_run(run, path)
     in_file = sorted(range(len(arrays.qids)), key=arrays.qids.__getitem__)
     counts = np.asarray([len(arrays.positions[i]) for i in in_file], dtype=np.int64)
     sizes = (counts if depth is None else np.minimum(counts, depth)).tolist()
-    with started_workers(sizes, workers) as started:  # they start up while the run is ranked
-        docnos = arrays.docnos
-        for docno in docnos:
-            check_identifier(docno, "docno", path)
-        rank = np.empty(len(docnos), dtype=np.int64)  # a document's place among the sorted docnos
-        rank[sorted(range(len(docnos)), key=docnos.__getitem__)] = np.arange(len(docnos))
-        positions = _concatenated([arrays.positions[i] for i in in_file], np.int64)
-        values = _concatenated([arrays.scores[i] for i in in_file], np.float64)
-        if isinstance(run, RunArrays):
-            _check_contents(path, run, in_file, counts, positions, values)
-        order = _trec_orders(rank[positions], values, counts, depth)
-        positions, values = positions[order], values[order]  # every query's lines in rank order
-        ends = np.cumsum(sizes, dtype=np.int64).tolist()
-        jobs = (
-            (arrays.qids[i], positions[end - size : end].tobytes(), values[end - size : end].tobytes())
-            for i, size, end in zip(in_file, sizes, ends, strict=True)
-        )
-        texts = run_texts(docnos, tag, jobs, sizes, started)
-        with atomic_write(path, "wb") as out:
-            out.writelines(texts)
+    started = stack.enter_context(started_workers(sizes, workers))  # they start up while it is ranked
+    docnos = arrays.docnos
+    rank = ranks(docnos)
+    positions = _concatenated([arrays.positions[i] for i in in_file], np.int64)
+    values = _concatenated([arrays.scores[i] for i in in_file], np.float64)
+    if arrays_given:
+        _check_contents(path, arrays, in_file, counts, positions, values)
+    order = _trec_orders(rank[positions], values, counts, depth)
+    positions, values = positions[order], values[order]  # every query's lines in rank order
+    ends = np.cumsum(sizes, dtype=np.int64).tolist()
+    jobs = (
+        (arrays.qids[i], positions[end - size : end].tobytes(), values[end - size : end].tobytes())
+        for i, size, end in zip(in_file, sizes, ends, strict=True)
+    )
+    return [arrays.qids[i] for i in in_file], run_texts(docnos, tag, jobs, sizes, started)
 
 
 def _concatenated(arrays: Sequence[np.ndarray], dtype: type) -> np.ndarray:
