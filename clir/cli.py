@@ -554,10 +554,10 @@ def _rerank(args: argparse.Namespace) -> int:
             engine=engine,
             index_cache=args.index_cache,
             stages=args.stages,
-            as_arrays=True,
+            as_parts=True,
         )
-    write_run(args.out, run, tag=args.tag)
-    print(f"wrote {args.out}: {len(run)} queries, reranked by {_models_of(args.model)}")
+        written = write_run(args.out, run, tag=args.tag)  # scored as it is written
+    print(f"wrote {args.out}: {written} queries, reranked by {_models_of(args.model)}")
     return 0
 
 

@@ -13,12 +13,14 @@ import torch
 from clir.cli import main
 from clir.errors import ConfigError, NonFiniteError
 from clir.evaluation import evaluate
+from clir.formats import write_run
 from clir.rerankers import fused_knrm
 from clir.training import (
     RerankData,
     RerankQuery,
     ScoringOptions,
     Tensorizer,
+    TrainedReranker,
     Trainer,
     Vocabulary,
     load_config,
@@ -26,6 +28,8 @@ from clir.training import (
     member_scores,
     precision_guard,
     rerank,
+    rerank_arrays,
+    rerank_parts,
     score_candidates,
     scores_to_run,
 )
@@ -371,6 +375,126 @@ def test_members_combined_together_equal_one_query_at_a_time():
         combine(scores)
 
 
+# ------------------------------------------------------------------------------ rerank in parts
+
+
+def _untrained(config, seed=0, n_features=1):
+    """An untrained member (speed and files do not depend on the weights)."""
+    model = build_reranker(config, np.zeros((2, ToySpace.dim), np.float32), n_features, seed=seed)
+    return TrainedReranker(model, config, ["f"][:n_features])
+
+
+def _out_of_order(data):
+    """``data`` with qids whose string order is not the data's order (q10 before q2)."""
+    for query, number in zip(data.queries, [7, 10, 2, 11, 0, 5, 1, 9, 3, 8, 6, 4, 12, 13], strict=False):
+        query.qid = f"q{number}"
+    return data
+
+
+def _deeper_run(data, seed=0):
+    """The first-stage run with documents beyond each query's candidates (ranked beneath them)."""
+    rng = np.random.default_rng(seed)
+    run = data.first_stage_run()
+    for query in data.queries:
+        others = [d for d in data.doc_src if d not in query.docnos]
+        for docno in rng.choice(others, size=3, replace=False):
+            run[query.qid][str(docno)] = float(rng.normal()) - 10
+    return run
+
+
+def tied_scorer(model, tensorizer, index, options, progress=False, timings=None):
+    """Scores with many ties (and equal rows across members): a pair's query and document modulo 3."""
+    return torch.from_numpy(((index.query * 5 + index.doc) % 3).astype(np.float32))
+
+
+@pytest.mark.parametrize(("chunk_pairs", "parts"), [(1, 12), (20, None), (45, None), (10**6, 1), (0, 1)])
+@pytest.mark.parametrize("members", [1, 2])
+@pytest.mark.parametrize("deeper", [False, True])
+def test_a_rerank_in_parts_writes_the_file_of_the_whole_rerank(tmp_path, chunk_pairs, parts, members, deeper):
+    # ties, an ensemble's z-scores, documents beneath the candidates: every chunking, the same bytes
+    data = _out_of_order(varied_data(seed=5, n_queries=12, depth=15)[0])
+    run = _deeper_run(data) if deeper else None
+    config = tiny_config()
+    models = [_untrained(config, seed) for seed in range(members)]
+    options = ScoringOptions(device="cpu")
+    kwargs = {"space": ToySpace(), "run": run, "options": options, "scorer": tied_scorer}
+    whole = tmp_path / "whole.run"
+    write_run(whole, rerank_arrays(models, data, **kwargs), tag="t", workers=0)
+    got = list(rerank_parts(models, data, **kwargs, chunk_pairs=chunk_pairs))
+    total = sum(len(q.docnos) for q in data.queries)
+    assert len(got) == (parts or total // chunk_pairs)
+    qids = [qid for part in got for qid in part.qids]
+    assert sorted(qids) == sorted(q.qid for q in data.queries)
+    if len(got) > 1:  # the file's order, part after part
+        assert qids == sorted(qids) and qids != [q.qid for q in data.queries]
+    for workers in (0, 2):
+        path = tmp_path / f"parts{workers}.run"
+        assert write_run(path, iter(got), tag="t", workers=workers) == len(data.queries)
+        assert path.read_bytes() == whole.read_bytes()
+
+
+def test_a_reranked_model_in_parts_writes_the_whole_reruns_file(tmp_path):
+    # the real model on a CPU, each pair in a batch of its own: any chunking scores it alike
+    data = _out_of_order(varied_data(seed=6, n_queries=12, depth=15)[0])
+    models = [_untrained(tiny_config(), seed) for seed in (0, 1)]
+    kwargs = {
+        "space": ToySpace(),
+        "run": _deeper_run(data),
+        "options": ScoringOptions(device="cpu", batch_size=1),
+    }
+    whole, parts = tmp_path / "whole.run", tmp_path / "parts.run"
+    write_run(whole, rerank_arrays(models, data, **kwargs), workers=0)
+    write_run(parts, rerank_parts(models, data, **kwargs, chunk_pairs=30), workers=0)
+    assert parts.read_bytes() == whole.read_bytes()
+
+
+def test_chunks_are_cut_in_qid_order_at_about_as_many_pairs():
+    from clir.training.ensemble import CHUNK_PAIRS, _chunks
+
+    data = _out_of_order(varied_data(seed=2, n_queries=14, depth=15)[0])
+    counts = [len(q.docnos) for q in data.queries]
+    by_qid = sorted(range(len(counts)), key=lambda qi: data.queries[qi].qid)
+    assert _chunks(data, counts, 0) == [None] and _chunks(data, counts, sum(counts) // 2 + 1) == [None]
+    for chunk_pairs in (1, 10, 30, sum(counts) // 2):
+        chunks = _chunks(data, counts, chunk_pairs)
+        assert np.concatenate(chunks).tolist() == by_qid
+        n = sum(counts) // chunk_pairs
+        assert len(chunks) == min(n, len(counts))
+        sizes = [sum(counts[qi] for qi in chunk) for chunk in chunks]
+        assert all(size >= sum(counts) / n - max(counts) for size in sizes)
+    thousand = [1000] * 500  # the benchmark's run: four chunks of 125 queries
+    big = replace(data, queries=[replace(data.queries[0], qid=f"Q{i:03d}") for i in range(500)])
+    assert [len(c) for c in _chunks(big, thousand, CHUNK_PAIRS)] == [125] * 4
+    with pytest.raises(ConfigError, match="chunk_pairs must be an integer >= 0"):
+        rerank_parts([], data, space=ToySpace(), chunk_pairs=-1)
+
+
+def test_a_subset_scored_at_the_widths_of_all_meets_batches_of_the_same_shapes():
+    # CUDA's batches, computed on the host: one width a batch, each pair at its width among all
+    from clir.training.scoring import _batch_starts, _width_order, batch_widths
+
+    data = varied_data(seed=9, n_queries=30, depth=15)[0]
+    tz = Tensorizer(Vocabulary.build([data]), data, 5, 200)
+    every = tz.candidates()
+    lengths = tz.doc_lengths(every)
+    for size in (1, 4, 16, 1000):
+        widths = batch_widths(tz, every, size)
+        order = _width_order(widths, lengths, tz.max_doc_width)  # all pairs: as before, by length
+        assert order.tolist() == np.argsort(lengths, kind="stable").tolist()
+        assert _batch_starts(widths[order], size) == list(range(0, len(every), size))
+        last = [lengths[order][min(start + size, len(every)) - 1] for start in range(0, len(every), size)]
+        expected = [min(-(-max(n, 1) // 32) * 32, tz.max_doc_width) for n in last]
+        assert widths[order].tolist() == np.repeat(expected, size)[: len(every)].tolist()
+        subset = every.take(np.flatnonzero(np.random.default_rng(size).random(len(every)) < 0.4))
+        sub = replace(subset, width=batch_widths(tz, every, size)[np.isin(np.arange(len(every)), subset.row)])
+        order = _width_order(sub.width, tz.doc_lengths(sub), tz.max_doc_width)
+        starts = _batch_starts(sub.width[order], size)
+        for start, end in zip(starts, [*starts[1:], len(sub)], strict=True):
+            assert 0 < end - start <= size and len(set(sub.width[order][start:end].tolist())) == 1
+            batch_lengths = tz.doc_lengths(sub)[order][start:end]
+            assert batch_lengths.tolist() == sorted(batch_lengths.tolist())
+
+
 # ------------------------------------------------------------------------------------- options
 
 
@@ -495,6 +619,29 @@ def test_cuda_fast_path_ranks_as_the_cpu_does(tmp_path):
     # and the default run stays within the guard of the CPU's fp32 run
     guard = precision_guard(reference, default, metric=measure)
     assert guard.passed, guard
+
+
+@cuda
+@pytest.mark.parametrize(("fused", "precision"), [(None, "auto"), (False, "fp32"), (None, "bf16")])
+def test_a_cuda_rerank_in_parts_writes_the_file_of_the_whole_rerank(tmp_path, fused, precision):
+    # documents of 1 to 150 tokens, batches of 16: batches of several widths. A chunk's pairs are
+    # scored at the widths they have among all pairs, in batches of the same size, so the fused
+    # kernel's, eager fp32's and bf16's scores are the whole rerank's, bit for bit
+    data = _out_of_order(varied_data(seed=7, n_queries=14, n_docs=60, depth=30)[0])
+    rng = np.random.default_rng(7)
+    for texts in (data.doc_src, data.doc_en):
+        for docno, tokens in texts.items():
+            texts[docno] = (tokens * 150)[: int(rng.integers(1, 151))]
+    config = load_config(CONFIGS / "reranker-knrm.yaml")
+    models = [_untrained(config, seed) for seed in (0, 1)]
+    options = ScoringOptions(device="cuda", batch_size=16, precision=precision, fused=fused)
+    kwargs = {"space": ToySpace(), "run": _deeper_run(data), "options": options}
+    whole, parts = tmp_path / "whole.run", tmp_path / "parts.run"
+    write_run(whole, rerank_arrays(models, data, **kwargs), workers=0)
+    got = list(rerank_parts(models, data, **kwargs, chunk_pairs=50))
+    assert len(got) > 3
+    write_run(parts, got, workers=0)
+    assert parts.read_bytes() == whole.read_bytes()
 
 
 # ---------------------------------------------------------------------------------- fused kernel

@@ -42,7 +42,7 @@ import math
 import re
 import warnings
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -72,7 +72,7 @@ from clir.training import (
     load_models,
     normalise_scores,
     rerank,
-    rerank_arrays,
+    rerank_parts,
     train_ensemble,
 )
 from clir.translation import SpellingMatcher, TranslationTable, translate_query_qt, translate_tokens_top1
@@ -862,8 +862,8 @@ def rerank_collection(
     log: Callable[[str], None] = print,
     engine: Engine = LOCAL,
     stages: str | Path | None = None,
-    as_arrays: bool = False,
-) -> Run | RunArrays:
+    as_parts: bool = False,
+) -> Run | Iterator[RunArrays]:
     """``clir rerank``: rerank a first-stage run of a collection's split with a trained model or
     ensemble (zero-shot when the collection's language differs from the training one).
 
@@ -894,8 +894,9 @@ def rerank_collection(
         stages: A directory of saved first stages (:func:`load_stages`: ``<mode>-<model>/``, e.g.
             sharded ones of a large collection, built with the same tables and the baseline's
             settings), searched and scored instead of indexing the collection.
-        as_arrays: Return the run as :class:`~clir.formats.runs.RunArrays` (what ``clir
-            rerank`` writes, without building the dictionaries).
+        as_parts: Return the run as :func:`~clir.training.ensemble.rerank_parts` gives it
+            (:class:`~clir.formats.runs.RunArrays` in the file's order, scored as they are
+            asked for: what ``clir rerank`` writes as they come, without the dictionaries).
 
     Without ``index_cache``, only the candidates are analyzed and translated for the features
     (their df and N are the collection's, read from the stages' indexes:
@@ -951,7 +952,7 @@ def rerank_collection(
         engine=engine,
     )
     reranked = max((len(query.docnos) for query in data.queries), default=0)
-    return (rerank_arrays if as_arrays else rerank)(
+    return (rerank_parts if as_parts else rerank)(
         models,
         data,
         space=space,

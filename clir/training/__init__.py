@@ -34,7 +34,15 @@ from clir.training.data import (
     sample_groups,
     sample_pairs,
 )
-from clir.training.ensemble import TrainedReranker, combine, load_models, member_scores, rerank, rerank_arrays
+from clir.training.ensemble import (
+    TrainedReranker,
+    combine,
+    load_models,
+    member_scores,
+    rerank,
+    rerank_arrays,
+    rerank_parts,
+)
 from clir.training.scoring import (
     ScoringOptions,
     precision_guard,
@@ -81,6 +89,7 @@ __all__ = [
     "read_state",
     "rerank",
     "rerank_arrays",
+    "rerank_parts",
     "resolve_device",
     "sample_groups",
     "sample_pairs",

@@ -543,18 +543,22 @@ class PairIndex:
         query: ``int64`` (n,) query index of each pair.
         doc: ``int64`` (n,) document index (row of the document tables).
         row: ``int64`` (n,) row of the pair's feature vector (the queries' candidates concatenated).
+        width: ``int64`` (n,) padded document width each pair is scored at on CUDA
+            (:func:`~clir.training.scoring.batch_widths`); ``None``: its batch's.
     """
 
     query: np.ndarray
     doc: np.ndarray
     row: np.ndarray
+    width: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.query)
 
     def take(self, positions: np.ndarray | slice) -> PairIndex:
         """The pairs at ``positions`` (an index array or a slice)."""
-        return PairIndex(self.query[positions], self.doc[positions], self.row[positions])
+        width = None if self.width is None else self.width[positions]
+        return PairIndex(self.query[positions], self.doc[positions], self.row[positions], width)
 
 
 @dataclass(frozen=True)

@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections import deque
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -29,14 +30,17 @@ from clir.formats import RunArrays, atomic_write
 from clir.rerankers.bilingual import BilingualReranker
 from clir.training.checkpoint import checkpoint_problem, is_checkpoint, model_dir, read_config, read_state
 from clir.training.config import TrainConfig
-from clir.training.data import CandidateIndex, RerankData, Tensorizer, Vocabulary, normalise_scores
+from clir.training.data import PairIndex, RerankData, Tensorizer, Vocabulary, normalise_scores
 from clir.training.scoring import (
     PairScorer,
     ScoringOptions,
-    score_candidates,
+    batch_widths,
     score_pairs,
     scores_to_arrays,
     set_embeddings,
+    settle_options,
+    split_scores,
+    to_host,
 )
 from clir.types import Run
 
@@ -174,81 +178,110 @@ def member_scores(
     Returns:
         ``scores[member][query]``: float64 arrays.
     """
-    return _score_members(
-        members,
-        data,
-        space=space,
-        depth=depth,
-        options=options,
-        progress=progress,
-        timings=timings,
-        scorer=scorer,
-        cache=cache,
-    )[0]
+    scoring = _Scoring(members, data, space, depth, options, progress, timings, scorer, cache)
+    return [split_scores(scoring.launch(m, None)(), scoring.counts[m]) for m in range(len(members))]
 
 
-def _score_members(
-    members: Sequence[TrainedReranker],
-    data: RerankData,
-    *,
-    space: Any,
-    depth: int | None,
-    options: ScoringOptions | None,
-    progress: bool,
-    timings: dict[str, float] | None,
-    scorer: PairScorer,
-    cache: str | Path | None,
-) -> tuple[list[list[np.ndarray]], CandidateIndex]:
-    """:func:`member_scores`, and the candidates as the tensorizers numbered them."""
-    if not members:
-        raise ConfigError("no models to rerank with")
-    options = options or ScoringOptions()
-    clock = time.perf_counter()
-    vocab = Vocabulary()  # the tokens the tensorizers keep, added as they lay out their tables
-    tensorizers: dict[tuple, Tensorizer] = {}
-    keys, settled_options = [], []
-    for member in members:
-        settled_options.append(options.resolve(member.config.device))
-        prepared = _prepare(member, data)
-        key = (
-            member.config.data.max_query_len,
-            member.config.data.max_doc_len,
-            tuple(prepared.feature_names),
-        )
-        if key not in tensorizers:
-            tensorizers[key] = Tensorizer(vocab, prepared, key[0], key[1], extend_vocab=True, cache=cache)
-        keys.append(key)
-    if timings is not None:
-        timings["tensorize"] = timings.get("tensorize", 0.0) + time.perf_counter() - clock
-    out = []
-    on_device: dict[str, torch.Tensor] = {}  # the matrix, copied once per device
-    for member, key, settled in zip(members, keys, settled_options, strict=True):
+class _Scoring:
+    """The members of a rerank, ready to score any of its queries: one vocabulary, the
+    tensorizers (shared by members of the same lengths and features), each member's options,
+    the frozen matrix made once per device and lent to a member while it scores."""
+
+    def __init__(
+        self,
+        members: Sequence[TrainedReranker],
+        data: RerankData,
+        space: Any,
+        depth: int | None,
+        options: ScoringOptions | None,
+        progress: bool,
+        timings: dict[str, float] | None,
+        scorer: PairScorer,
+        cache: str | Path | None,
+    ) -> None:
+        if not members:
+            raise ConfigError("no models to rerank with")
+        options = options or ScoringOptions()
         clock = time.perf_counter()
-        if settled.device not in on_device:  # the matrix less its padding row, made there
-            rows = vocab.device_rows(space, settled.device)
-            on_device[settled.device] = torch.nn.functional.pad(rows, (0, 0, 1, 0))
-        model = member.model
+        self.vocab = Vocabulary()  # the tokens the tensorizers keep, added as they lay out their tables
+        shared: dict[tuple, Tensorizer] = {}
+        self.tensorizers: list[Tensorizer] = []
+        self.options: list[ScoringOptions] = []
+        for member in members:
+            self.options.append(options.resolve(member.config.device))
+            prepared = _prepare(member, data)
+            key = (
+                member.config.data.max_query_len,
+                member.config.data.max_doc_len,
+                tuple(prepared.feature_names),
+            )
+            if key not in shared:
+                shared[key] = Tensorizer(self.vocab, prepared, key[0], key[1], extend_vocab=True, cache=cache)
+            self.tensorizers.append(shared[key])
+        if timings is not None:
+            timings["tensorize"] = timings.get("tensorize", 0.0) + time.perf_counter() - clock
+        self.members, self.space, self.scorer = members, space, scorer
+        self.progress, self.timings = progress, timings
+        laid_out: dict[tuple[int, int], tuple[list[int], PairIndex]] = {}  # per tensorizer and depth
+        self.counts: list[list[int]] = []
+        self.pairs: list[PairIndex] = []
+        for tensorizer, member in zip(self.tensorizers, members, strict=True):
+            d = depth or member.config.data.max_candidates
+            if (id(tensorizer), d) not in laid_out:
+                laid_out[id(tensorizer), d] = (tensorizer.counts(d), tensorizer.candidates(d))
+            self.counts.append(laid_out[id(tensorizer), d][0])
+            self.pairs.append(laid_out[id(tensorizer), d][1])
+        self.candidates = self.tensorizers[0].candidate_index
+        self.settled: list[ScoringOptions | None] = [None] * len(members)  # at the first scoring
+        self.on_device: dict[str, torch.Tensor] = {}  # the matrix, made once per device
+        self.widths: dict[tuple[int, int], np.ndarray] = {}  # per pairs and batch size, on CUDA
+
+    @property
+    def devices(self) -> set[str]:
+        """The devices the members score on."""
+        return {str(o.device) for o in self.options}
+
+    def launch(self, m: int, queries: np.ndarray | None) -> Callable[[], np.ndarray]:
+        """Start scoring member ``m``'s pairs of ``queries`` (positions in the data; ``None``:
+        all, in order); the returned function waits for the scores, float32 query by query."""
+        options, device = self.options[m], str(self.options[m].device)
+        clock = time.perf_counter()
+        if device not in self.on_device:  # the matrix less its padding row, made there
+            rows = self.vocab.device_rows(self.space, device)
+            self.on_device[device] = torch.nn.functional.pad(rows, (0, 0, 1, 0))
+        model = self.members[m].model
         lent_back = getattr(model, "embedding", None)
         set_embeddings(model, None)  # the lent-back matrix stays where it is
-        model.to(settled.device)
-        set_embeddings(model, on_device[settled.device])
-        if timings is not None:
-            timings["transfer"] = timings.get("transfer", 0.0) + time.perf_counter() - clock
+        model.to(device)
+        set_embeddings(model, self.on_device[device])
+        if self.timings is not None:
+            self.timings["transfer"] = self.timings.get("transfer", 0.0) + time.perf_counter() - clock
         try:
-            out.append(
-                score_candidates(
-                    model,
-                    tensorizers[key],
-                    depth or member.config.data.max_candidates,
-                    settled,
-                    progress=progress,
-                    timings=timings,
-                    scorer=scorer,
-                )
-            )
+            tensorizer, pairs = self.tensorizers[m], self.pairs[m]
+            settled = self.settled[m]
+            if settled is None:  # decided once, on all pairs (as one scoring of them would)
+                settled = self.settled[m] = settle_options(model, tensorizer, pairs, self.counts[m], options)
+            if queries is not None:
+                positions = _pair_positions(self.counts[m], queries)
+                if device == "cuda":  # each pair at its width among all the pairs
+                    key = (id(pairs), int(settled.batch_size or 0))
+                    if key not in self.widths:
+                        self.widths[key] = batch_widths(tensorizer, pairs, key[1])
+                    pairs = replace(pairs, width=self.widths[key])
+                pairs = pairs.take(positions)
+            return to_host(self.scorer(model, tensorizer, pairs, settled, self.progress, self.timings))
         finally:
             model.embedding = lent_back
-    return out, next(iter(tensorizers.values())).candidate_index
+
+
+def _pair_positions(counts: Sequence[int], queries: np.ndarray) -> np.ndarray:
+    """The positions of the pairs of ``queries`` among all queries' pairs (``counts`` each,
+    query by query), query after query."""
+    counts_of = np.asarray(counts, dtype=np.int64)
+    first = np.cumsum(counts_of) - counts_of
+    taken = counts_of[queries]
+    starts = np.repeat(first[queries] - (np.cumsum(taken) - taken), taken)
+    return starts + np.arange(int(taken.sum()), dtype=np.int64)
 
 
 def combine(scores: Sequence[Sequence[np.ndarray]], method: str = "zscore") -> list[np.ndarray]:
@@ -384,24 +417,105 @@ def rerank_arrays(
     cache: str | Path | None = None,
 ) -> RunArrays:
     """:func:`rerank`, the run as :class:`~clir.formats.runs.RunArrays` (what ``clir rerank``
-    writes: :func:`~clir.formats.runs.write_run` takes it as it is)."""
-    if isinstance(models, (str, Path)):
-        models = load_models(models)
-    if depth is None:
-        depth = models[0].config.data.max_candidates
-    scores, candidates = _score_members(
-        models,
-        data,
-        space=space,
-        depth=depth,
-        options=options,
-        progress=progress,
-        timings=timings,
-        scorer=scorer,
-        cache=cache,
-    )
+    writes: :func:`~clir.formats.runs.write_run` takes it as it is), its queries in the data's order."""
+    parts = rerank_parts(
+        models, data, space=space, run=run, depth=depth, normalise=normalise, options=options,
+        progress=progress, timings=timings, scorer=scorer, cache=cache, chunk_pairs=0,
+    )  # fmt: skip
+    return next(parts)
+
+
+CHUNK_PAIRS = 125_000
+"""On CUDA, :func:`rerank_parts` scores the queries in chunks of about this many pairs (at
+least this many, but for a query's: each part large enough for the run writer's workers,
+:data:`clir.formats._runtext.WORKER_MIN_LINES`)."""
+
+
+def rerank_parts(
+    models: Sequence[TrainedReranker] | str | Path,
+    data: RerankData,
+    *,
+    space: Any,
+    run: Run | None = None,
+    depth: int | None = None,
+    normalise: str = "zscore",
+    options: ScoringOptions | None = None,
+    progress: bool = False,
+    timings: dict[str, float] | None = None,
+    scorer: PairScorer = score_pairs,
+    cache: str | Path | None = None,
+    chunk_pairs: int | None = None,
+) -> Iterator[RunArrays]:
+    """:func:`rerank_arrays`'s run in parts, in the order of the run file, for
+    :func:`~clir.formats.runs.write_run` to write as they come (what ``clir rerank`` does).
+
+    On CUDA, from twice ``chunk_pairs`` pairs, the queries are taken in qid order (the file's)
+    and scored in chunks of about ``chunk_pairs`` pairs, and the next chunk is queued on the
+    device before a part is handed on: the GPU scores while the caller ranks and writes. A
+    pair's score does not depend on its chunk (the same batch size, rows scored independently),
+    so the file is the one :func:`rerank_arrays`'s run gives. Otherwise one part, as
+    :func:`rerank_arrays`. Nothing is done until the first part is asked for.
+
+    Args:
+        models: As :func:`rerank`, and so ``data`` to ``cache``.
+        chunk_pairs: Pairs of a chunk; ``None``: :data:`CHUNK_PAIRS` on CUDA and one part on a
+            CPU (where the device does not overlap the host); 0: one part.
+
+    Yields:
+        :class:`~clir.formats.runs.RunArrays`, each query once, in the file's order when
+        there are several.
+
+    Raises:
+        ConfigError: On ``chunk_pairs`` below 0 (at once), and as :func:`rerank`.
+    """
+    if chunk_pairs is not None and (isinstance(chunk_pairs, bool) or chunk_pairs < 0):
+        raise ConfigError(f"chunk_pairs must be an integer >= 0 or None, got {chunk_pairs!r}")
+
+    def parts() -> Iterator[RunArrays]:
+        members = load_models(models) if isinstance(models, (str, Path)) else models
+        scoring = _Scoring(
+            members, data, space, depth or members[0].config.data.max_candidates, options, progress,
+            timings, scorer, cache,
+        )  # fmt: skip
+        size = chunk_pairs if chunk_pairs is not None else CHUNK_PAIRS if scoring.devices == {"cuda"} else 0
+        launched: deque[tuple[np.ndarray | None, list[Callable[[], np.ndarray]]]] = deque()
+        for queries in _chunks(data, scoring.counts[0], size):  # the next is queued before a part is made
+            launched.append((queries, [scoring.launch(m, queries) for m in range(len(members))]))
+            if len(launched) > 1:
+                yield _part(scoring, data, run, normalise, *launched.popleft())
+        while launched:
+            yield _part(scoring, data, run, normalise, *launched.popleft())
+
+    return parts()
+
+
+def _chunks(data: RerankData, counts: Sequence[int], chunk_pairs: int) -> list[np.ndarray | None]:
+    """The queries in chunks of about ``chunk_pairs`` pairs (``counts`` each), in qid order:
+    ``total // chunk_pairs`` chunks, or ``[None]`` (all, in the data's order) for fewer than 2."""
+    total = int(sum(counts))
+    n = total // chunk_pairs if chunk_pairs else 0
+    if n < 2:
+        return [None]
+    order = np.asarray(sorted(range(len(data.queries)), key=lambda qi: data.queries[qi].qid), dtype=np.int64)
+    ends = np.cumsum(np.asarray(counts, dtype=np.int64)[order])
+    cuts = np.unique(np.searchsorted(ends, total * np.arange(1, n) / n) + 1)
+    return [chunk for chunk in np.split(order, cuts) if len(chunk)]
+
+
+def _part(
+    scoring: _Scoring,
+    data: RerankData,
+    run: Run | None,
+    normalise: str,
+    queries: np.ndarray | None,
+    fetched: list[Callable[[], np.ndarray]],
+) -> RunArrays:
+    """The reranked run of ``queries`` (``None``: all), from the members' scores as they come."""
+    counts = scoring.counts[0] if queries is None else [scoring.counts[0][qi] for qi in queries.tolist()]
+    scores = [split_scores(fetch(), counts) for fetch in fetched]
     start = time.perf_counter()
-    reranked = scores_to_arrays(data, combine(scores, normalise), run, candidates)
-    if timings is not None:
-        timings["write"] = timings.get("write", 0.0) + time.perf_counter() - start
+    chosen = None if queries is None else queries.tolist()
+    reranked = scores_to_arrays(data, combine(scores, normalise), run, scoring.candidates, chosen)
+    if scoring.timings is not None:
+        scoring.timings["write"] = scoring.timings.get("write", 0.0) + time.perf_counter() - start
     return reranked

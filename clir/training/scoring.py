@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import time
 import warnings
 import weakref
@@ -201,14 +202,13 @@ def score_pairs(
     size = int(options.batch_size or CPU_BATCH)
     clock = _Clock(timings, device)
     order = np.arange(len(index))
-    if cuda:  # by document length (as 16-bit numbers where they fit: numpy's radix sort, same order)
-        lengths = tensorizer.doc_lengths(index)
-        order = np.argsort(
-            lengths.astype(np.uint16) if lengths.max(initial=0) < 2**16 else lengths, kind="stable"
-        )
-        lengths = lengths[order]  # a batch's longest document is its last
-    if cuda:  # the tables and the pairs' positions copied once: no batch waits for a copy
-        with clock("transfer"):
+    starts = list(range(0, len(index), size))
+    if cuda:  # by width, then document length: a batch's longest document is its last
+        widths = index.width if index.width is not None else batch_widths(tensorizer, index, size)
+        order = _width_order(widths, tensorizer.doc_lengths(index), tensorizer.max_doc_width)
+        widths = widths[order]
+        starts = _batch_starts(widths, size)
+        with clock("transfer"):  # the tables and the pairs' positions copied once: no batch waits
             tensorizer.prepare(device)
             on_device = PairIndex(
                 *(torch.from_numpy(a).to(device) for a in (index.query, index.doc, index.row))
@@ -221,16 +221,15 @@ def score_pairs(
     if was_fused is not None:
         model.fused_kernel = bool(options.fused)
     try:
-        starts = range(0, len(index), size)
-        for start in progress_bar(starts, desc="scoring", unit="batch", enabled=progress):
-            chosen = order[start : start + size]
+        batches = list(zip(starts, [*starts[1:], len(index)], strict=True))
+        for start, end in progress_bar(batches, desc="scoring", unit="batch", enabled=progress):
+            chosen = order[start:end]
             with clock("tensorize"):
                 if cuda:  # the batch filled to its size with its last pair
-                    width = -(-max(int(lengths[start + len(chosen) - 1]), 1) // WIDTH_STEP)
-                    widths = (tensorizer.max_query_width, min(width * WIDTH_STEP, tensorizer.max_doc_width))
-                    positions = order_on_device[start : start + size]
+                    positions = order_on_device[start:end]
                     filled = torch.cat([positions, positions[-1:].expand(size - len(chosen))])
-                    batch = tensorizer.gather(on_device.take(filled), device, widths)
+                    shape = (tensorizer.max_query_width, int(widths[start]))
+                    batch = tensorizer.gather(on_device.take(filled), device, shape)
                 else:
                     positions = torch.from_numpy(chosen)
                     batch = tensorizer.gather(index.take(chosen))
@@ -244,6 +243,37 @@ def score_pairs(
         if was_fused is not None:
             model.fused_kernel = was_fused
     return out
+
+
+def batch_widths(tensorizer: Tensorizer, index: PairIndex, size: int) -> np.ndarray:
+    """The padded document width of each pair of ``index`` as :func:`score_pairs` scores them
+    on CUDA: the pairs in order of document length (stable), in batches of ``size``, each padded
+    to its longest document rounded up to :data:`WIDTH_STEP` (at most the longest of all).
+    Scoring a subset of the pairs at these widths (``PairIndex.width``) scores each pair in a
+    batch of the same shape as scoring them all does."""
+    lengths = tensorizer.doc_lengths(index)  # as 16-bit numbers where they fit: numpy's radix sort
+    short = lengths.max(initial=0) < 2**16
+    order = np.argsort(lengths.astype(np.uint16) if short else lengths, kind="stable")
+    last = lengths[order][np.minimum(np.arange(size, len(index) + size, size), len(index)) - 1]
+    per_batch = np.minimum(-(-np.maximum(last, 1) // WIDTH_STEP) * WIDTH_STEP, tensorizer.max_doc_width)
+    widths = np.empty(len(index), dtype=np.int64)
+    widths[order] = np.repeat(per_batch, size)[: len(index)]
+    return widths
+
+
+def _width_order(widths: np.ndarray, lengths: np.ndarray, most: int) -> np.ndarray:
+    """Positions by width, then length, then position (a stable sort; for the widths of
+    :func:`batch_widths` the order of length alone, which gives the widths in order)."""
+    steps = -(-widths // WIDTH_STEP)  # in order of the widths: each at most ``most``
+    if (int(steps.max(initial=0)) + 1) * (most + 1) < 2**16:
+        return np.argsort((steps * (most + 1) + lengths).astype(np.uint16), kind="stable")
+    return np.lexsort((lengths, widths))
+
+
+def _batch_starts(widths: np.ndarray, size: int) -> list[int]:
+    """Where each batch starts: every ``size`` pairs, and where the (sorted) width changes."""
+    changes = [0, *(np.flatnonzero(np.diff(widths)) + 1).tolist(), len(widths)]
+    return [start for first, end in itertools.pairwise(changes) for start in range(first, end, size)]
 
 
 class _Clock:
@@ -408,15 +438,50 @@ def score_candidates(
     """
     options = options or ScoringOptions(device="cpu").resolve()
     index, counts = tensorizer.candidates(depth), tensorizer.counts(depth)
+    options = settle_options(model, tensorizer, index, counts, options)
+    flat = scorer(model, tensorizer, index, options, progress=progress, timings=timings)
+    return split_scores(flat.cpu().numpy(), counts)
+
+
+def settle_options(
+    model: nn.Module, tensorizer: Tensorizer, index: PairIndex, counts: Sequence[int], options: ScoringOptions
+) -> ScoringOptions:
+    """``options`` with compilation, the fused kernel and the precision decided for scoring the
+    pairs of ``index`` with ``model`` (compiled from :data:`COMPILE_MIN_PAIRS` pairs on CUDA, the
+    fused kernel where :func:`fusable` and not compiled, then :func:`choose_precision`).
+
+    Args:
+        model: The model (its frozen matrix lent).
+        tensorizer: Its tensorizer.
+        index: All pairs to score, query by query.
+        counts: Pairs per query, in order.
+        options: Resolved options (:meth:`ScoringOptions.resolve`).
+    """
     if options.compile is None:
         options = replace(options, compile=options.device == "cuda" and len(index) >= COMPILE_MIN_PAIRS)
     if options.fused is None:
         options = replace(
             options, fused=not options.compile and fusable(model, torch.device(options.device or "cpu"))
         )
-    options = choose_precision(model, tensorizer, index, counts, options)
-    flat = scorer(model, tensorizer, index, options, progress=progress, timings=timings)
-    return split_scores(flat.cpu().numpy(), counts)
+    return choose_precision(model, tensorizer, index, counts, options)
+
+
+def to_host(scores: torch.Tensor) -> Callable[[], np.ndarray]:
+    """Start copying ``scores`` to the host; the returned function waits for the copy and
+    gives them as an array (from CUDA: into pinned memory, without waiting for the device, so
+    that the host can queue more work meanwhile)."""
+    if scores.device.type != "cuda":
+        return scores.numpy
+    host = torch.empty(scores.shape, dtype=scores.dtype, pin_memory=True)
+    host.copy_(scores, non_blocking=True)
+    done = torch.cuda.Event()
+    done.record()
+
+    def fetched() -> np.ndarray:
+        done.synchronize()
+        return host.numpy()
+
+    return fetched
 
 
 def scores_to_run(
@@ -433,6 +498,7 @@ def scores_to_arrays(
     scores: Sequence[np.ndarray],
     run: Mapping[str, Mapping[str, float]] | None = None,
     candidates: CandidateIndex | None = None,
+    queries: Sequence[int] | None = None,
 ) -> RunArrays:
     """A run that ranks each query's scored candidates first and the rest beneath in first-stage order.
 
@@ -443,25 +509,30 @@ def scores_to_arrays(
 
     Args:
         data: The queries and their candidates.
-        scores: One array per query of ``data`` (a prefix of its candidates).
+        scores: One array per query of ``data`` (a prefix of its candidates), or of ``queries``.
         run: The full first-stage run (may be deeper than the candidates); optional.
         candidates: ``data.candidate_index()``, when it is at hand.
+        queries: Positions in ``data.queries`` of the queries to give, in this order (``None``:
+            all, in order).
 
     Returns:
         The run as arrays (:meth:`~clir.formats.runs.RunArrays.to_run` gives the dictionaries),
-        each query's documents in that order.
+        each query's documents in that order. Its docnos are ``candidates.docnos`` itself
+        where the run adds no document (parts of one rerank then share one list).
 
     Raises:
         ConfigError: If there are more score arrays or scores than queries or candidates.
         NonFiniteError: If a score is NaN or infinite.
     """
-    if len(scores) != len(data.queries):
-        raise ConfigError(f"{len(scores)} score arrays for {len(data.queries)} queries")
+    queries = range(len(data.queries)) if queries is None else queries
+    if len(scores) != len(queries):
+        raise ConfigError(f"{len(scores)} score arrays for {len(queries)} queries")
     candidates = candidates or data.candidate_index()
-    docnos = list(candidates.docnos)
+    docnos = candidates.docnos
     index: dict[str, int] | None = None  # made when the run adds documents
     positions, values_of = [], []
-    for query, values, at in zip(data.queries, scores, candidates.positions, strict=True):
+    for qi, values in zip(queries, scores, strict=True):
+        query, at = data.queries[qi], candidates.positions[qi]
         values = np.asarray(values, dtype=np.float64)
         check_finite(values, f"query {query.qid!r}: reranker scores")
         if len(values) > len(query.docnos):
@@ -469,6 +540,8 @@ def scores_to_arrays(
         first = run.get(query.qid) if run is not None else None
         extra = sorted(first.keys() - query.docnos, key=lambda d: (-first[d], d)) if first else []
         if extra:
+            if docnos is candidates.docnos:
+                docnos = list(docnos)
             index = index or {docno: i for i, docno in enumerate(docnos)}
             for docno in extra:
                 if docno not in index:
@@ -480,4 +553,4 @@ def scores_to_arrays(
             floor = float(values.min()) if len(values) else 0.0
             values = np.concatenate([values, floor - np.arange(1, len(at) - len(values) + 1)])
         values_of.append(values)
-    return RunArrays(docnos, [query.qid for query in data.queries], positions, values_of)
+    return RunArrays(docnos, [data.queries[qi].qid for qi in queries], positions, values_of)
