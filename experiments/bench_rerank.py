@@ -9,6 +9,7 @@ allows it) GPU numbers are added, eager and ``torch.compile`` under bf16 autocas
     python experiments/bench_rerank.py --end-to-end --device all --sizes 100x50000,300x100000
     python experiments/bench_rerank.py --device cuda --models bilingual_knrm --knrm-window 10 --fused
     python experiments/bench_rerank.py --compile-warmup --dim 100 --vocab 50000
+    python experiments/bench_rerank.py --trainer --device cuda --vocab 20000 --train-epochs 3,15
 
 ``--end-to-end`` times what ``clir rerank`` does after analysis and translation (cached steps of
 the pipeline), with the documents' id tables read from a cache an earlier run filled (``clir
@@ -17,7 +18,10 @@ SYNTHETIC one, the size of the Bible's: 6,220 passages of ``--doc-length`` token
 random words of a vocabulary of ``V`` words per language, random vectors of dimension ``dim``)
 and a first-stage run of ``--queries`` × ``--depth`` candidates to the written run file, with
 the split: tensorize (vocabulary, tables, batches), transfer (the frozen matrix made where it
-is used, tables to the GPU), score, write (normalise, rank, write the TREC file). The stand-in
+is used, tables to the GPU), score, write (the rest: normalise, rank, write the TREC file). It
+runs what ``clir rerank`` runs: ``write_run`` of ``rerank_parts`` (on CUDA the queries scored in
+chunks while the parts before are written, ``--chunk-pairs``); the split synchronises the device
+between phases, so it shows each phase's work, not the overlap. The stand-in
 space gives its rows as ``SharedSpace`` does (``matrix`` and ``matrix_sources``), so the matrix
 is made on the GPU as ``clir rerank`` makes it. The model is the default config's (four
 components, K-NRM with 10-token windows, two features), untrained (speed does not depend on the
@@ -31,6 +35,7 @@ model with 2 extra features and linear fusion).
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import shutil
@@ -198,7 +203,15 @@ class RandomSpace:
 
 
 def synthetic_data(
-    queries: int, depth: int, docs: int, doc_len: int, q_len: int, vocab: int, seed: int
+    queries: int,
+    depth: int,
+    docs: int,
+    doc_len: int,
+    q_len: int,
+    vocab: int,
+    seed: int,
+    n_features: int = 2,
+    prefix: str = "Q",
 ) -> Any:
     """A RerankData of ``queries`` × ``depth`` candidates over ``docs`` documents (and its run)."""
     from clir.training import RerankData, RerankQuery
@@ -218,11 +231,11 @@ def synthetic_data(
         scores = np.sort(rng.normal(size=depth))[::-1].copy()
         records.append(
             RerankQuery(
-                f"Q{qi}", text(q_len), text(q_len), list(rng.uniform(0.5, 5, q_len)),
-                list(rng.uniform(0.5, 5, q_len)), chosen, scores, rng.normal(size=(depth, 2)),
+                f"{prefix}{qi}", text(q_len), text(q_len), list(rng.uniform(0.5, 5, q_len)),
+                list(rng.uniform(0.5, 5, q_len)), chosen, scores, rng.normal(size=(depth, n_features)),
             )
         )  # fmt: skip
-    data = RerankData("xx", records, doc_src, doc_en, ["f1", "f2"])
+    data = RerankData("xx", records, doc_src, doc_en, [f"f{i + 1}" for i in range(n_features)])
     # the documents' key, as `clir rerank --index-cache` has its index step's for the tables' cache
     data.documents_key = f"synthetic documents {docs} {doc_len} {vocab} {seed}"
     return data, data.first_stage_run()
@@ -232,7 +245,7 @@ def end_to_end(args: argparse.Namespace, devices: list[str]) -> dict[str, Any]:
     """Seconds and pairs per second of reranking and writing a run, per device and size (see above)."""
     from clir.formats import write_run
     from clir.rerankers import fused_knrm
-    from clir.training import ScoringOptions, TrainedReranker, load_config, rerank_arrays
+    from clir.training import ScoringOptions, TrainedReranker, load_config, rerank_parts
     from clir.training.scoring import kendall_taus
     from clir.training.trainer import build_reranker
 
@@ -293,8 +306,9 @@ def end_to_end(args: argparse.Namespace, devices: list[str]) -> dict[str, Any]:
                     target = Path(tmp) / "reranked.run"
                     for attempt in ("first", *["warm"] * args.repeats, *["split"] * args.repeats):
                         timings: dict[str, float] | None = {} if attempt == "split" else None
+                        kept: list[Any] = []
                         start = time.perf_counter()
-                        reranked = rerank_arrays(
+                        parts = rerank_parts(
                             [member],
                             data,
                             space=space,
@@ -302,14 +316,18 @@ def end_to_end(args: argparse.Namespace, devices: list[str]) -> dict[str, Any]:
                             options=options,
                             timings=timings,
                             cache=cache if cached else None,
+                            chunk_pairs=args.chunk_pairs,
                         )
-                        scored = time.perf_counter()
-                        write_run(target, reranked, tag="bench")
+                        write_run(target, (kept.append(part) or part for part in parts), tag="bench")
                         done = time.perf_counter()
                         seconds.setdefault(attempt, []).append(done - start)
-                        if timings is not None:
-                            timings["write"] = timings.get("write", 0.0) + done - scored
+                        if timings is not None:  # "write": the rest (combining, ranking, the file)
+                            phases = ("tensorize", "transfer", "score")
+                            timings["write"] = done - start - sum(timings.get(k, 0.0) for k in phases)
                             splits.append(timings)
+                        if attempt == "first":
+                            record["run_sha256"] = hashlib.sha256(target.read_bytes()).hexdigest()
+                            record["parts"] = len(kept)
                 for attempt, values in seconds.items():  # the median of the repeats
                     record[f"{attempt}_seconds"] = round(float(np.median(values)), 3)
                     if len(values) > 1:
@@ -317,7 +335,7 @@ def end_to_end(args: argparse.Namespace, devices: list[str]) -> dict[str, Any]:
                 record["split_seconds"] = {
                     k: round(float(np.median([t[k] for t in splits])), 3) for k in splits[0]
                 }
-                reranked = reranked.to_run()
+                reranked = {qid: docs for part in kept for qid, docs in part.to_run().items()}
                 if precision == "fp32" and cached:
                     reference = reranked
                 elif (
@@ -334,6 +352,83 @@ def end_to_end(args: argparse.Namespace, devices: list[str]) -> dict[str, Any]:
                 out["runs"][key] = record
                 print(f"{key}: {record}", file=sys.stderr, flush=True)
             shutil.rmtree(cache)
+    return out
+
+
+def trainer_cost(args: argparse.Namespace, devices: list[str]) -> dict[str, Any]:
+    """Seconds per epoch of the trainer (:class:`~clir.training.Trainer`, the dev scoring and the
+    checkpoint of each epoch included) on synthetic data of ``make run``'s sizes, per device: the
+    pretraining on the pseudo-queries (``weak-full``) and the fine-tuning on the labels (``full``),
+    each with the default reranker (configs/reranker-knrm-union.yaml, the listwise softmax loss).
+    Each query has one relevant candidate (its first); the per-epoch seconds are extrapolated to
+    ``optim.epochs`` (what ``make run`` trains: 15 epochs each, no early stop there)."""
+    from clir.formats import ranked
+    from clir.training import Trainer, load_config
+
+    def map_metric(run: dict[str, dict[str, float]], qrels: dict[str, dict[str, int]]) -> float:
+        """MAP (as ``make run``'s early stopping reads it; here with no evaluation package)."""
+        precisions = []
+        for qid, judged in qrels.items():
+            order = [docno for docno, _ in ranked(run.get(qid, {}))]
+            hits = [i + 1 for i, docno in enumerate(order) if judged.get(docno, 0) >= 1]
+            found = sum((k + 1) / at for k, at in enumerate(hits))
+            precisions.append(found / max(1, sum(1 for v in judged.values() if v >= 1)))
+        return float(np.mean(precisions)) if precisions else 0.0
+
+    config = load_config(Path(__file__).resolve().parents[1] / "configs" / "reranker-knrm-union.yaml")
+    config.optim.loss = "softmax"
+    config.progress = False
+    candidates = config.data.max_candidates - 10  # about 190: the union's candidates a query
+    space = RandomSpace(args.vocab, args.dim, args.seed)
+    stages = {  # name: (train queries, dev queries, epochs run here)
+        "weak-full": (args.train_queries, 200, args.train_epochs[0]),
+        "full": (150, 100, args.train_epochs[1]),
+    }
+    out: dict[str, Any] = {
+        "collection": "synthetic (random words and vectors), 6,220 passages like the Bible's",
+        "model": "reranker-knrm-union.yaml, loss softmax, 14 features, untrained",
+        "date": time.strftime("%Y-%m-%d"),
+        "dim": args.dim,
+        "vocab": args.vocab,
+        "candidates": candidates,
+        "doc_length": args.doc_length,
+        "query_length": args.query_length,
+        "torch": torch.__version__,
+        "runs": {},
+    }
+    if torch.cuda.is_available():
+        out["gpu"] = torch.cuda.get_device_name()
+    for device in devices:
+        config.device = device
+        for name, (n_train, n_dev, epochs) in stages.items():
+            data, _ = synthetic_data(
+                n_train + n_dev, candidates, args.docs, args.doc_length, args.query_length, args.vocab,
+                args.seed, n_features=14,
+            )  # fmt: skip
+            train, dev = data.subset(data.qids[:n_train]), data.subset(data.qids[n_train:])
+            qrels = {q.qid: {q.docnos[0]: 1} for q in data.queries}
+            config.optim.epochs = epochs
+            with tempfile.TemporaryDirectory() as tmp:
+                start = time.perf_counter()
+                trainer = Trainer(config, metric=map_metric, seed=0)
+                trainer.fit(train, dev, qrels, Path(tmp) / "model", space=space)
+                total = time.perf_counter() - start
+            curve = trainer.state_.curve if trainer.state_ is not None else []
+            seconds = [entry["seconds"] for entry in curve]
+            steady = float(np.median(seconds[1:] if len(seconds) > 1 else seconds))
+            record = {
+                "train_queries": n_train,
+                "dev_queries": n_dev,
+                "groups_per_epoch": curve[0]["pairs"] if curve else 0,
+                "epochs_run": len(seconds),
+                "epoch_seconds": seconds,
+                "fit_seconds": round(total, 3),
+                "setup_seconds": round(total - sum(seconds), 3),
+                "steady_epoch_seconds": round(steady, 3),
+                "seconds_for_15_epochs": round(total - sum(seconds) + seconds[0] + 14 * steady, 1),
+            }
+            out["runs"][f"{device}/{name}"] = record
+            print(f"train {device}/{name}: {record}", file=sys.stderr, flush=True)
     return out
 
 
@@ -420,10 +515,30 @@ def main(argv: list[str] | None = None) -> int:
         "--e2e-batch", type=int, default=None, help="scoring batch (--end-to-end; default: clir rerank's)"
     )
     parser.add_argument(
+        "--chunk-pairs",
+        type=int,
+        default=None,
+        help="pairs a chunk of the rerank's parts (--end-to-end; default: clir rerank's; 0: one part)",
+    )
+    parser.add_argument(
         "--e2e-modes",
         type=lambda text: text.split(","),
         default=None,
         help="only these modes, e.g. default,default/no-id-cache (--end-to-end; default: all)",
+    )
+    parser.add_argument(
+        "--trainer",
+        action="store_true",
+        help="seconds per epoch of the trainer at make run's sizes (pretraining, fine-tuning)",
+    )
+    parser.add_argument(
+        "--train-queries", type=int, default=6735, help="pseudo-queries of the pretraining (--trainer)"
+    )
+    parser.add_argument(
+        "--train-epochs",
+        type=lambda text: [int(x) for x in text.split(",")],
+        default=[3, 15],
+        help="epochs run of the pretraining and of the fine-tuning (--trainer)",
     )
     parser.add_argument("--json", type=Path, help="also write the JSON here")
     parser.add_argument(
@@ -461,8 +576,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.json is not None:
             args.json.write_text(report + "\n", encoding="utf-8")
         return 0
-    if args.end_to_end:
-        report = json.dumps(end_to_end(args, devices), indent=2)
+    if args.end_to_end or args.trainer:
+        report = json.dumps((end_to_end if args.end_to_end else trainer_cost)(args, devices), indent=2)
         print(report)
         if args.json is not None:
             args.json.write_text(report + "\n", encoding="utf-8")
