@@ -421,6 +421,7 @@ def test_a_rerank_in_parts_writes_the_file_of_the_whole_rerank(tmp_path, chunk_p
     whole = tmp_path / "whole.run"
     write_run(whole, rerank_arrays(models, data, **kwargs), tag="t", workers=0)
     got = list(rerank_parts(models, data, **kwargs, chunk_pairs=chunk_pairs))
+    assert len(list(rerank_parts(models, data, **kwargs))) == 1  # the default: one part
     total = sum(len(q.docnos) for q in data.queries)
     assert len(got) == (parts or total // chunk_pairs)
     qids = [qid for part in got for qid in part.qids]
@@ -465,8 +466,9 @@ def test_chunks_are_cut_in_qid_order_at_about_as_many_pairs():
     thousand = [1000] * 500  # the benchmark's run: four chunks of 125 queries
     big = replace(data, queries=[replace(data.queries[0], qid=f"Q{i:03d}") for i in range(500)])
     assert [len(c) for c in _chunks(big, thousand, CHUNK_PAIRS)] == [125] * 4
-    with pytest.raises(ConfigError, match="chunk_pairs must be an integer >= 0"):
-        rerank_parts([], data, space=ToySpace(), chunk_pairs=-1)
+    for bad in (-1, None, 2.5):
+        with pytest.raises(ConfigError, match="chunk_pairs must be an integer >= 0"):
+            rerank_parts([], data, space=ToySpace(), chunk_pairs=bad)
 
 
 def test_a_subset_scored_at_the_widths_of_all_meets_batches_of_the_same_shapes():

@@ -236,14 +236,10 @@ class _Scoring:
         self.on_device: dict[str, torch.Tensor] = {}  # the matrix, made once per device
         self.widths: dict[tuple[int, int], np.ndarray] = {}  # per pairs and batch size, on CUDA
 
-    @property
-    def devices(self) -> set[str]:
-        """The devices the members score on."""
-        return {str(o.device) for o in self.options}
-
     def launch(self, m: int, queries: np.ndarray | None) -> Callable[[], np.ndarray]:
         """Start scoring member ``m``'s pairs of ``queries`` (positions in the data; ``None``:
-        all, in order); the returned function waits for the scores, float32 query by query."""
+        all, in order, waited for here); the returned function waits for the scores, float32
+        query by query."""
         options, device = self.options[m], str(self.options[m].device)
         clock = time.perf_counter()
         if device not in self.on_device:  # the matrix less its padding row, made there
@@ -269,7 +265,11 @@ class _Scoring:
                         self.widths[key] = batch_widths(tensorizer, pairs, key[1])
                     pairs = replace(pairs, width=self.widths[key])
                 pairs = pairs.take(positions)
-            return to_host(self.scorer(model, tensorizer, pairs, settled, self.progress, self.timings))
+            flat = self.scorer(model, tensorizer, pairs, settled, self.progress, self.timings)
+            if queries is not None:
+                return to_host(flat)
+            host = flat.cpu().numpy()  # all of them: nothing to overlap
+            return lambda: host
         finally:
             model.embedding = lent_back
 
@@ -426,9 +426,10 @@ def rerank_arrays(
 
 
 CHUNK_PAIRS = 125_000
-"""On CUDA, :func:`rerank_parts` scores the queries in chunks of about this many pairs (at
-least this many, but for a query's: each part large enough for the run writer's workers,
-:data:`clir.formats._runtext.WORKER_MIN_LINES`)."""
+"""Pairs of a chunk meant for :func:`rerank_parts` on CUDA (at least this many a part, but for a
+query's: each part large enough for the run writer's workers,
+:data:`clir.formats._runtext.WORKER_MIN_LINES`). Not the default: the overlap it buys has not
+been measured on a GPU yet (README, "Scoring at speed")."""
 
 
 def rerank_parts(
@@ -444,22 +445,25 @@ def rerank_parts(
     timings: dict[str, float] | None = None,
     scorer: PairScorer = score_pairs,
     cache: str | Path | None = None,
-    chunk_pairs: int | None = None,
+    chunk_pairs: int = 0,
 ) -> Iterator[RunArrays]:
     """:func:`rerank_arrays`'s run in parts, in the order of the run file, for
     :func:`~clir.formats.runs.write_run` to write as they come (what ``clir rerank`` does).
 
-    On CUDA, from twice ``chunk_pairs`` pairs, the queries are taken in qid order (the file's)
-    and scored in chunks of about ``chunk_pairs`` pairs, and the next chunk is queued on the
-    device before a part is handed on: the GPU scores while the caller ranks and writes. A
-    pair's score does not depend on its chunk (the same batch size, rows scored independently),
-    so the file is the one :func:`rerank_arrays`'s run gives. Otherwise one part, as
-    :func:`rerank_arrays`. Nothing is done until the first part is asked for.
+    With ``chunk_pairs`` and at least twice as many pairs, the queries are taken in qid order
+    (the file's) and scored in chunks of about ``chunk_pairs`` pairs, and on CUDA the next chunk
+    is queued on the device before a part is handed on (its scores copied back into pinned
+    memory): the GPU scores while the caller ranks and writes. On CUDA each pair of a chunk is
+    scored at the width it has among all pairs (:func:`~clir.training.scoring.batch_widths`), in
+    batches of the same size, so its score does not depend on its chunk (rows are scored
+    independently) and the file is the one :func:`rerank_arrays`'s run gives; on a CPU, whose
+    batches are padded to their own longest pair, that holds for batches of one pair. Otherwise
+    one part, as :func:`rerank_arrays`. Nothing is done until the first part is asked for.
 
     Args:
         models: As :func:`rerank`, and so ``data`` to ``cache``.
-        chunk_pairs: Pairs of a chunk; ``None``: :data:`CHUNK_PAIRS` on CUDA and one part on a
-            CPU (where the device does not overlap the host); 0: one part.
+        chunk_pairs: Pairs of a chunk (e.g. :data:`CHUNK_PAIRS` on CUDA); 0 (the default,
+            until the overlap is measured on a GPU): one part.
 
     Yields:
         :class:`~clir.formats.runs.RunArrays`, each query once, in the file's order when
@@ -468,8 +472,8 @@ def rerank_parts(
     Raises:
         ConfigError: On ``chunk_pairs`` below 0 (at once), and as :func:`rerank`.
     """
-    if chunk_pairs is not None and (isinstance(chunk_pairs, bool) or chunk_pairs < 0):
-        raise ConfigError(f"chunk_pairs must be an integer >= 0 or None, got {chunk_pairs!r}")
+    if isinstance(chunk_pairs, bool) or not isinstance(chunk_pairs, int) or chunk_pairs < 0:
+        raise ConfigError(f"chunk_pairs must be an integer >= 0, got {chunk_pairs!r}")
 
     def parts() -> Iterator[RunArrays]:
         members = load_models(models) if isinstance(models, (str, Path)) else models
@@ -477,9 +481,8 @@ def rerank_parts(
             members, data, space, depth or members[0].config.data.max_candidates, options, progress,
             timings, scorer, cache,
         )  # fmt: skip
-        size = chunk_pairs if chunk_pairs is not None else CHUNK_PAIRS if scoring.devices == {"cuda"} else 0
         launched: deque[tuple[np.ndarray | None, list[Callable[[], np.ndarray]]]] = deque()
-        for queries in _chunks(data, scoring.counts[0], size):  # the next is queued before a part is made
+        for queries in _chunks(data, scoring.counts[0], chunk_pairs):  # the next queued before a part
             launched.append((queries, [scoring.launch(m, queries) for m in range(len(members))]))
             if len(launched) > 1:
                 yield _part(scoring, data, run, normalise, *launched.popleft())
