@@ -610,10 +610,10 @@ def _explain(args: argparse.Namespace) -> int:
 
 
 def _bundle(args: argparse.Namespace) -> int:
-    from clir.pipeline.bundle import save_pretrained
+    from clir.pipeline.bundle import read_scores, save_pretrained
 
     _check_out(args, "bundle")
-    scores = json.loads(args.scores.read_text(encoding="utf-8"))["systems"] if args.scores else None
+    scores = read_scores(args.scores) if args.scores else None
     save_pretrained(
         args.out,
         reranker=args.model,
