@@ -447,6 +447,19 @@ def _embed_train(args: argparse.Namespace) -> int:
     return 0
 
 
+def _lexicons(items: Sequence[str]) -> dict[str, str]:
+    """``--lexicon LANG=FILE ...``: one file per language."""
+    files: dict[str, str] = {}
+    for item in items:
+        lang, sep, path = item.partition("=")
+        if not sep or not lang or not path:
+            raise ConfigError(f"--lexicon: expected LANG=FILE (e.g. sw=lexicon.tsv), got {item!r}")
+        if lang in files:
+            raise ConfigError(f"--lexicon: two files for {lang!r} ({files[lang]} and {path})")
+        files[lang] = path
+    return files
+
+
 def _embed_align(args: argparse.Namespace) -> int:
     from clir.embeddings import AlignConfig, align_embeddings
 
@@ -454,7 +467,7 @@ def _embed_align(args: argparse.Namespace) -> int:
         refine_iterations=args.refine, csls_k=args.csls_k, seed_source=args.seed_source,
         seed_with_identical=args.identical,
     )  # fmt: skip
-    tsv = dict(item.split("=", 1) for item in args.lexicon) if args.lexicon else None
+    tsv = _lexicons(args.lexicon) if args.lexicon else None
     _check_out(args, "space")
     space = align_embeddings(
         args.vectors,
