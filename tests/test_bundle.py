@@ -5,6 +5,7 @@ language it was not trained on (zero-shot) once that collection's tables can be 
 from __future__ import annotations
 
 import json
+import re
 import shutil
 
 import numpy as np
@@ -15,10 +16,10 @@ from test_union import EN, N_CONCEPTS, tiny_reranker_config, tiny_world
 from clir.cli import main
 from clir.datasets import Collection
 from clir.embeddings import SharedSpace
-from clir.errors import DataNotFoundError
+from clir.errors import DataNotFoundError, FormatError
 from clir.evaluation import evaluate
 from clir.formats import ranked, read_parallel, read_run, write_topics
-from clir.pipeline.bundle import Bundle, model_card, save_pretrained
+from clir.pipeline.bundle import Bundle, model_card, read_scores, save_pretrained
 from clir.pipeline.features import rerank_collection, train_reranker
 from clir.pipeline.tables import learn_tables
 from clir.types import Document, ParallelPair
@@ -208,3 +209,34 @@ def test_search_keeps_the_index_until_the_collection_changes(trained, tmp_path, 
     changed.save(tmp_path / "changed")
     assert search(tmp_path / "changed")[1] == "clir search: [run]    index\n" and len(built) == 4
     assert len(list((tmp_path / "cache" / "steps").glob("index-*"))) == 2
+
+
+@pytest.mark.parametrize(
+    ("content", "match"),
+    [
+        (b'{"x": 1}', 'a JSON object with "systems"'),  # was: unexpected KeyError: 'systems'
+        (b"[1]", 'a JSON object with "systems"'),  # unexpected TypeError
+        (b'{"systems": 5}', 'a JSON object with "systems"'),  # unexpected AttributeError
+        (b'{"systems": {"qt-bm25": {"AP": 0.5}}}', r"systems\.qt-bm25\.AP must map measures to numbers"),
+        (b'{"systems": {"en-sw": {"full": {"AP": "high"}}}}', r"systems\.en-sw\.full must map measures"),
+        (b"\xff\xfe{}", "invalid JSON"),  # unexpected UnicodeDecodeError
+        (b'{"systems": ', "invalid JSON"),
+    ],
+)
+def test_bundle_scores_that_are_no_results_json_name_the_file(trained, tmp_path, capsys, content, match):
+    root, model, _, _, _ = trained
+    scores = tmp_path / "scores.json"
+    scores.write_bytes(content)
+    with pytest.raises(FormatError, match=rf"^{re.escape(str(scores))}: .*{match}"):
+        read_scores(scores)
+    argv = ["bundle", "--model", str(model), "--space", str(root / "space"), "--tables", str(root / "tables")]
+    argv += ["--collection", str(root / "sw"), "--out", str(tmp_path / "b"), "--scores", str(scores)]
+    assert main(argv) == 2
+    assert capsys.readouterr().err.startswith(f"clir: error: {scores}: ")
+    assert not (tmp_path / "b").exists()
+
+
+def test_bundle_scores_of_a_results_json(tmp_path):
+    scores = tmp_path / "results.json"
+    scores.write_bytes(b'\xef\xbb\xbf{"systems": {"en-sw": {"full": {"AP": 0.5, "P@10": 1}}}, "timings": {}}')
+    assert read_scores(scores) == {"en-sw": {"full": {"AP": 0.5, "P@10": 1}}}

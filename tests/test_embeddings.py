@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import math
 import re
 import sqlite3
 
@@ -10,6 +11,7 @@ import numpy as np
 import pytest
 from scipy.stats import ortho_group
 
+from clir.cli import main
 from clir.embeddings import (
     AlignConfig,
     EmbeddingConfig,
@@ -206,6 +208,24 @@ def test_split_pairs_holds_out_whole_source_words():
     assert split_pairs(pairs, 0.2, seed=0) == (train, test)
     with pytest.raises(ConfigError, match="test_size"):
         split_pairs(pairs, 500)
+    for bad in (math.nan, math.inf, -0.5, 1.5):  # nan: 'unexpected ValueError' from round()
+        with pytest.raises(ConfigError, match=rf"test_size={bad!r} is invalid"):
+            split_pairs(pairs, bad)
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        (["--lexicon", "sw.tsv"], "--lexicon: expected LANG=FILE (e.g. sw=lexicon.tsv), got 'sw.tsv'"),
+        (["--lexicon", "sw=a.tsv", "sw=b.tsv"], "--lexicon: two files for 'sw' (a.tsv and b.tsv)"),
+        (["--test-size", "nan"], "test_size=nan is invalid; expected a share of the seed words"),
+    ],
+)
+def test_embed_align_options_are_checked_before_any_work(tmp_path, capsys, options, message):
+    """Each was an 'unexpected ValueError' (or the last file of a language silently taken)."""
+    argv = ["embed", "align", str(tmp_path / "no-space"), "--out", str(tmp_path / "out")]
+    assert main([*argv, "--seed-source", "tsv", *options]) == 2
+    assert capsys.readouterr().err.startswith(f"clir: error: {message}")
 
 
 # --- BLI --------------------------------------------------------------------------------------

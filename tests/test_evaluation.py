@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import re
 import tempfile
 import warnings
 from pathlib import Path
@@ -205,6 +206,31 @@ def test_unknown_measure_names_it():
         evaluate(RUN, QRELS, ["AP", "Bogus@3"])
     with pytest.raises(ConfigError, match=r"unknown measure 'AQWV@ten'"):
         evaluate(RUN, QRELS, ["AQWV@ten"], collection_size=100)
+
+
+@pytest.mark.parametrize("name", ["RR@10", "Judged@10", "ERR@10", "RBP(p=0.5)"])
+def test_measures_trec_eval_does_not_compute_are_refused(name):
+    """ir_measures computes these with other providers, which break ties by docno ascending
+    (msmarco's RR@10 gave 1.0 here, trec_eval's order 0) or fail on clir's runs."""
+    run = {"q1": {f"d{i}": 1.0 for i in range(1, 13)}}  # trec_eval: d9 ... d2, d12, d11, d10, d1
+    with pytest.raises(ConfigError, match=rf"measure '{re.escape(name)}' is not one of trec_eval's"):
+        evaluate(run, {"q1": {"d1": 1, "d10": 1}}, [name])
+
+
+@pytest.mark.parametrize(
+    ("name", "match"),
+    [
+        ("P@0", r"'P@0' has cutoff=0, expected an integer >= 1"),  # aborted pytrec_eval (SIGABRT)
+        ("nDCG@0", r"'nDCG@0' has cutoff=0"),
+        ("R@1.5", r"'R@1.5' has cutoff=1.5"),
+        ("P(rel=0)@5", r"'P\(rel=0\)@5' has rel=0"),
+        ("IPrec@2", r"unknown measure 'IPrec@2' \(invalid param recall=2\)"),
+        ("SDCG@10", r"unknown measure 'SDCG@10'"),
+    ],
+)
+def test_measure_parameters_pytrec_eval_cannot_take_are_refused(name, match):
+    with pytest.raises(ConfigError, match=match):
+        evaluate(RUN, QRELS, [name])
 
 
 def test_aqwv_without_collection_size_is_an_error():

@@ -292,3 +292,15 @@ def test_a_split_without_queries_is_left_out(tmp_path):
         warnings.simplefilter("error")  # no stale statistics, no unjudged query
         loaded = Collection.load(tmp_path / "c")
     assert list(loaded.queries) == ["train"] and loaded.stats["queries"] == {"train": 1}
+
+
+@pytest.mark.parametrize("split", ["../x", "a/b", "", "my split"])
+def test_a_split_name_that_is_no_file_name_is_refused(tmp_path, capsys, split):
+    """``--topics ../x=FILE`` had written topics.../x.tsv, which Collection.load does not find."""
+    files = write_user_files(tmp_path / "mine")
+    argv = ["data", "import", "--documents", str(files["corpus.jsonl"]), "--docno-field", "_id",
+            "--topics", f"{split}={files['topics.txt']}", "--qrels", str(files["qrels.tsv"]),
+            "--doc-lang", "sw", "--out", str(tmp_path / "c")]  # fmt: skip
+    assert main(argv) == 2
+    assert f"not written: split {split!r} is not a split name" in capsys.readouterr().err
+    assert not (tmp_path / "c").exists()

@@ -250,3 +250,30 @@ def test_check_output_names_a_file_in_the_way(tmp_path):
         check_output(tmp_path)
     check_output(tmp_path / "x" / "y.run")  # absent parents are fine
     assert not (tmp_path / "x").exists()  # and a check creates nothing
+
+
+def test_an_input_of_the_command_is_never_its_out(tmp_path, capsys):
+    """clir data pad C --out C replaced the collection it padded, and clir retrieve / rerank /
+    search / dense wrote the run over their own --topics or --run file (an existing file is
+    replaced as an output): both are refused before any work, --force or not."""
+    from clir.cli import main
+    from clir.formats.atomic import check_output
+
+    collection = tmp_path / "c"
+    Collection("c", "sw", "en", [Document("d1", "mbwa mkubwa"), Document("d2", "paka")],
+               {"test": [Query("q1", "dog")]}, {"q1": {"d1": 1}}).save(collection)  # fmt: skip
+    before = _tree(collection)
+    for force in ([], ["--force"]):
+        argv = ["data", "pad", str(collection), "--out", str(collection), "--distractors", "2"]
+        assert main([*argv, *force]) == 2
+        expected = f"clir: error: {collection} is one of this command's inputs ({collection}); choose another"
+        assert capsys.readouterr().err.startswith(expected)
+    assert _tree(collection) == before
+    topics = tmp_path / "topics.tsv"
+    topics.write_text("q1\tdog\n")
+    (tmp_path / "link.tsv").symlink_to(topics)
+    argv = ["retrieve", "--index", str(tmp_path / "index"), "--topics", str(tmp_path / "link.tsv")]
+    assert main([*argv, "--out", str(topics)]) == 2
+    assert f"{topics} is one of this command's inputs ({tmp_path / 'link.tsv'})" in capsys.readouterr().err
+    assert topics.read_text() == "q1\tdog\n"
+    check_output(tmp_path / "new.run", inputs=[topics, None])  # another path, or no input: fine

@@ -24,6 +24,7 @@ On disk a collection is a directory (written atomically) of standard formats:
 from __future__ import annotations
 
 import json
+import re
 import warnings
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -31,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from clir._version import __version__
+from clir.config import NAME_PATTERN
 from clir.datasets.irds import ir_dataset_parts
 from clir.datasets.splits import SPLITS
 from clir.errors import ConfigError, DataNotFoundError, FormatError
@@ -342,9 +344,18 @@ def save_collection(
 
     Raises:
         OutputExistsError: If ``path`` holds something else (see :func:`atomic_directory`).
+        ConfigError: If a split's name is not a file name (``../x``: :meth:`Collection.load`
+            would not find its topics).
         FormatError: If it would hold no document.
     """
     path = Path(path)
+    for split in queries:
+        if not isinstance(split, str) or not re.fullmatch(NAME_PATTERN, split):
+            raise ConfigError(
+                f"{path}: not written: split {split!r} is not a split name; expected letters, digits, "
+                "'.', '_', '+' and '-', starting with a letter or digit, without '..' (it becomes the "
+                "file name topics.<split>.tsv)"
+            )
     queries = {split: split_queries for split, split_queries in queries.items() if split_queries}
     docnos: set[str] = set()
     words = 0

@@ -8,6 +8,7 @@ parallel side (mutual top-1 pairs), from a dictionary (TSV or FreeDict, through
 
 from __future__ import annotations
 
+import math
 import random
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
@@ -111,6 +112,26 @@ def as_dictionary(pairs: Iterable[tuple[str, str]]) -> dict[str, set[str]]:
     return dict(gold)
 
 
+def check_test_size(test_size: float | int) -> None:
+    """Refuse a held-out size that :func:`split_pairs` cannot use: a fraction in ``[0, 1)`` or a
+    whole number of words.
+
+    Raises:
+        ConfigError: Naming ``test_size`` (NaN, infinite, negative, or a fraction above 1).
+    """
+    usable = (
+        isinstance(test_size, (int, float))
+        and not isinstance(test_size, bool)
+        and math.isfinite(test_size)
+        and (0 <= test_size < 1 or (float(test_size).is_integer() and test_size >= 1))
+    )
+    if not usable:
+        raise ConfigError(
+            f"test_size={test_size!r} is invalid; expected a share of the seed words in [0, 1) or a "
+            "whole number of them"
+        )
+
+
 def split_pairs(
     pairs: Sequence[tuple[str, str]], test_size: float | int = 0.2, seed: int = 0
 ) -> tuple[Pairs, Pairs]:
@@ -129,6 +150,7 @@ def split_pairs(
     Raises:
         ConfigError: On a negative test size or one larger than the number of words.
     """
+    check_test_size(test_size)
     words = sorted({s for s, _ in pairs})
     n_test = round(test_size * len(words)) if test_size < 1 else int(test_size)
     if not 0 <= n_test <= len(words):

@@ -24,6 +24,7 @@ from clir.embeddings.joint import JOINT_CONFIG, train_joint
 from clir.embeddings.seeds import (
     Pairs,
     as_dictionary,
+    check_test_size,
     identical_pairs,
     invert,
     pairs_from_lexicon,
@@ -324,6 +325,7 @@ def align_embeddings(
         The aligned space (saved).
     """
     config = config or AlignConfig()
+    check_test_size(test_size)
     raw = SharedSpace.load(vectors_dir, mmap=False)
     if PIVOT not in raw.vectors:
         raise ConfigError(f"{vectors_dir}: the space has no {PIVOT!r} vectors to align to")

@@ -5,6 +5,10 @@ Measure names are ir_measures' own (``"AP"``, ``"P@10"``, ``"nDCG@10"``, ``"R@10
 ``str(ir_measures.parse_measure(name))``. Three AQWV names are added (:mod:`clir.evaluation.aqwv`):
 ``"AQWV"`` (the given :class:`AQWVConfig`, by default top 10 and beta 40), ``"AQWV@<k>"`` (that
 config with cutoff ``k``) and ``"AQWV@oracle"`` (that config's beta, best cutoff per query).
+Only trec_eval's measures (those ir_measures computes with pytrec_eval) are accepted, with cutoffs
+and ``rel`` of at least 1: ir_measures' other providers (msmarco's ``RR@10``, ``Judged@10``,
+gdeval's ``ERR@10``, ...) rank tied scores by docno ascending or fail on clir's runs, and
+pytrec_eval aborts on ``P@0``.
 
 Which queries count (the same for every measure, so values are comparable and paired):
     Every query of the qrels with at least one relevant judged document (``relevance >= 1``),
@@ -71,14 +75,38 @@ def _parse(name: str) -> tuple[str, object]:
         if tail.isdigit():
             return f"{AQWV_NAME}@{int(tail)}", int(tail)
         raise ConfigError(f"unknown measure {name!r}: AQWV takes '@<cutoff>' or '@oracle', got {tail!r}")
-    try:
+    expected = (
+        "expected a trec_eval measure of ir_measures such as 'AP' (or 'MAP'), 'P@10', 'nDCG@10', "
+        "'R@1000', 'RR', or 'AQWV', 'AQWV@<k>', 'AQWV@oracle'"
+    )
+    try:  # ir_measures checks parameters with assert, some only in supports()
         measure = ir_measures.parse_measure(text)
-    except (NameError, ValueError, KeyError, TypeError, SyntaxError) as error:
-        raise ConfigError(
-            f"unknown measure {name!r} ({error}); expected an ir_measures name such as 'AP' (or 'MAP'), "
-            f"'P@10', 'nDCG@10', 'R@1000', or 'AQWV', 'AQWV@<k>', 'AQWV@oracle'"
-        ) from None
+        problem = _unsupported(measure)
+    except (NameError, ValueError, KeyError, TypeError, SyntaxError, AssertionError) as error:
+        raise ConfigError(f"unknown measure {name!r} ({error}); {expected}") from None
+    if problem:
+        raise ConfigError(f"measure {name!r} {problem}; {expected}")
     return str(measure), measure
+
+
+def _unsupported(measure: object) -> str | None:
+    """Why clir cannot compute ``measure`` as trec_eval does, or ``None``.
+
+    Only what pytrec_eval computes ranks tied scores as trec_eval does (ir_measures' other
+    providers, e.g. msmarco's ``RR@10`` or ``Judged@10``, break ties by docno ascending, and some
+    fail on clir's runs); a cutoff below 1 aborts pytrec_eval, a ``rel`` below 1 is refused by it.
+    """
+    params = getattr(measure, "params", {})
+    for key in ("cutoff", "rel"):
+        value = params.get(key)
+        if value is not None and not (isinstance(value, int) and value >= 1):
+            return f"has {key}={value!r}, expected an integer >= 1"
+    if not ir_measures.providers.registry["pytrec_eval"].supports(measure):
+        return (
+            "is not one of trec_eval's (ir_measures would compute it with another provider, which "
+            "does not rank tied scores as trec_eval does)"
+        )
+    return None
 
 
 def _is_aqwv(name: str) -> bool:

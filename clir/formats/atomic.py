@@ -18,7 +18,7 @@ import json
 import os
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import IO
@@ -156,20 +156,32 @@ def output_directory(path: str | Path, *, kind: str, force: bool = False) -> Pat
     return path
 
 
-def check_output(path: str | Path, *, kind: str | None = None, force: bool = False) -> None:
+def check_output(
+    path: str | Path,
+    *,
+    kind: str | None = None,
+    force: bool = False,
+    inputs: Sequence[str | Path | None] = (),
+) -> None:
     """Check, before any work, that an output can be written at ``path``.
 
     Args:
         path: Where a file (``kind=None``) or a directory of ``kind`` will be saved.
         kind: The artefact kind of a directory output (see :func:`atomic_directory`).
         force: As in :func:`atomic_directory`.
+        inputs: The files and directories the command reads (``None``: an input not given):
+            ``path`` must be none of them, or the save would replace what it was made from.
 
     Raises:
         OutputExistsError: If ``path`` holds what the save must not replace (a directory where
-            a file goes; see :func:`atomic_directory` for directories), or a file lies where one
-            of its parent directories would be.
+            a file goes; see :func:`atomic_directory` for directories; one of ``inputs``, even
+            with ``force``), or a file lies where one of its parent directories would be.
         ConfigError: If the nearest existing parent is not writable.
     """
+    for source in inputs:
+        given = source is not None and os.path.exists(path) and os.path.exists(source)
+        if given and os.path.samefile(path, source):
+            raise OutputExistsError(path, f"one of this command's inputs ({source})", force_helps=False)
     path = Path(os.path.abspath(path))
     if kind is not None:
         _replaceable(path, kind, force)

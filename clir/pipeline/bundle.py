@@ -221,6 +221,35 @@ def save_pretrained(
     return Path(out)
 
 
+def read_scores(path: str | Path) -> dict[str, dict[str, dict[str, float]]]:
+    """The scores of a ``results.json`` (``clir experiment``'s) for a model card (``clir bundle
+    --scores``): its ``systems``, ``{pair: {system: {measure: value}}}``.
+
+    Raises:
+        FormatError: Naming the file, when it is not UTF-8 JSON or has no such ``systems``.
+    """
+    path = Path(path)
+    try:
+        results = json.loads(path.read_text(encoding="utf-8-sig"))
+    except IsADirectoryError:
+        raise FormatError(path, None, "is a directory, not a results.json file") from None
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise FormatError(path, None, f"not a results.json file: invalid JSON ({error})") from None
+    systems = results.get("systems") if isinstance(results, dict) else None
+    if not isinstance(systems, dict):
+        raise FormatError(path, None, 'expected a results.json: a JSON object with "systems"')
+    for pair, by_system in systems.items():
+        if not isinstance(by_system, dict):
+            raise FormatError(path, None, f"systems.{pair} must map systems to their measures")
+        for system, values in by_system.items():
+            numbers = isinstance(values, dict) and all(
+                isinstance(v, (int, float)) and not isinstance(v, bool) for v in values.values()
+            )
+            if not numbers:
+                raise FormatError(path, None, f"systems.{pair}.{system} must map measures to numbers")
+    return systems
+
+
 def model_card(config: Mapping[str, Any]) -> str:
     """The bundle's README.md: hub front matter, what it is, its training data and scores."""
     languages = sorted({config["query_lang"], *config["space_languages"]})
