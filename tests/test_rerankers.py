@@ -7,7 +7,6 @@ import math
 
 import pytest
 import torch
-import torch.nn.functional as F
 
 from clir.errors import ConfigError, DataNotFoundError
 from clir.rerankers import (
@@ -29,7 +28,6 @@ from clir.rerankers import (
     softmax_loss,
 )
 from clir.rerankers.batch import concat_views
-from clir.rerankers.encoding import FrozenEmbedding, ProjectedEmbedding
 from clir.rerankers.knrm import KNRM, grid_kernel_pooling, window_kernel_sums, window_sums
 from clir.rerankers.pacrr_drmm import PACRRDRMM
 
@@ -542,41 +540,6 @@ def test_bilingual_feature_dropout_in_training_only(tmp_path) -> None:
     assert BilingualReranker.load(tmp_path / "m").feature_dropout == 0.5
     with pytest.raises(ConfigError, match=r"feature_dropout must be in \[0, 1\), got 1"):
         BilingualReranker(DIM, table(), n_features=2, feature_dropout=1)
-
-
-def test_bilingual_projection_compares_the_rows_of_e_times_p(tmp_path) -> None:
-    batch = bilingual_batch()
-    model = BilingualReranker(DIM, table(), n_features=2, projection=True)
-    plain = BilingualReranker(DIM, table(), n_features=2)  # the same component weights (same seed)
-    torch.testing.assert_close(model.predict(batch), plain.predict(batch), rtol=0, atol=0)  # P = I
-    with torch.no_grad():
-        model.projection.copy_(torch.randn(DIM, DIM, generator=torch.Generator().manual_seed(2)))
-    reference = BilingualReranker(DIM, table() @ model.projection.detach(), n_features=2)
-    expected = reference.predict(batch)
-    assert not torch.allclose(expected, plain.predict(batch))
-    with torch.autocast("cpu", torch.bfloat16):  # the table is made in float32 even so
-        model.predict(batch)
-    torch.testing.assert_close(model.predict(batch), expected)  # the whole table, projected once
-    model.train()
-    torch.testing.assert_close(model(batch), expected)  # the batch's rows, projected as looked up
-    model(batch).sum().backward()
-    assert model.projection.grad is not None and model.projection.grad.abs().sum() > 0
-    torch.optim.SGD([model.projection], lr=0.5).step()  # a new P: the cached table is redone
-    moved = BilingualReranker(DIM, table() @ model.projection.detach(), n_features=2).predict(batch)
-    torch.testing.assert_close(model.predict(batch), moved)
-    projection = model.projection.detach()
-    reference = F.normalize(table() @ projection, dim=1)
-    reference[0] = 0.0
-    few, many = torch.tensor([[0, 3, 7]]), torch.arange(VOCAB).repeat(2, 1)  # fewer / more than V
-    for tokens in (few, many):  # the rows alone, or the whole table projected once
-        rows = ProjectedEmbedding(FrozenEmbedding(table()), projection)
-        torch.testing.assert_close(rows.unit_rows(tokens), reference[tokens])
-        torch.testing.assert_close(rows.rows(tokens), (table() @ projection)[tokens])
-    model.save(tmp_path / "p")
-    loaded = BilingualReranker.load(tmp_path / "p")
-    assert loaded.get_config()["projection"] is True
-    torch.testing.assert_close(loaded.projection, model.projection, rtol=0, atol=0)
-    torch.testing.assert_close(loaded.predict(batch), moved)
 
 
 def test_bilingual_shared_and_mixed_weights() -> None:

@@ -522,10 +522,6 @@ def test_init_from_an_ensemble_takes_the_member_of_the_same_seed_and_checks_the_
     ):
         Trainer(other, metric=map_metric).fit(data, None, qrels, tmp_path / "other", space=space)
     other.model.interaction_kwargs = {"n_kernels": 11}
-    other.model.projection = True
-    with pytest.raises(ConfigError, match=r"model.projection \(False there, True here\)"):
-        Trainer(other, metric=map_metric).fit(data, None, qrels, tmp_path / "other", space=space)
-    other.model.projection = None
     other.model.components = ["en_en"]
     with pytest.raises(
         ConfigError, match=r"model.components \(\['en_en', 'src_src'\] there, \['en_en'\] here\)"

@@ -38,7 +38,7 @@ from clir.rerankers.base import (
     restore,
 )
 from clir.rerankers.batch import DOC_VIEWS, QUERY_VIEWS, BilingualBatch, concat_views, pad_views
-from clir.rerankers.encoding import EncodedPair, EncodedView, FrozenEmbedding, ProjectedEmbedding
+from clir.rerankers.encoding import EncodedPair, EncodedView, FrozenEmbedding
 from clir.rerankers.fused_knrm import fused_pooling_supported, fused_window_pooling
 from clir.rerankers.fusion import Fusion
 from clir.rerankers.knrm import KNRM
@@ -101,10 +101,6 @@ class BilingualReranker(SavedModule, nn.Module):
             scores) is zeroed with this probability and the kept ones are scaled by
             ``1 / (1 - p)`` (inverted dropout, so the fusion weights mean the same at inference,
             where nothing is dropped): the fusion cannot lean on the lexical columns alone.
-        projection: Learn a linear map ``P`` (dim, dim) of the frozen space, initialised to the
-            identity: the components compare the unit rows of ``E P`` instead of ``E``'s, so that
-            training can reshape the similarities (a constrained form of K-NRM's trained
-            embeddings, Xiong et al. 2017) without a parameter per word.
         seed: Seed of the initialisation (component k uses ``seed + k`` unless weights are shared).
 
     Attributes:
@@ -133,7 +129,6 @@ class BilingualReranker(SavedModule, nn.Module):
         fusion: str = "linear",
         fusion_hidden: int = 8,
         feature_dropout: float = 0.0,
-        projection: bool = False,
         seed: int = 0,
     ) -> None:
         super().__init__()
@@ -169,9 +164,6 @@ class BilingualReranker(SavedModule, nn.Module):
         self.feature_names = list(feature_names) if feature_names is not None else None
         self.fusion_kind, self.fusion_hidden, self.seed = fusion, fusion_hidden, seed
         self.feature_dropout = float(feature_dropout)
-        # a learned linear map of the frozen space, from the identity: cosines of (E P) rows
-        self.projection = nn.Parameter(torch.eye(embedding_dim)) if projection else None
-        self._projected: tuple[Tensor, int, FrozenEmbedding] | None = None  # (E, P's version, E P)
 
         self.fused_kernel = False  # a switch of how (not what) it computes: see clir.rerankers.fused_knrm
         self.embedding: FrozenEmbedding | None = None
@@ -209,26 +201,15 @@ class BilingualReranker(SavedModule, nn.Module):
         """The interaction model of ``component``."""
         return self.scorers[SHARED if self.share_weights else component]  # type: ignore[return-value]
 
-    def _check(self, batch: BilingualBatch) -> FrozenEmbedding | ProjectedEmbedding:
-        """The table the components read, after checking that there is one and that ``batch``
-        fits: the frozen matrix, or with ``projection`` its rows mapped by ``P``."""
+    def _check(self, batch: BilingualBatch) -> FrozenEmbedding:
+        """The embedding table, after checking that there is one and that ``batch`` fits."""
         if self.embedding is None:
             raise ConfigError(
                 "BilingualReranker holds no embedding matrix: pass embeddings= when building it"
             )
         if not isinstance(batch, BilingualBatch):
             raise ConfigError(f"expected a BilingualBatch, got {type(batch).__name__}")
-        if self.projection is None:
-            return self.embedding
-        projected = ProjectedEmbedding(self.embedding, self.projection)
-        if torch.is_grad_enabled():  # a batch's rows, projected as it looks them up
-            return projected
-        # scoring: the whole matrix projected once while neither E nor P changes
-        source, version = self.embedding.weight, self.projection._version
-        if self._projected is None or self._projected[0] is not source or self._projected[1] != version:
-            with torch.inference_mode(False):  # a normal tensor, whose version the kernel's cache reads
-                self._projected = (source, version, projected.table())
-        return self._projected[2]
+        return self.embedding
 
     def encode(
         self, batch: BilingualBatch, components: Sequence[str] | None = None
@@ -392,7 +373,6 @@ class BilingualReranker(SavedModule, nn.Module):
             "fusion": self.fusion_kind,
             "fusion_hidden": self.fusion_hidden,
             "feature_dropout": self.feature_dropout,
-            "projection": self.projection is not None,
             "seed": self.seed,
         }
 

@@ -65,61 +65,8 @@ class FrozenEmbedding(nn.Module):
         """The vector dimension."""
         return int(self.weight.shape[1])
 
-    def rows(self, tokens: Tensor) -> Tensor:
-        """The rows of ``tokens`` (..., dim)."""
-        return F.embedding(tokens, self.weight)
-
-    def unit_rows(self, tokens: Tensor) -> Tensor:
-        """The unit rows of ``tokens`` (..., dim), zero at padding."""
-        return F.embedding(tokens, self.unit)
-
     def extra_repr(self) -> str:
         return f"{self.num_embeddings}, {self.dim}, frozen"
-
-
-class ProjectedEmbedding:
-    """A frozen table seen through a learned linear map ``P`` (dim, dim): the rows of ``E P``.
-
-    Made for one forward pass: a lookup of more tokens than the table has rows projects the
-    whole table once (kept for the pass's other lookups), a smaller one only its rows, so that
-    a training step costs the smaller product. :meth:`table` projects the whole matrix as a
-    frozen table, for scoring without gradients and for the fused kernel, which reads unit rows
-    from a table.
-
-    Args:
-        embedding: The frozen table E; row 0 is padding.
-        projection: ``P`` (dim, dim), usually a trained parameter.
-    """
-
-    def __init__(self, embedding: FrozenEmbedding, projection: Tensor) -> None:
-        self.embedding, self.projection = embedding, projection
-        self._whole: tuple[Tensor, Tensor] | None = None  # (E P, its unit rows, row 0 zero)
-
-    def _projected(self) -> tuple[Tensor, Tensor]:
-        if self._whole is None:
-            weight = self.embedding.weight @ self.projection
-            unit = F.normalize(weight, dim=1)
-            self._whole = (weight, torch.cat([unit.new_zeros(1, unit.shape[1]), unit[1:]]))
-        return self._whole
-
-    def rows(self, tokens: Tensor) -> Tensor:
-        """``E P`` rows of ``tokens`` (..., dim)."""
-        if tokens.numel() >= self.embedding.num_embeddings:
-            return F.embedding(tokens, self._projected()[0])
-        return F.embedding(tokens, self.embedding.weight) @ self.projection
-
-    def unit_rows(self, tokens: Tensor) -> Tensor:
-        """Unit ``E P`` rows of ``tokens``, zero at padding (id 0)."""
-        if tokens.numel() >= self.embedding.num_embeddings:
-            return F.embedding(tokens, self._projected()[1])
-        return F.normalize(self.rows(tokens), dim=-1) * (tokens != 0).unsqueeze(-1)
-
-    def table(self) -> FrozenEmbedding:
-        """The whole projected matrix as a frozen table (no gradient flows through it), in
-        float32 whatever autocast is on."""
-        weight = self.embedding.weight
-        with torch.autocast(weight.device.type, enabled=False):
-            return FrozenEmbedding((weight @ self.projection.float()).detach())
 
 
 @dataclass
@@ -140,11 +87,7 @@ class EncodedView:
 
     @classmethod
     def encode(
-        cls,
-        embedding: FrozenEmbedding | ProjectedEmbedding,
-        tokens: Tensor,
-        surface: Tensor | None = None,
-        vectors: bool = False,
+        cls, embedding: FrozenEmbedding, tokens: Tensor, surface: Tensor | None = None, vectors: bool = False
     ) -> EncodedView:
         """Look ``tokens`` up; raw vectors only when ``vectors`` (they cost a second gather).
 
@@ -154,11 +97,11 @@ class EncodedView:
         mask = tokens != 0
         raw = None
         if vectors:
-            raw = embedding.rows(tokens) * mask.unsqueeze(-1)
+            raw = F.embedding(tokens, embedding.weight) * mask.unsqueeze(-1)
         return cls(
             mask=mask,
             surface=tokens if surface is None else surface,
-            unit=embedding.unit_rows(tokens),
+            unit=F.embedding(tokens, embedding.unit),
             vectors=raw,
         )
 

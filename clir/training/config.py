@@ -131,9 +131,6 @@ class ModelConfig(Section):
         fusion: The layer combining component scores and features: ``"linear"`` or ``"mlp"``.
         fusion_hidden: Hidden units of the ``"mlp"`` fusion.
         features: Whether the fusion layer sees the extra (first-stage, overlap) features.
-        projection: Learn a linear map of the frozen space (from the identity) that the
-            components compare the words through (unset: none, and the step keys of configs
-            without it stay the same).
     """
 
     interaction: Annotated[str, OneOf(INTERACTION_MODELS)] = "knrm"
@@ -145,7 +142,6 @@ class ModelConfig(Section):
     fusion: Annotated[str, OneOf(FUSIONS)] = "linear"
     fusion_hidden: PositiveInt = 8
     features: bool = True
-    projection: Annotated[bool | None, OmitWhenNone()] = None
 
     def check(self, where: Where) -> None:
         model = INTERACTION_MODELS[self.interaction]

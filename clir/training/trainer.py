@@ -113,7 +113,6 @@ def build_reranker(
         fusion=m.fusion,
         fusion_hidden=m.fusion_hidden,
         feature_dropout=config.optim.feature_dropout or 0.0,
-        projection=bool(m.projection),
         seed=seed,
     )
 

@@ -31,7 +31,6 @@ ARCHITECTURE: dict[str, str] = {
     "components": "model.components",
     "share_weights": "model.shared_weights",
     "component_models": "component_models",
-    "projection": "model.projection",
 }
 """The saved model's config keys that must be equal, with the names a user knows them by."""
 FUSION: dict[str, str] = {"fusion": "model.fusion", "fusion_hidden": "model.fusion_hidden"}
@@ -70,8 +69,6 @@ def init_digest(path: str | Path) -> str:
 
 def _comparable(config: dict[str, Any], key: str) -> Any:
     value = config.get(key)
-    if key == "projection":  # saved before the key existed: none
-        return bool(value)
     if key == "model_kwargs":
         return {k: v for k, v in (value or {}).items() if k not in NOT_ARCHITECTURE}
     return value
@@ -109,7 +106,7 @@ def load_init_weights(model: nn.Module, path: str | Path, seed: int) -> dict[str
             f"optim.init_from={str(path)!r}: the model of {member} differs from this config's in "
             + "; ".join(differ)
         )
-    prefixes = ("scorers.", "projection", "fusion.") if fusion else ("scorers.", "projection")
+    prefixes = ("scorers.", "fusion.") if fusion else ("scorers.",)
     state = {k: v for k, v in tensors.items() if k.startswith(prefixes)}
     wanted = {k for k in model.state_dict() if k.startswith(prefixes)}
     if set(state) != wanted:
