@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -20,7 +19,6 @@ from clir.training import (
     RerankQuery,
     Tensorizer,
     TrainConfig,
-    TrainedReranker,
     Trainer,
     Vocabulary,
     cross_validate,
@@ -53,7 +51,7 @@ def make_space(n_concepts: int = 60, dim: int = 16, seed: int = 0) -> SharedSpac
     vectors = rng.normal(size=(n_concepts, dim)).astype(np.float32)
     vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
     spaces = {}
-    for lang, prefix in (("en", "e"), ("xx", "x"), ("yy", "y")):
+    for lang, prefix in (("en", "e"), ("xx", "x")):
         kv = KeyedVectors(dim)
         kv.add_vectors([f"{prefix}{i}" for i in range(n_concepts)], vectors)
         spaces[lang] = kv
@@ -319,71 +317,6 @@ def test_scores_to_run_keeps_the_rest_beneath():
 
 
 # ----------------------------------------------------------------------------------- training
-
-
-def in_language_yy(data: RerankData) -> RerankData:
-    """``data`` with its documents and translated queries in language "yy" (words y<i>)."""
-
-    def yy(words: list[str]) -> list[str]:
-        return [f"y{word[1:]}" for word in words]
-
-    queries = [replace(q, query_src=yy(q.query_src)) for q in data.queries]
-    doc_src = {docno: yy(words) for docno, words in data.doc_src.items()}
-    return replace(data, doc_lang="yy", queries=queries, doc_src=doc_src)
-
-
-def test_training_on_several_sets_of_queries(tmp_path, monkeypatch):
-    space = make_space()
-    train_x, qrels = make_data(n_queries=20, seed=1)
-    train_y, qrels_y = make_data(n_queries=12, seed=3)
-    dev_x, dev_qrels_x = make_data(n_queries=6, seed=2)
-    dev_y, dev_qrels_y = make_data(n_queries=5, seed=4)
-    train_y, dev_y = in_language_yy(train_y), in_language_yy(dev_y)
-    qrels.update(qrels_y, **dev_qrels_x, **dev_qrels_y)
-    config = tiny_config(epochs=2, patience=0)
-
-    def weights(path: Path) -> dict[str, torch.Tensor]:
-        return TrainedReranker.load(path).model.state_dict()
-
-    one = weights(
-        Trainer(config, metric=map_metric).fit(train_x, dev_x, qrels, tmp_path / "one", space=space)
-    )
-    listed = Trainer(config, metric=map_metric).fit(
-        [train_x], [dev_x], qrels, tmp_path / "listed", space=space
-    )
-    assert all(torch.equal(w, weights(listed)[k]) for k, w in one.items())  # one set: as before
-
-    languages, runs = [], []
-    batch = data_module.Tensorizer.batch
-    monkeypatch.setattr(
-        data_module.Tensorizer,
-        "batch",
-        lambda self, pairs: languages.append(self.data.doc_lang) or batch(self, pairs),
-    )
-
-    def metric(run, dev_qrels):
-        runs.append((set(run), set(dev_qrels)))
-        return map_metric(run, dev_qrels)
-
-    both = Trainer(config, metric=metric).fit(
-        [train_x, train_y], [dev_x, dev_y], qrels, tmp_path / "both", space=space
-    )
-    state = read_state(both)
-    per_epoch = len(languages) // 2
-    assert set(languages[:per_epoch]) == {"xx", "yy"}  # each batch from one set, the sets mixed
-    assert languages[:per_epoch] != sorted(languages[:per_epoch], key=["xx", "yy"].index)
-    assert state.info["doc_lang"] == ["xx", "yy"] and state.info["train_qids"] == 32
-    assert runs[0][0] == set(dev_x.qids) | set(dev_y.qids) == runs[0][1]  # one run of both dev sets
-    assert state.curve[0]["pairs"] == sum(
-        len(sample_pairs(d, qrels, np.random.default_rng(0), depth=20)) for d in (train_x, train_y)
-    )
-    with pytest.raises(ConfigError, match=r"query 's1q00' is in two sets of queries"):
-        Trainer(config, metric=map_metric).fit(
-            [train_x, train_x], None, qrels, tmp_path / "twice", space=space
-        )
-    renamed = replace(train_y, feature_names=["other"])
-    with pytest.raises(ConfigError, match=r"train set 2's features \['other'\] differ"):
-        Trainer(config).fit([train_x, renamed], None, qrels, tmp_path / "features", space=space)
 
 
 def test_training_improves_over_first_stage(tmp_path):

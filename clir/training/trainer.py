@@ -153,28 +153,6 @@ def deterministic() -> Any:
         torch.use_deterministic_algorithms(before, warn_only=warn_only)
 
 
-def _sets(data: RerankData | Sequence[RerankData] | None) -> list[RerankData]:
-    """One set of queries or several, as a list (``None``: none)."""
-    if data is None:
-        return []
-    return [data] if isinstance(data, RerankData) else list(data)
-
-
-def _check_sets(trains: Sequence[RerankData], devs: Sequence[RerankData]) -> None:
-    """Refuse sets whose features differ or that share a qid (qrels name a query by its qid)."""
-    names = trains[0].feature_names
-    seen: dict[str, int] = {}
-    for n, data in enumerate([*trains, *devs]):
-        which = f"train set {n + 1}" if n < len(trains) else f"dev set {n - len(trains) + 1}"
-        if data.feature_names != names:
-            raise ConfigError(
-                f"{which}'s features {data.feature_names} differ from the training features {names}"
-            )
-        for qid in data.qids:
-            if seen.setdefault(qid, n) != n:
-                raise ConfigError(f"query {qid!r} is in two sets of queries: a qid must name one query")
-
-
 class Trainer:
     """Trains one bilingual reranker (one seed) with early stopping.
 
@@ -221,8 +199,8 @@ class Trainer:
 
     def fit(
         self,
-        train: RerankData | Sequence[RerankData],
-        dev: RerankData | Sequence[RerankData] | None,
+        train: RerankData,
+        dev: RerankData | None,
         qrels: Qrels,
         out_dir: str | Path,
         *,
@@ -232,12 +210,9 @@ class Trainer:
         """Train, writing a checkpoint to ``out_dir`` after every epoch.
 
         Args:
-            train: Training queries with candidates, or several sets of them (e.g. pseudo-queries
-                of several languages): each epoch's batches are drawn from each set alone and
-                taken in a seeded order that mixes the sets.
-            dev: Queries to select the epoch by (``None``: the last epoch is kept), or several
-                sets: the metric of the run of all their queries.
-            qrels: Judgements of the training (and dev) queries; a qid names one query in all sets.
+            train: Training queries with candidates.
+            dev: Queries to select the epoch by (``None``: the last epoch is kept).
+            qrels: Judgements of the training (and dev) queries.
             out_dir: The checkpoint directory (see :mod:`clir.training.checkpoint`).
             space: The shared space (``.matrix(entries)``, ``.dim``) the embeddings come from.
             resume: Continue from the checkpoint in ``out_dir`` when there is one (a finished
@@ -250,32 +225,27 @@ class Trainer:
 
         Raises:
             ConfigError: If the data has no training pair, a dev set comes without a metric,
-                the feature names of the sets differ, a qid is in two sets, ``resume`` finds a checkpoint made
+                the feature names of train and dev differ, ``resume`` finds a checkpoint made
                 with another config, or ``optim.init_from`` names a model of another
                 architecture.
             DataNotFoundError: If ``optim.init_from`` is neither a checkpoint nor an ensemble.
         """
         cfg = self.config
         out_dir = Path(out_dir)
-        trains, devs = _sets(train), _sets(dev)
-        if not trains:
-            raise ConfigError("no training data: give at least one set of training queries")
-        if devs and self.metric is None:
+        if dev is not None and self.metric is None:
             raise ConfigError("a dev set needs metric=(run, qrels) -> float to select the best epoch")
-        _check_sets(trains, devs)
-        trains = [self._strip(data) for data in trains]  # type: ignore[misc]
-        devs = [self._strip(data) for data in devs]  # type: ignore[misc]
-        train = trains[0]
-        dev_qrels = {q: dict(qrels[q]) for data in devs for q in data.qids if q in qrels}
+        if dev is not None and dev.feature_names != train.feature_names:
+            raise ConfigError(
+                f"train features {train.feature_names} differ from dev features {dev.feature_names}"
+            )
+        train, dev = self._strip(train), self._strip(dev)
+        assert train is not None
+        dev_qrels = {q: dict(qrels[q]) for q in (dev.qids if dev else []) if q in qrels}
 
-        vocab = Vocabulary.build([*trains, *devs])
+        vocab = Vocabulary.build([train] + ([dev] if dev is not None else []))
         embeddings = vocab.embedding_matrix(space)
-        tensorizers = [
-            Tensorizer(vocab, data, cfg.data.max_query_len, cfg.data.max_doc_len) for data in trains
-        ]
-        dev_tensorizers = [
-            Tensorizer(vocab, data, cfg.data.max_query_len, cfg.data.max_doc_len) for data in devs
-        ]
+        tensorizer = Tensorizer(vocab, train, cfg.data.max_query_len, cfg.data.max_doc_len)
+        dev_tensorizer = Tensorizer(vocab, dev, cfg.data.max_query_len, cfg.data.max_doc_len) if dev else None
 
         model = build_reranker(cfg, embeddings, self._features(train), self.seed, train.feature_names).to(
             self.device
@@ -287,10 +257,10 @@ class Trainer:
         state = TrainingState(
             info={
                 "feature_names": list(train.feature_names),
-                "doc_lang": train.doc_lang if len(trains) == 1 else [data.doc_lang for data in trains],
+                "doc_lang": train.doc_lang,
                 "seed": self.seed,
-                "train_qids": sum(len(data.queries) for data in trains),
-                "dev_qids": sum(len(data.queries) for data in devs),
+                "train_qids": len(train.queries),
+                "dev_qids": len(dev.queries) if dev else 0,
                 "vocabulary": len(vocab),
                 **({"init_from": init} if init is not None else {}),
             }
@@ -318,14 +288,11 @@ class Trainer:
         with deterministic():
             for epoch in range(state.epoch + 1, cfg.optim.epochs + 1):
                 started = time.perf_counter()
-                loss, n_pairs = self._epoch(model, optimizer, tensorizers, qrels, epoch)
+                loss, n_pairs = self._epoch(model, optimizer, tensorizer, qrels, epoch)
                 score = None
-                if dev_tensorizers and self.metric is not None:
-                    run: Run = {}
-                    for tensorizer in dev_tensorizers:
-                        scores = score_candidates(model, tensorizer, cfg.data.max_candidates, self.scoring)
-                        run.update(scores_to_run(tensorizer.data, scores))
-                    score = float(self.metric(run, dev_qrels))
+                if dev_tensorizer is not None and dev is not None and self.metric is not None:
+                    scores = score_candidates(model, dev_tensorizer, cfg.data.max_candidates, self.scoring)
+                    score = float(self.metric(scores_to_run(dev, scores), dev_qrels))
                 improved = score is None or state.best_score is None or score > state.best_score
                 if improved:
                     state.best_epoch, state.best_score, state.bad_epochs = epoch, score, 0
@@ -365,43 +332,36 @@ class Trainer:
         self,
         model: nn.Module,
         optimizer: torch.optim.Optimizer,
-        tensorizers: Sequence[Tensorizer],
+        tensorizer: Tensorizer,
         qrels: Qrels,
         epoch: int,
     ) -> tuple[float, int]:
-        """One epoch: fresh negatives, shuffled pairs, Adam steps. Returns (mean loss, pairs).
-
-        With several training sets each batch comes from one set; the sets' batches are taken in
-        a seeded random order."""
+        """One epoch: fresh negatives, shuffled pairs, Adam steps. Returns (mean loss, pairs)."""
         cfg = self.config
         # Seeding per epoch makes epoch e identical whether or not training was resumed before it.
         rng = np.random.default_rng([self.seed, epoch])
         torch.manual_seed(self.seed * 1_000_003 + epoch)
         listwise = cfg.optim.loss == "softmax"
         sample = sample_groups if listwise else sample_pairs
-        size = cfg.optim.batch_size
-        batches: list[tuple[Tensorizer, list[Any]]] = []
-        for tensorizer in tensorizers:
-            items = sample(
-                tensorizer.data,
-                qrels,
-                rng,
-                cfg.data.negatives_per_positive,
-                depth=cfg.data.max_candidates,
-                hard=cfg.optim.hard_negatives,
-            )
-            batches += [(tensorizer, items[start : start + size]) for start in range(0, len(items), size)]
-        if not batches:
+        items = sample(
+            tensorizer.data,
+            qrels,
+            rng,
+            cfg.data.negatives_per_positive,
+            depth=cfg.data.max_candidates,
+            hard=cfg.optim.hard_negatives,
+        )
+        if not items:
             raise ConfigError(
                 "no training pairs: no training query has both a relevant and a non-relevant candidate "
                 f"among its first {cfg.data.max_candidates} (check the qrels and the first-stage run)"
             )
-        if len(tensorizers) > 1:
-            batches = [batches[i] for i in rng.permutation(len(batches))]
         model.train()
-        total, done = 0.0, 0
-        bar = progress_bar(batches, desc=f"epoch {epoch}", unit="batch", enabled=cfg.progress, leave=False)
-        for number, (tensorizer, chunk) in enumerate(bar, 1):
+        total, size = 0.0, cfg.optim.batch_size
+        steps = range(0, len(items), size)
+        bar = progress_bar(steps, desc=f"epoch {epoch}", unit="batch", enabled=cfg.progress, leave=False)
+        for start in bar:
+            chunk = items[start : start + size]
             negatives = [(qi, neg) for qi, _, negs in chunk for neg in (negs if listwise else [negs])]
             batch = tensorizer.batch([(qi, pos) for qi, pos, _ in chunk] + negatives).to(self.device)
             scores = model(batch)
@@ -413,16 +373,16 @@ class Trainer:
             value = float(loss.detach())
             if not math.isfinite(value):
                 raise NonFiniteError(
-                    f"seed {self.seed}, epoch {epoch}, batch {number}: the training loss is "
+                    f"seed {self.seed}, epoch {epoch}, batch {start // size + 1}: the training loss is "
                     f"{value} (optim.lr={cfg.optim.lr}, optim.margin={cfg.optim.margin}); "
                     "lower optim.lr or check the input features"
                 )
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             optimizer.step()
-            total, done = total + value * len(chunk), done + len(chunk)
-            bar.set_postfix(loss=f"{total / done:.4f}")
-        return total / done, done
+            total += value * len(chunk)
+            bar.set_postfix(loss=f"{total / min(start + size, len(items)):.4f}")
+        return total / len(items), len(items)
 
     def predict(self, data: RerankData, *, space: Any, run: Run | None = None) -> Run:
         """Rerank ``data`` with the trained (best-epoch) model.
