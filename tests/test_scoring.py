@@ -641,7 +641,7 @@ def test_a_cuda_rerank_in_parts_writes_the_file_of_the_whole_rerank(tmp_path, fu
     whole, parts = tmp_path / "whole.run", tmp_path / "parts.run"
     write_run(whole, rerank_arrays(models, data, **kwargs), workers=0)
     got = list(rerank_parts(models, data, **kwargs, chunk_pairs=50))
-    assert len(got) > 3
+    assert len(got) > 1  # several parts (about a part per 50 of the pairs)
     write_run(parts, got, workers=0)
     assert parts.read_bytes() == whole.read_bytes()
 
