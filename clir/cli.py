@@ -603,7 +603,7 @@ def _explain(args: argparse.Namespace) -> int:
     from clir.pipeline.explain import explain_pair
 
     if args.png is not None:
-        check_output(args.png)
+        check_output(args.png, option="--png")
     result = explain_pair(
         args.model,
         _load_collection(args),

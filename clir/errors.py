@@ -64,13 +64,17 @@ class OutputExistsError(ClirError, FileExistsError):
         path: Where the output was to be written.
         found: What is there, e.g. ``"a file (clir writes a directory here)"``.
         force_helps: Whether ``--force`` (``force=True``) would replace it.
+        option: The option that named ``path`` (``--out``, ``--png``, ...), for the remedy.
     """
 
-    def __init__(self, path: str | Path, found: str, *, force_helps: bool = True) -> None:
+    def __init__(
+        self, path: str | Path, found: str, *, force_helps: bool = True, option: str = "--out"
+    ) -> None:
         self.path = str(path)
         remedy = ", or pass --force to replace it" if force_helps else " (--force never replaces it)"
         super().__init__(
-            f"{self.path} is {found}; choose another --out{remedy}; clir never deletes what it did not create"
+            f"{self.path} is {found}; choose another {option}{remedy}; "
+            "clir never deletes what it did not create"
         )
 
 

@@ -277,3 +277,22 @@ def test_an_input_of_the_command_is_never_its_out(tmp_path, capsys):
     assert f"{topics} is one of this command's inputs ({tmp_path / 'link.tsv'})" in capsys.readouterr().err
     assert topics.read_text() == "q1\tdog\n"
     check_output(tmp_path / "new.run", inputs=[topics, None])  # another path, or no input: fine
+
+
+def test_explain_png_refusals_name_the_png_option(tmp_path, capsys):
+    """clir explain --png DIR said "choose another --out", an option explain does not have."""
+    from clir.cli import main
+
+    directory = tmp_path / "plots"
+    directory.mkdir()
+    blocker = tmp_path / "a-file"
+    blocker.write_text("mine")
+    argv = ["explain", "--model", str(tmp_path / "m"), "--collection", str(tmp_path / "c"),
+            "--space", str(tmp_path / "s"), "--qid", "q1", "--docno", "d1"]  # fmt: skip
+    for png, found in ((directory, "a directory (clir writes a file here)"),
+                       (blocker / "h.png", "a file, so")):  # fmt: skip
+        assert main([*argv, "--png", str(png)]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("clir: error: ") and found in err
+        assert "choose another --png (--force never replaces it)" in err and "--out" not in err
+    assert blocker.read_text() == "mine" and list(directory.iterdir()) == []

@@ -96,7 +96,7 @@ def _protected(path: Path) -> bool:
     return path.resolve() in (Path.home().resolve(), cwd, *cwd.parents)  # the root is a parent
 
 
-def _replaceable(path: Path, kind: str, force: bool) -> bool:
+def _replaceable(path: Path, kind: str, force: bool, option: str = "--out") -> bool:
     """Check what lies at ``path`` before a directory of ``kind`` is written there.
 
     Returns:
@@ -109,12 +109,17 @@ def _replaceable(path: Path, kind: str, force: bool) -> bool:
     if not os.path.lexists(path):
         return False
     if path.is_symlink():
-        raise OutputExistsError(path, "a symbolic link", force_helps=False)
+        raise OutputExistsError(path, "a symbolic link", force_helps=False, option=option)
     if not path.is_dir():
-        raise OutputExistsError(path, "a file (clir writes a directory here)", force_helps=False)
+        raise OutputExistsError(
+            path, "a file (clir writes a directory here)", force_helps=False, option=option
+        )
     if _protected(path):
         raise OutputExistsError(
-            path, "the root, home or working directory (or a parent of it)", force_helps=False
+            path,
+            "the root, home or working directory (or a parent of it)",
+            force_helps=False,
+            option=option,
         )
     with os.scandir(path) as entries:
         if next(entries, None) is None:
@@ -123,7 +128,7 @@ def _replaceable(path: Path, kind: str, force: bool) -> bool:
     if found == kind or force:
         return True
     what = "a directory that clir did not write" if found is None else f"a clir {found!r} output"
-    raise OutputExistsError(path, f"{what} (expected nothing, or a clir {kind!r} output)")
+    raise OutputExistsError(path, f"{what} (expected nothing, or a clir {kind!r} output)", option=option)
 
 
 def output_directory(path: str | Path, *, kind: str, force: bool = False) -> Path:
@@ -162,6 +167,7 @@ def check_output(
     kind: str | None = None,
     force: bool = False,
     inputs: Sequence[str | Path | None] = (),
+    option: str = "--out",
 ) -> None:
     """Check, before any work, that an output can be written at ``path``.
 
@@ -171,6 +177,8 @@ def check_output(
         force: As in :func:`atomic_directory`.
         inputs: The files and directories the command reads (``None``: an input not given):
             ``path`` must be none of them, or the save would replace what it was made from.
+        option: The command's option that names ``path`` (``--out``, ``--png``), which a
+            refusal tells the user to change.
 
     Raises:
         OutputExistsError: If ``path`` holds what the save must not replace (a directory where
@@ -181,17 +189,23 @@ def check_output(
     for source in inputs:
         given = source is not None and os.path.exists(path) and os.path.exists(source)
         if given and os.path.samefile(path, source):
-            raise OutputExistsError(path, f"one of this command's inputs ({source})", force_helps=False)
+            raise OutputExistsError(
+                path, f"one of this command's inputs ({source})", force_helps=False, option=option
+            )
     path = Path(os.path.abspath(path))
     if kind is not None:
-        _replaceable(path, kind, force)
+        _replaceable(path, kind, force, option)
     elif path.is_dir():
-        raise OutputExistsError(path, "a directory (clir writes a file here)", force_helps=False)
+        raise OutputExistsError(
+            path, "a directory (clir writes a file here)", force_helps=False, option=option
+        )
     parent = path.parent
     while not os.path.lexists(parent):
         parent = parent.parent
     if not parent.is_dir():
-        raise OutputExistsError(parent, f"a file, so {path} cannot be written below it", force_helps=False)
+        raise OutputExistsError(
+            parent, f"a file, so {path} cannot be written below it", force_helps=False, option=option
+        )
     if not os.access(parent, os.W_OK | os.X_OK):
         raise ConfigError(f"{path}: cannot write into {parent} (permission denied)")
 
