@@ -300,6 +300,16 @@ def _probability(text: str) -> float:
     return value
 
 
+def _language(text: str) -> str:
+    """A language code option (``--doc-lang``): letters, as every analyzer requires."""
+    from clir.text.analyzer import check_language_code
+
+    try:
+        return check_language_code(text)
+    except ConfigError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
 def _spelling(text: str) -> float | None:
     """``--spelling``: a similarity in (0, 1], or ``off``."""
     if text == "off":
@@ -1019,7 +1029,9 @@ def build_parser() -> argparse.ArgumentParser:
         "source", type=Path, help="a collection directory (its parallel.tsv) or a parallel.tsv file"
     )
     pseudo.add_argument("--out", required=True, type=Path, help="output collection directory")
-    pseudo.add_argument("--doc-lang", help="document language (needed for a parallel.tsv file)")
+    pseudo.add_argument(
+        "--doc-lang", type=_language, help="document language (needed for a parallel.tsv file)"
+    )
     pseudo.add_argument(
         "--layout",
         choices=("pairs", "bible"),
@@ -1082,8 +1094,12 @@ def build_parser() -> argparse.ArgumentParser:
     imp.add_argument(
         "--qrels", required=True, nargs="+", type=Path, metavar="FILE", help="qrels files (merged)"
     )
-    imp.add_argument("--doc-lang", required=True, help="language code of the documents, e.g. sw, so, ha")
-    imp.add_argument("--query-lang", default="en", help="language code of the queries (default en)")
+    imp.add_argument(
+        "--doc-lang", required=True, type=_language, help="language code of the documents, e.g. sw, so, ha"
+    )
+    imp.add_argument(
+        "--query-lang", default="en", type=_language, help="language code of the queries (default en)"
+    )
     imp.add_argument("--out", required=True, type=Path, help="output collection directory")
     imp.add_argument("--name", help="the collection's name (default: the --out directory's name)")
     imp.add_argument(
@@ -1125,8 +1141,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     irds.add_argument("dataset_id", help="e.g. hc4/fa/test, neuclir/1/fa/trec-2022, miracl/sw/dev")
     irds.add_argument("--out", required=True, type=Path, help="output collection directory")
-    irds.add_argument("--doc-lang", help="document language (default: the dataset's)")
-    irds.add_argument("--query-lang", help="query language (default: the dataset's, else en)")
+    irds.add_argument("--doc-lang", type=_language, help="document language (default: the dataset's)")
+    irds.add_argument("--query-lang", type=_language, help="query language (default: the dataset's, else en)")
     irds.add_argument(
         "--field", dest="fields", nargs="+", metavar="FIELD", help="document fields joined into the text"
     )

@@ -304,3 +304,30 @@ def test_a_split_name_that_is_no_file_name_is_refused(tmp_path, capsys, split):
     assert main(argv) == 2
     assert f"not written: split {split!r} is not a split name" in capsys.readouterr().err
     assert not (tmp_path / "c").exists()
+
+
+@pytest.mark.parametrize("lang", ["../x", "", "sw/x", "s w", "sw2"])
+def test_a_doc_lang_that_is_no_language_code_is_refused_before_writing(tmp_path, capsys, lang):
+    """``--doc-lang ../x`` had written a collection that every later command refused (its
+    analyzer wants letters): refused at import now, naming the option, with nothing written."""
+    files = write_user_files(tmp_path / "mine")
+    out = tmp_path / "c"
+    argv = ["data", "import", "--documents", str(files["corpus.jsonl"]), "--docno-field", "_id",
+            "--topics", str(files["topics.txt"]), "--qrels", str(files["qrels.tsv"]),
+            "--out", str(out)]  # fmt: skip
+    with pytest.raises(SystemExit) as exited:
+        main([*argv, "--doc-lang", lang])
+    assert exited.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("clir: error: argument --doc-lang: language code must be letters like 'sw'")
+    assert f"got {lang!r}" in err
+    with pytest.raises(SystemExit):
+        main([*argv, "--doc-lang", "sw", "--query-lang", lang])
+    assert "argument --query-lang: language code must be letters" in capsys.readouterr().err
+    assert not out.exists() and sorted(p.name for p in tmp_path.iterdir()) == ["mine"]
+    with pytest.raises(ConfigError, match=r"not written: doc_lang must be letters like 'sw', got"):
+        import_collection(out, documents=files["corpus.jsonl"], topics={"test": files["topics.txt"]},
+                          qrels=[files["qrels.tsv"]], doc_lang=lang)  # fmt: skip
+    assert not out.exists()
+    assert main([*argv, "--doc-lang", "sw"]) == 0  # a code of letters is fine
+    assert Collection.load(out).doc_lang == "sw"

@@ -49,6 +49,7 @@ from clir.formats import (
     write_topics,
     write_topics_xml,
 )
+from clir.text.analyzer import check_language_code
 from clir.types import Document, ParallelPair, Qrels, Query
 
 _RESERVED_KEYS = ("type", "clir_version", "name", "doc_lang", "query_lang")
@@ -345,10 +346,15 @@ def save_collection(
     Raises:
         OutputExistsError: If ``path`` holds something else (see :func:`atomic_directory`).
         ConfigError: If a split's name is not a file name (``../x``: :meth:`Collection.load`
-            would not find its topics).
+            would not find its topics), or a language code is not letters (no analyzer reads it).
         FormatError: If it would hold no document.
     """
     path = Path(path)
+    for argument, lang in (("doc_lang", doc_lang), ("query_lang", query_lang)):
+        try:
+            check_language_code(lang, argument)
+        except ConfigError as error:  # every later reader's analyzer would refuse it
+            raise ConfigError(f"{path}: not written: {error}") from None
     for split in queries:
         if not isinstance(split, str) or not re.fullmatch(NAME_PATTERN, split):
             raise ConfigError(

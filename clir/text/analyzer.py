@@ -58,6 +58,22 @@ def _stopwords(lang: str) -> frozenset[str]:
     return frozenset(words)
 
 
+def check_language_code(lang: object, what: str = "language code") -> str:
+    """``lang`` if it is a language code an analyzer accepts (letters only, like ``sw``).
+
+    Args:
+        lang: The code to check.
+        what: How the message names it (``doc_lang``, an option).
+
+    Raises:
+        ConfigError: If ``lang`` is not a non-empty string of letters (``../x`` would also
+            become part of file and cache names).
+    """
+    if not isinstance(lang, str) or not lang.isalpha():
+        raise ConfigError(f"{what} must be letters like 'sw', got {lang!r}")
+    return lang
+
+
 @dataclass(frozen=True)
 class AnalyzerConfig:
     """Settings of a :class:`TextAnalyzer`.
@@ -86,8 +102,7 @@ class TextAnalyzer(Analyzer):
     """
 
     def __init__(self, config: AnalyzerConfig) -> None:
-        if not config.lang or not config.lang.isalpha():
-            raise ConfigError(f"language code must be letters like 'sw', got {config.lang!r}")
+        check_language_code(config.lang)
         self.config = config
         self.lang = config.lang.lower()
         lemmatize = self.lang in LEMMATIZED if config.lemmatize is None else config.lemmatize
