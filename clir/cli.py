@@ -385,7 +385,7 @@ def _retrieve(args: argparse.Namespace) -> int:
         queries = read_topics(args.topics)
     else:
         queries = _load_collection(args).split(args.split)
-    stage = FirstStage.load(args.index, progress=not args.quiet, processes=args.processes)
+    stage = FirstStage.load(args.index, progress=not args.quiet, processes=args.processes, verify=args.verify)
     with _engine(args) as engine:
         run = search_stage(stage, queries, engine, k=args.k, pad=args.pad)
     write_run(args.out, run, tag=args.tag or f"{stage.mode}-{stage.model}")
@@ -1263,6 +1263,12 @@ def build_parser() -> argparse.ArgumentParser:
         default=1,
         help="a sharded index (clir index --shard-docs): processes searching batches of 64 queries "
         "at once, forked from this one (the same run; default 1)",
+    )
+    retrieve.add_argument(
+        "--verify",
+        action="store_true",
+        help="check the SHA-256 of every file of the index (by default: the sizes of all, the hashes "
+        "of the smallest 64 MiB); a damaged index is an error naming the file",
     )
     _engine_arguments(retrieve)
     retrieve.set_defaults(handler=_retrieve)

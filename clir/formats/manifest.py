@@ -1,17 +1,26 @@
 """Manifests: the size and SHA-256 of every file of a directory, to verify it before reuse.
 
 A cached experiment step and a training checkpoint each record one when they are written; a
-reader that finds a file missing, resized or changed rebuilds instead of trusting it.
+reader that finds a file missing, resized or changed rebuilds instead of trusting it. A saved
+index records one too (:func:`check_manifest` refuses a damaged one, naming the file).
 """
 
 from __future__ import annotations
 
 import hashlib
-from pathlib import Path
-from typing import Any
+from collections.abc import Iterable
+from pathlib import Path, PurePosixPath
+from typing import Any, cast
+
+from clir.errors import DataNotFoundError, FormatError
 
 Manifest = dict[str, dict[str, Any]]
 """``{relative path: {"size": bytes, "sha256": hex digest}}``."""
+
+HASH_BUDGET = 64 * 2**20
+"""Bytes of an artefact's files (smallest first) whose SHA-256 a default verification computes:
+about 0.1 s, and every metadata file, run and small array is covered; larger arrays get their
+sizes checked (``verify=True`` hashes every file)."""
 
 
 def sha256_of(path: Path) -> str:
@@ -25,11 +34,15 @@ def sha256_of(path: Path) -> str:
 
 def file_manifest(directory: Path, exclude: tuple[str, ...] = ()) -> Manifest:
     """The manifest of every file under ``directory`` but those named in ``exclude`` (relative)."""
-    files = sorted(p for p in directory.rglob("*") if p.is_file())
+    files = sorted(p.relative_to(directory).as_posix() for p in directory.rglob("*") if p.is_file())
+    return manifest_of(directory, [name for name in files if name not in exclude])
+
+
+def manifest_of(directory: Path, names: Iterable[str]) -> Manifest:
+    """The manifest of the named files (paths relative to ``directory``, with ``/``)."""
     return {
-        name: {"size": p.stat().st_size, "sha256": sha256_of(p)}
-        for p in files
-        if (name := p.relative_to(directory).as_posix()) not in exclude
+        name: {"size": (directory / name).stat().st_size, "sha256": sha256_of(directory / name)}
+        for name in names
     }
 
 
@@ -47,17 +60,54 @@ def manifest_problem(directory: Path, files: Manifest, hash_budget: int | None =
     Sizes are always checked; SHA-256 for the smallest files up to ``hash_budget`` bytes in all
     (``None``: every file).
     """
+    damage = find_damage(directory, files, hash_budget)
+    return None if damage is None else f"{damage[0]} {damage[1]}"
+
+
+def find_damage(directory: Path, files: Manifest, hash_budget: int | None = None) -> tuple[str, str] | None:
+    """The first file of ``directory`` that does not match its manifest and what is wrong with
+    it (``"is missing"``, ...), or ``None``; checked as :func:`manifest_problem` says."""
     ordered = sorted(files.items(), key=lambda item: item[1]["size"])
     for name, entry in ordered:
         if not (directory / name).is_file():
-            return f"{name} is missing"
+            return name, "is missing"
         if (size := (directory / name).stat().st_size) != entry["size"]:
-            return f"{name} has {size} bytes, the manifest {entry['size']}"
+            return name, f"has {size} bytes, the manifest {entry['size']}"
     hashed = 0
     for name, entry in ordered:
         hashed += entry["size"]
         if hash_budget is not None and hashed > hash_budget:
             break
         if sha256_of(directory / name) != entry["sha256"]:
-            return f"{name} differs from the manifest (SHA-256)"
+            return name, "differs from the manifest (SHA-256)"
     return None
+
+
+def check_manifest(directory: Path, files: object, record: Path, *, verify: bool = False) -> None:
+    """Refuse a saved artefact whose files do not match the manifest that ``record`` holds.
+
+    Args:
+        directory: The artefact's directory (the manifest's paths are relative to it).
+        files: The manifest as read from ``record``.
+        record: The JSON file that holds it (named when the manifest itself is malformed).
+        verify: Hash every file, not only the smallest :data:`HASH_BUDGET` bytes.
+
+    Raises:
+        DataNotFoundError: If a file of the manifest is missing.
+        FormatError: Naming the file whose size or SHA-256 differs, or ``record`` if ``files``
+            is no manifest (or names a path outside ``directory``).
+    """
+    if not is_manifest(files):
+        raise FormatError(record, None, "'files' is not a manifest ({path: {size, sha256}})")
+    files = cast(Manifest, files)
+    for name in files:
+        parts = PurePosixPath(name).parts
+        if not parts or name.startswith("/") or ".." in parts or "\\" in name:
+            raise FormatError(record, None, f"'files' names {name!r}, not a path inside {directory}")
+    damage = find_damage(directory, files, None if verify else HASH_BUDGET)
+    if damage is None:
+        return
+    name, what = damage
+    if what == "is missing":
+        raise DataNotFoundError(f"{directory / name} is missing (listed in {record})")
+    raise FormatError(directory / name, None, f"damaged file, {what} ({record.name}); build it again")

@@ -43,16 +43,12 @@ from clir._version import __version__
 from clir.errors import OutputLockedError
 from clir.formats import atomic_write
 from clir.formats.atomic import output_directory
-from clir.formats.manifest import file_manifest, is_manifest, manifest_problem
+from clir.formats.manifest import HASH_BUDGET, file_manifest, is_manifest, manifest_problem
 
 DONE = "step.json"
 LOCK = ".lock"
 INDEX = "index.json"
 """``steps/index.json``: readable step name -> step folder name."""
-HASH_BUDGET = 64 * 2**20
-"""Bytes of a step's files (smallest first) whose SHA-256 is checked on reuse without
-``verify``: about 0.1 s a step, and every metadata file, run and small array is covered; larger
-arrays and weights get their sizes checked."""
 
 
 class StepRebuiltWarning(UserWarning):

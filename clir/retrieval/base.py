@@ -47,9 +47,10 @@ import scipy.sparse as sp
 from clir._version import __version__
 from clir.errors import ConfigError, FormatError
 from clir.formats import atomic_directory
+from clir.formats.manifest import manifest_of
 from clir.progress import progress_bar
 from clir.retrieval.accumulate import MIN_DOCS, accumulate_topk, max_weights
-from clir.retrieval.index import DocTerms, SparseIndex, read_json, write_json
+from clir.retrieval.index import DocTerms, SparseIndex, load_array, read_json, verify_files, write_json
 from clir.retrieval.topk import dense_rows, dense_topk, prefer_dense, sparse_topk, unmatched_order
 from clir.types import Run
 
@@ -521,28 +522,35 @@ class Retriever(Searcher):
             (tmp / "index").mkdir()
             index.write(tmp / "index")
             np.save(tmp / "weights.npy", np.ascontiguousarray(self._weights.data), allow_pickle=False)
-            meta = {"type": self.name, "clir_version": __version__, "params": self.get_params()}
+            meta = {
+                "type": self.name,
+                "clir_version": __version__,
+                "params": self.get_params(),
+                "files": manifest_of(tmp, ["weights.npy"]),  # the index records its own
+            }
             write_json(tmp / "retriever.json", meta)
         return path
 
     @classmethod
-    def load(cls: type[R], path: str | Path, mmap: bool = True) -> R:
-        """Load a retriever saved by :meth:`save` (``Retriever.load`` picks the saved type).
+    def load(cls: type[R], path: str | Path, mmap: bool = True, *, verify: bool = False) -> R:
+        """Load a retriever saved by :meth:`save` (``Retriever.load`` picks the saved type),
+        its files verified against their manifests (see :meth:`SparseIndex.load`).
 
         Args:
             path: The directory.
             mmap: Memory-map the arrays.
+            verify: Hash every file (by default the smallest 64 MiB of each manifest).
 
         Returns:
             The retriever, ready to search.
 
         Raises:
             DataNotFoundError: If a file is missing.
-            FormatError: If the saved type is unknown or not a ``cls``.
+            FormatError: If the saved type is unknown or not a ``cls``, or a file is damaged.
         """
         path = Path(path)
         meta = read_json(path / "retriever.json")
-        kind = meta.get("type")
+        kind = meta.get("type") if isinstance(meta, dict) else None
         if kind not in RETRIEVERS:
             raise FormatError(
                 path / "retriever.json",
@@ -555,8 +563,13 @@ class Retriever(Searcher):
                 path / "retriever.json", None, f"holds a {klass.__name__}, not a {cls.__name__}"
             )
         retriever = klass(**meta.get("params", {}))
-        index = SparseIndex.load(path / "index", mmap=mmap)
-        weights = np.load(path / "weights.npy", mmap_mode="r" if mmap else None, allow_pickle=False)
+        verify_files(path, meta, path / "retriever.json", verify)
+        index = SparseIndex.load(path / "index", mmap=mmap, verify=verify)
+        weights = load_array(path / "weights.npy", mmap, "f")
+        if weights.shape != index.postings.data.shape:
+            raise FormatError(
+                path / "weights.npy", None, f"holds {len(weights)} weights for {index.postings.nnz} postings"
+            )
         return retriever.use_index(index, weights=weights)  # type: ignore[return-value]
 
     def __repr__(self) -> str:

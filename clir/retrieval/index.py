@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from itertools import repeat
 from pathlib import Path
@@ -22,12 +23,15 @@ import scipy.sparse as sp
 from clir._version import __version__
 from clir.errors import ConfigError, DataNotFoundError, FormatError
 from clir.formats import atomic_directory
+from clir.formats.manifest import check_manifest, manifest_of
 from clir.progress import progress_bar
 
 DocTerms = Sequence[str] | Mapping[str, float]
 """A document as index terms: a token list, or a weighted bag ``{term: weight}``."""
 
 _ARRAYS = ("docnos", "indptr", "doc_ids", "tf", "doc_len", "df", "cf")
+_KINDS = {"docnos": "U", "indptr": "iu", "doc_ids": "iu", "tf": "f", "doc_len": "f", "df": "f", "cf": "f"}
+"""The numpy dtype kinds each saved array may have."""
 
 
 class SparseIndex:
@@ -232,6 +236,7 @@ class SparseIndex:
             "n_docs": self.n_docs,
             "n_terms": self.n_terms,
             "nnz": int(self.postings.nnz),
+            "files": manifest_of(directory, [*(f"{name}.npy" for name in _ARRAYS), "vocab.json"]),
         }
         _write_json(directory / "index.json", meta)
 
@@ -251,32 +256,63 @@ class SparseIndex:
             np.save(directory / f"{name}.npy", np.ascontiguousarray(arrays[name]), allow_pickle=False)
 
     @classmethod
-    def load(cls, path: str | Path, mmap: bool = True) -> SparseIndex:
-        """Load an index saved by :meth:`save`.
+    def load(cls, path: str | Path, mmap: bool = True, *, verify: bool = False) -> SparseIndex:
+        """Load an index saved by :meth:`save`, verified against the manifest in ``index.json``.
+
+        Every file's size is compared with the manifest, and the SHA-256 of the smallest files
+        up to :data:`~clir.formats.manifest.HASH_BUDGET` bytes (all of them with ``verify``), so
+        the memory maps of a large index stay lazy; cheap invariants of the arrays (lengths,
+        dtypes, ``indptr`` rising from 0 to nnz, each posting list's first and last document id
+        in range, docnos sorted, df equal to the posting counts) are checked too. An index
+        saved before clir recorded manifests loads with a warning.
 
         Args:
             path: The directory.
             mmap: Memory-map the arrays (read-only) instead of reading them into memory.
+            verify: Hash every file.
 
         Returns:
             The index.
 
         Raises:
             DataNotFoundError: If the directory or one of its files is missing.
-            FormatError: If ``index.json`` is not a SparseIndex description.
+            FormatError: Naming the file, if ``index.json`` is not a SparseIndex description or
+                a file is damaged (not its recorded size or hash, unreadable, or inconsistent).
         """
         path = Path(path)
-        meta = read_json(path / "index.json")
-        if meta.get("type") != "SparseIndex":
+        record = path / "index.json"
+        meta = read_meta(record, "SparseIndex")
+        verify_files(path, meta, record, verify)
+        arrays = {name: load_array(path / f"{name}.npy", mmap, _KINDS[name]) for name in _ARRAYS}
+        vocab, term_ids = read_vocab(path / "vocab.json")
+        for key, value in (
+            ("n_docs", len(arrays["docnos"])),
+            ("n_terms", len(vocab)),
+            ("nnz", len(arrays["tf"])),
+        ):
+            if key in meta and meta[key] != value:
+                raise FormatError(record, None, f"{key} is {meta[key]!r}, but the arrays hold {value}")
+        for name in ("df", "cf"):
+            if len(arrays[name]) != len(vocab):
+                raise FormatError(
+                    path / f"{name}.npy", None, f"holds {len(arrays[name])} values for {len(vocab)} terms"
+                )
+        if len(arrays["indptr"]) != len(vocab) + 1:
             raise FormatError(
-                path / "index.json", None, f"type is {meta.get('type')!r}, expected 'SparseIndex'"
+                path / "indptr.npy", None, f"holds {len(arrays['indptr'])} offsets for {len(vocab)} terms"
             )
-        arrays = {name: _load_array(path / f"{name}.npy", mmap) for name in _ARRAYS}
-        vocab = read_json(path / "vocab.json")
-        shape = (len(vocab), len(arrays["docnos"]))
-        postings = sp.csr_matrix((arrays["tf"], arrays["doc_ids"], arrays["indptr"]), shape=shape, copy=False)
-        postings.has_sorted_indices = True
-        return cls(arrays["docnos"], vocab, postings, arrays["doc_len"], arrays["df"], arrays["cf"])
+        postings = check_postings(path, arrays, len(vocab))
+        if not np.array_equal(np.diff(postings.indptr), arrays["df"]):
+            raise FormatError(path / "df.npy", None, "differs from the number of postings of each term")
+        return cls(
+            arrays["docnos"],
+            vocab,
+            postings,
+            arrays["doc_len"],
+            arrays["df"],
+            arrays["cf"],
+            term_ids=term_ids,
+        )
 
 
 class CollectionStats(NamedTuple):
@@ -375,10 +411,95 @@ def _canonical_csr(matrix: sp.csr_matrix) -> sp.csr_matrix:
     return matrix
 
 
-def _load_array(path: Path, mmap: bool) -> np.ndarray:
+def load_array(path: Path, mmap: bool, kinds: str) -> np.ndarray:
+    """A saved one-dimensional array of one of the dtype ``kinds`` (``"iu"``, ``"f"``, ``"U"``),
+    memory-mapped or read, naming the file when it is missing or unreadable."""
     if not path.is_file():
         raise DataNotFoundError(f"index file {path} is missing (was the directory written by save()?)")
-    return np.load(path, mmap_mode="r" if mmap else None, allow_pickle=False)
+    try:
+        array = np.load(path, mmap_mode="r" if mmap else None, allow_pickle=False)
+    except (OSError, ValueError, EOFError) as error:  # truncated, not .npy, or of objects
+        raise FormatError(path, None, f"not a readable .npy array ({error})") from None
+    if array.ndim != 1 or array.dtype.kind not in kinds:
+        raise FormatError(
+            path, None, f"holds a {array.dtype} array of shape {array.shape}, expected a 1-d one"
+        )
+    return array
+
+
+def check_postings(directory: Path, arrays: Mapping[str, np.ndarray], n_terms: int) -> sp.csr_matrix:
+    """The postings matrix of saved arrays (``docnos``, ``indptr``, ``doc_ids``, ``tf``,
+    ``doc_len``; an ``indptr`` shorter than ``n_terms + 1`` is a shard's, padded with empty rows),
+    after checks that cost O(terms + documents), not O(postings), naming the file that fails."""
+    docnos, indptr, doc_ids, tf = arrays["docnos"], arrays["indptr"], arrays["doc_ids"], arrays["tf"]
+    n_docs = len(docnos)
+    if len(arrays["doc_len"]) != n_docs:
+        raise FormatError(
+            directory / "doc_len.npy", None, f"holds {len(arrays['doc_len'])} lengths for {n_docs} documents"
+        )
+    if not np.isfinite(arrays["doc_len"]).all() or (np.asarray(arrays["doc_len"]) < 0).any():
+        raise FormatError(directory / "doc_len.npy", None, "holds a negative or non-finite document length")
+    if n_docs > 1 and not (docnos[:-1] < docnos[1:]).all():
+        raise FormatError(directory / "docnos.npy", None, "docnos are not unique and sorted")
+    if len(tf) != len(doc_ids):
+        raise FormatError(directory / "tf.npy", None, f"holds {len(tf)} values for {len(doc_ids)} postings")
+    steps = np.diff(indptr)
+    if (
+        not 1 <= len(indptr) <= n_terms + 1
+        or indptr[0] != 0
+        or indptr[-1] != len(doc_ids)
+        or (steps < 0).any()
+    ):
+        raise FormatError(
+            directory / "indptr.npy",
+            None,
+            f"is not {n_terms + 1} offsets rising from 0 to the {len(doc_ids)} postings",
+        )
+    rows = np.flatnonzero(steps)  # each posting list is sorted: its ends bound its document ids
+    first, last = doc_ids[indptr[rows]], doc_ids[indptr[rows + 1] - 1]
+    if len(rows) and (min(first.min(), last.min()) < 0 or max(first.max(), last.max()) >= n_docs):
+        raise FormatError(directory / "doc_ids.npy", None, f"holds a document id outside [0, {n_docs})")
+    if (first > last).any():
+        raise FormatError(directory / "doc_ids.npy", None, "holds a posting list out of order")
+    if len(indptr) < n_terms + 1:  # terms first seen after this shard: empty rows
+        indptr = np.concatenate([indptr, np.full(n_terms + 1 - len(indptr), indptr[-1], indptr.dtype)])
+    postings = sp.csr_matrix((tf, doc_ids, indptr), shape=(n_terms, n_docs), copy=False)
+    postings.has_sorted_indices = True
+    return postings
+
+
+def read_meta(path: Path, kind: str) -> dict[str, Any]:
+    """The JSON object of a saved artefact's description, whose ``type`` must be ``kind``."""
+    meta = read_json(path)
+    if not isinstance(meta, dict) or meta.get("type") != kind:
+        found = meta.get("type") if isinstance(meta, dict) else type(meta).__name__
+        raise FormatError(path, None, f"type is {found!r}, expected {kind!r}")
+    return meta
+
+
+def read_vocab(path: Path) -> tuple[list[str], dict[str, int]]:
+    """A saved vocabulary (a JSON list of distinct strings) and its term ids."""
+    vocab = read_json(path)
+    if not isinstance(vocab, list) or not all(isinstance(term, str) for term in vocab):
+        raise FormatError(path, None, "is not a JSON list of terms")
+    term_ids = {term: i for i, term in enumerate(vocab)}
+    if len(term_ids) != len(vocab):
+        raise FormatError(path, None, "holds a term twice")
+    return vocab, term_ids
+
+
+def verify_files(directory: Path, meta: Mapping[str, Any], record: Path, verify: bool) -> None:
+    """Check a saved directory's files against the manifest (``files``) of its description
+    ``record`` (see :func:`~clir.formats.manifest.check_manifest`); one saved by a clir that
+    recorded none is used with a warning."""
+    if "files" not in meta:
+        warnings.warn(
+            f"{directory}: saved by clir {meta.get('clir_version', '?')} without a manifest of its files, "
+            "so it is used unverified; build it again to have it verified",
+            stacklevel=3,
+        )
+        return
+    check_manifest(directory, meta["files"], record, verify=verify)
 
 
 def _write_json(path: Path, value: Any) -> None:
@@ -395,6 +516,8 @@ def read_json(path: Path) -> Any:
             return json.load(handle)
     except json.JSONDecodeError as exc:
         raise FormatError(path, exc.lineno, f"invalid JSON: {exc.msg}") from None
+    except UnicodeDecodeError as exc:
+        raise FormatError(path, None, f"not UTF-8 text (byte {exc.start})") from None
 
 
 def write_json(path: Path, value: Any) -> None:

@@ -413,6 +413,7 @@ class FirstStage:
         processes: int = 1,
         model: str | None = None,
         model_params: dict[str, Any] | None = None,
+        verify: bool = False,
     ) -> FirstStage:
         """Load a first stage saved by :meth:`save` (or :meth:`index_shards`), ready to search.
 
@@ -420,11 +421,14 @@ class FirstStage:
         batches of queries (:class:`~clir.retrieval.shards.ShardedRetriever`). With ``model``, the
         saved index is scored by that retriever instead (e.g. a BM25 stage's index as query
         likelihood: the index holds term frequencies, each model computes its weights from them
-        when loaded), with ``model_params``.
+        when loaded), with ``model_params``. The index is verified against its manifest (sizes,
+        and SHA-256 of the smallest 64 MiB; of every file with ``verify``; see
+        :meth:`~clir.retrieval.index.SparseIndex.load`).
 
         Raises:
             DataNotFoundError: If a file is missing.
-            FormatError: If the directory does not hold a FirstStage.
+            FormatError: If the directory does not hold a FirstStage, or a file of its index is
+                damaged (the message names it).
         """
         path = Path(path)
         meta = read_json(path / "first_stage.json")
@@ -451,8 +455,8 @@ class FirstStage:
             **(model_params or {}),
         )
         if meta.get("index") == "shards":
-            index = ShardedIndex.load(path / "shards", mmap=mmap)
+            index = ShardedIndex.load(path / "shards", mmap=mmap, verify=verify)
             return stage.use_shards(index, workers=workers, processes=processes)
-        saved = Retriever.load(path / "retriever", mmap=mmap)
+        saved = Retriever.load(path / "retriever", mmap=mmap, verify=verify)
         stage.retriever = saved if saved_model else stage.retriever.use_index(saved._require_index())
         return stage

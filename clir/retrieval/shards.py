@@ -36,21 +36,25 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import scipy.sparse as sp
 
 from clir._version import __version__
 from clir.errors import ConfigError, FormatError
 from clir.formats import atomic_directory
+from clir.formats.manifest import manifest_of
 from clir.progress import progress_bar
 from clir.retrieval.base import QueryTerms, Results, Retriever, Searcher, get_retriever
 from clir.retrieval.index import (
+    _KINDS,
     CollectionStats,
     DocTerms,
     SparseIndex,
     _check_docnos,
-    _load_array,
     analyzed_postings,
-    read_json,
+    check_postings,
+    load_array,
+    read_meta,
+    read_vocab,
+    verify_files,
     write_json,
 )
 
@@ -161,6 +165,7 @@ class ShardedIndex:
             np.save(tmp / "df.npy", df, allow_pickle=False)
             np.save(tmp / "cf.npy", cf, allow_pickle=False)
             write_json(tmp / "vocab.json", list(vocab))
+            files = [f"shards/{name}/{key}.npy" for name in names for key in _SHARD_ARRAYS]
             meta = {
                 "type": "ShardedIndex",
                 "clir_version": __version__,
@@ -170,40 +175,57 @@ class ShardedIndex:
                 "n_terms": len(vocab),
                 "shard_docs": shard_docs,
                 "shards": names,
+                "files": manifest_of(tmp, ["df.npy", "cf.npy", "vocab.json", *files]),
             }
             write_json(tmp / "sharded.json", meta)
         return cls.load(path)
 
     @classmethod
-    def load(cls, path: str | Path, mmap: bool = True) -> ShardedIndex:
-        """Load an index written by :meth:`build`, memory-mapping the shards' arrays.
+    def load(cls, path: str | Path, mmap: bool = True, *, verify: bool = False) -> ShardedIndex:
+        """Load an index written by :meth:`build`, memory-mapping the shards' arrays, verified
+        against the manifest in ``sharded.json`` and checked as :meth:`SparseIndex.load` checks
+        (df: the sum of the shards' posting counts).
+
+        Args:
+            path: The directory.
+            mmap: Memory-map the arrays (read-only) instead of reading them into memory.
+            verify: Hash every file (by default the smallest 64 MiB; sizes always).
 
         Raises:
             DataNotFoundError: If a file is missing.
-            FormatError: If ``sharded.json`` does not describe a sharded index.
+            FormatError: Naming the file, if ``sharded.json`` does not describe a sharded index
+                or a file is damaged.
         """
         path = Path(path)
-        meta = read_json(path / "sharded.json")
-        if meta.get("type") != "ShardedIndex":
-            raise FormatError(
-                path / "sharded.json", None, f"type is {meta.get('type')!r}, expected 'ShardedIndex'"
-            )
-        vocab = read_json(path / "vocab.json")
-        df = _load_array(path / "df.npy", mmap)
-        cf = _load_array(path / "cf.npy", mmap)
-        stats = CollectionStats(int(meta["n_docs"]), float(meta["total_len"]), float(meta["avg_doc_len"]))
-        term_ids = {term: i for i, term in enumerate(vocab)}
-        shards = []
-        for name in meta["shards"]:
-            arrays = {key: _load_array(path / "shards" / name / f"{key}.npy", mmap) for key in _SHARD_ARRAYS}
-            indptr = arrays["indptr"]
-            if len(indptr) < len(vocab) + 1:  # terms first seen after this shard: empty rows
-                indptr = np.concatenate(
-                    [indptr, np.full(len(vocab) + 1 - len(indptr), indptr[-1], indptr.dtype)]
+        record = path / "sharded.json"
+        meta = read_meta(record, "ShardedIndex")
+        names = meta.get("shards")
+        if (
+            not isinstance(names, list)
+            or not names
+            or not all(isinstance(n, str) and n.isascii() and n.isdigit() for n in names)
+        ):
+            raise FormatError(record, None, f"shards is {names!r}, expected a list of shard numbers")
+        try:
+            stats = CollectionStats(int(meta["n_docs"]), float(meta["total_len"]), float(meta["avg_doc_len"]))
+        except (KeyError, TypeError, ValueError) as error:
+            raise FormatError(record, None, f"no collection statistics ({error!r})") from None
+        verify_files(path, meta, record, verify)
+        vocab, term_ids = read_vocab(path / "vocab.json")
+        df = load_array(path / "df.npy", mmap, _KINDS["df"])
+        cf = load_array(path / "cf.npy", mmap, _KINDS["cf"])
+        for name, values in (("df", df), ("cf", cf)):
+            if len(values) != len(vocab):
+                raise FormatError(
+                    path / f"{name}.npy", None, f"holds {len(values)} values for {len(vocab)} terms"
                 )
-            shape = (len(vocab), len(arrays["docnos"]))
-            postings = sp.csr_matrix((arrays["tf"], arrays["doc_ids"], indptr), shape=shape, copy=False)
-            postings.has_sorted_indices = True
+        counts = np.zeros(len(vocab))
+        shards = []
+        for name in names:
+            where = path / "shards" / name
+            arrays = {key: load_array(where / f"{key}.npy", mmap, _KINDS[key]) for key in _SHARD_ARRAYS}
+            postings = check_postings(where, arrays, len(vocab))
+            counts += np.diff(postings.indptr)
             shards.append(
                 SparseIndex(
                     arrays["docnos"],
@@ -215,6 +237,14 @@ class ShardedIndex:
                     stats=stats,
                     term_ids=term_ids,
                 )
+            )
+        if not np.array_equal(counts, df):
+            raise FormatError(
+                path / "df.npy", None, "differs from the shards' numbers of postings of each term"
+            )
+        if sum(shard.n_docs for shard in shards) != stats.n_docs:
+            raise FormatError(
+                record, None, f"n_docs is {stats.n_docs}, but the shards hold {sum(s.n_docs for s in shards)}"
             )
         return cls(vocab, df, cf, stats, shards)
 

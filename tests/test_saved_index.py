@@ -1,0 +1,251 @@
+"""A saved index is verified when loaded: the manifest its description records (sizes always,
+SHA-256 of the smallest files within a budget, every file with ``verify``), and cheap invariants
+of its arrays. A damaged file is an error that names it; an index saved before manifests loads
+with a warning."""
+
+from __future__ import annotations
+
+import json
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from clir.cli import main
+from clir.errors import DataNotFoundError, FormatError
+from clir.formats import manifest
+from clir.retrieval import BM25, FirstStage, Retriever, SparseIndex
+from clir.retrieval.shards import ShardedIndex
+from clir.text import get_analyzer
+from clir.translation import TranslationTable
+from clir.types import Document, Query
+
+WORDS = [f"w{i}" for i in range(12)]
+QUERIES = [["w0"], ["w3", "w7"], ["w11", "w1", "w1"], ["w5", "w9", "w2"]]
+FILES = ["docnos.npy", "indptr.npy", "doc_ids.npy", "tf.npy", "doc_len.npy", "df.npy", "cf.npy", "vocab.json"]
+
+
+def corpus(n_docs: int = 50, seed: int = 3) -> tuple[list[str], list[list[str]]]:
+    rng = np.random.default_rng(seed)
+    docs = [list(rng.choice(WORDS, size=int(rng.integers(1, 9)))) for _ in range(n_docs)]
+    return [f"d{i:03d}" for i in rng.permutation(n_docs)], docs
+
+
+def results(index: SparseIndex) -> list[tuple[list[str], list[float]]]:
+    found = BM25().use_index(index).retrieve(QUERIES, k=50)
+    return [(list(d), list(s)) for d, s in zip(found.docnos, found.scores, strict=True)]
+
+
+@pytest.fixture
+def saved(tmp_path) -> tuple[SparseIndex, Path]:
+    """A 50-document index and its directory."""
+    index = SparseIndex.build(*corpus(), progress=False)
+    return index, index.save(tmp_path / "index")
+
+
+def edit(path: Path, change) -> None:
+    """Rewrite a saved array with ``change`` applied, keeping its size (the header is the same)."""
+    array = np.load(path)
+    size = path.stat().st_size
+    change(array)
+    np.save(path, array, allow_pickle=False)
+    assert path.stat().st_size == size
+
+
+def mapped(array: np.ndarray) -> bool:
+    """Whether ``array`` is (a view of) a memory map rather than a copy in memory."""
+    while isinstance(array, np.ndarray):
+        if isinstance(array, np.memmap):
+            return True
+        array = array.base
+    return False
+
+
+def drop_manifest(record: Path) -> None:
+    """Make a directory look saved by a clir that recorded no manifest."""
+    meta = json.loads(record.read_text())
+    del meta["files"]
+    record.write_text(json.dumps(meta))
+
+
+def test_a_good_index_loads_verified_mapped_and_with_the_same_results(saved):
+    index, path = saved
+    meta = json.loads((path / "index.json").read_text())
+    assert sorted(meta["files"]) == sorted(FILES)
+    assert meta["files"]["doc_ids.npy"]["size"] == (path / "doc_ids.npy").stat().st_size
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for options in ({}, {"verify": True}, {"mmap": False}):
+            loaded = SparseIndex.load(path, **options)
+            assert results(loaded) == results(index)
+            assert (loaded.postings != index.postings).nnz == 0
+    postings = SparseIndex.load(path).postings
+    assert all(mapped(array) for array in (postings.data, postings.indices, postings.indptr))
+
+
+def test_a_document_id_set_to_999_is_named(saved):
+    """The audit's case: one entry of doc_ids.npy set to 999 had searched with no error."""
+    _, path = saved
+    edit(path / "doc_ids.npy", lambda ids: ids.__setitem__(17, 999))
+    with pytest.raises(
+        FormatError, match=r"doc_ids\.npy: damaged file, differs from the manifest \(SHA-256\)"
+    ):
+        SparseIndex.load(path)
+
+
+@pytest.mark.parametrize("name", FILES)
+def test_a_changed_byte_of_any_file_is_named(saved, name):
+    _, path = saved
+    data = bytearray((path / name).read_bytes())
+    data[-1] ^= 0x01
+    (path / name).write_bytes(bytes(data))
+    with pytest.raises(FormatError, match=rf"{name}: damaged file, differs from the manifest \(SHA-256\)"):
+        SparseIndex.load(path)
+
+
+@pytest.mark.parametrize("name", FILES)
+def test_a_truncated_file_is_named_with_or_without_a_manifest(saved, name):
+    _, path = saved
+    size = (path / name).stat().st_size
+    (path / name).write_bytes((path / name).read_bytes()[:-8])
+    with pytest.raises(
+        FormatError, match=rf"{name}: damaged file, has {size - 8} bytes, the manifest {size}"
+    ):
+        SparseIndex.load(path)
+    drop_manifest(path / "index.json")  # an older clir's index: no ValueError without a file name
+    with pytest.warns(UserWarning, match="without a manifest"), pytest.raises(FormatError) as caught:
+        SparseIndex.load(path)
+    assert str(caught.value).startswith(str(path / name))
+
+
+def test_a_missing_file_is_named(saved):
+    _, path = saved
+    (path / "tf.npy").unlink()
+    with pytest.raises(DataNotFoundError, match=r"tf\.npy is missing \(listed in .*index\.json\)"):
+        SparseIndex.load(path)
+
+
+def test_an_index_saved_without_a_manifest_loads_with_a_warning(saved):
+    index, path = saved
+    drop_manifest(path / "index.json")
+    with pytest.warns(UserWarning, match=rf"{path}: saved by clir .* without a manifest of its files"):
+        loaded = SparseIndex.load(path)
+    assert results(loaded) == results(index)
+
+
+def test_beyond_the_hash_budget_sizes_and_invariants_are_still_checked(saved, monkeypatch):
+    """A large file is not hashed by default (the memory maps stay lazy): its size and the
+    arrays' cheap invariants are checked instead, and ``verify=True`` hashes it."""
+    index, path = saved
+    monkeypatch.setattr(manifest, "HASH_BUDGET", 0)
+    indptr = index.postings.indptr
+    edit(path / "doc_ids.npy", lambda ids: ids.__setitem__(indptr[1] - 1, 999))  # the end of a list
+    with pytest.raises(FormatError, match=r"doc_ids\.npy: holds a document id outside \[0, 50\)"):
+        SparseIndex.load(path)
+    edit(
+        path / "doc_ids.npy",
+        lambda ids: ids.__setitem__(indptr[1] - 1, index.postings.indices[indptr[1] - 1]),
+    )
+    SparseIndex.load(path)  # restored
+    edit(path / "indptr.npy", lambda ptr: ptr.__setitem__(3, ptr[4] + 1))
+    with pytest.raises(FormatError, match=r"indptr\.npy: is not 13 offsets rising from 0"):
+        SparseIndex.load(path)
+    edit(path / "indptr.npy", lambda ptr: ptr.__setitem__(slice(None), indptr))
+    edit(path / "df.npy", lambda df: df.__setitem__(2, df[2] + 1))
+    with pytest.raises(FormatError, match=r"df\.npy: differs from the number of postings of each term"):
+        SparseIndex.load(path)
+    edit(path / "df.npy", lambda df: df.__setitem__(2, df[2] - 1))
+    edit(path / "docnos.npy", lambda docnos: docnos.__setitem__(slice(0, 2), docnos[1::-1].copy()))
+    with pytest.raises(FormatError, match=r"docnos\.npy: docnos are not unique and sorted"):
+        SparseIndex.load(path)
+    edit(path / "docnos.npy", lambda docnos: docnos.__setitem__(slice(0, 2), docnos[1::-1].copy()))
+    middle = indptr[1] - 2  # inside a posting list, another valid id: only a hash sees it
+    edit(path / "doc_ids.npy", lambda ids: ids.__setitem__(middle, ids[middle] ^ 1))
+    assert results(SparseIndex.load(path)) != results(index)
+    with pytest.raises(FormatError, match=r"doc_ids\.npy: damaged file, differs from the manifest"):
+        SparseIndex.load(path, verify=True)
+
+
+def test_malformed_descriptions_are_named(saved):
+    _, path = saved
+    record = path / "index.json"
+    good = record.read_bytes()
+    record.write_bytes(b"\xff" + good)
+    with pytest.raises(FormatError, match=r"index\.json: not UTF-8 text"):
+        SparseIndex.load(path)
+    meta = json.loads(good)
+    for files, expected in (
+        ("all", r"'files' is not a manifest"),
+        ({"../x": {"size": 1, "sha256": "0"}}, "'files' names '../x', not a path inside"),
+    ):
+        record.write_text(json.dumps({**meta, "files": files}))
+        with pytest.raises(FormatError, match=rf"index\.json: {expected}"):
+            SparseIndex.load(path)
+    record.write_text(json.dumps([1]))
+    with pytest.raises(FormatError, match=r"index\.json: type is 'list', expected 'SparseIndex'"):
+        SparseIndex.load(path)
+    drop_manifest_meta = {k: v for k, v in meta.items() if k != "files"}
+    record.write_text(json.dumps(drop_manifest_meta))
+    (path / "vocab.json").write_bytes(b'["\xff"]')
+    with pytest.warns(UserWarning), pytest.raises(FormatError, match=r"vocab\.json: not UTF-8 text"):
+        SparseIndex.load(path)
+
+
+def test_a_retrievers_weights_are_verified(tmp_path, saved):
+    index, _ = saved
+    path = BM25().use_index(index).save(tmp_path / "bm25")
+    assert Retriever.load(path).retrieve(QUERIES, k=50).scores[1].tolist() == results(index)[1][1]
+    data = bytearray((path / "weights.npy").read_bytes())
+    data[-3] ^= 0x40
+    (path / "weights.npy").write_bytes(bytes(data))
+    with pytest.raises(FormatError, match=r"bm25/weights\.npy: damaged file, differs from the manifest"):
+        Retriever.load(path)
+
+
+def test_a_sharded_index_is_verified(tmp_path, monkeypatch):
+    docnos, docs = corpus()
+    path = tmp_path / "sharded"
+    ShardedIndex.build(path, zip(docnos, docs, strict=True), shard_docs=20, progress=False)
+    meta = json.loads((path / "sharded.json").read_text())
+    assert len(meta["files"]) == 3 + 3 * 5 and "shards/00002/doc_ids.npy" in meta["files"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert ShardedIndex.load(path, verify=True).n_docs == 50
+    edit(path / "shards" / "00001" / "doc_ids.npy", lambda ids: ids.__setitem__(0, 999))
+    with pytest.raises(FormatError, match=r"shards/00001/doc_ids\.npy: damaged file, differs"):
+        ShardedIndex.load(path)
+    monkeypatch.setattr(manifest, "HASH_BUDGET", 0)
+    with pytest.raises(
+        FormatError, match=r"shards/00001/doc_ids\.npy: holds a document id outside \[0, 20\)"
+    ):
+        ShardedIndex.load(path)
+    edit(path / "df.npy", lambda df: df.__setitem__(0, df[0] + 1))
+    drop_manifest(path / "sharded.json")
+    edit(path / "shards" / "00001" / "doc_ids.npy", lambda ids: ids.__setitem__(0, 0))
+    with (
+        pytest.warns(UserWarning, match="without a manifest"),
+        pytest.raises(FormatError, match=r"df\.npy: differs"),
+    ):
+        ShardedIndex.load(path)
+
+
+def test_clir_retrieve_names_the_damaged_file_and_writes_no_run(tmp_path, capsys):
+    en, sw = get_analyzer("en"), get_analyzer("sw")
+    (god,), (mungu,) = en.analyze("God"), sw.analyze("Mungu")
+    table = TranslationTable([god], [mungu], sp.csr_matrix(np.ones((1, 1))), "en", "sw")
+    documents = [Document(f"s{i}", text) for i, text in enumerate(["Mungu ni upendo", "nuru", "Mungu Mungu"])]
+    stage = FirstStage("qt", "bm25", en_analyzer=en, doc_analyzer=sw, table_en_doc=table, progress=False)
+    stage.index(documents).save(tmp_path / "stage")
+    (tmp_path / "topics.tsv").write_text("q1\tGod\n")
+    argv = ["retrieve", "--index", str(tmp_path / "stage"), "--topics", str(tmp_path / "topics.tsv"), "-q"]
+    assert main([*argv, "--out", str(tmp_path / "good.run"), "--verify"]) == 0
+    assert FirstStage.load(tmp_path / "stage", progress=False).search([Query("q1", "God")], k=3)["q1"]
+    damaged = tmp_path / "stage" / "retriever" / "index" / "doc_ids.npy"
+    edit(damaged, lambda ids: ids.__setitem__(0, 999))
+    assert main([*argv, "--out", str(tmp_path / "bad.run")]) == 2
+    assert capsys.readouterr().err.startswith(
+        f"clir: error: {damaged}: damaged file, differs from the manifest"
+    )
+    assert not (tmp_path / "bad.run").exists()
