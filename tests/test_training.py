@@ -11,6 +11,7 @@ import torch
 import yaml
 from gensim.models import KeyedVectors
 
+from clir import progress
 from clir.embeddings.space import SharedSpace
 from clir.errors import ConfigError, FormatError, NonFiniteError
 from clir.evaluation import evaluate
@@ -302,6 +303,17 @@ def test_diverging_training_stops_naming_seed_epoch_and_lr(tmp_path):
         NonFiniteError, match=r"seed 7, epoch 1, batch 1: the training loss is nan.*optim.lr="
     ):
         trainer.fit(train, None, qrels, tmp_path / "ckpt", space=space)
+
+
+def test_an_epoch_off_a_terminal_writes_no_line_a_batch(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(progress, "DELAY", 0.0)  # the bars at once; lines every LINE_INTERVAL (10 s)
+    space = make_space()
+    train, qrels = make_data(n_queries=30, seed=1)
+    config = tiny_config(epochs=2, patience=0, batch_size=2)
+    config.progress = True
+    Trainer(config).fit(train, None, qrels, tmp_path / "ckpt", space=space)
+    lines = [line for line in capsys.readouterr().err.splitlines() if line.startswith("epoch 1:")]
+    assert 1 <= len(lines) <= 3, lines  # was a line for every one of the epoch's batches
 
 
 def test_scores_to_run_keeps_the_rest_beneath():

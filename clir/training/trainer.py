@@ -381,7 +381,9 @@ class Trainer:
             loss.backward()
             optimizer.step()
             total += value * len(chunk)
-            bar.set_postfix(loss=f"{total / min(start + size, len(items)):.4f}")
+            # refresh=False: the loss is shown at the bar's own redraws (off a terminal, a line
+            # every LINE_INTERVAL), not one line a batch
+            bar.set_postfix(loss=f"{total / min(start + size, len(items)):.4f}", refresh=False)
         return total / len(items), len(items)
 
     def predict(self, data: RerankData, *, space: Any, run: Run | None = None) -> Run:
