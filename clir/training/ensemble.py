@@ -428,8 +428,8 @@ def rerank_arrays(
 CHUNK_PAIRS = 125_000
 """Pairs of a chunk meant for :func:`rerank_parts` on CUDA (at least this many a part, but for a
 query's: each part large enough for the run writer's workers,
-:data:`clir.formats._runtext.WORKER_MIN_LINES`). Not the default: the overlap it buys has not
-been measured on a GPU yet (README, "Scoring at speed")."""
+:data:`clir.formats._runtext.WORKER_MIN_LINES`). Not the default: on an H100 it was faster with
+the documents' id tables cached and no faster when they are built (README, "Scoring at speed")."""
 
 
 def rerank_parts(
@@ -462,8 +462,8 @@ def rerank_parts(
 
     Args:
         models: As :func:`rerank`, and so ``data`` to ``cache``.
-        chunk_pairs: Pairs of a chunk (e.g. :data:`CHUNK_PAIRS` on CUDA); 0 (the default,
-            until the overlap is measured on a GPU): one part.
+        chunk_pairs: Pairs of a chunk (e.g. :data:`CHUNK_PAIRS` on CUDA); 0 (the default):
+            one part.
 
     Yields:
         :class:`~clir.formats.runs.RunArrays`, each query once, in the file's order when
