@@ -249,3 +249,21 @@ def test_clir_retrieve_names_the_damaged_file_and_writes_no_run(tmp_path, capsys
         f"clir: error: {damaged}: damaged file, differs from the manifest"
     )
     assert not (tmp_path / "bad.run").exists()
+
+
+def test_clir_retrieve_names_a_damaged_translation_table(tmp_path, capsys):
+    en, sw = get_analyzer("en"), get_analyzer("sw")
+    (god,), (mungu,) = en.analyze("God"), sw.analyze("Mungu")
+    table = TranslationTable([god], [mungu], sp.csr_matrix(np.ones((1, 1))), "en", "sw")
+    stage = FirstStage("psq", "bm25", en_analyzer=en, doc_analyzer=sw, table_en_doc=table, progress=False)
+    stage.index([Document("s0", "Mungu ni upendo"), Document("s1", "nuru")]).save(tmp_path / "stage")
+    (tmp_path / "topics.tsv").write_text("q1\tGod\n")
+    damaged = tmp_path / "stage" / "table_en_doc" / "data.npy"
+    data = bytearray(damaged.read_bytes())
+    data[-1] ^= 0x40  # the probability 1.0 becomes another float: same size, another SHA-256
+    damaged.write_bytes(bytes(data))
+    argv = ["retrieve", "--index", str(tmp_path / "stage"), "--topics", str(tmp_path / "topics.tsv"), "-q"]
+    assert main([*argv, "--out", str(tmp_path / "bad.run")]) == 2
+    error = capsys.readouterr().err
+    assert error.startswith(f"clir: error: {damaged}: damaged file, differs from the manifest"), error
+    assert not (tmp_path / "bad.run").exists()

@@ -257,6 +257,39 @@ def test_save_load_round_trip(tmp_path: Path) -> None:
         TranslationTable.load(tmp_path / "absent")
 
 
+@pytest.mark.parametrize("name", ["data.npy", "indptr.npy", "source_vocab.json", "target_vocab.json"])
+def test_a_damaged_table_file_is_refused_naming_it(tmp_path: Path, name: str) -> None:
+    source, target = synthetic_corpus(n=300)
+    IBMModel1(iterations=2, progress=False).fit(source, target, "en", "sw").table_.save(tmp_path / "t")
+    path = tmp_path / "t" / name
+    data = bytearray(path.read_bytes())
+    data[-2] ^= 0x01  # one bit of the file's end: same size, so only its SHA-256 tells
+    path.write_bytes(bytes(data))
+    with pytest.raises(FormatError, match=rf"{name}.*damaged file, differs from the manifest"):
+        TranslationTable.load(tmp_path / "t")
+    path.write_bytes(bytes(data[:-8]))  # truncated: the size tells
+    with pytest.raises(FormatError, match=rf"{name}.*has {len(data) - 8} bytes, the manifest {len(data)}"):
+        TranslationTable.load(tmp_path / "t")
+
+
+def test_a_table_saved_without_a_manifest_loads_with_a_warning(tmp_path: Path) -> None:
+    source, target = synthetic_corpus(n=300)
+    table = IBMModel1(iterations=2, progress=False).fit(source, target, "en", "sw").table_
+    table.save(tmp_path / "t")
+    meta = tmp_path / "t" / "meta.json"
+    header = json.loads(meta.read_text())
+    names = {"data.npy", "indices.npy", "indptr.npy", "source_vocab.json", "target_vocab.json"}
+    assert set(header["files"]) == names
+    del header["files"]
+    meta.write_text(json.dumps(header))
+    with pytest.warns(UserWarning, match="without a manifest of its files, so it is used unverified"):
+        loaded = TranslationTable.load(tmp_path / "t", verify=True)
+    assert loaded.translations("e3", 3) == table.translations("e3", 3)
+    meta.write_text("{not json")
+    with pytest.raises(FormatError, match=r"meta\.json.*not a table's JSON description"):
+        TranslationTable.load(tmp_path / "t")
+
+
 def test_table_validation() -> None:
     with pytest.raises(ConfigError, match="shape"):
         TranslationTable(["a"], ["x", "y"], sp.csr_matrix((2, 2)), "en", "sw")

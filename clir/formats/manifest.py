@@ -2,13 +2,15 @@
 
 A cached experiment step and a training checkpoint each record one when they are written; a
 reader that finds a file missing, resized or changed rebuilds instead of trusting it. A saved
-index records one too (:func:`check_manifest` refuses a damaged one, naming the file).
+index and a saved translation table record one too (:func:`verify_files` refuses a damaged one,
+naming the file).
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable
+import warnings
+from collections.abc import Iterable, Mapping
 from pathlib import Path, PurePosixPath
 from typing import Any, cast
 
@@ -111,3 +113,17 @@ def check_manifest(directory: Path, files: object, record: Path, *, verify: bool
     if what == "is missing":
         raise DataNotFoundError(f"{directory / name} is missing (listed in {record})")
     raise FormatError(directory / name, None, f"damaged file, {what} ({record.name}); build it again")
+
+
+def verify_files(directory: Path, meta: Mapping[str, Any], record: Path, verify: bool) -> None:
+    """Check a saved directory's files against the manifest (``files``) of its description
+    ``record`` (see :func:`check_manifest`); one saved by a clir that
+    recorded none is used with a warning."""
+    if "files" not in meta:
+        warnings.warn(
+            f"{directory}: saved by clir {meta.get('clir_version', '?')} without a manifest of its files, "
+            "so it is used unverified; build it again to have it verified",
+            stacklevel=3,
+        )
+        return
+    check_manifest(directory, meta["files"], record, verify=verify)

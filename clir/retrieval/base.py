@@ -47,10 +47,10 @@ import scipy.sparse as sp
 from clir._version import __version__
 from clir.errors import ConfigError, FormatError
 from clir.formats import atomic_directory
-from clir.formats.manifest import manifest_of
+from clir.formats.manifest import manifest_of, verify_files
 from clir.progress import progress_bar
 from clir.retrieval.accumulate import MIN_DOCS, accumulate_topk, max_weights
-from clir.retrieval.index import DocTerms, SparseIndex, load_array, read_json, verify_files, write_json
+from clir.retrieval.index import DocTerms, SparseIndex, load_array, read_json, write_json
 from clir.retrieval.topk import dense_rows, dense_topk, prefer_dense, sparse_topk, unmatched_order
 from clir.types import Run
 

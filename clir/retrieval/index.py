@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import math
-import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from itertools import repeat
 from pathlib import Path
@@ -23,7 +22,7 @@ import scipy.sparse as sp
 from clir._version import __version__
 from clir.errors import ConfigError, DataNotFoundError, FormatError
 from clir.formats import atomic_directory
-from clir.formats.manifest import check_manifest, manifest_of
+from clir.formats.manifest import manifest_of, verify_files
 from clir.progress import progress_bar
 
 DocTerms = Sequence[str] | Mapping[str, float]
@@ -486,20 +485,6 @@ def read_vocab(path: Path) -> tuple[list[str], dict[str, int]]:
     if len(term_ids) != len(vocab):
         raise FormatError(path, None, "holds a term twice")
     return vocab, term_ids
-
-
-def verify_files(directory: Path, meta: Mapping[str, Any], record: Path, verify: bool) -> None:
-    """Check a saved directory's files against the manifest (``files``) of its description
-    ``record`` (see :func:`~clir.formats.manifest.check_manifest`); one saved by a clir that
-    recorded none is used with a warning."""
-    if "files" not in meta:
-        warnings.warn(
-            f"{directory}: saved by clir {meta.get('clir_version', '?')} without a manifest of its files, "
-            "so it is used unverified; build it again to have it verified",
-            stacklevel=3,
-        )
-        return
-    check_manifest(directory, meta["files"], record, verify=verify)
 
 
 def _write_json(path: Path, value: Any) -> None:

@@ -436,7 +436,9 @@ class FirstStage:
             raise FormatError(
                 path / "first_stage.json", None, f"type is {meta.get('type')!r}, expected 'FirstStage'"
             )
-        table = TranslationTable.load(path / "table_en_doc", mmap=mmap) if meta["mode"] != "dt" else None
+        table = None
+        if meta["mode"] != "dt":
+            table = TranslationTable.load(path / "table_en_doc", mmap=mmap, verify=verify)
         saved_model = model is None
         if saved_model:
             model, model_params = meta["model"], meta["model_params"]

@@ -40,7 +40,7 @@ import numpy as np
 from clir._version import __version__
 from clir.errors import ConfigError, FormatError
 from clir.formats import atomic_directory
-from clir.formats.manifest import manifest_of
+from clir.formats.manifest import manifest_of, verify_files
 from clir.progress import progress_bar
 from clir.retrieval.base import QueryTerms, Results, Retriever, Searcher, get_retriever
 from clir.retrieval.index import (
@@ -54,7 +54,6 @@ from clir.retrieval.index import (
     load_array,
     read_meta,
     read_vocab,
-    verify_files,
     write_json,
 )
 

@@ -13,8 +13,11 @@ import scipy.sparse as sp
 from clir._version import __version__
 from clir.errors import ConfigError, DataNotFoundError, FormatError
 from clir.formats import atomic_directory
+from clir.formats.manifest import manifest_of, verify_files
 
 _ARRAYS = ("data", "indices", "indptr")
+_FILES = (*(f"{a}.npy" for a in _ARRAYS), "source_vocab.json", "target_vocab.json")
+"""The files of a saved table that its ``meta.json`` describes (and lists in its manifest)."""
 
 
 class TranslationTable:
@@ -266,33 +269,43 @@ class TranslationTable:
                     "target_lang": self.target_lang,
                     "shape": list(csr.shape),
                     "meta": self.meta,
+                    "files": manifest_of(tmp, _FILES),
                 },
             )
         return path
 
     @classmethod
-    def load(cls, path: str | Path, mmap: bool = True) -> TranslationTable:
-        """Load a table written by :meth:`save`.
+    def load(cls, path: str | Path, mmap: bool = True, *, verify: bool = False) -> TranslationTable:
+        """Load a table written by :meth:`save`, verified against the manifest in ``meta.json``.
+
+        Every file's size is compared with the manifest, and the SHA-256 of the smallest files up
+        to :data:`~clir.formats.manifest.HASH_BUDGET` bytes (all of them with ``verify``); a
+        table saved before clir recorded manifests loads with a warning.
 
         Args:
             path: The directory.
             mmap: Memory-map the arrays (read-only) instead of reading them into memory.
+            verify: Hash every file.
 
         Raises:
             DataNotFoundError: If the directory or one of its files is missing.
-            FormatError: If ``meta.json`` is not a TranslationTable's.
+            FormatError: If ``meta.json`` is not a TranslationTable's, or naming a file that does
+                not match the manifest (truncated, edited, damaged).
         """
         path = Path(path)
         if not path.is_dir():
             raise DataNotFoundError(f"{path}: no saved TranslationTable directory")
-        for name in (*(f"{a}.npy" for a in _ARRAYS), "source_vocab.json", "target_vocab.json", "meta.json"):
+        for name in (*_FILES, "meta.json"):
             if not (path / name).is_file():
                 raise DataNotFoundError(f"{path / name}: missing file of a saved TranslationTable")
-        header = json.loads((path / "meta.json").read_text(encoding="utf-8"))
-        if header.get("type") != "TranslationTable":
-            raise FormatError(
-                path / "meta.json", None, f"type is {header.get('type')!r}, expected 'TranslationTable'"
-            )
+        try:
+            header = json.loads((path / "meta.json").read_text(encoding="utf-8"))
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise FormatError(path / "meta.json", None, f"not a table's JSON description ({exc})") from None
+        if not isinstance(header, dict) or header.get("type") != "TranslationTable":
+            kind = header.get("type") if isinstance(header, dict) else type(header).__name__
+            raise FormatError(path / "meta.json", None, f"type is {kind!r}, expected 'TranslationTable'")
+        verify_files(path, header, path / "meta.json", verify)
         mode = "r" if mmap else None
         data, indices, indptr = (
             np.load(path / f"{a}.npy", mmap_mode=mode, allow_pickle=False) for a in _ARRAYS
