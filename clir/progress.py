@@ -30,6 +30,7 @@ LINE_INTERVAL = 10.0
 """Seconds between two plain lines of one bar when stderr is not a terminal."""
 
 T = TypeVar("T")
+_CURSOR_UP = "\x1b[A"  # what tqdm writes to go back up to a bar drawn a line lower
 _verbosity = NORMAL
 
 
@@ -48,13 +49,14 @@ def verbosity() -> int:
 
 class _Lines:
     """A stream for tqdm off a terminal: each redraw (``\\r`` + the bar) becomes one line; a
-    redraw that only blanks the bar out is dropped."""
+    redraw that only blanks the bar out, or only moves the cursor (a second bar open at the same
+    time, which tqdm draws a line lower), is dropped."""
 
     def __init__(self, stream: IO[str]) -> None:
         self.stream = stream
 
     def write(self, text: str) -> None:
-        line = text.replace("\r", "").rstrip()
+        line = text.replace("\r", "").replace(_CURSOR_UP, "").rstrip()
         if line:
             self.stream.write(line + "\n")
 

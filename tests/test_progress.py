@@ -40,6 +40,16 @@ def test_off_a_terminal_a_bar_is_plain_lines(stderr):
     assert "3/3" in lines[-1]
 
 
+def test_two_bars_at_once_off_a_terminal_write_plain_lines(stderr):
+    outer = progress.progress_bar(desc="space", total=3)  # a second bar is drawn a line lower
+    _drain(progress.progress_bar(range(4), desc="indexing", unit="doc"))
+    outer.update(3)
+    outer.close()
+    lines = stderr.getvalue().splitlines()
+    assert "\x1b" not in "".join(lines) and all(line.strip() for line in lines), lines
+    assert {line.split(":")[0] for line in lines} == {"space", "indexing"}
+
+
 def test_a_bar_left_unfinished_off_a_terminal_leaves_no_blank_line(stderr):
     bar = progress.progress_bar(desc="steps", total=4, leave=False)
     bar.update(2)
