@@ -117,8 +117,8 @@ def check_manifest(directory: Path, files: object, record: Path, *, verify: bool
 
 def verify_files(directory: Path, meta: Mapping[str, Any], record: Path, verify: bool) -> None:
     """Check a saved directory's files against the manifest (``files``) of its description
-    ``record`` (see :func:`check_manifest`); one saved by a clir that
-    recorded none is used with a warning."""
+    ``record`` (see :func:`check_manifest`); one saved by a clir that recorded none is used with
+    a warning."""
     if "files" not in meta:
         warnings.warn(
             f"{directory}: saved by clir {meta.get('clir_version', '?')} without a manifest of its files, "

@@ -10,11 +10,11 @@ from typing import Any
 import numpy as np
 
 from clir._version import __version__
-from clir.errors import ConfigError, FormatError
+from clir.errors import ConfigError
 from clir.formats import atomic_directory
 from clir.progress import progress_bar
 from clir.retrieval.base import QueryTerms, Retriever, get_retriever
-from clir.retrieval.index import DocTerms, read_json, write_json
+from clir.retrieval.index import DocTerms, read_meta, write_json
 from clir.retrieval.shards import ShardedIndex, ShardedRetriever
 from clir.text import Analyzer, analyzer_from_config, get_analyzer
 from clir.translation.document import translate_tokens_expected, translate_tokens_top1
@@ -421,21 +421,17 @@ class FirstStage:
         batches of queries (:class:`~clir.retrieval.shards.ShardedRetriever`). With ``model``, the
         saved index is scored by that retriever instead (e.g. a BM25 stage's index as query
         likelihood: the index holds term frequencies, each model computes its weights from them
-        when loaded), with ``model_params``. The index is verified against its manifest (sizes,
-        and SHA-256 of the smallest 64 MiB; of every file with ``verify``; see
-        :meth:`~clir.retrieval.index.SparseIndex.load`).
+        when loaded), with ``model_params``. The index and the translation table are verified
+        against their manifests (sizes, and SHA-256 of the smallest 64 MiB; of every file with
+        ``verify``; see :meth:`~clir.retrieval.index.SparseIndex.load`).
 
         Raises:
             DataNotFoundError: If a file is missing.
-            FormatError: If the directory does not hold a FirstStage, or a file of its index is
-                damaged (the message names it).
+            FormatError: If the directory does not hold a FirstStage, or a file of its index or
+                table is damaged (the message names it).
         """
         path = Path(path)
-        meta = read_json(path / "first_stage.json")
-        if meta.get("type") != "FirstStage":
-            raise FormatError(
-                path / "first_stage.json", None, f"type is {meta.get('type')!r}, expected 'FirstStage'"
-            )
+        meta = read_meta(path / "first_stage.json", "FirstStage")
         table = None
         if meta["mode"] != "dt":
             table = TranslationTable.load(path / "table_en_doc", mmap=mmap, verify=verify)
