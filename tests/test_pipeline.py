@@ -7,6 +7,7 @@ import html
 import json
 import math
 import re
+import threading
 import zlib
 from pathlib import Path
 
@@ -88,34 +89,47 @@ def test_fast_experiment_end_to_end_then_resume_after_interruption(tmp_path, mon
     systems = {**config.systems, "full+e5": {"with_dense": True}}
     config = dataclasses.replace(config, dense=True, dense_cache=str(tmp_path / "cache"), systems=systems)
     out = tmp_path / "fast"
-    real_train = experiment_module.train_ensemble
+    real_train, real_space = experiment_module.train_ensemble, experiment_module.train_embeddings
+    lexical_trained = threading.Event()
+    waited: list[bool] = []
 
-    def interrupted(*args, **kwargs):
+    def space_after_the_lexical_system(*args, **kwargs):  # the space waits: so must nothing else
+        waited.append(lexical_trained.wait(timeout=120))
+        return real_space(*args, **kwargs)
+
+    def interrupted(train_config, *args, **kwargs):  # a system with components: after the space
+        if not train_config.model.components:
+            assert isinstance(kwargs["space"], experiment_module._NoVectors)
+            real_train(train_config, *args, **kwargs)
+            lexical_trained.set()
+            return
         raise KeyboardInterrupt("stopped during training")
 
+    monkeypatch.setattr(experiment_module, "train_embeddings", space_after_the_lexical_system)
     monkeypatch.setattr(experiment_module, "train_ensemble", interrupted)
     with pytest.raises(KeyboardInterrupt):
         experiment_module.run_experiment(config, out, progress=False, log=lambda line: None)
+    assert waited == [True]  # the lexical fusion was trained while the space was being made
+    monkeypatch.setattr(experiment_module, "train_embeddings", real_space)
     finished = sorted(p.name for p in (out / "steps").iterdir() if (p / "step.json").is_file())
     assert [name.rsplit("-", 1)[0] for name in finished] == [
         "baselines-en-sw", "baselines-en-tl", "collection-en-sw", "collection-en-tl",
         "data-en-sw", "data-en-tl", "dense-en-sw", "dense-en-tl", "space", "tables-en-sw", "tables-en-tl",
+        "train-lexical-fusion",
     ]  # fmt: skip
 
     def diverged(*args, **kwargs):
         raise NonFiniteError("seed 0, epoch 1, batch 1: the training loss is nan (optim.lr=0.01)")
 
     monkeypatch.setattr(experiment_module, "train_ensemble", diverged)
-    with pytest.raises(
-        NonFiniteError, match=r"^system 'lexical-fusion': seed 0, epoch 1, batch 1: .* is nan"
-    ):
+    with pytest.raises(NonFiniteError, match=r"^system 'full': seed 0, epoch 1, batch 1: .* is nan"):
         experiment_module.run_experiment(config, out, progress=False, log=lambda line: None)
 
     monkeypatch.setattr(experiment_module, "train_ensemble", real_train)
     lines: list[str] = []
     results = experiment_module.run_experiment(config, out, progress=False, log=lines.append)
-    assert sum(line.startswith("[cached]") for line in lines) == 11
-    assert {"[run]    train-full", "[run]    rerank-en-sw", "[run]    bli"} <= set(lines)
+    assert sum(line.startswith("[cached]") for line in lines) == 12
+    assert {"[resume] train-full", "[run]    rerank-en-sw", "[run]    bli"} <= set(lines)
 
     saved = json.loads((out / "results.json").read_text())
     assert saved == json.loads(json.dumps(results))

@@ -351,6 +351,25 @@ def test_training_improves_over_first_stage(tmp_path):
     }
 
 
+def test_a_model_without_components_trains_the_same_without_the_space(tmp_path):
+    """``clir experiment`` trains the lexical fusion before the space is made, lending it zero
+    vectors of the space's dimension: the model it saves is the one the space would give."""
+    from clir.pipeline.experiment import _NoVectors
+
+    train, qrels = make_data(n_queries=20, seed=1)
+    dev, dev_qrels = make_data(n_queries=10, seed=2)
+    qrels.update(dev_qrels)
+    config = tiny_config(epochs=3, patience=0)
+    config.model.components = []
+    saved = {}
+    for name, space in (("space", make_space()), ("none", _NoVectors(16))):
+        path = Trainer(config, metric=map_metric).fit(train, dev, qrels, tmp_path / name, space=space)
+        saved[name] = {f.relative_to(path).as_posix(): f.read_bytes() for f in (path / "model").rglob("*")}
+    assert saved["space"] == saved["none"] and len(saved["space"]) >= 2
+    scores = [rerank(tmp_path / name, dev, space=make_space()) for name in saved]
+    assert scores[0] == scores[1]
+
+
 def test_listwise_training_improves_over_first_stage_and_differs_from_hinge(tmp_path):
     space = make_space()
     train, qrels = make_data(n_queries=30, seed=1)

@@ -12,7 +12,8 @@ data (per pair, and of the pseudo-queries) -> reranker training (per system, on 
 pair's labels or on the pseudo-queries, a system that starts from another after it) -> reranking
 (per pair) -> BLI of the space -> evaluation and report (always redone: cheap). The space needs
 only the collections, and gensim trains it on one core: it is built in a second thread while the
-tables, baselines and rerank data are built (each step as deterministic as alone). The report is
+tables, baselines and rerank data are built and the systems without components (which read no
+vector) are trained (each step as deterministic as alone). The report is
 ``OUT/results.json``, ``OUT/report.md`` and PNG plots; ``OUT/steps/index.json`` maps each step's
 readable name to its hashed folder; ``OUT/bundle`` packages the ``full`` system (its ensemble),
 the space and the training pair's tables for ``clir search`` (:mod:`clir.pipeline.bundle`).
@@ -27,6 +28,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from clir.datasets import (
     Collection,
@@ -82,9 +85,10 @@ MEASURES = ("AP", "P@10", "nDCG@10", "R@100", "AQWV")
 
 DENSE = "e5-dense"
 
+"""The dense reference run and feature (multilingual-e5-small)."""
+
 CARD_SYSTEMS = ("qt-bm25", "psq-bm25", "dt-bm25", "lexical-fusion", "full", "full-ensemble")
 """The systems whose scores the bundle's model card lists."""
-"""The dense reference run and feature (multilingual-e5-small)."""
 
 
 @dataclass
@@ -267,59 +271,67 @@ def _run_steps(
         pseudo = _pseudo_step(runner, config.train_pair, options, collections[config.train_pair])
         if config.weak.holdout:
             collections = {pair: _clean_step(runner, pair, c, pseudo) for pair, c in collections.items()}
-    space = _Background(_space_step, runner, config, collections, progress)
-    searched = collections  # what the first stages index and the reranker reranks
-    if config.distractors is not None:
-        searched = {
-            pair: _padded_step(runner, config.distractors, pair, collection, progress)
-            for pair, collection in collections.items()
+    with _Background(_space_step, runner, config, collections, progress) as space:
+        searched = collections  # what the first stages index and the reranker reranks
+        if config.distractors is not None:
+            searched = {
+                pair: _padded_step(runner, config.distractors, pair, collection, progress)
+                for pair, collection in collections.items()
+            }
+        pairs = {
+            pair: _lexical_steps(runner, config, pair, collection, baseline, progress, engine)
+            for pair, collection in searched.items()
         }
-    pairs = {
-        pair: _lexical_steps(runner, config, pair, collection, baseline, progress, engine)
-        for pair, collection in searched.items()
-    }
-    dense = (
-        {pair: _dense_step(runner, config, pair, steps, progress, engine) for pair, steps in pairs.items()}
-        if config.dense
-        else {}
-    )
-    data_steps = {
-        pair: _data_step(
-            runner,
-            config,
-            f"data-{pair}",
-            steps.collection,
-            steps.tables,
-            _split_queries(config, pair),
-            baseline,
-            dense.get(pair),
-            progress,
-            engine,
+        dense = (
+            {
+                pair: _dense_step(runner, config, pair, steps, progress, engine)
+                for pair, steps in pairs.items()
+            }
+            if config.dense
+            else {}
         )
-        for pair, steps in pairs.items()
-    }
-    trained = pairs[config.train_pair]
-    sources = {"labels": TrainSource(data_steps[config.train_pair], trained.collection)}
-    if pseudo is not None:  # the pseudo collection with the train pair's tables: as the real data
-        name = f"data-pseudo-{config.train_pair}"
-        splits = ["train", "dev"]
-        weak_data = _data_step(
-            runner, config, name, pseudo, trained.tables, splits, baseline, None, progress, engine
-        )
-        sources["weak"] = TrainSource(weak_data, pseudo)
-    space_step = space.result()
-    train_steps: dict[str, StepResult] = {}
-    for system in config.training_order():
-        start = config.pretrain(system)
-        train_steps[system] = _train_step(
-            runner,
-            config,
-            system,
-            sources[config.train_on(system)],
-            space_step,
-            train_steps[start] if start is not None else None,
-            progress,
-        )
+        data_steps = {
+            pair: _data_step(
+                runner,
+                config,
+                f"data-{pair}",
+                steps.collection,
+                steps.tables,
+                _split_queries(config, pair),
+                baseline,
+                dense.get(pair),
+                progress,
+                engine,
+            )
+            for pair, steps in pairs.items()
+        }
+        trained = pairs[config.train_pair]
+        sources = {"labels": TrainSource(data_steps[config.train_pair], trained.collection)}
+        if pseudo is not None:  # the pseudo collection with the train pair's tables: as the real data
+            name = f"data-pseudo-{config.train_pair}"
+            splits = ["train", "dev"]
+            weak_data = _data_step(
+                runner, config, name, pseudo, trained.tables, splits, baseline, None, progress, engine
+            )
+            sources["weak"] = TrainSource(weak_data, pseudo)
+        train_steps: dict[str, StepResult] = {}
+
+        def train(system: str, space_step: StepResult | None) -> None:
+            start = config.pretrain(system)
+            source = sources[config.train_on(system)]
+            start_step = train_steps[start] if start is not None else None
+            train_steps[system] = _train_step(
+                runner, config, system, source, space_step, start_step, progress
+            )
+
+        order = config.training_order()
+        for system in order:  # a system without components reads no vector: trained meanwhile
+            if not config.train_config(system).model.components:
+                train(system, None)
+        space_step = space.result()
+    for system in order:
+        if system not in train_steps:
+            train(system, space_step)
     train_steps = {system: train_steps[system] for system in config.systems}
     rerank_steps = {
         pair: _rerank_step(runner, config, pair, data_steps[pair], space_step, train_steps, progress, engine)
@@ -447,6 +459,15 @@ class _Background:
         except BaseException as error:  # handed to the main thread by result()
             self._error = error
 
+    def __enter__(self) -> _Background:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, *_: object) -> None:
+        """On an error of the caller, wait for the call (what it raised is left unraised): its
+        step is finished or given up before the runner lets ``OUT`` go. Not on a Ctrl-C."""
+        if kind is not None and issubclass(kind, Exception):
+            self._thread.join()
+
     def result(self) -> StepResult:
         self._thread.join()
         if self._error is not None:
@@ -548,12 +569,14 @@ def _train_step(
     config: ExperimentConfig,
     system: str,
     source: TrainSource,
-    space_step: StepResult,
+    space_step: StepResult | None,
     start: StepResult | None,
     progress: bool,
 ) -> StepResult:
     """Train one system on ``source``; ``start``: the trained step of the system it starts from
-    (``pretrain``), whose members are its ``optim.init_from``."""
+    (``pretrain``), whose members are its ``optim.init_from``. ``space_step`` ``None``: a system
+    without components, trained with :class:`_NoVectors` of the space's dimension (the same
+    model, whose vectors are lent at reranking), so that it need not wait for the space."""
     values = config.train_config(system)
     train_config = replace(values, progress=progress and values.progress)  # not part of the key
     if start is not None:  # the path is not part of the key either: the start's step key is
@@ -561,6 +584,7 @@ def _train_step(
 
     def build(work: Path) -> None:
         collection = Collection.load(source.collection.path)
+        space = _NoVectors(config.embeddings.dim) if space_step is None else SharedSpace.load(space_step.path)
         try:
             train_ensemble(
                 train_config,
@@ -568,7 +592,7 @@ def _train_step(
                 _system_data(config, system, RerankData.load(source.data.path / "dev")),
                 collection.qrels,
                 work,
-                space=SharedSpace.load(space_step.path),
+                space=space,
                 metric=map_metric,
                 resume=True,
             )
@@ -580,11 +604,27 @@ def _train_step(
         params["init_from_sha256"] = init_digest(values.optim.init_from)
     if config.train_on(system) != "labels":
         params["train_on"] = config.train_on(system)
-    inputs = [source.data, space_step]
+    inputs = [source.data]
+    if space_step is None:
+        params["embedding_dim"] = config.embeddings.dim
+    else:
+        inputs.append(space_step)
     if start is not None:
         params["pretrain"] = {"system": config.pretrain(system), "step": start.key}
         inputs.append(start)
     return runner.run(f"train-{system}", params, build, inputs, resumable=True)
+
+
+@dataclass(frozen=True)
+class _NoVectors:
+    """A space of ``dim`` dimensions without a word (every row zero): what a reranker without
+    components (the lexical fusion), which reads no vector, is trained with. Its model is the
+    one trained with the real space (a test compares their files)."""
+
+    dim: int
+
+    def matrix(self, entries: list[tuple[str, str]]) -> np.ndarray:
+        return np.zeros((len(entries), self.dim), dtype=np.float32)
 
 
 def _system_data(config: ExperimentConfig, system: str, data: RerankData) -> RerankData:
