@@ -19,8 +19,8 @@ random words of a vocabulary of ``V`` words per language, random vectors of dime
 and a first-stage run of ``--queries`` × ``--depth`` candidates to the written run file, with
 the split: tensorize (vocabulary, tables, batches), transfer (the frozen matrix made where it
 is used, tables to the GPU), score, write (the rest: normalise, rank, write the TREC file). It
-runs what ``clir rerank`` runs: ``write_run`` of ``rerank_parts`` (with ``--chunk-pairs 125000``
-the queries scored in chunks on CUDA while the parts before are written); the split
+runs what ``clir rerank`` runs: ``write_run`` of ``rerank_parts`` (on CUDA the queries scored in
+chunks of 125,000 pairs while the parts before are written; ``--chunk-pairs 0``: one part); the split
 synchronises the device between phases, so it shows each phase's work, not the overlap. The stand-in
 space gives its rows as ``SharedSpace`` does (``matrix`` and ``matrix_sources``), so the matrix
 is made on the GPU as ``clir rerank`` makes it. The model is the default config's (four
@@ -517,9 +517,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--chunk-pairs",
         type=int,
-        default=0,
-        help="pairs a chunk of the rerank's parts (--end-to-end; 0, clir rerank's default: one part; "
-        "125000: the overlap on CUDA, clir.training.ensemble.CHUNK_PAIRS)",
+        default=None,
+        help="pairs a chunk of the rerank's parts (--end-to-end; default: clir rerank's, chunks of "
+        "clir.training.ensemble.CHUNK_PAIRS on CUDA, one part on a CPU; 0: one part)",
     )
     parser.add_argument(
         "--e2e-modes",

@@ -33,6 +33,7 @@ from clir.training import (
     score_candidates,
     scores_to_run,
 )
+from clir.training import ensemble as ensemble_module
 from clir.training.idtables import IdTable, id_table, input_key
 from clir.training.scoring import (
     choose_precision,
@@ -421,7 +422,7 @@ def test_a_rerank_in_parts_writes_the_file_of_the_whole_rerank(tmp_path, chunk_p
     whole = tmp_path / "whole.run"
     write_run(whole, rerank_arrays(models, data, **kwargs), tag="t", workers=0)
     got = list(rerank_parts(models, data, **kwargs, chunk_pairs=chunk_pairs))
-    assert len(list(rerank_parts(models, data, **kwargs))) == 1  # the default: one part
+    assert len(list(rerank_parts(models, data, **kwargs))) == 1  # the default on a CPU: one part
     total = sum(len(q.docnos) for q in data.queries)
     assert len(got) == (parts or total // chunk_pairs)
     qids = [qid for part in got for qid in part.qids]
@@ -466,9 +467,17 @@ def test_chunks_are_cut_in_qid_order_at_about_as_many_pairs():
     thousand = [1000] * 500  # the benchmark's run: four chunks of 125 queries
     big = replace(data, queries=[replace(data.queries[0], qid=f"Q{i:03d}") for i in range(500)])
     assert [len(c) for c in _chunks(big, thousand, CHUNK_PAIRS)] == [125] * 4
-    for bad in (-1, None, 2.5):
+    for bad in (-1, True, 2.5):
         with pytest.raises(ConfigError, match="chunk_pairs must be an integer >= 0"):
             rerank_parts([], data, space=ToySpace(), chunk_pairs=bad)
+
+
+def test_chunks_are_the_default_when_every_member_scores_on_cuda():
+    from clir.training.ensemble import CHUNK_PAIRS, default_chunk_pairs
+
+    cpu, cuda = ScoringOptions(device="cpu"), ScoringOptions(device="cuda")
+    assert default_chunk_pairs([cuda]) == default_chunk_pairs([cuda, cuda]) == CHUNK_PAIRS
+    assert default_chunk_pairs([cpu]) == default_chunk_pairs([cuda, cpu]) == 0
 
 
 def test_a_subset_scored_at_the_widths_of_all_meets_batches_of_the_same_shapes():
@@ -625,7 +634,7 @@ def test_cuda_fast_path_ranks_as_the_cpu_does(tmp_path):
 
 @cuda
 @pytest.mark.parametrize(("fused", "precision"), [(None, "auto"), (False, "fp32"), (None, "bf16")])
-def test_a_cuda_rerank_in_parts_writes_the_file_of_the_whole_rerank(tmp_path, fused, precision):
+def test_a_cuda_rerank_in_parts_writes_the_file_of_the_whole_rerank(tmp_path, monkeypatch, fused, precision):
     # documents of 1 to 150 tokens, batches of 16: batches of several widths. A chunk's pairs are
     # scored at the widths they have among all pairs, in batches of the same size, so the fused
     # kernel's, eager fp32's and bf16's scores are the whole rerank's, bit for bit
@@ -640,7 +649,8 @@ def test_a_cuda_rerank_in_parts_writes_the_file_of_the_whole_rerank(tmp_path, fu
     kwargs = {"space": ToySpace(), "run": _deeper_run(data), "options": options}
     whole, parts = tmp_path / "whole.run", tmp_path / "parts.run"
     write_run(whole, rerank_arrays(models, data, **kwargs), workers=0)
-    got = list(rerank_parts(models, data, **kwargs, chunk_pairs=50))
+    monkeypatch.setattr(ensemble_module, "CHUNK_PAIRS", 50)  # the default on CUDA: chunks
+    got = list(rerank_parts(models, data, **kwargs))
     assert len(got) > 1  # several parts (about a part per 50 of the pairs)
     write_run(parts, got, workers=0)
     assert parts.read_bytes() == whole.read_bytes()
