@@ -352,9 +352,10 @@ def test_training_improves_over_first_stage(tmp_path):
 
 
 def test_a_model_without_components_trains_the_same_without_the_space(tmp_path):
-    """``clir experiment`` trains the lexical fusion before the space is made, lending it zero
-    vectors of the space's dimension: the model it saves is the one the space would give."""
-    from clir.pipeline.experiment import _NoVectors
+    """``clir experiment`` trains the lexical fusion while the space is made, lending it zero
+    vectors of the space's dimension, on one torch thread: the model it saves is the one the
+    space would give (on the default threads)."""
+    from clir.pipeline.experiment import _NoVectors, _torch_threads
 
     train, qrels = make_data(n_queries=20, seed=1)
     dev, dev_qrels = make_data(n_queries=10, seed=2)
@@ -362,8 +363,9 @@ def test_a_model_without_components_trains_the_same_without_the_space(tmp_path):
     config = tiny_config(epochs=3, patience=0)
     config.model.components = []
     saved = {}
-    for name, space in (("space", make_space()), ("none", _NoVectors(16))):
-        path = Trainer(config, metric=map_metric).fit(train, dev, qrels, tmp_path / name, space=space)
+    for name, space, threads in (("space", make_space(), None), ("none", _NoVectors(16), 1)):
+        with _torch_threads(threads or torch.get_num_threads()):
+            path = Trainer(config, metric=map_metric).fit(train, dev, qrels, tmp_path / name, space=space)
         saved[name] = {f.relative_to(path).as_posix(): f.read_bytes() for f in (path / "model").rglob("*")}
     assert saved["space"] == saved["none"] and len(saved["space"]) >= 2
     scores = [rerank(tmp_path / name, dev, space=make_space()) for name in saved]
