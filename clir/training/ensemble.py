@@ -428,8 +428,9 @@ def rerank_arrays(
 CHUNK_PAIRS = 125_000
 """Pairs of a chunk of :func:`rerank_parts` on CUDA, the default there (at least this many a
 part, but for a query's: each part large enough for the run writer's workers,
-:data:`clir.formats._runtext.WORKER_MIN_LINES`). On two H100s, four rounds of 500k pairs, it was
-faster than one part in 14 of 16 comparisons, the run file the same (README, "Scoring at speed")."""
+:data:`clir.formats._runtext.WORKER_MIN_LINES`). On H100s, six rounds of 500k pairs in three
+calls, it was faster than one part in 22 of 24 comparisons, the run file the same (README,
+"Scoring at speed")."""
 
 
 def rerank_parts(
