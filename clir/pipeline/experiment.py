@@ -85,7 +85,6 @@ MEASURES = ("AP", "P@10", "nDCG@10", "R@100", "AQWV")
 """The columns of the experiment table."""
 
 DENSE = "e5-dense"
-
 """The dense reference run and feature (multilingual-e5-small)."""
 
 CARD_SYSTEMS = ("qt-bm25", "psq-bm25", "dt-bm25", "lexical-fusion", "full", "full-ensemble")
