@@ -7,7 +7,8 @@ from a trained model (one that saw none of these queries, e.g. a ``weak-full`` m
 ``--weak DATA_STEP`` trains a system on a pseudo-query data step instead and scores the
 labelled queries with it (no fold: it saw none of them). ``compare`` prints, per row, the MAP of
 each seed, their mean and the paired randomization test (per-query AP averaged over the seeds)
-against reference rows.
+against reference rows. Each fold early-stops on a fold of its own training queries; the rows
+before 2026-12-06 early-stopped on the held-out fold (``--stop-on-held-out`` reproduces them).
 
     python experiments/oof_seeds.py run --data runs/default/steps/data-en-sw-<hash> \\
         --collection runs/default/steps/collection-en-sw-<hash>/collection \\
@@ -76,7 +77,10 @@ def run(args: argparse.Namespace) -> None:
                         scores = combine(member_scores([TrainedReranker.load(path_)], data, space=space))
                         oof = scores_to_run(data, scores)
                     else:
-                        cv = cross_validate(train_config, data, qrels, tmp, space=space, metric=map_metric)
+                        cv = cross_validate(
+                            train_config, data, qrels, tmp, space=space, metric=map_metric,
+                            stop_on_held_out=args.stop_on_held_out,
+                        )  # fmt: skip
                         oof = cv.oof_run
                 tag = f"{system}{args.tag}@{name}@s{seed}"
                 write_run(args.out / f"{tag}.run", oof)
@@ -137,6 +141,12 @@ def main() -> None:
     )
     r.add_argument("--keep", type=Path, help="with --weak: keep the models in KEEP/SYSTEM[TAG]-sSEED")
     r.add_argument("--tag", default="", help="appended to the system in the file names")
+    r.add_argument(
+        "--stop-on-held-out",
+        action="store_true",
+        help="each fold early-stops on its held-out fold (the optimistic scheme of the rows before "
+        "2026-12-06) instead of on a fold of its training queries",
+    )
     r.add_argument("--experiment", type=Path, default=Path("configs/ablations.yaml"))  # every system
     r.add_argument("--out", type=Path, required=True, help="directory of the run files")
     c = commands.add_parser("compare", help="the table of a directory of OOF run files")

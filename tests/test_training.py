@@ -483,6 +483,40 @@ def test_ensemble_and_cross_validation(tmp_path):
         cross_validate(config, train, qrels, tmp_path / "cv2", space=space, metric=map_metric)
 
 
+def test_cross_validation_never_chooses_an_epoch_on_the_queries_it_scores(tmp_path, monkeypatch):
+    from clir.training import cv as cv_module
+
+    space = make_space()
+    data, qrels = make_data(n_queries=20, seed=5)
+    config = tiny_config(epochs=2)
+    config.cv.folds = 5
+    seen: list[tuple[set[str], set[str]]] = []
+    real_fit = cv_module.Trainer.fit
+
+    def recording_fit(self, train, dev, *args, **kwargs):
+        seen.append((set(train.qids), set(dev.qids)))
+        return real_fit(self, train, dev, *args, **kwargs)
+
+    monkeypatch.setattr(cv_module.Trainer, "fit", recording_fit)
+    result = cross_validate(config, data, qrels, tmp_path / "cv", space=space, metric=map_metric)
+    meta = json.loads((tmp_path / "cv" / "ensemble.json").read_text())
+    assert len(seen) == 5 and meta["stopped_on"] == [sorted(stop) for _, stop in seen]
+    for held_out, (train, stop) in zip(result.folds, seen, strict=True):
+        assert not stop & set(held_out) and not stop & train and not train & set(held_out)
+        assert train | stop | set(held_out) == set(data.qids) and len(stop) == 4  # a fold of 16
+    seen.clear()  # the scheme before: the epoch chosen on the held-out fold, all the rest trained on
+    cross_validate(
+        config, data, qrels, tmp_path / "old", space=space, metric=map_metric, stop_on_held_out=True
+    )
+    assert [stop for _, stop in seen] == [set(fold) for fold in result.folds]
+    assert all(train == set(data.qids) - stop for train, stop in seen)
+    with pytest.raises(ConfigError, match="on dev or on the held-out fold, not both"):
+        cross_validate(
+            config, data, qrels, tmp_path / "x", space=space, metric=map_metric, dev=data,
+            stop_on_held_out=True,
+        )  # fmt: skip
+
+
 # ------------------------------------------------------------------- starting from a checkpoint
 
 

@@ -2,12 +2,13 @@
 
 With few judged queries, every one is precious: :func:`cross_validate` splits the training
 queries into ``k`` folds, trains ``len(seeds)`` models on each ``k - 1`` folds (early stopping
-on the held-out fold, or on a separate dev set when one is given), and reranks each held-out
-fold with its own models — an out-of-fold run over all training queries. All ``k × seeds``
-models together form the ensemble applied to new queries.
+on a fold of those, or on a separate dev set when one is given), and reranks each held-out fold
+with its own models — an out-of-fold run over all training queries, each query scored by models
+whose training and epoch choice never saw it. All ``k × seeds`` models together form the
+ensemble applied to new queries.
 
-Selecting the epoch on the held-out fold makes the out-of-fold scores slightly optimistic; pass
-a dev set to keep them honest.
+Until 2026-12-06 the epoch was chosen on the held-out fold itself, which made the out-of-fold
+scores optimistic (``stop_on_held_out=True`` reproduces those numbers).
 """
 
 from __future__ import annotations
@@ -112,6 +113,7 @@ def cross_validate(
     metric: MetricFn | None,
     dev: RerankData | None = None,
     resume: bool = False,
+    stop_on_held_out: bool = False,
 ) -> CVResult:
     """k-fold cross-validation over the queries of ``data`` (``config.cv.folds`` folds, split
     with ``config.optim.seed``), ``config.ensemble.seeds`` models per fold.
@@ -124,14 +126,21 @@ def cross_validate(
             and ``oof.run`` (the out-of-fold run, TREC format).
         space: The shared space.
         metric: ``metric(run, qrels) -> float`` for early stopping (required).
-        dev: Early-stop on this set instead of the held-out fold.
+        dev: Early-stop on this set. Without it, each fold's models early-stop on the first of
+            ``max(2, k - 1)`` folds of its training queries (:func:`kfold_qids`, the same seed)
+            and train on the rest: with 5 folds of 250 queries, 150 to train and 50 to stop on.
         resume: Resume interrupted members.
+        stop_on_held_out: Early-stop on the held-out fold itself (training on all the rest):
+            the scheme before 2026-12-06, whose out-of-fold scores are optimistic (the epoch
+            is chosen on the queries then scored); kept to reproduce those numbers.
 
     Returns:
-        A :class:`CVResult`.
+        A :class:`CVResult`; ``ensemble.json`` records the folds and the queries each fold
+        early-stopped on (``stopped_on``).
 
     Raises:
-        ConfigError: Without a metric, with too few queries for the folds, or with an
+        ConfigError: Without a metric, ``dev`` with ``stop_on_held_out``, with too few queries
+            for the folds (and their inner folds), or with an
             ``optim.init_from`` that was itself cross-validated: its members were trained on
             queries that these folds hold out, so the out-of-fold scores would leak.
     """
@@ -143,19 +152,29 @@ def cross_validate(
             "saw the queries that these folds hold out; start from a model trained without "
             "cross-validation (cv.folds: 1), e.g. on pseudo-queries"
         )
+    if dev is not None and stop_on_held_out:
+        raise ConfigError("cross-validation early-stops on dev or on the held-out fold, not both")
     out_dir = output_directory(out_dir, kind="reranker")
     folds = kfold_qids(data.qids, config.cv.folds, config.optim.seed)
     members: list[Path] = []
     oof_scores: dict[str, np.ndarray] = {}
+    stopped_on: list[list[str]] = []
     for f, held_out in enumerate(folds):
-        train_part = data.subset([q for q in data.qids if q not in set(held_out)])
+        rest = [q for q in data.qids if q not in set(held_out)]
         held = data.subset(held_out)
+        stop = set(held_out)
+        if dev is None and not stop_on_held_out:  # a fold of the rest: the held-out fold unseen
+            stop = set(kfold_qids(rest, max(2, config.cv.folds - 1), config.optim.seed)[0])
+        if dev is None:
+            stopped_on.append(sorted(stop))
+        train_part = data.subset([q for q in rest if q not in stop])
+        stop_data = dev if dev is not None else data.subset([q for q in data.qids if q in stop])
         fold_members = []
         for seed in config.ensemble.seeds:
             trainer = Trainer(config, metric=metric, seed=seed)
             path = trainer.fit(
-                train_part, dev if dev is not None else held, qrels, out_dir / f"fold{f}" / f"seed{seed}",
-                space=space, resume=resume,
+                train_part, stop_data, qrels, out_dir / f"fold{f}" / f"seed{seed}", space=space,
+                resume=resume,
             )  # fmt: skip
             fold_members.append(path)
         models = [TrainedReranker.load(p) for p in fold_members]
@@ -163,6 +182,7 @@ def cross_validate(
         oof_scores.update(zip(held.qids, scores, strict=True))
         members.extend(fold_members)
     oof_run = scores_to_run(data, [oof_scores[q] for q in data.qids])
-    write_ensemble(out_dir, members, {"folds": folds, "seeds": list(config.ensemble.seeds)})
+    meta = {"folds": folds, "seeds": list(config.ensemble.seeds), "stopped_on": stopped_on or "dev"}
+    write_ensemble(out_dir, members, meta)
     write_run(out_dir / "oof.run", oof_run, "clir-cv-oof")
     return CVResult(out_dir, members, folds, oof_run)
