@@ -10,8 +10,9 @@ dt-bm25]``). For each candidate set: the share of relevant passages among the ca
 the MAP of the candidate order itself, then the OOF MAP of each system; and paired per-query
 comparisons (MAP difference, randomization p) of union against single candidates per system and
 of ``full`` against ``lexical-fusion`` per candidate set. Prints JSON (and writes it with
-``--out``). Early stopping watches the held-out fold, so every OOF number is a
-little optimistic, all alike.
+``--out``). Each fold early-stops on a fold of its training queries (``cross_validate``;
+the README's rows of this script were made when it stopped on the held-out fold, a little
+optimistic, all alike).
 
     python experiments/candidates_oof.py \\
         --collection runs/default/steps/collection-en-sw-<hash>/collection \\

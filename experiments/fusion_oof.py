@@ -13,9 +13,10 @@ its ``train/`` and ``dev/``), one seed, the same folds for every row (split by
   learning rate ``r`` (0: frozen).
 
 For each row: OOF MAP and P@10, seconds, and the paired per-query MAP difference and
-randomization p against ``lexical-fusion`` and against ``full``. Early stopping watches the
-held-out fold, so every OOF number is a little optimistic, all alike. Prints JSON after every
-row (and writes it with ``--out``).
+randomization p against ``lexical-fusion`` and against ``full``. Each fold early-stops on a
+fold of its training queries (``cross_validate``; the README's rows of this script were made when
+it stopped on the held-out fold, a little optimistic, all alike). Prints JSON after every row
+(and writes it with ``--out``).
 
     python experiments/fusion_oof.py --collection runs/default/steps/collection-en-sw-<hash>/collection \\
         --data runs/default/steps/data-en-sw-<hash> --space runs/default/steps/space-<hash> --out oof.json

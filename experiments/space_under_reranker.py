@@ -6,8 +6,9 @@ used) with the ``full`` and ``lexical-fusion`` systems of an experiment config (
 random vectors over the same vocabulary (no meaning: only identical words match, so the
 components see exact matches only); joint spaces trained here on the collection
 (``EPOCHSxCOPIES``: word2vec epochs and shuffled copies of each verse pair); any saved space.
-Prints JSON. Early stopping watches the held-out fold, so every number is a little optimistic,
-all alike.
+Prints JSON. Each fold early-stops on a fold of its training queries (``cross_validate``; the
+README's rows of this script were made when it stopped on the held-out fold, a little
+optimistic, all alike).
 
     python experiments/space_under_reranker.py \\
         --collection runs/default/steps/collection-en-sw-<hash>/collection \\
