@@ -8,6 +8,7 @@ import json
 import math
 import re
 import threading
+import time
 import zlib
 from pathlib import Path
 
@@ -217,6 +218,26 @@ def _check_the_report_explorer(out: Path, collection: Collection, model: Path, s
         matrix = explained.matrices[canvas["component"]]
         assert (canvas["query"], canvas["doc"]) == (matrix.query_tokens, matrix.doc_tokens)
         np.testing.assert_allclose(canvas["values"], matrix.values, atol=0.005 + 1e-6)
+
+
+def test_an_error_beside_the_background_step_waits_for_it_and_a_ctrl_c_does_not():
+    finished = threading.Event()
+
+    def space() -> str:  # the step built in the background
+        time.sleep(0.2)
+        finished.set()
+        return "space"
+
+    with pytest.raises(RuntimeError, match="a step failed"), experiment_module._Background(space):
+        raise RuntimeError("a step failed")
+    assert finished.is_set()  # its step finished before the runner could let OUT go
+
+    release = threading.Event()
+    background = experiment_module._Background(lambda: release.wait(10))
+    with pytest.raises(KeyboardInterrupt), background:
+        raise KeyboardInterrupt
+    assert background._thread.is_alive()  # not waited for: the daemon ends with the process
+    release.set()
 
 
 def test_only_mode_model_runs_count_as_lexical_baselines():
