@@ -163,6 +163,27 @@ def test_per_passage_reaches_the_pseudo_step_and_what_depends_on_it(monkeypatch)
     )
 
 
+def test_weak_first_stage_gives_the_pseudo_queries_their_own_candidates(monkeypatch):
+    config = load_experiment(CONFIGS / "default.yaml")
+    assert config.weak.first_stage == "qt-bm25"
+    steps = plan(config, monkeypatch)
+    before = dataclasses.replace(config, weak=dataclasses.replace(config.weak, first_stage=None))
+    union = plan(before, monkeypatch)
+    assert steps["data-pseudo-en-sw"]["params"]["first_stage"] == "qt-bm25"
+    assert union["data-pseudo-en-sw"]["params"]["first_stage"] == ["qt-bm25", "psq-bm25", "dt-bm25"]
+    assert steps["data-en-sw"]["params"]["first_stage"] == ["qt-bm25", "psq-bm25", "dt-bm25"]
+    changed = {step for step, record in steps.items() if record["key"] != union[step]["key"]}
+    assert changed - {"bli"} == {
+        "data-pseudo-en-sw",
+        "train-weak-full",
+        "train-weak-fusion",
+        "train-full",
+        "rerank-en-sw",
+        "rerank-en-tl",
+        "rerank-en-ny",
+    }  # fmt: skip  (the pseudo collection itself is the same)
+
+
 def weak_config(holdout: float = 0.0, **systems: dict[str, Any]) -> ExperimentConfig:
     base = load_experiment(CONFIGS / "experiment-fast.yaml")
     systems = systems or {

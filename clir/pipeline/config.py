@@ -30,7 +30,7 @@ from clir.errors import ConfigError, DataNotFoundError
 from clir.evaluation import SignificanceConfig
 from clir.pipeline.baselines import BaselineConfig, BaselineOptions, TranslationConfig
 from clir.pipeline.engine import EngineConfig
-from clir.training.config import TrainConfig, load_config
+from clir.training.config import TrainConfig, check_first_stages, load_config
 from clir.training.warmstart import NOT_ARCHITECTURE
 
 Pair = Annotated[
@@ -96,6 +96,10 @@ class WeakConfig(Section):
         per_passage: Train queries per train passage (different verses of it; the dev
             queries stay one per passage), so about ``n_train * per_passage`` train queries.
             Unset or ``1``: one, and the step keys of the configs before this option.
+        first_stage: The first stage(s) whose top ``data.depth`` each are the pseudo-queries'
+            candidates, as the reranker's ``data.first_stage`` names them (unset: the
+            reranker's, as before this option). ``qt-bm25`` in ``make run``: pretraining on the
+            QT list, then fine-tuning on the union, was higher in every seed (README, issue 13).
     """
 
     n_train: PositiveInt | None = None
@@ -103,11 +107,18 @@ class WeakConfig(Section):
     holdout: Annotated[float, Range(ge=0.0, lt=1.0)] = 0.0
     seed: int = 13
     per_passage: Annotated[PositiveInt | None, OmitWhenNone()] = None
+    first_stage: Annotated[str | list[str] | None, OmitWhenNone()] = None
+
+    def check(self, where: Where) -> None:
+        if self.first_stage is not None:
+            check_first_stages(self.first_stage, where)
 
     def pseudo_options(self, passage_verses: int) -> dict[str, Any]:
         """The keyword arguments of :func:`~clir.datasets.build_pseudo_collection` (and the
-        pseudo step's params: ``per_passage: 1`` is left out, as it builds what unset builds)."""
+        pseudo step's params: ``per_passage: 1`` is left out, as it builds what unset builds;
+        ``first_stage`` is the rerank data's, not the collection's)."""
         options = {"layout": "bible", "passage_verses": passage_verses, **self.to_dict()}
+        options.pop("first_stage", None)
         if options.get("per_passage") == 1:
             del options["per_passage"]
         return options

@@ -311,8 +311,9 @@ def _run_steps(
             name = f"data-pseudo-{config.train_pair}"
             splits = ["train", "dev"]
             weak_data = _data_step(
-                runner, config, name, pseudo, trained.tables, splits, baseline, None, progress, engine
-            )
+                runner, config, name, pseudo, trained.tables, splits, baseline, None, progress, engine,
+                first_stage=config.weak.first_stage,
+            )  # fmt: skip
             sources["weak"] = TrainSource(weak_data, pseudo)
         train_steps: dict[str, StepResult] = {}
 
@@ -526,10 +527,13 @@ def _data_step(
     dense: StepResult | None,
     progress: bool,
     engine: Engine,
+    first_stage: str | list[str] | None = None,
 ) -> StepResult:
     """The rerank data of a collection's splits (candidates and features, by the base reranker
-    config's ``data``), named ``name``."""
+    config's ``data``, its ``first_stage`` replaced by ``first_stage`` when given), named ``name``."""
     train_config = config.reranker
+    if first_stage is not None:
+        train_config = replace(train_config, data=replace(train_config.data, first_stage=first_stage))
     data = train_config.data
     names = [*DEFAULT_FEATURES, *([DENSE] if dense is not None else [])]
 

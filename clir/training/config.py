@@ -80,6 +80,7 @@ while unset: the default's sampling and step keys are unchanged.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any
@@ -189,16 +190,21 @@ class DataConfig(Section):
         return self.depth * len(self.first_stages)
 
     def check(self, where: Where) -> None:
-        several = not isinstance(self.first_stage, str)
-        for i, name in enumerate(self.first_stages):
-            mode, _, model = name.partition("-")
-            if mode not in MODES or model not in RETRIEVERS:
-                raise where.error(
-                    f"first_stage[{i}]" if several else "first_stage",
-                    name,
-                    f"'<mode>-<model>' with a mode among {sorted(MODES)} and a model among "
-                    f"{sorted(RETRIEVERS)}",
-                )
+        check_first_stages(self.first_stage, where)
+
+
+def check_first_stages(first_stage: str | Sequence[str], where: Where) -> None:
+    """Every name of a ``first_stage`` key (one name or a list) is ``"<mode>-<model>"`` of a
+    known mode and model, else an error naming the key (``first_stage[i]`` in a list)."""
+    several = not isinstance(first_stage, str)
+    for i, name in enumerate([first_stage] if isinstance(first_stage, str) else first_stage):
+        mode, _, model = name.partition("-")
+        if mode not in MODES or model not in RETRIEVERS:
+            raise where.error(
+                f"first_stage[{i}]" if several else "first_stage",
+                name,
+                f"'<mode>-<model>' with a mode among {sorted(MODES)} and a model among {sorted(RETRIEVERS)}",
+            )
 
 
 @dataclass
