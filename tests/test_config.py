@@ -284,6 +284,8 @@ def _with(path: str, value: Any) -> dict[str, Any]:
         ("systems.full.with_dense", 1, "systems.full.with_dense=1 is invalid; expected true or false"),
         ("systems.full", 3, "systems.full must be a mapping, got int 3"),
         ("systems.full.model", {"interaction": "bert"}, r"systems.full.model.interaction='bert' is invalid"),
+        ("weak.first_stage", "qt-foo", r"weak.first_stage='qt-foo' is invalid; expected '<mode>-<model>'"),
+        ("weak.first_stage", ["qt-bm25", "x"], r"weak.first_stage\[1\]='x' is invalid"),
     ],
 )
 def test_bad_experiment_configs_fail_at_load_naming_file_and_key(tmp_path, path, value, message):
