@@ -160,15 +160,17 @@ def cross_validate(
     oof_scores: dict[str, np.ndarray] = {}
     stopped_on: list[list[str]] = []
     for f, held_out in enumerate(folds):
-        rest = [q for q in data.qids if q not in set(held_out)]
+        held_set = set(held_out)
+        rest = [q for q in data.qids if q not in held_set]
         held = data.subset(held_out)
-        stop = set(held_out)
-        if dev is None and not stop_on_held_out:  # a fold of the rest: the held-out fold unseen
+        if dev is not None or stop_on_held_out:
+            train_part, stop_data = data.subset(rest), dev if dev is not None else held
+        else:  # a fold of the rest: the held-out fold unseen until it is scored
             stop = set(kfold_qids(rest, max(2, config.cv.folds - 1), config.optim.seed)[0])
+            train_part = data.subset([q for q in rest if q not in stop])
+            stop_data = data.subset([q for q in rest if q in stop])
         if dev is None:
-            stopped_on.append(sorted(stop))
-        train_part = data.subset([q for q in rest if q not in stop])
-        stop_data = dev if dev is not None else data.subset([q for q in data.qids if q in stop])
+            stopped_on.append(sorted(stop_data.qids))
         fold_members = []
         for seed in config.ensemble.seeds:
             trainer = Trainer(config, metric=metric, seed=seed)
