@@ -281,8 +281,21 @@ def _data_irds(args: argparse.Namespace) -> int:
 
 def _data_check(args: argparse.Namespace) -> int:
     from clir.datasets import Collection
+    from clir.errors import FormatError
+    from clir.formats import read_qrels
 
     collection = Collection.load(args.dir, doc_lang=args.doc_lang)
+    for split in collection.queries:  # the per-split copies 'clir evaluate' is given
+        path = Path(args.dir) / f"qrels.{split}.txt"
+        if path.exists():
+            found, expected = read_qrels(path), collection.qrels_of(split)
+            differ = sorted({*found, *expected} - {q for q in found if found[q] == expected.get(q)})
+            if differ:
+                raise FormatError(
+                    path,
+                    None,
+                    f"differs from qrels.txt for {len(differ)} {split} quer(ies), e.g. {differ[:3]}",
+                )
     print(json.dumps(collection.stats, indent=2))
     return 0
 
@@ -802,6 +815,12 @@ def _measures(args: argparse.Namespace, size: int | None) -> list[str]:
     from clir.evaluation import DEFAULT_MEASURES
 
     if args.metrics:
+        aqwv = [name for name in args.metrics if name.upper().startswith("AQWV")]
+        if aqwv and size is None:
+            raise ConfigError(
+                f"--metrics {aqwv[0]} needs the number of documents: pass --collection-size N or "
+                "--collection DIR"
+            )
         return list(args.metrics)
     measures = list(DEFAULT_MEASURES)
     if size is None:

@@ -315,6 +315,40 @@ def check_arguments(
     }
 
 
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """PyYAML's safe loader, except that a mapping may not repeat a key (PyYAML keeps the last
+    one silently, so ``optim:`` written twice would drop the first section)."""
+
+
+def _unique_mapping(loader: _UniqueKeyLoader, node: yaml.MappingNode, deep: bool = False) -> dict:
+    seen: dict[Any, int] = {}
+    for key_node, _value in node.value:
+        if key_node.tag == "tag:yaml.org,2002:merge":  # '<<': construct_mapping merges it
+            continue
+        key = loader.construct_object(key_node, deep=deep)
+        try:
+            duplicate = key in seen
+        except TypeError:  # an unhashable key: construct_mapping raises PyYAML's own error
+            break
+        if duplicate:
+            raise yaml.constructor.ConstructorError(
+                None, None, f"duplicate key {key!r} (first on line {seen[key] + 1})", key_node.start_mark
+            )
+        seen[key] = key_node.start_mark.line
+    return loader.construct_mapping(node, deep=deep)
+
+
+_UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _unique_mapping)
+
+
+def _yaml_error(path: Path, error: yaml.YAMLError) -> str:
+    """One line for a YAML error: ``FILE:LINE:COLUMN: not valid YAML: PROBLEM``."""
+    mark = getattr(error, "problem_mark", None)
+    where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark is not None else str(path)
+    problem = getattr(error, "problem", None) or " ".join(str(error).split())
+    return f"{where}: not valid YAML: {problem}"
+
+
 def load_yaml(path: str | Path, what: str = "config file") -> dict[str, Any]:
     """Read a YAML (or JSON) file holding a mapping.
 
@@ -327,15 +361,18 @@ def load_yaml(path: str | Path, what: str = "config file") -> dict[str, Any]:
 
     Raises:
         DataNotFoundError: If the file does not exist.
-        ConfigError: If it is not valid YAML or not a mapping.
+        ConfigError: If it is not valid YAML (one line naming the file, line and column), repeats
+            a key in a mapping, or is not a mapping.
     """
     path = Path(path)
     if not path.is_file():
         raise DataNotFoundError(f"{path}: no such {what}")
     try:
-        values = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (yaml.YAMLError, UnicodeDecodeError) as error:
-        raise ConfigError(f"{path}: not valid YAML ({error})") from None
+        values = yaml.load(path.read_text(encoding="utf-8"), Loader=_UniqueKeyLoader)  # a SafeLoader
+    except yaml.YAMLError as error:
+        raise ConfigError(_yaml_error(path, error)) from None
+    except UnicodeDecodeError as error:
+        raise ConfigError(f"{path}: not valid YAML (not UTF-8 at byte {error.start})") from None
     if values is None:
         return {}
     if not isinstance(values, dict):

@@ -11,6 +11,7 @@ import pytest
 
 from clir.cli import build_parser, main
 from clir.datasets import Collection
+from clir.errors import ConfigError
 from clir.types import Document, Query
 
 README = Path(__file__).resolve().parents[1] / "README.md"
@@ -429,3 +430,40 @@ def test_an_empty_topics_file_is_an_error_not_an_empty_run(command, tmp_path, ca
     assert main([*argv, "--out", str(tmp_path / "out.run")]) == 2
     assert f"clir: error: {empty}: holds no topic" in capsys.readouterr().err
     assert not (tmp_path / "out.run").exists()
+
+
+def test_aqwv_without_a_size_names_the_options_and_a_zero_cutoff_is_refused(tmp_path, capsys):
+    """--metrics AQWV without a size said "pass collection_size=...", a Python parameter, and
+    AQWV@0 printed 0.0000 where --cutoff 0 is refused."""
+    from clir.evaluation import measure_name
+
+    (tmp_path / "a.run").write_text("q1 Q0 d1 1 2.0 t\n")
+    (tmp_path / "a.qrels").write_text("q1 0 d1 1\n")
+    argv = ["evaluate", str(tmp_path / "a.run"), str(tmp_path / "a.qrels"), "--metrics", "AP", "AQWV@5"]
+    assert main(argv) == 2
+    assert "--metrics AQWV@5 needs the number of documents: pass --collection-size N or --collection DIR" in (
+        capsys.readouterr().err
+    )
+    assert main([*argv, "--collection-size", "10"]) == 0
+    with pytest.raises(ConfigError, match=r"AQWV takes '@<cutoff>' \(>= 1\) or '@oracle', got '0'"):
+        measure_name("AQWV@0")
+
+
+def test_data_check_reads_the_per_split_qrels_too(tmp_path, capsys):
+    """clir data check read qrels.txt only, so a damaged qrels.test.txt (the file 'clir
+    evaluate' is given) passed."""
+    path = tmp_path / "c"
+    queries = {"test": [Query("q1", "water")], "dev": [Query("q2", "fire")]}
+    Collection("c", "sw", "en", [Document("d1", "maji"), Document("d2", "moto")], queries,
+               {"q1": {"d1": 1}, "q2": {"d2": 1}}).save(path)  # fmt: skip
+    assert main(["data", "check", str(path)]) == 0
+    capsys.readouterr()
+    split = path / "qrels.test.txt"
+    for text, message in (
+        ("q1 0 d1 1\ngarbage\n", f"{split}:2: "),
+        ("q1 0 d1 2\n", f"{split}: differs from qrels.txt for 1 test quer(ies), e.g. ['q1']"),
+        ("q1 0 d1 1\nq2 0 d2 1\n", f"{split}: differs from qrels.txt for 1 test quer(ies), e.g. ['q2']"),
+    ):
+        split.write_text(text)
+        assert main(["data", "check", str(path)]) == 2
+        assert message in capsys.readouterr().err

@@ -449,3 +449,23 @@ def test_any_value_at_any_key_loads_or_is_a_clir_error_naming_the_file(path, val
             json.loads(config.canonical())
             for system in config.systems:
                 config.train_config(system)
+
+
+def test_yaml_errors_are_one_line_naming_the_place_and_repeated_keys_are_refused(tmp_path):
+    """A repeated key was kept silently (the last one won: ``optim:`` twice dropped the first
+    section), and a YAML syntax error printed PyYAML's message over five lines."""
+    from clir.config import load_yaml
+
+    duplicate = "not valid YAML: duplicate key"
+    cases = {
+        "optim:\n  lr: 1\nmodel: {}\noptim: {}\n": rf"x\.yaml:4:1: {duplicate} 'optim' \(first on line 1\)$",
+        "a:\n  c: 1\n  c: 2\n": rf"x\.yaml:3:3: {duplicate} 'c' \(first on line 2\)$",
+        "x: {a: 1, a: 2}\n": rf"x\.yaml:1:11: {duplicate} 'a'",
+        "model: [\n": r"x\.yaml:2:1: not valid YAML: expected the node content, but found '<stream end>'$",
+    }
+    for text, message in cases.items():
+        (tmp_path / "x.yaml").write_text(text)
+        with pytest.raises(ConfigError, match=message):
+            load_yaml(tmp_path / "x.yaml")
+    (tmp_path / "x.yaml").write_text("base: &b {lr: 1, epochs: 3}\nx:\n  <<: *b\n  lr: 2\n")
+    assert load_yaml(tmp_path / "x.yaml") == {"base": {"lr": 1, "epochs": 3}, "x": {"lr": 2, "epochs": 3}}

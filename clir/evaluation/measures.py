@@ -72,9 +72,11 @@ def _parse(name: str) -> tuple[str, object]:
             return AQWV_NAME, None
         if tail.lower() == "oracle":
             return f"{AQWV_NAME}@oracle", "oracle"
-        if tail.isdigit():
+        if tail.isdigit() and int(tail) >= 1:
             return f"{AQWV_NAME}@{int(tail)}", int(tail)
-        raise ConfigError(f"unknown measure {name!r}: AQWV takes '@<cutoff>' or '@oracle', got {tail!r}")
+        raise ConfigError(
+            f"unknown measure {name!r}: AQWV takes '@<cutoff>' (>= 1) or '@oracle', got {tail!r}"
+        )
     expected = (
         "expected a trec_eval measure of ir_measures such as 'AP' (or 'MAP'), 'P@10', 'nDCG@10', "
         "'R@1000', 'RR', or 'AQWV', 'AQWV@<k>', 'AQWV@oracle'"
