@@ -237,6 +237,8 @@ def _topic_files(items: Sequence[str]) -> dict[str, Path]:
         split, sep, path = item.partition("=")
         if not sep or Path(item).exists():  # a file whose name holds '='
             split, path = "test", item
+        if not split or not path:
+            raise ConfigError(f"--topics {item!r}: expected FILE or SPLIT=FILE, e.g. dev=dev.tsv")
         if split in files:
             raise ConfigError(f"--topics: two files for split {split!r} ({files[split]} and {path})")
         files[split] = Path(path)

@@ -467,3 +467,12 @@ def test_data_check_reads_the_per_split_qrels_too(tmp_path, capsys):
         split.write_text(text)
         assert main(["data", "check", str(path)]) == 2
         assert message in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("item", ["dev=", "=dev.tsv"])
+def test_import_topics_without_a_split_or_a_file_names_the_item(item, tmp_path, capsys):
+    """--topics dev= said ".: is a directory, not a file"."""
+    argv = ["data", "import", "--documents", str(tmp_path / "d.jsonl"), "--qrels", str(tmp_path / "q")]
+    assert main([*argv, "--topics", item, "--doc-lang", "sw", "--out", str(tmp_path / "c")]) == 2
+    err = capsys.readouterr().err
+    assert f"clir: error: --topics {item!r}: expected FILE or SPLIT=FILE, e.g. dev=dev.tsv" in err
