@@ -757,7 +757,7 @@ def _search(args: argparse.Namespace) -> int:
         k=k,
         tables_dir=args.tables,
         index_cache=None if args.no_index_cache else args.index_cache or _user_cache("search"),
-        log=lambda line: print(f"clir search: {line}", file=sys.stderr),
+        log=lambda line: None if args.quiet else print(f"clir search: {line}", file=sys.stderr),
     )
     if args.out is not None:
         write_run(args.out, run, tag=args.tag)

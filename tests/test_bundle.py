@@ -111,6 +111,8 @@ def test_search_equals_its_pieces_and_goes_zero_shot(trained, tmp_path, capsys, 
     assert read_run(run) == expected  # scores are written exactly
     assert capsys.readouterr().err == "clir search: [run]    index\n"
     assert (tmp_path / "xdg" / "clir" / "search" / "steps" / "index.json").is_file()
+    assert main([*argv, "--topics", str(topics), "--out", str(run), "--quiet"]) == 0
+    assert capsys.readouterr().err == ""  # --quiet: not even the cache's line
     assert main([*argv, "--query", queries[0].text, "--k", "3", "--snippet", "12"]) == 0
     lines = capsys.readouterr().out.splitlines()
     top = ranked(expected[queries[0].qid])  # the first stage searched as deep as ever, three shown

@@ -555,3 +555,23 @@ def test_markdown_table():
         "| --- | ---: | ---: |",
         "| bm25 | 0.12 | - |",
     ]
+
+
+def test_in_memory_runs_and_qrels_are_checked_as_the_file_readers_check_them():
+    """evaluate() took a NaN score (pytrec_eval ranked it second, AQWV first: two rankings in one
+    call) and raised TypeErrors from pytrec_eval on numpy float32 scores, whole float grades
+    (pandas' 1.0) and integer qids."""
+    qrels = {"q1": {"d1": 1, "d2": 0}}
+    run = {"q1": {"d1": 0.5, "d2": 1.0, "d3": 0.25}}
+    expected = evaluate(run, qrels, ["AP", "P@1", "AQWV@1"], collection_size=10)
+    as_numpy = {"q1": {d: np.float32(s) for d, s in run["q1"].items()}}
+    assert evaluate(as_numpy, {"q1": {"d1": 1.0, "d2": np.int64(0)}}, ["AP", "P@1", "AQWV@1"],
+                    collection_size=10) == expected  # fmt: skip
+    for bad in (float("nan"), float("inf"), "0.5", None):
+        with pytest.raises(ConfigError, match=r"run: the score of 'q1' / 'd1' must be a finite number"):
+            evaluate({"q1": {**run["q1"], "d1": bad}}, qrels, ["AP"])
+    for grade in (1.5, "1", float("nan"), True):
+        with pytest.raises(ConfigError, match=r"qrels: the grade of 'q1' / 'd1' must be an integer"):
+            evaluate(run, {"q1": {"d1": grade}}, ["AP"])
+    with pytest.raises(ConfigError, match="qrels: qids and docnos must be strings, got 1 / 'd1'"):
+        evaluate(run, {1: {"d1": 1}}, ["AP"])

@@ -267,3 +267,13 @@ def test_clir_retrieve_names_a_damaged_translation_table(tmp_path, capsys):
     error = capsys.readouterr().err
     assert error.startswith(f"clir: error: {damaged}: damaged file, differs from the manifest"), error
     assert not (tmp_path / "bad.run").exists()
+
+
+def test_an_index_without_a_term_saves_and_loads(tmp_path):
+    """A collection of stopwords only: its index was written with an int64 cf (numpy's bincount
+    of no posting) that loading then refused as damage."""
+    BM25().index(["d1", "d2"], [[], []], progress=False).save(tmp_path / "idx")
+    loaded = Retriever.load(tmp_path / "idx")
+    assert np.load(tmp_path / "idx" / "index" / "cf.npy").dtype == np.float64
+    with pytest.warns(UserWarning, match="have no term in the index"):
+        assert loaded.search({"q1": ["maji"]}, k=5) == {"q1": {}}

@@ -153,6 +153,18 @@ def test_fast_scores_match_the_model_on_each_query_and_do_not_depend_on_the_batc
             np.testing.assert_allclose(g, e, rtol=1e-5, atol=1e-6)
 
 
+def test_no_pair_to_score_gives_no_score():
+    """A search whose queries retrieve nothing (only stopwords) crashed in score_pairs (zip of
+    no batch start with the one end)."""
+    data, _ = varied_data(seed=3)
+    vocab = Vocabulary.build([data])
+    model = build_reranker(tiny_config(), vocab.embedding_matrix(ToySpace()), 1, seed=0)
+    tz = Tensorizer(vocab, data, 5, 20)
+    nothing = tz.candidates(depth=4).take(np.zeros(0, dtype=np.int64))
+    scores = score_pairs(model, tz, nothing, ScoringOptions(device="cpu").resolve())
+    assert scores.shape == (0,) and scores.dtype == torch.float32
+
+
 def test_split_scores_cuts_per_query():
     parts = split_scores(np.arange(6.0), [2, 0, 3, 1])
     assert [p.tolist() for p in parts] == [[0.0, 1.0], [], [2.0, 3.0, 4.0], [5.0]]

@@ -476,6 +476,11 @@ def test_ensemble_and_cross_validation(tmp_path):
     qrels.update(dev_qrels)
     out = train_ensemble(config, train, dev, qrels, tmp_path / "ens", space=space, metric=map_metric)
     assert len(load_models(out)) == 2
+    # optim.seed, which no model of an ensemble takes, is not silently ignored
+    config.optim.seed = 7
+    with pytest.warns(UserWarning, match=r"optim.seed 7 seeds no model here: the models' seeds are ensemble"):
+        train_ensemble(config, train, dev, qrels, tmp_path / "ens", space=space, metric=map_metric)
+    config.optim.seed = 0
     # a cross-validated start would leak the held-out folds' queries into cross-validation
     config.cv.folds = 3
     config.optim.init_from = str(tmp_path / "cv")

@@ -602,3 +602,21 @@ def test_ibm1_on_bible_verses() -> None:
         assert en_sw.translations(english, 1)[0][0] == swahili, english
         assert sw_en.translations(swahili, 1)[0][0] == english, swahili
     assert en_sw.translations("god", 1)[0][1] > 0.8
+
+
+def test_given_tables_are_loaded_as_they_are_and_settings_replace_only_when_asked(tmp_path: Path) -> None:
+    """clir train / rerank / explain --tables T relearned T (and wrote over it) whenever its IBM
+    Model 1 settings were not the defaults: a user's tables of 2 iterations became 10."""
+    from clir.datasets import Collection
+    from clir.pipeline.tables import learn_tables
+
+    pairs = [ParallelPair(f"p{i}", f"the water {w}", f"maji {w}") for i, w in enumerate(["a", "b", "c", "a"])]
+    collection = Collection("c", "sw", "en", [Document("d1", "maji")], {"test": [Query("q1", "water")]},
+                            {"q1": {"d1": 1}}, parallel=pairs)  # fmt: skip
+    learn_tables(collection, tmp_path / "t", iterations=2, seed=3, progress=False)
+    files = {p: p.read_bytes() for p in sorted((tmp_path / "t").rglob("*")) if p.is_file()}
+    given = learn_tables(collection, tmp_path / "t", progress=False)  # as --tables T gives them
+    assert all(t.meta["iterations"] == 2 and t.meta["seed"] == 3 for t in given)
+    assert {p: p.read_bytes() for p in files} == files
+    asked = learn_tables(collection, tmp_path / "t", iterations=10, progress=False)  # settings asked for
+    assert all(t.meta["iterations"] == 10 and t.meta["seed"] == 0 for t in asked)

@@ -143,8 +143,10 @@ def _per_query(
             f"measure {aqwv_names[0]!r} needs collection_size (the number of documents in the "
             f"collection); pass collection_size=... or leave {aqwv_names[0]!r} out of measures"
         )
+    qrels = _checked_qrels(qrels)
     qids = evaluated_queries(qrels)
     warn_coverage(run, qids, run_name, stacklevel=stacklevel)
+    run = {qid: _checked_scores(qid, run[qid]) for qid in qids if qid in run}
 
     standard = [spec for name, spec in parsed.items() if not _is_aqwv(name)]
     computed: dict[str, dict[str, float]] = {}
@@ -163,6 +165,48 @@ def _per_query(
         config = _aqwv_config(spec, aqwv or AQWVConfig())
         results[name] = aqwv_values(run, qrels, qids, collection_size, config)
     return results
+
+
+def _checked_qrels(qrels: Qrels) -> Qrels:
+    """``qrels`` with string qids and docnos and integer grades (a whole float such as pandas
+    gives, ``1.0``, read as ``1``), as pytrec_eval wants them.
+
+    Raises:
+        ConfigError: On another key or grade (a NaN, ``1.5``, ``"1"``), naming it.
+    """
+    checked: Qrels = {}
+    for qid, judged in qrels.items():
+        for docno, grade in judged.items():
+            if not isinstance(qid, str) or not isinstance(docno, str):
+                raise ConfigError(f"qrels: qids and docnos must be strings, got {qid!r} / {docno!r}")
+            whole = isinstance(grade, (int, np.integer)) or (
+                isinstance(grade, (float, np.floating)) and float(grade).is_integer()
+            )
+            if isinstance(grade, bool) or not whole:
+                raise ConfigError(
+                    f"qrels: the grade of {qid!r} / {docno!r} must be an integer, got {grade!r}"
+                )
+            checked.setdefault(qid, {})[docno] = int(grade)
+    return checked
+
+
+def _checked_scores(qid: str, scores: Mapping[str, float]) -> dict[str, float]:
+    """A query's scores as Python floats (numpy's float32 included).
+
+    Raises:
+        ConfigError: On a score that is not a finite number (a NaN has no rank), naming it.
+    """
+    checked = {}
+    for docno, score in scores.items():
+        value = (
+            float(score)
+            if isinstance(score, (int, float, np.number)) and not isinstance(score, bool)
+            else None
+        )
+        if value is None or not np.isfinite(value):
+            raise ConfigError(f"run: the score of {qid!r} / {docno!r} must be a finite number, got {score!r}")
+        checked[docno] = value
+    return checked
 
 
 def evaluate_per_query(

@@ -23,23 +23,24 @@ def learn_tables(
     collection: Collection,
     out: str | Path | None = None,
     *,
-    iterations: int = 10,
-    seed: int = 0,
+    iterations: int | None = None,
+    seed: int | None = None,
     progress: bool = True,
 ) -> tuple[TranslationTable, TranslationTable]:
     """Learn p(doc term | English term) and p(English term | doc term) from the parallel side.
 
     Tables are learned over the analyzers' terms (English stems, document-language lemmas), the
-    vocabulary of the indexes. When ``out`` already holds both tables, learned with the same
-    ``iterations`` and ``seed`` (or by any settings when the collection has no parallel text to
-    learn from, or made otherwise: from alignments or imported), they are loaded instead (IBM
-    Model 1 tables of other settings are replaced).
+    vocabulary of the indexes. When ``out`` already holds both tables they are loaded instead:
+    as they are when neither ``iterations`` nor ``seed`` is given (a user's ``--tables DIR``,
+    whatever settings made it); when either is given, only if learned with those settings (or by
+    any settings when the collection has no parallel text to learn from, or made otherwise: from
+    alignments or imported), IBM Model 1 tables of other settings being replaced.
 
     Args:
         collection: A collection with parallel pairs (never its collection side).
         out: Directory to save the tables to (``out/en-doc``, ``out/doc-en``), or ``None``.
-        iterations: EM iterations of IBM Model 1.
-        seed: Seed of the model.
+        iterations: EM iterations of IBM Model 1 (``None``: 10, and tables in ``out`` kept).
+        seed: Seed of the model (``None``: 0, and tables in ``out`` kept).
         progress: Show progress bars.
 
     Returns:
@@ -51,6 +52,9 @@ def learn_tables(
     """
     if out is not None and all((Path(out) / name / "meta.json").is_file() for name in (EN_DOC, DOC_EN)):
         tables = load_tables(out)
+        if iterations is None and seed is None:
+            return tables
+        iterations, seed = 10 if iterations is None else iterations, seed or 0
         same = all(t.meta.get("iterations") == iterations and t.meta.get("seed") == seed for t in tables)
         given = any(t.meta.get("model") != "ibm1" for t in tables)  # from alignments or another toolkit
         if same or given or not collection.parallel:
@@ -67,8 +71,8 @@ def learn_tables(
         collection.parallel,
         get_analyzer(collection.query_lang),
         get_analyzer(collection.doc_lang),
-        iterations=iterations,
-        seed=seed,
+        iterations=10 if iterations is None else iterations,
+        seed=seed or 0,
         progress=progress,
     )
     return _saved((en_doc, doc_en), out)

@@ -172,6 +172,7 @@ class SparseIndex:
         df = np.diff(postings.indptr).astype(np.float64)
         term_of_nnz = np.repeat(np.arange(n_terms), np.diff(postings.indptr))
         cf = np.bincount(term_of_nnz, weights=postings.data.astype(np.float64), minlength=n_terms)
+        cf = cf.astype(np.float64, copy=False)  # bincount of no posting gives int64, even with weights
         return cls(docno_arr[order], vocab, postings, np.ascontiguousarray(doc_len[order]), df, cf)
 
     # --- statistics -----------------------------------------------------------------------------

@@ -235,7 +235,9 @@ class OptimConfig(Section):
             config keys, e.g. ``posit_drmm``); must be 0 for the others. A ``dropout`` in
             ``model.interaction_kwargs`` takes precedence.
         weight_decay: Adam weight decay (L2).
-        seed: Seed of initialisation, dropout, sampling and shuffling.
+        seed: Seed of initialisation, dropout, sampling and shuffling of a :class:`Trainer` used
+            alone, and of the cross-validation's folds. An ensemble (``clir train``) seeds its
+            models with ``ensemble.seeds`` instead (one model per seed).
         patience: Stop after this many epochs without a better dev score (0: run all epochs).
         init_from: A checkpoint or ensemble directory whose trained weights start training
             (see the module docstring); ``None``: random initialisation.

@@ -13,6 +13,7 @@ scores optimistic (``stop_on_held_out=True`` reproduces those numbers).
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -95,6 +96,12 @@ def train_ensemble(
         return cross_validate(
             config, train, qrels, out_dir, space=space, metric=metric, dev=dev, resume=resume
         ).path
+    if config.optim.seed != 0 and config.optim.seed not in config.ensemble.seeds:
+        warnings.warn(
+            f"optim.seed {config.optim.seed} seeds no model here: the models' seeds are ensemble.seeds "
+            f"{list(config.ensemble.seeds)} (set ensemble.seeds: [{config.optim.seed}] for that seed)",
+            stacklevel=2,
+        )
     out_dir = output_directory(out_dir, kind="reranker")
     members = []
     for seed in config.ensemble.seeds:

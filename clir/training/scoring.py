@@ -198,6 +198,8 @@ def score_pairs(
         Float32 scores (n,) on the model's device, aligned with ``index``.
     """
     device = torch.device(options.device or "cpu")
+    if not len(index):  # no query has a candidate (e.g. only stopwords): nothing to score
+        return torch.empty(0, dtype=torch.float32, device=device)
     cuda = device.type == "cuda"
     size = int(options.batch_size or CPU_BATCH)
     clock = _Clock(timings, device)
