@@ -262,6 +262,8 @@ CHECKS = [  # (systems, weak section, the error after "<file>: ")
      "['en_en'])"),
     ({"a": {}, "b": {"pretrain": "a", "optim": {"init_from": "m"}}}, None, "systems.b.pretrain='a' is "
      "invalid; expected no optim.init_from ('m') beside it"),
+    ({"x": {"optim": {"init_from": "no/such/model"}}}, None, "systems.x.optim.init_from: no/such/model holds "
+     "neither ensemble.json nor a reranker checkpoint"),
     ({"x": {"train_on": "weak", "with_dense": True}}, {}, "systems.x.with_dense=True is invalid; expected "
      "false for a system trained on weak data"),
     ({"x": {}}, {"n_dev": 0}, "weak.n_dev=0 is invalid; expected a value >= 1"),

@@ -31,6 +31,7 @@ from clir.evaluation import SignificanceConfig
 from clir.pipeline.baselines import BaselineConfig, BaselineOptions, TranslationConfig
 from clir.pipeline.engine import EngineConfig
 from clir.training.config import TrainConfig, check_first_stages, load_config
+from clir.training.ensemble import member_paths
 from clir.training.warmstart import NOT_ARCHITECTURE
 
 Pair = Annotated[
@@ -358,7 +359,8 @@ def load_experiment(path: str | Path) -> ExperimentConfig:
     Raises:
         DataNotFoundError: If the file (or the reranker config it names) is missing.
         ConfigError: On an unknown key, a value of the wrong type or an invalid value, naming
-            the file and the dotted key (``systems.full.optim.lr``).
+            the file and the dotted key (``systems.full.optim.lr``), or an ``optim.init_from``
+            that is no checkpoint or ensemble.
     """
     path = Path(path)
     values = load_yaml(path, "experiment config")
@@ -368,4 +370,12 @@ def load_experiment(path: str | Path) -> ExperimentConfig:
         if not reranker_path.is_file():
             raise DataNotFoundError(f"{path}: reranker config {reranker!r} not found at {reranker_path}")
         values = {**values, "reranker": load_config(reranker_path)}
-    return build(ExperimentConfig, values, str(path))
+    config = build(ExperimentConfig, values, str(path))
+    for system in config.systems:  # a start from outside is checked now, not when its step comes
+        start = config.train_config(system).optim.init_from
+        if start is not None:
+            try:
+                member_paths(start)
+            except DataNotFoundError as error:
+                raise ConfigError(f"{path}: systems.{system}.optim.init_from: {error}") from None
+    return config
