@@ -203,13 +203,24 @@ def _data_pseudo(args: argparse.Namespace) -> int:
         raise ConfigError(f"--doc-lang is needed when the source is a parallel.tsv file ({args.source})")
     else:
         pairs, doc_lang = read_parallel(args.source), args.doc_lang
-    names = ("layout", "passage_verses", "n_train", "n_dev", "holdout", "seed", "per_passage")
+    names = ("passage_verses", "n_train", "n_dev", "holdout", "seed", "per_passage")
     options = {name: getattr(args, name) for name in names}
+    options["layout"] = args.layout or ("bible" if _verse_keys(pairs) else "pairs")
     collection = build_pseudo_collection(pairs, doc_lang, **options)
     collection.save(args.out, force=args.force)
     print(json.dumps(collection.stats, indent=2))
     print(f"wrote {args.out}", file=sys.stderr)
     return 0
+
+
+def _verse_keys(pairs) -> bool:
+    """Whether every pair id is a Bible verse key (``B01C001V001``)."""
+    from clir.datasets.base import VerseId
+
+    try:
+        return bool(pairs) and all(VerseId.parse(pair.pair_id) for pair in pairs)
+    except ConfigError:
+        return False
 
 
 def _data_pad(args: argparse.Namespace) -> int:
@@ -1100,9 +1111,9 @@ def build_parser() -> argparse.ArgumentParser:
     pseudo.add_argument(
         "--layout",
         choices=("pairs", "bible"),
-        default="pairs",
-        help="pairs: passages are windows of consecutive pairs (default); bible: pair ids are verse "
-        "keys and passages stay within a chapter",
+        help="pairs: passages are windows of consecutive pairs; bible: pair ids are verse keys, "
+        "passages stay within a chapter and --holdout keeps whole chapters (default: bible when "
+        "every pair id is a verse key, else pairs)",
     )
     pseudo.add_argument("--passage-verses", type=int, default=5, help="pairs per passage (default 5)")
     pseudo.add_argument("--n-train", type=int, help="training queries (default: every usable passage)")

@@ -75,6 +75,10 @@ def test_an_untouched_step_is_reused_without_building(tmp_path):
         (lambda p: (p / DONE).write_bytes(b"\xff\xfe"), r"step\.json is unreadable"),
         (lambda p: (p / DONE).write_text('{"seconds": 1.0}'), r"step\.json records no manifest"),
         (lambda p: (p / DONE).unlink(), r"step\.json is unreadable"),
+        (
+            lambda p: (p / "arrays" / "extra.run").write_text("q1 Q0 d1 1 1 fake\n"),
+            r"arrays/extra\.run is not in the manifest \(a file added after the step was built\)",
+        ),
     ],
     ids=[
         "one byte",
@@ -84,6 +88,7 @@ def test_an_untouched_step_is_reused_without_building(tmp_path):
         "not UTF-8",
         "no manifest",
         "no step.json",
+        "a file added",
     ],
 )
 def test_a_damaged_step_is_rebuilt_with_a_warning(tmp_path, damage, reason):

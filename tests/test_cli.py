@@ -260,6 +260,11 @@ def test_command_chain_on_a_small_real_collection(tmp_path, capsys):
     stats = json.loads(capsys.readouterr().out)
     passages = stats["documents"] - stats["queries"]["dev"]  # n_train unset: every passage dev leaves
     assert stats["queries"]["dev"] == 4 and passages < stats["queries"]["train"] <= 2 * passages
+    auto = tmp_path / "pseudo-auto"  # no --layout: the pair ids are verse keys, so whole chapters
+    assert main([*argv[:4], str(auto), "--n-dev", "4", "--holdout", "0.5"]) == 0
+    capsys.readouterr()
+    assert json.loads((auto / "collection.json").read_text())["parameters"]["layout"] == "bible"
+    assert Collection.load(auto).parallel == Collection.load(pseudo).parallel
 
     space = tmp_path / "space"
     assert main(["embed", "train", str(collection), "--joint", "--method", "word2vec", "--dim", "8",

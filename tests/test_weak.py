@@ -220,6 +220,30 @@ def test_weak_steps_read_the_train_pairs_parallel_side_and_leave_the_others_keys
     assert "clean-en-sw" not in steps
 
 
+@pytest.mark.parametrize(
+    "change", [{"psq_top_k": 1}, {"psq_cumulative": 0.5}, {"model_params": {"ql": {"mu": 50}}}]
+)
+def test_the_first_stages_settings_reach_the_rerank_data_and_what_depends_on_it(change, monkeypatch):
+    """baselines.psq_top_k, psq_cumulative and model_params change the first stages' scores, so
+    the rerank data's candidates and features: they re-ran only the baselines, and every later
+    step was reused from the old data (stale numbers)."""
+    base = load_experiment(CONFIGS / "experiment-fast.yaml")
+    before = plan(base, monkeypatch)
+    steps = plan(
+        dataclasses.replace(base, baselines=dataclasses.replace(base.baselines, **change)), monkeypatch
+    )
+    changed = {name for name in steps if steps[name]["key"] != before[name]["key"]}
+    assert {
+        "baselines-en-sw",
+        "data-en-sw",
+        "data-en-tl",
+        "train-full",
+        "rerank-en-sw",
+        "rerank-en-tl",
+    } <= changed
+    assert not changed & {"collection-en-sw", "tables-en-sw", "space"}
+
+
 def test_holdout_learns_every_pairs_tables_and_the_space_from_the_chapters_left(monkeypatch):
     steps = plan(weak_config(holdout=0.2), monkeypatch)
     for pair in ("en-sw", "en-tl"):

@@ -34,10 +34,14 @@ def sha256_of(path: Path) -> str:
     return digest.hexdigest()
 
 
+def file_manifest_names(directory: Path) -> list[str]:
+    """Every file under ``directory``, as its manifest names them (relative, with ``/``), sorted."""
+    return sorted(p.relative_to(directory).as_posix() for p in directory.rglob("*") if p.is_file())
+
+
 def file_manifest(directory: Path, exclude: tuple[str, ...] = ()) -> Manifest:
     """The manifest of every file under ``directory`` but those named in ``exclude`` (relative)."""
-    files = sorted(p.relative_to(directory).as_posix() for p in directory.rglob("*") if p.is_file())
-    return manifest_of(directory, [name for name in files if name not in exclude])
+    return manifest_of(directory, [name for name in file_manifest_names(directory) if name not in exclude])
 
 
 def manifest_of(directory: Path, names: Iterable[str]) -> Manifest:

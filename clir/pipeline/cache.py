@@ -43,7 +43,13 @@ from clir._version import __version__
 from clir.errors import OutputLockedError
 from clir.formats import atomic_write
 from clir.formats.atomic import output_directory
-from clir.formats.manifest import HASH_BUDGET, file_manifest, is_manifest, manifest_problem
+from clir.formats.manifest import (
+    HASH_BUDGET,
+    file_manifest,
+    file_manifest_names,
+    is_manifest,
+    manifest_problem,
+)
 
 DONE = "step.json"
 LOCK = ".lock"
@@ -103,6 +109,9 @@ def _verified_seconds(path: Path, verify: bool) -> float:
     problem = manifest_problem(path, record["files"], None if verify else HASH_BUDGET)
     if problem is not None:
         raise _StaleStep(problem)
+    added = sorted(set(file_manifest_names(path)) - {DONE, *record["files"]})
+    if added:  # e.g. a run dropped into a step's runs/, which the experiment would report
+        raise _StaleStep(f"{added[0]} is not in the manifest (a file added after the step was built)")
     return float(record["seconds"])
 
 

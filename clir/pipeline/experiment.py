@@ -47,7 +47,7 @@ from clir.embeddings.seeds import as_dictionary, seed_from_tables
 from clir.embeddings.workflow import FREEDICT_PAIRS, freedict_pairs, train_embeddings
 from clir.errors import DataNotFoundError, NonFiniteError
 from clir.formats import read_run, write_run
-from clir.pipeline.baselines import BaselineConfig, run_baselines
+from clir.pipeline.baselines import BaselineConfig, BaselineOptions, run_baselines
 from clir.pipeline.bundle import save_pretrained
 from clir.pipeline.cache import StepResult, StepRunner
 from clir.pipeline.config import DistractorsConfig, ExperimentConfig
@@ -575,11 +575,25 @@ def _data_step(
         "spelling": data.spelling,
         "first_stage_spelling": baseline.spelling,
         **({"translation": baseline.translation.to_dict()} if baseline.translation else {}),
+        **_stage_settings(baseline),
         "splits": splits,
         "features": names,
     }
     inputs = [collection, tables, *([dense] if dense is not None else [])]
     return runner.run(name, params, build, inputs)
+
+
+def _stage_settings(baseline: BaselineConfig) -> dict[str, Any]:
+    """The ``baselines`` settings that change the first stages' scores, and so a rerank data
+    step's candidates and features, where they differ from the defaults (a config that leaves
+    them keeps its steps' keys)."""
+    default = BaselineOptions()
+    changed = {
+        name: getattr(baseline, name)
+        for name in ("psq_top_k", "psq_cumulative", "model_params")
+        if getattr(baseline, name) != getattr(default, name)
+    }
+    return {"first_stage_settings": changed} if changed else {}
 
 
 def _train_step(
