@@ -898,17 +898,21 @@ def _compare(args: argparse.Namespace) -> int:
     from clir.evaluation import SignificanceConfig, compare_runs, format_p
     from clir.formats import read_run
 
+    def same(a: Path, b: Path) -> bool:  # one file, however its path is written
+        return a == b or (a.exists() and b.exists() and os.path.samefile(a, b))
+
     if args.baseline is None:
-        baseline, others = args.runs[0], [str(path) for path in args.runs[1:]]
+        baseline, rest = args.runs[0], args.runs[1:]
     else:
-        baseline, others = args.baseline, [str(path) for path in args.runs if path != args.baseline]
+        baseline, rest = args.baseline, [path for path in args.runs if not same(path, args.baseline)]
+    for i, path in enumerate(rest):
+        if any(same(path, earlier) for earlier in rest[:i]):
+            raise ConfigError(f"RUN {path} is given twice")
+    others = [str(path) for path in rest]
     if not others:
         raise ConfigError(
             f"nothing to compare: give at least two RUNs (the baseline {baseline} is the only one)"
         )
-    if len(set(others)) < len(others):
-        repeated = next(name for name in others if others.count(name) > 1)
-        raise ConfigError(f"RUN {repeated} is given twice")
     config = SignificanceConfig(
         correction=args.correction,
         alpha=args.alpha,

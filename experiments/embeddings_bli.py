@@ -29,7 +29,7 @@ from clir.embeddings import (
 )
 from clir.embeddings.bli import bli_predictions, evaluate_bli, precision_by_frequency
 from clir.embeddings.seeds import as_dictionary, seed_from_tables, split_pairs
-from clir.embeddings.workflow import freedict_pairs
+from clir.embeddings.workflow import freedict_pairs, unseen
 from clir.text import get_analyzer
 from clir.translation.ibm1 import IBMModel1
 
@@ -96,7 +96,7 @@ def main() -> None:
         seeds[lang], held_out = split_pairs(seed_from_tables(fwd, bwd, min_prob=0.1), 0.2, seed=0)
         tests[lang] = {"heldout": as_dictionary(held_out)}
         if lang == "sw":
-            fd = freedict_pairs("sw")
+            fd = unseen(freedict_pairs("sw"), seeds[lang])  # the alignments' own words left out
             if fd:
                 tests[lang]["freedict"] = as_dictionary(fd)
             else:

@@ -179,6 +179,14 @@ def test_compare_refuses_a_single_run_and_a_repeated_run(three_runs, capsys):
     assert "nothing to compare: give at least two RUNs" in capsys.readouterr().err
     assert main(["compare", runs["base"], runs["half"], runs["half"], qrels]) == 2
     assert f"RUN {runs['half']} is given twice" in capsys.readouterr().err
+    # the same file by another path: once a RUN (it counted twice in the Holm correction) ...
+    other_path = str(Path(runs["half"]).parent / ".." / Path(runs["half"]).parent.name / "half.run")
+    assert main(["compare", runs["base"], runs["half"], other_path, qrels]) == 2
+    assert f"RUN {other_path} is given twice" in capsys.readouterr().err
+    # ... and a --baseline that is one of the RUNs is not compared with itself
+    argv = ["compare", runs["base"], runs["half"], qrels, "--baseline", other_path, "--json"]
+    assert main([*argv, "--metrics", "AP"]) == 0
+    assert list(json.loads(capsys.readouterr().out)["runs"]) == [runs["base"]]
     with pytest.raises(SystemExit) as exit_info:
         main(["compare", runs["base"], runs["half"], qrels, "--alpha", "1"])
     assert exit_info.value.code == 2

@@ -449,7 +449,7 @@ def _toy_collection(tmp_path):
 
 
 @pytest.mark.filterwarnings("ignore:no stopwords")
-def test_train_align_eval_steps_over_a_collection(tmp_path):
+def test_train_align_eval_steps_over_a_collection(tmp_path, monkeypatch):
     from clir.embeddings.workflow import align_embeddings, evaluate_embeddings, load_corpora, train_embeddings
     from clir.text import get_analyzer
 
@@ -492,6 +492,14 @@ def test_train_align_eval_steps_over_a_collection(tmp_path):
     assert len(held_out) == 4
     rows = evaluate_embeddings(tmp_path / "aligned", freedict=False)
     assert {r["queries"] for r in rows} == {4}
+    # an outside test (FreeDict; here the whole lexicon) leaves out the 15 words the mapping was
+    # fitted on: it had scored the alignment on its own training pairs
+    from clir.embeddings import workflow
+
+    monkeypatch.setitem(workflow.FREEDICT_PAIRS, "ny", ("ny-en", "en-ny"))
+    monkeypatch.setattr(workflow, "freedict_pairs", lambda lang: workflow.read_pairs(lexicon))
+    rows = evaluate_embeddings(tmp_path / "aligned")
+    assert {r["queries"] for r in rows if r["dictionary"] == "freedict"} == {4}
     ibm1 = AlignConfig(seed_source="ibm1", refine_iterations=0)
     aligned = align_embeddings(
         tmp_path / "mono",

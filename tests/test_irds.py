@@ -107,3 +107,19 @@ def test_clir_data_irds_writes_a_collection(dataset_id, tmp_path, capsys):
     assert (out / "qrels.test.txt").read_text() == "401 0 d1 1\n402 0 d2 2\n402 0 d3 0\n"
     assert main(["data", "irds", "clir-test/absent", "--out", str(tmp_path / "x")]) == 2
     assert "clir: error: ir_datasets has no dataset 'clir-test/absent'" in capsys.readouterr().err
+
+
+def test_a_dataset_that_cannot_be_fetched_is_a_clear_error(tmp_path, capsys):
+    """Offline, a dataset not in ir_datasets' cache failed with 'unexpected ConnectionError (a bug
+    in clir ...)': a download that fails (here a file that is not there) is now named as such."""
+    name = "clir-test/unreachable"
+    if name not in ir_datasets.registry:
+        missing = LocalDownload(tmp_path / "nowhere.tsv")
+        ir_datasets.registry.register(
+            name, Dataset(TsvDocs(missing, lang="sw"), TsvQueries(missing, lang="en"))
+        )
+    with pytest.raises(DataNotFoundError, match=f"ir_datasets dataset '{name}' is not in its cache"):
+        ir_dataset_parts(name)
+    assert main(["data", "irds", name, "--out", str(tmp_path / "c")]) == 2
+    assert "could not be downloaded: FileNotFoundError" in capsys.readouterr().err
+    assert not (tmp_path / "c").exists()

@@ -19,6 +19,7 @@ split (``test`` by default). Documents are streamed when saved (NeuCLIR has mill
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any, NamedTuple
 
 from clir.errors import ConfigError, DataNotFoundError, MissingDependencyError
@@ -48,6 +49,21 @@ def _load(dataset_id: str) -> Any:
         raise DataNotFoundError(
             f"ir_datasets has no dataset {dataset_id!r}; ids look like 'hc4/fa/test', "
             "'neuclir/1/fa/trec-2022', 'miracl/sw/dev' (see ir_datasets.registry)"
+        ) from None
+
+
+@contextmanager
+def _fetched(dataset_id: str) -> Iterator[None]:
+    """Reading a dataset's files, which ir_datasets downloads on first use: a failed download
+    (no network, a moved URL) is a :class:`DataNotFoundError` naming the dataset and where
+    ir_datasets keeps what it has (its own log lines of the retries still print before it)."""
+    try:
+        yield
+    except OSError as error:  # requests' ConnectionError is one
+        raise DataNotFoundError(
+            f"ir_datasets dataset {dataset_id!r} is not in its cache (~/.ir_datasets, or "
+            f"$IR_DATASETS_HOME) and could not be downloaded: {type(error).__name__}: "
+            f"{' '.join(str(error).split())[:200]}"
         ) from None
 
 
@@ -84,7 +100,7 @@ def ir_dataset_parts(
 
     Raises:
         MissingDependencyError: Without ``ir_datasets``.
-        DataNotFoundError: For an unknown id.
+        DataNotFoundError: For an unknown id, or a dataset neither cached nor downloadable.
         ConfigError: If the dataset has no documents or queries, its language is unknown and
             ``doc_lang`` not given, or a named field does not exist.
     """
@@ -97,22 +113,24 @@ def ir_dataset_parts(
         raise ConfigError(
             f"ir_datasets dataset {dataset_id!r} does not say its language: pass --doc-lang LANG"
         )
-    queries = [
-        Query(
-            str(q.query_id),
-            _text(q, [query_field] if query_field else None, "queries", "--query-field"),
-            str(getattr(q, "description", "") or ""),
-        )
-        for q in dataset.queries_iter()
-    ]
-    qrels: Qrels = {}
-    if dataset.has_qrels():
-        for qrel in dataset.qrels_iter():
-            qrels.setdefault(str(qrel.query_id), {})[str(qrel.doc_id)] = int(qrel.relevance)
+    with _fetched(dataset_id):
+        queries = [
+            Query(
+                str(q.query_id),
+                _text(q, [query_field] if query_field else None, "queries", "--query-field"),
+                str(getattr(q, "description", "") or ""),
+            )
+            for q in dataset.queries_iter()
+        ]
+        qrels: Qrels = {}
+        if dataset.has_qrels():
+            for qrel in dataset.qrels_iter():
+                qrels.setdefault(str(qrel.query_id), {})[str(qrel.doc_id)] = int(qrel.relevance)
 
     def documents() -> Iterator[Document]:
-        for doc in dataset.docs_iter():
-            yield Document(str(doc.doc_id), _text(doc, fields, "documents", "--field"))
+        with _fetched(dataset_id):
+            for doc in dataset.docs_iter():
+                yield Document(str(doc.doc_id), _text(doc, fields, "documents", "--field"))
 
     metadata = {
         "type": "ir_datasets",

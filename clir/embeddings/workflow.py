@@ -305,7 +305,8 @@ def align_embeddings(
     """``clir embed align``: map every language of a saved space onto English.
 
     A share of each seed lexicon is held out (``heldout.<lang>.tsv`` in ``out_dir``) for
-    :func:`evaluate_embeddings`.
+    :func:`evaluate_embeddings`; the pairs the mapping was fitted on are written beside it
+    (``seeds.<lang>.tsv``), so that an outside test (FreeDict) can leave their words out.
 
     Args:
         vectors_dir: A space from :func:`train_embeddings` (monolingual, or joint to refine).
@@ -346,7 +347,16 @@ def align_embeddings(
     for lang, pairs in held_out.items():
         if pairs:
             _write_pairs(Path(out_dir) / f"heldout.{lang}.tsv", pairs)
+    for lang, pairs in seeds.items():
+        _write_pairs(Path(out_dir) / f"seeds.{lang}.tsv", pairs)
     return space
+
+
+def unseen(pairs: Pairs, seeds: Pairs) -> Pairs:
+    """The test ``pairs`` whose source word is no source word of the ``seeds`` an alignment was
+    fitted on (a test of the mapping on its own training words would flatter it)."""
+    trained = {source for source, _ in seeds}
+    return [(source, target) for source, target in pairs if source not in trained]
 
 
 def evaluate_embeddings(
@@ -360,7 +370,8 @@ def evaluate_embeddings(
     """``clir embed eval``: BLI precision@1/@5 (NN and CSLS), language -> English.
 
     Test dictionaries: the held-out seed pairs saved by :func:`align_embeddings` (or given in
-    ``test_pairs``) and, when installed, FreeDict (skipped with a logged message otherwise).
+    ``test_pairs``) and, when installed, FreeDict (skipped with a logged message otherwise),
+    without the words the alignment was fitted on (``seeds.<lang>.tsv`` beside the space).
 
     Args:
         space: A space or its directory.
@@ -393,6 +404,8 @@ def evaluate_embeddings(
             ]
         if freedict and lang in FREEDICT_PAIRS:
             pairs = freedict_pairs(lang)
+            if directory is not None and (directory / f"seeds.{lang}.tsv").is_file():
+                pairs = unseen(pairs, read_pairs(directory / f"seeds.{lang}.tsv"))
             if pairs:
                 rows += [
                     r.to_dict()
