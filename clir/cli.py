@@ -427,7 +427,7 @@ def _index(args: argparse.Namespace) -> int:
     if args.shard_docs is not None:
         return _index_shards(args, config)
     collection = _load_collection(args)
-    tables = load_tables(args.tables)
+    tables = load_tables(args.tables, (collection.query_lang, collection.doc_lang))
     with _engine(args) as engine:
         stage = first_stage(args.mode, args.model, collection, tables, config, not args.quiet, engine)
     stage.save(args.out, force=args.force)
@@ -443,7 +443,7 @@ def _index_shards(args: argparse.Namespace, config) -> int:
     from clir.pipeline.tables import load_tables
 
     _info, doc_lang, query_lang = read_collection_info(args.collection, doc_lang=args.doc_lang)
-    tables = load_tables(args.tables)
+    tables = load_tables(args.tables, (query_lang, doc_lang))
     stage = baseline_stage(args.mode, args.model, query_lang, doc_lang, tables, config, not args.quiet)
     documents = iter_documents(args.collection / "documents.jsonl")
     stage.index_shards(documents, args.out, args.shard_docs, force=args.force)
@@ -480,7 +480,8 @@ def _baselines(args: argparse.Namespace) -> int:
     _check_out(args, "baselines")
     output_directory(args.out, kind="baselines", force=args.force)
     collection = _load_collection(args)
-    tables = load_tables(args.tables) if args.tables is not None else None
+    languages = (collection.query_lang, collection.doc_lang)
+    tables = load_tables(args.tables, languages) if args.tables is not None else None
     config = BaselineConfig(
         modes=tuple(args.modes), models=tuple(args.models), split=args.split, k=args.k, spelling=args.spelling
     )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import importlib.util
 import json
@@ -620,3 +621,22 @@ def test_given_tables_are_loaded_as_they_are_and_settings_replace_only_when_aske
     assert {p: p.read_bytes() for p in files} == files
     asked = learn_tables(collection, tmp_path / "t", iterations=10, progress=False)  # settings asked for
     assert all(t.meta["iterations"] == 10 and t.meta["seed"] == 0 for t in asked)
+
+
+def test_tables_of_another_language_pair_are_refused(tmp_path: Path) -> None:
+    """Tagalog tables given with a Swahili collection were used silently (every translation and
+    score wrong); the tables record their languages."""
+    from clir.datasets import Collection
+    from clir.pipeline.tables import learn_tables, load_tables
+
+    pairs = [ParallelPair(f"p{i}", f"the water {w}", f"tubig {w}") for i, w in enumerate("abc")]
+    tagalog = Collection("t", "tl", "en", [Document("d1", "tubig")], {"test": [Query("q1", "water")]},
+                         {"q1": {"d1": 1}}, parallel=pairs)  # fmt: skip
+    learn_tables(tagalog, tmp_path / "en-tl", progress=False)
+    swahili = dataclasses.replace(tagalog, doc_lang="sw")
+    message = "translation tables of en-tl, the collection's queries are in 'en' and its documents in 'sw'"
+    with pytest.raises(ConfigError, match=message):
+        learn_tables(swahili, tmp_path / "en-tl", progress=False)
+    with pytest.raises(ConfigError, match=message):
+        load_tables(tmp_path / "en-tl", ("en", "sw"))
+    assert load_tables(tmp_path / "en-tl", ("en", "tl"))[0].target_lang == "tl"

@@ -51,7 +51,7 @@ def learn_tables(
             message names ``--tables`` and ``--parallel``).
     """
     if out is not None and all((Path(out) / name / "meta.json").is_file() for name in (EN_DOC, DOC_EN)):
-        tables = load_tables(out)
+        tables = load_tables(out, (collection.query_lang, collection.doc_lang))
         if iterations is None and seed is None:
             return tables
         iterations, seed = 10 if iterations is None else iterations, seed or 0
@@ -78,15 +78,32 @@ def learn_tables(
     return _saved((en_doc, doc_en), out)
 
 
-def load_tables(path: str | Path) -> tuple[TranslationTable, TranslationTable]:
+def load_tables(
+    path: str | Path, languages: tuple[str, str] | None = None
+) -> tuple[TranslationTable, TranslationTable]:
     """Load the ``(en->doc, doc->en)`` tables saved by :func:`learn_tables` (``clir tables``).
+
+    Args:
+        path: The tables' directory.
+        languages: ``(query language, document language)`` the tables must translate between
+            (a collection's), or ``None``.
 
     Raises:
         DataNotFoundError: If ``path`` is not a directory.
+        ConfigError: If the tables translate between other languages (e.g. English-Tagalog
+            tables given for a Swahili collection: every translation would be silently wrong).
     """
     if not Path(path).is_dir():
         raise DataNotFoundError(f"{path}: no translation tables directory (one written by 'clir tables')")
-    return TranslationTable.load(Path(path) / EN_DOC), TranslationTable.load(Path(path) / DOC_EN)
+    tables = TranslationTable.load(Path(path) / EN_DOC), TranslationTable.load(Path(path) / DOC_EN)
+    found = (tables[0].source_lang, tables[0].target_lang)
+    if languages is not None and found != tuple(languages):
+        query_lang, doc_lang = languages
+        raise ConfigError(
+            f"{path}: translation tables of {found[0]}-{found[1]}, the collection's queries are in "
+            f"{query_lang!r} and its documents in {doc_lang!r}: pass tables of {query_lang}-{doc_lang}"
+        )
+    return tables
 
 
 def parallel_tokens(
