@@ -50,11 +50,12 @@ def learn_tables(
         ConfigError: If the collection has no parallel text and ``out`` holds no tables (the
             message names ``--tables`` and ``--parallel``).
     """
+    keep = iterations is None and seed is None  # tables given as they are
+    iterations, seed = 10 if iterations is None else iterations, seed or 0
     if out is not None and all((Path(out) / name / "meta.json").is_file() for name in (EN_DOC, DOC_EN)):
         tables = load_tables(out, (collection.query_lang, collection.doc_lang))
-        if iterations is None and seed is None:
+        if keep:
             return tables
-        iterations, seed = 10 if iterations is None else iterations, seed or 0
         same = all(t.meta.get("iterations") == iterations and t.meta.get("seed") == seed for t in tables)
         given = any(t.meta.get("model") != "ibm1" for t in tables)  # from alignments or another toolkit
         if same or given or not collection.parallel:
@@ -71,8 +72,8 @@ def learn_tables(
         collection.parallel,
         get_analyzer(collection.query_lang),
         get_analyzer(collection.doc_lang),
-        iterations=10 if iterations is None else iterations,
-        seed=seed or 0,
+        iterations=iterations,
+        seed=seed,
         progress=progress,
     )
     return _saved((en_doc, doc_en), out)
