@@ -66,7 +66,7 @@ def _check_out(args: argparse.Namespace, kind: str | None = None, option: str = 
         force=getattr(args, "force", False),
         inputs=_inputs(args),
         option="--" + option.replace("_", "-"),
-        file_format=None if kind is not None else "run" if option == "out" else option,
+        file_format=None if kind is not None else {"out": "run", "png": "png"}[option],
     )
 
 
@@ -218,9 +218,11 @@ def _verse_keys(pairs) -> bool:
     from clir.datasets.base import VerseId
 
     try:
-        return bool(pairs) and all(VerseId.parse(pair.pair_id) for pair in pairs)
+        for pair in pairs:
+            VerseId.parse(pair.pair_id)
     except ConfigError:
         return False
+    return bool(pairs)
 
 
 def _data_pad(args: argparse.Namespace) -> int:
@@ -302,7 +304,7 @@ def _data_check(args: argparse.Namespace) -> int:
         path = Path(args.dir) / f"qrels.{split}.txt"
         if path.exists():
             found, expected = read_qrels(path), collection.qrels_of(split)
-            differ = sorted({*found, *expected} - {q for q in found if found[q] == expected.get(q)})
+            differ = sorted(q for q in {*found, *expected} if found.get(q) != expected.get(q))
             if differ:
                 raise FormatError(
                     path,
@@ -898,9 +900,10 @@ def _finite(values: dict) -> dict:
 def _compare(args: argparse.Namespace) -> int:
     from clir.evaluation import SignificanceConfig, compare_runs, format_p
     from clir.formats import read_run
+    from clir.formats.atomic import same_file
 
     def same(a: Path, b: Path) -> bool:  # one file, however its path is written
-        return a == b or (a.exists() and b.exists() and os.path.samefile(a, b))
+        return a == b or same_file(a, b)
 
     if args.baseline is None:
         baseline, rest = args.runs[0], args.runs[1:]

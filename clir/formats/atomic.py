@@ -133,6 +133,11 @@ def _replaceable(path: Path, kind: str, force: bool, option: str = "--out") -> b
     raise OutputExistsError(path, f"{what} (expected nothing, or a clir {kind!r} output)", option=option)
 
 
+def same_file(a: str | Path, b: str | Path) -> bool:
+    """Whether two existing paths name one file or directory, however each is written."""
+    return os.path.exists(a) and os.path.exists(b) and os.path.samefile(a, b)
+
+
 def kept_name(path: Path) -> Path:
     """The first free sibling name ``<name>.before-clir``, ``<name>.before-clir-2``, ... to which
     ``force=True`` moves a directory that is not a clir output of the kind being written."""
@@ -230,8 +235,7 @@ def check_output(
         ConfigError: If the nearest existing parent is not writable.
     """
     for source in inputs:
-        given = source is not None and os.path.exists(path) and os.path.exists(source)
-        if given and os.path.samefile(path, source):
+        if source is not None and same_file(path, source):
             raise OutputExistsError(
                 path, f"one of this command's inputs ({source})", force_helps=False, option=option
             )
