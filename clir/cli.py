@@ -1313,7 +1313,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--psq-cumulative",
         type=float,
         default=0.9,
-        help="PSQ: translations kept until their probabilities sum to this",
+        help="PSQ: of the --psq-top-k best translations, those kept until they hold this share of "
+        "their probability",
     )
     _spelling_argument(index)
     _force_argument(index)

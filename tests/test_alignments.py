@@ -74,6 +74,11 @@ def test_read_table_tsv_and_json_by_hand(tmp_path):
     (tmp_path / "bad.tsv").write_text("dog\tmbwa\t0.5\ndog\tkelb\tnan\n")
     with pytest.raises(FormatError, match=r"bad\.tsv:2: probability must be a finite number >= 0, got 'nan'"):
         read_table(tmp_path / "bad.tsv", "en", "sw")
+    (tmp_path / "latin1.tsv").write_bytes("dog\tmbwa\t0.5\ncafé\tkahawa\t1\n".encode("latin-1"))
+    with pytest.raises(FormatError, match=r"latin1\.tsv:2: not valid UTF-8"):
+        read_table(tmp_path / "latin1.tsv", "en", "sw")
+    (tmp_path / "bom.json").write_text("\ufeff" + json.dumps({"dog": {"mbwa": 1}}), encoding="utf-8")
+    assert _probs(read_table(tmp_path / "bom.json", "en", "sw")) == {("dog", "mbwa"): 1.0}
     (tmp_path / "bad.json").write_text('{"dog": ["mbwa"]}')
     with pytest.raises(FormatError, match=r"bad\.json: entry 'dog' must map target words to probabilities"):
         read_table(tmp_path / "bad.json", "en", "sw")

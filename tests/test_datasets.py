@@ -338,6 +338,13 @@ def test_user_collection_loads_with_warnings(tmp_path):
         collection.split("train")
 
 
+def test_collection_json_with_a_bom_loads(tmp_path):
+    root = write_user_collection(tmp_path / "mine", "q1\tsleeping child\n")
+    (root / "collection.json").write_text('\ufeff{"name": "mine", "doc_lang": "sw"}\n', encoding="utf-8")
+    with pytest.warns(UserWarning):
+        assert Collection.load(root).doc_lang == "sw"
+
+
 def test_user_collection_errors(tmp_path):
     root = write_user_collection(tmp_path / "bad", "q1\tsleeping child\nq2\n")
     with pytest.raises(FormatError, match=r"topics\.tsv:2: expected 2 or 3 tab-separated fields"):

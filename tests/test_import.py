@@ -123,6 +123,43 @@ def test_qrels_tsv_with_a_header_and_jsonl_topics(tmp_path):
         read_topics_as(topics, "jsonl", qid_field="_id")
 
 
+def test_qrels_tsv_first_line_is_a_header_only_when_its_relevance_is_no_number(tmp_path):
+    qrels = tmp_path / "qrels.tsv"
+    qrels.write_text("q1\td1\t+1\nq2\td2\t1\n")
+    assert read_qrels_as(qrels, "tsv") == {"q1": {"d1": 1}, "q2": {"d2": 1}}
+    qrels.write_text("q1\td1\t1.0\n")
+    with pytest.raises(FormatError, match=r"qrels\.tsv:1: relevance must be an integer, got '1\.0'"):
+        read_qrels_as(qrels, "tsv")
+    qrels.write_text("\nquery-id\tcorpus-id\tscore\nq1\td1\t2\n")  # a blank line before the header
+    assert read_qrels_as(qrels, "tsv") == {"q1": {"d1": 2}}
+
+
+@pytest.mark.parametrize(
+    ("text", "line", "problem"),
+    [
+        (SGML.replace("</top>\n\n<top>", "\n\n<top>"), 10, "inside the topic opened on line 1"),
+        (SGML.rstrip().removesuffix("</top>"), 10, "is not closed"),
+        ("<topics>\n<topic number='1'><title>a</title></topic\n<topic number='2'><title>b</title></topic>\n"
+         "<topic number='3'><title>c</title></topic>\n</topics>\n", 3, "inside the topic opened on line 2"),
+    ],
+)  # fmt: skip
+def test_trec_topics_with_a_missing_closing_tag_are_refused(tmp_path, text, line, problem):
+    path = tmp_path / "topics.trec"
+    path.write_text(text)
+    with pytest.raises(FormatError, match=rf"topics\.trec:{line}: <top(ic)?> {problem}"):
+        read_topics_as(path, "trec")
+
+
+def test_tsv_headers_of_documents_and_topics_are_warned_about(tmp_path):
+    docs, topics = tmp_path / "docs.tsv", tmp_path / "topics.tsv"
+    docs.write_text("docno\ttext\nd1\tmbwa\n")
+    with pytest.warns(UserWarning, match=r"docs\.tsv:1: 'docno' 'text' looks like a header"):
+        assert [d.docno for d in iter_documents_as(docs, "tsv")] == ["docno", "d1"]
+    topics.write_text("query-id\tquery\nq1\tdog\n")
+    with pytest.warns(UserWarning, match=r"topics\.tsv:1: 'query-id' 'query' looks like a header"):
+        assert [q.qid for q in read_topics_as(topics, "tsv")] == ["query-id", "q1"]
+
+
 def test_import_config_is_checked():
     with pytest.raises(ConfigError, match=r"x: documents_layout='xml' is invalid; expected one of"):
         ImportConfig.from_dict({"documents_layout": "xml"}, "x")

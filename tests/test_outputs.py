@@ -294,6 +294,17 @@ def test_an_input_of_the_command_is_never_its_out(tmp_path, capsys):
     assert f"{topics} is one of this command's inputs ({tmp_path / 'link.tsv'})" in capsys.readouterr().err
     assert topics.read_text() == "q1\tdog\n"
     check_output(tmp_path / "new.run", inputs=[topics, None])  # another path, or no input: fine
+    # an --out inside an input directory, or holding one, would replace or move part of it
+    for force in ([], ["--force"]):
+        argv = ["data", "pad", str(collection), "--distractors", "2", *force]
+        assert main([*argv, "--out", str(collection / "padded")]) == 2
+        assert f"is inside one of this command's inputs ({collection})" in capsys.readouterr().err
+        assert main([*argv, "--out", str(tmp_path)]) == 2
+        assert (
+            f"is a directory holding one of this command's inputs ({collection})" in capsys.readouterr().err
+        )
+    assert _tree(collection) == before
+    check_output(tmp_path / "cc", inputs=[collection])  # a sibling sharing a name prefix: fine
 
 
 def test_explain_png_refusals_name_the_png_option(tmp_path, capsys):

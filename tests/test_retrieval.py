@@ -131,6 +131,14 @@ def test_bm25_okapi_floor_uses_mean_idf_of_whole_vocabulary(swahili):
     assert np.allclose(ours, 0.25 * reference.average_idf)
 
 
+@pytest.mark.parametrize(
+    "params", [{"epsilon": math.nan}, {"epsilon": math.inf}, {"epsilon": -0.1}, {"k1": math.inf}]
+)
+def test_bm25_parameters_must_be_finite(params):
+    with pytest.raises(ConfigError, match=f"{next(iter(params))} must be a finite number >= 0"):
+        BM25(**params)
+
+
 def test_bm25_lucene_idf_formula():
     retriever = BM25(idf="lucene").index(["a", "b", "c"], [["x"], ["x", "y"], ["z"]], progress=False)
     # N=3, df(x)=2: log(1 + (3 - 2 + 0.5) / (2 + 0.5)) = log(1.6)

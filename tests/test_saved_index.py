@@ -251,6 +251,31 @@ def test_clir_retrieve_names_the_damaged_file_and_writes_no_run(tmp_path, capsys
     assert not (tmp_path / "bad.run").exists()
 
 
+def test_edited_descriptions_of_a_first_stage_are_named(tmp_path):
+    en, sw = get_analyzer("en"), get_analyzer("sw")
+    table = TranslationTable(["god"], ["mungu"], sp.csr_matrix(np.ones((1, 1))), "en", "sw")
+    stage = FirstStage("qt", "bm25", en_analyzer=en, doc_analyzer=sw, table_en_doc=table, progress=False)
+    stage.index([Document("s0", "Mungu ni upendo"), Document("s1", "nuru")]).save(tmp_path / "stage")
+    description = tmp_path / "stage" / "first_stage.json"
+    meta = json.loads(description.read_text())
+    for edited, expected in (
+        (
+            {k: v for k, v in meta.items() if k != "mode"},
+            r"lacks the key\(s\) \['mode'\] of a saved FirstStage",
+        ),
+        ({**meta, "mode": "xx"}, "does not describe a first stage: "),
+        ({**meta, "model_params": {"k9": 1}}, "does not describe a first stage: "),
+    ):
+        description.write_text(json.dumps(edited))
+        with pytest.raises(FormatError, match=rf"first_stage\.json: {expected}"):
+            FirstStage.load(tmp_path / "stage")
+    record = tmp_path / "stage" / "retriever" / "retriever.json"
+    description.write_text(json.dumps(meta))
+    record.write_text(json.dumps({**json.loads(record.read_text()), "params": {"k9": 1}}))
+    with pytest.raises(FormatError, match=r"retriever\.json: params: "):
+        FirstStage.load(tmp_path / "stage")
+
+
 def test_clir_retrieve_names_a_damaged_translation_table(tmp_path, capsys):
     en, sw = get_analyzer("en"), get_analyzer("sw")
     (god,), (mungu,) = en.analyze("God"), sw.analyze("Mungu")

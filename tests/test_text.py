@@ -18,6 +18,23 @@ def test_tokenize_is_unicode_aware_and_keeps_inner_apostrophes_and_hyphens():
     ]  # fmt: skip
 
 
+def test_tokenize_keeps_combining_marks_and_normalises_to_nfc():
+    import unicodedata
+
+    an = get_analyzer("sw")
+    # Devanagari vowel signs and virama, Yoruba tone marks on dotted vowels: one word each
+    assert an.tokenize("हिन्दी भाषा ọ̀rọ̀") == ["हिन्दी", "भाषा", "ọ̀rọ̀"]
+    # a decomposed accent is the composed word
+    decomposed = unicodedata.normalize("NFD", "Tiếng Việt naïf")
+    assert an.tokenize(decomposed) == an.tokenize("Tiếng Việt naïf") == ["tiếng", "việt", "naïf"]
+    assert an.tokenize("O’Brien O'Brien") == ["o'brien", "o'brien"]
+
+
+def test_unsegmented_scripts_are_warned_about():
+    with pytest.warns(UserWarning, match="no word segmenter for language 'zh'"):
+        get_analyzer("zh")
+
+
 def test_english_stems_and_drops_function_words_but_keeps_content_words():
     an = get_analyzer("en")
     assert an.analyze("The kings of the world gave their names") == ["king", "world", "gave", "name"]

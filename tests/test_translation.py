@@ -338,6 +338,11 @@ def test_psq_weights_by_hand() -> None:
     assert full == pytest.approx(ROWS["house"]) and sum(full.values()) == pytest.approx(1.0)
     pruned = translate_query_psq(["house"], table.prune(top_k=2, cumulative=None))[0]
     assert pruned == pytest.approx({"nyumba": 0.625, "jengo": 0.375})
+    # with both: the share is of the top k's mass (0.82 of 0.95: chumba, after 0.8, is out),
+    # where prune's is of the whole row's (0.82 of 1: chumba is in)
+    both = translate_query_psq(["house"], table, top_k=3, cumulative=0.82)[0]
+    assert both == pytest.approx({"nyumba": 0.625, "jengo": 0.375})
+    assert len(table.prune(top_k=3, cumulative=0.82).translations("house")) == 3
 
 
 def test_dt_top1_and_expected_counts() -> None:

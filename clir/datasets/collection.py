@@ -478,7 +478,7 @@ def _read_json(path: Path) -> dict[str, Any]:
     if path.is_dir():
         raise FormatError(path, None, "is a directory, not a file")
     try:
-        obj = json.loads(path.read_text(encoding="utf-8"))
+        obj = json.loads(path.read_text(encoding="utf-8").removeprefix("\ufeff"))
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise FormatError(path, None, f"invalid JSON ({exc})") from None
     if not isinstance(obj, dict):

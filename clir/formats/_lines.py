@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import math
 import re
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -76,6 +77,21 @@ INT32 = (-(2**31), 2**31 - 1)
 GRADES = (-(2**15), 2**15 - 1)
 """The range of a relevance grade: pytrec_eval allocates memory per grade level (a grade of 2**31
 took 17 GB and 43 s), and no qrels need more levels than this."""
+
+
+_HEADER_IDS = frozenset({"id", "_id", "docno", "doc_id", "docid", "qid", "query_id", "query-id", "queryid"})
+_HEADER_TEXTS = frozenset({"text", "body", "contents", "content", "query", "title", "description"})
+
+
+def warn_if_header(path: str | Path, number: int, fields: list[str]) -> None:
+    """Warn when the first line of a TSV file of documents or topics looks like a header
+    (``docno<TAB>text``): it is read as data, which a header is not."""
+    if fields[0].strip().lower() in _HEADER_IDS and fields[1].strip().lower() in _HEADER_TEXTS:
+        warnings.warn(
+            f"{path}:{number}: {fields[0]!r} {fields[1]!r} looks like a header and is read as an "
+            "entry; remove the line if it is a header",
+            stacklevel=3,
+        )
 
 
 def integer_of(path: str | Path, number: int, text: str, what: str, bounds: tuple[int, int] = INT32) -> int:

@@ -138,6 +138,23 @@ def same_file(a: str | Path, b: str | Path) -> bool:
     return os.path.exists(a) and os.path.exists(b) and os.path.samefile(a, b)
 
 
+def _overlap(out: str | Path, source: str | Path) -> str | None:
+    """How an output overlaps an existing input, in words (``None``: not at all): the same
+    file or directory, inside an input directory, or a directory holding the input (which
+    writing it would replace or move aside)."""
+    if not os.path.exists(source):
+        return None
+    if same_file(out, source):
+        return "one of"
+    out_path, source_path = os.path.realpath(out), os.path.realpath(source)
+    common = os.path.commonpath([out_path, source_path])
+    if common == source_path and os.path.isdir(source_path):
+        return "inside one of"
+    if common == out_path:
+        return "a directory holding one of"
+    return None
+
+
 def kept_name(path: Path) -> Path:
     """The first free sibling name ``<name>.before-clir``, ``<name>.before-clir-2``, ... to which
     ``force=True`` moves a directory that is not a clir output of the kind being written."""
@@ -235,9 +252,10 @@ def check_output(
         ConfigError: If the nearest existing parent is not writable.
     """
     for source in inputs:
-        if source is not None and same_file(path, source):
+        overlap = None if source is None else _overlap(path, source)
+        if overlap is not None:
             raise OutputExistsError(
-                path, f"one of this command's inputs ({source})", force_helps=False, option=option
+                path, f"{overlap} this command's inputs ({source})", force_helps=False, option=option
             )
     path = Path(os.path.abspath(path))
     if kind is not None:

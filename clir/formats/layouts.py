@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from clir.errors import ConfigError, FormatError
-from clir.formats._lines import GRADES, fields_of, integer_of, numbered_lines
+from clir.formats._lines import GRADES, fields_of, integer_of, numbered_lines, warn_if_header
 from clir.formats.identifiers import check_identifier
 from clir.formats.qrels import read_qrels
 from clir.formats.topics import read_topics
@@ -106,8 +106,10 @@ def _document_rows(
     path: str | Path, layout: str, docno_field: str, text_fields: Sequence[str]
 ) -> Iterator[tuple[int, str, str]]:
     if layout == "tsv":
-        for number, line in numbered_lines(path):
+        for i, (number, line) in enumerate(numbered_lines(path)):
             docno, text = fields_of(path, number, line, "\t", 2, "docno, text")
+            if i == 0:
+                warn_if_header(path, number, [docno, text])
             yield number, docno, text
     elif layout == "jsonl":
         for number, obj in _records(path):
@@ -179,6 +181,7 @@ def _jsonl_topics(
 
 _TOPIC = re.compile(r"<(top|topic)\b([^>]*)>(.*?)</\1\s*>", re.DOTALL | re.IGNORECASE)
 _TAG = re.compile(r"<\s*(/?)\s*([\w.-]+)[^>]*>")
+_OPENING = re.compile(r"<(top|topic)\b", re.IGNORECASE)
 _NUMBER = re.compile(r"""\bnumber\s*=\s*["']([^"']*)["']""", re.IGNORECASE)
 _LABEL = re.compile(r"^\s*(number|topic|title|description|narrative)\s*:\s*", re.IGNORECASE)
 
@@ -189,11 +192,14 @@ def _trec_topics(
     """TREC topics: each ``<top>...</top>`` or ``<topic ...>...</topic>``; an element's text runs
     to the next tag (SGML leaves ``<num>``, ``<title>``, ``<desc>`` unclosed), with the labels
     ``Number:``, ``Topic:``, ``Description:`` dropped and XML entities decoded."""
-    text = "".join(line + "\n" for _, line in numbered_lines(path))
+    lines: list[str] = []
+    for number, line in numbered_lines(path):  # blank lines kept, so that line numbers hold
+        lines += [""] * (number - 1 - len(lines)) + [line]
+    text = "".join(line + "\n" for line in lines)
     descriptions = {description_field.lower()} if description_field else {"desc", "description"}
-    found = False
-    for match in _TOPIC.finditer(text):
-        found = True
+    matches = list(_TOPIC.finditer(text))
+    _check_topics_closed(path, text, matches)
+    for match in matches:
         number = text.count("\n", 0, match.start()) + 1
         elements: dict[str, str] = {}
         tags = list(_TAG.finditer(match.group(3)))
@@ -216,13 +222,41 @@ def _trec_topics(
             )
         description = next((elements[name] for name in descriptions if name in elements), "")
         yield number, qid, elements[query_field.lower()], description
-    if not found:
+
+
+def _check_topics_closed(path: str | Path, text: str, matches: list[re.Match[str]]) -> None:
+    """Raise unless every ``<top>`` / ``<topic>`` opened in ``text`` is one of ``matches``: an
+    opening tag between them or inside one of them is a topic whose closing tag is missing or
+    malformed, which would otherwise be dropped or merged into its neighbour."""
+    if not matches:
         raise FormatError(path, None, "no <top> or <topic> element: not TREC topics")
+    starts = {match.start() for match in matches}
+    for opening in _OPENING.finditer(text):
+        if opening.start() in starts:
+            continue
+        tag = opening.group(1)
+        inside = next((m for m in matches if m.start() < opening.start() < m.end()), None)
+        if inside is None:
+            problem = f"<{tag}> is not closed (no </{tag}> before the next topic or the end)"
+        else:
+            line = text.count("\n", 0, inside.start()) + 1
+            problem = (
+                f"<{tag}> inside the topic opened on line {line}, whose closing tag is missing or malformed"
+            )
+        raise FormatError(path, text.count("\n", 0, opening.start()) + 1, problem)
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
 
 
 def read_qrels_as(path: str | Path, layout: str = "trec") -> Qrels:
     """Read qrels: TREC (``qid iter docno relevance``) or TSV (``qid<TAB>docno<TAB>relevance``;
-    a first line whose relevance is not a number is a header and skipped).
+    a first line whose relevance is no number at all, e.g. ``score``, is a header and skipped).
 
     Raises:
         FormatError: On a bad line, an invalid identifier, a docno judged twice for one query.
@@ -232,9 +266,9 @@ def read_qrels_as(path: str | Path, layout: str = "trec") -> Qrels:
     if layout != "tsv":
         raise ConfigError(f"qrels layout must be one of ['trec', 'tsv'], got {layout!r}")
     qrels: Qrels = {}
-    for number, line in numbered_lines(path):
+    for i, (number, line) in enumerate(numbered_lines(path)):
         qid, docno, grade = fields_of(path, number, line, "\t", 3, "qid, docno, relevance")
-        if number == 1 and not grade.strip().lstrip("-").isdigit():
+        if i == 0 and not _is_number(grade):  # a header (BEIR's "query-id corpus-id score")
             continue
         judged = qrels.setdefault(check_identifier(qid, "qid", path, number), {})
         if check_identifier(docno, "docno", path, number) in judged:

@@ -7,7 +7,7 @@ from pathlib import Path
 from xml.sax.saxutils import escape
 
 from clir.errors import ConfigError, FormatError
-from clir.formats._lines import numbered_lines
+from clir.formats._lines import numbered_lines, warn_if_header
 from clir.formats.atomic import atomic_write
 from clir.formats.identifiers import check_identifier
 from clir.types import Query
@@ -23,7 +23,7 @@ def read_topics(path: str | Path) -> list[Query]:
     """
     queries: list[Query] = []
     seen: set[str] = set()
-    for number, line in numbered_lines(path):
+    for i, (number, line) in enumerate(numbered_lines(path)):
         parts = line.split("\t")
         if len(parts) not in (2, 3):
             raise FormatError(
@@ -31,6 +31,8 @@ def read_topics(path: str | Path) -> list[Query]:
                 number,
                 f"expected 2 or 3 tab-separated fields (qid, text[, description]), found {len(parts)}",
             )
+        if i == 0:
+            warn_if_header(path, number, parts)
         qid, text = check_identifier(parts[0], "qid", path, number), parts[1].strip()
         if not text:
             raise FormatError(path, number, f"empty query text for qid {qid!r}")

@@ -562,7 +562,10 @@ class Retriever(Searcher):
             raise FormatError(
                 path / "retriever.json", None, f"holds a {klass.__name__}, not a {cls.__name__}"
             )
-        retriever = klass(**meta.get("params", {}))
+        try:
+            retriever = klass(**meta.get("params", {}))
+        except (ConfigError, TypeError) as exc:  # a description edited or damaged by hand
+            raise FormatError(path / "retriever.json", None, f"params: {exc}") from None
         verify_files(path, meta, path / "retriever.json", verify)
         index = SparseIndex.load(path / "index", mmap=mmap, verify=verify)
         weights = load_array(path / "weights.npy", mmap, "f")

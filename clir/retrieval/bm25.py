@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -38,8 +39,10 @@ class BM25(Retriever):
 
     def __init__(self, k1: float = 1.5, b: float = 0.75, idf: str = "okapi", epsilon: float = 0.25) -> None:
         super().__init__()
-        if not k1 >= 0:
-            raise ConfigError(f"k1 must be >= 0, got {k1!r}")
+        if not 0 <= k1 < math.inf:
+            raise ConfigError(f"k1 must be a finite number >= 0, got {k1!r}")
+        if not 0 <= epsilon < math.inf:
+            raise ConfigError(f"epsilon must be a finite number >= 0, got {epsilon!r}")
         if not 0 <= b <= 1:
             raise ConfigError(f"b must be in [0, 1], got {b!r}")
         if idf not in IDF_VARIANTS:

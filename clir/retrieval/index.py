@@ -468,12 +468,16 @@ def check_postings(directory: Path, arrays: Mapping[str, np.ndarray], n_terms: i
     return postings
 
 
-def read_meta(path: Path, kind: str) -> dict[str, Any]:
-    """The JSON object of a saved artefact's description, whose ``type`` must be ``kind``."""
+def read_meta(path: Path, kind: str, required: Sequence[str] = ()) -> dict[str, Any]:
+    """The JSON object of a saved artefact's description, whose ``type`` must be ``kind`` and
+    which must hold the keys ``required``."""
     meta = read_json(path)
     if not isinstance(meta, dict) or meta.get("type") != kind:
         found = meta.get("type") if isinstance(meta, dict) else type(meta).__name__
         raise FormatError(path, None, f"type is {found!r}, expected {kind!r}")
+    missing = [key for key in required if key not in meta]
+    if missing:
+        raise FormatError(path, None, f"lacks the key(s) {missing} of a saved {kind}")
     return meta
 
 

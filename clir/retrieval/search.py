@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from clir._version import __version__
-from clir.errors import ConfigError
+from clir.errors import ConfigError, FormatError
 from clir.formats import atomic_directory
 from clir.progress import progress_bar
 from clir.retrieval.base import QueryTerms, Retriever, get_retriever
@@ -61,7 +61,8 @@ class FirstStage:
         table_doc_en: p(English term | document term); needed by ``dt`` when indexing.
         qt_k: Translations kept per query word in ``qt``.
         psq_top_k: Translations kept per query word in ``psq`` (``None``: all of the table's).
-        psq_cumulative: Keep the smallest prefix of translations reaching this mass in ``psq``.
+        psq_cumulative: In ``psq``, keep the smallest prefix of the ``psq_top_k`` best
+            translations reaching this share of their mass.
         dt: ``"top1"`` (each word becomes its best translation) or ``"expected"`` (expected
             translation counts, a weighted bag).
         spelling: Replace each query term absent from the index by its closest spelling in the
@@ -431,27 +432,34 @@ class FirstStage:
                 table is damaged (the message names it).
         """
         path = Path(path)
-        meta = read_meta(path / "first_stage.json", "FirstStage")
+        description = path / "first_stage.json"
+        keys = ("mode", "model", "model_params", "en_analyzer", "doc_analyzer", "qt_k", "psq_top_k")
+        meta = read_meta(description, "FirstStage", (*keys, "psq_cumulative", "dt"))
         table = None
         if meta["mode"] != "dt":
             table = TranslationTable.load(path / "table_en_doc", mmap=mmap, verify=verify)
         saved_model = model is None
         if saved_model:
             model, model_params = meta["model"], meta["model_params"]
-        stage = cls(
-            meta["mode"],
-            model,
-            en_analyzer=analyzer_from_config(meta["en_analyzer"]),
-            doc_analyzer=analyzer_from_config(meta["doc_analyzer"]),
-            table_en_doc=table,
-            qt_k=meta["qt_k"],
-            psq_top_k=meta["psq_top_k"],
-            psq_cumulative=meta["psq_cumulative"],
-            dt=meta["dt"],
-            spelling=meta.get("spelling"),
-            progress=progress,
-            **(model_params or {}),
-        )
+        try:
+            stage = cls(
+                meta["mode"],
+                model,
+                en_analyzer=analyzer_from_config(meta["en_analyzer"]),
+                doc_analyzer=analyzer_from_config(meta["doc_analyzer"]),
+                table_en_doc=table,
+                qt_k=meta["qt_k"],
+                psq_top_k=meta["psq_top_k"],
+                psq_cumulative=meta["psq_cumulative"],
+                dt=meta["dt"],
+                spelling=meta.get("spelling"),
+                progress=progress,
+                **(model_params or {}),
+            )
+        except (ConfigError, TypeError) as exc:
+            if not saved_model:  # the caller's model and parameters
+                raise
+            raise FormatError(description, None, f"does not describe a first stage: {exc}") from None
         if meta.get("index") == "shards":
             index = ShardedIndex.load(path / "shards", mmap=mmap, verify=verify)
             return stage.use_shards(index, workers=workers, processes=processes)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import re
+import unicodedata
 import warnings
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -20,9 +21,35 @@ import stopwordsiso
 from clir.errors import ConfigError
 from clir.text.base import Analyzer
 
+
+def _mark_class() -> str:
+    """A regex character class body of every combining mark (Unicode categories Mn, Mc, Me):
+    Python's ``\\w`` leaves them out, so Hindi vowel signs or a decomposed accent would split
+    words. Marks lie in planes 0, 1 and 14 only (Unicode 15), which are scanned at import."""
+    codes = [
+        c
+        for plane in (0, 1, 14)
+        for c in range(plane << 16, (plane + 1) << 16)
+        if unicodedata.category(chr(c)).startswith("M")
+    ]
+    spans, start = [], codes[0]
+    for prev, code in zip(codes, [*codes[1:], -1], strict=True):
+        if code != prev + 1:
+            spans.append(re.escape(chr(start)) + (f"-{re.escape(chr(prev))}" if prev > start else ""))
+            start = code
+    return "".join(spans)
+
+
 # A word is a run of letters/digits, possibly joined by an apostrophe or hyphen inside it
-# (Swahili ng'ombe, Tagalog mag-aral, English don't).
+# (Swahili ng'ombe, Tagalog mag-aral, English don't); outside ASCII, with the combining marks on
+# its letters (a slower pattern, so ASCII text keeps the first).
 _WORD = re.compile(r"[^\W_]+(?:['’\-][^\W_]+)*")
+_LETTERS = rf"(?:[^\W_]|[{_mark_class()}])+"
+_MARKED_WORD = re.compile(rf"{_LETTERS}(?:['’\-]{_LETTERS})*")
+
+# Scripts written without spaces between words: clir has no segmenter for them, so a run of
+# such text is one token (warned about when an analyzer is made for these languages).
+UNSEGMENTED = frozenset({"bo", "ja", "km", "lo", "my", "th", "zh"})
 
 # ISO 639-1 code -> Snowball algorithm name.
 SNOWBALL = {
@@ -115,7 +142,13 @@ class TextAnalyzer(Analyzer):
         self._stemmer = snowballstemmer.stemmer(SNOWBALL[self.lang]) if stem else None
         self._lemmatize = lemmatize
         self._cache: dict[str, str] = {}
-        if not (self._stop or self._stemmer or lemmatize):
+        if self.lang in UNSEGMENTED:
+            warnings.warn(
+                f"clir has no word segmenter for language {self.lang!r}: text written without "
+                "spaces becomes one token per run of letters; segment it before indexing",
+                stacklevel=3,
+            )
+        elif not (self._stop or self._stemmer or lemmatize):
             warnings.warn(
                 f"no stopwords, lemmatiser or stemmer known for language {self.lang!r}: "
                 "using lowercased tokens only",
@@ -123,7 +156,12 @@ class TextAnalyzer(Analyzer):
             )
 
     def tokenize(self, text: str) -> list[str]:
-        return [match.group().lower() for match in _WORD.finditer(text)]
+        """Words of ``text`` after Unicode NFC normalisation (a decomposed ``naïf`` and a
+        composed one are the same word), lowercased, with ’ inside a word read as '."""
+        if text.isascii():
+            return [match.group().lower() for match in _WORD.finditer(text)]
+        text = unicodedata.normalize("NFC", text)
+        return [match.group().lower().replace("’", "'") for match in _MARKED_WORD.finditer(text)]
 
     def normalize(self, token: str) -> str:
         term = self._cache.get(token)

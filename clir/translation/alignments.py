@@ -14,6 +14,7 @@ probabilistic tables of other toolkits, as alternatives to IBM Model 1.
 
 from __future__ import annotations
 
+import codecs
 import json
 import math
 from collections.abc import Iterator, Sequence
@@ -130,7 +131,12 @@ def read_table(
     path = Path(path)
     if not path.is_file():
         raise DataNotFoundError(f"{path}: no such translation table file")
-    text = path.read_text(encoding="utf-8")
+    raw = path.read_bytes().removeprefix(codecs.BOM_UTF8)
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw.count(b"\n", 0, exc.start) + 1
+        raise FormatError(path, line, f"not valid UTF-8 ({exc.reason})") from None
     entries = _json_entries(path, text) if text.lstrip().startswith("{") else _tsv_entries(path, text)
 
     def terms(word: str, analyzer: Any | None) -> list[str]:

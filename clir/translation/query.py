@@ -44,13 +44,17 @@ def translate_query_psq(
     translations' tf and df.
 
     Pass a pruned table (:meth:`TranslationTable.prune`) or prune here with ``top_k`` /
-    ``cumulative`` (same rule as ``prune``); the weights are renormalised to sum to 1.
+    ``cumulative``; the weights are renormalised to sum to 1. Unlike ``prune``, whose cut-off is
+    a share of the whole row's mass, ``cumulative`` here is a share of the ``top_k`` kept
+    translations' mass (with both set, the first ``top_k``, then the smallest prefix of them
+    reaching ``cumulative`` of their sum; every run clir has measured used this rule).
 
     Args:
         tokens: Analyzed query terms in the table's source language.
         table: p(document term | query term).
         top_k: Keep at most this many translations per term (``None``: all in the table).
-        cumulative: Keep the smallest prefix of translations reaching this mass (``None``: all).
+        cumulative: Keep the smallest prefix of the (``top_k``) translations reaching this share
+            of their mass (``None``: all).
 
     Returns:
         One ``{document_term: weight}`` per query term, in query order (repeated terms give
