@@ -617,9 +617,9 @@ def _train(args: argparse.Namespace) -> int:
         if value is not None:
             setattr(config, key, value)
     config.validate(f"{args.config} with the command line's options")
+    _check_out(args, "reranker")  # before --force marks the directory as clir's
     if args.force:
         output_directory(args.out, kind="reranker", force=True)
-    _check_out(args, "reranker")
     collection = _load_collection(args)
     path = train_reranker(
         config,

@@ -156,6 +156,8 @@ Name = Annotated[
 ]
 PositiveInt = Annotated[int, Range(ge=1)]
 NonNegativeInt = Annotated[int, Range(ge=0)]
+Seed = Annotated[int, Range(ge=0, le=2**32 - 1)]
+"""A random seed: what numpy's and torch's generators all take."""
 
 
 # ----------------------------------------------------------------------------- sections
@@ -275,6 +277,17 @@ def build(cls: type[S], values: Any, source: str, prefix: str = "") -> S:
         _BUILDING.reset(token)
     _check_section(section, source, prefix)
     return section
+
+
+_YAML_STRING_NUMBER = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)[eE][-+]?\d+")
+"""Numbers such as ``1e-3`` or ``1.0e3`` that YAML 1.1 (PyYAML) reads as strings."""
+
+
+def _yaml_number(text: str) -> str:
+    """``text`` as YAML 1.1 reads a float: a dot in the mantissa and a sign in the exponent."""
+    mantissa, exponent = re.split("[eE]", text)
+    mantissa = mantissa if "." in mantissa else mantissa + ".0"
+    return f"{mantissa}e{exponent if exponent[0] in '+-' else '+' + exponent}"
 
 
 def check_arguments(
@@ -461,6 +474,8 @@ def _convert(hint: Any, value: Any, source: str, key: str, finite: bool = True) 
             raise wrong("an integer")
         return value
     if hint is float:
+        if isinstance(value, str) and _YAML_STRING_NUMBER.fullmatch(value):
+            raise wrong(f"a number (YAML reads {value} as a string: write {_yaml_number(value)})")
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise wrong("a number")
         try:

