@@ -484,6 +484,55 @@ def test_bilingual_components_match_stand_alone_models(name: str) -> None:
     assert out.shape == (2,) and torch.isfinite(out).all()
 
 
+@pytest.mark.parametrize("gating", ["idf", "vector"])
+def test_knrm_term_gating_weighs_each_terms_log_kernels(gating: str) -> None:
+    """φ_k = log_scale · Σ_i n · softmax_i(w · g_i) · log K_k(i): by hand from ungated single-term
+    features; w = 0 (the start) is K-NRM exactly."""
+    batch = pairs()
+    plain = build_interaction_model("knrm", DIM, table(), window=4).eval()
+    gated = build_interaction_model("knrm", DIM, table(), window=0, gating=gating).eval()
+    gated.load_state_dict(plain.state_dict(), strict=False)
+    gated.window = 4
+    pair = gated.encode(batch)
+    torch.testing.assert_close(gated.features(pair), plain.features(pair))
+    with torch.no_grad():
+        gated.gate.weight.normal_(generator=torch.Generator().manual_seed(3))
+    gate_in = pair.q_idf.unsqueeze(-1) if gating == "idf" else pair.q_unit
+    logits = (gate_in @ gated.gate.weight[0]).masked_fill(~pair.q_mask, -math.inf)
+    weights = torch.softmax(logits, -1) * pair.q_mask.sum(-1, keepdim=True)
+    expected = torch.zeros(2, gated.n_kernels)
+    for b in range(2):
+        for i in range(int(pair.q_mask[b].sum())):
+            one = pair.q_mask.clone()
+            one[b] = False
+            one[b, i] = True
+            alone = kernel_pooling(
+                gated.similarity(pair), one, pair.d_mask, gated.mus, gated.sigmas, window=0
+            )
+            expected[b] += weights[b, i] * alone[b]
+    gated.window = 0
+    torch.testing.assert_close(gated.features(pair), expected)
+    assert not torch.allclose(expected, plain.features(pair))
+
+
+@pytest.mark.parametrize("gating", ["idf", "vector"])
+def test_bilingual_gated_components_match_stand_alone_models(gating: str) -> None:
+    kwargs = {"window": 4, "gating": gating}
+    model = BilingualReranker(DIM, table(), model_kwargs=kwargs, n_features=2).eval()
+    with torch.no_grad():
+        for k, comp in enumerate(COMPONENTS):
+            model.scorer(comp).gate.weight.normal_(generator=torch.Generator().manual_seed(k))
+    batch = bilingual_batch()
+    scores = model.component_scores(batch)
+    for comp, (qv, dv) in COMPONENTS.items():
+        alone = build_interaction_model("knrm", DIM, table(), **kwargs).eval()
+        alone.load_state_dict(model.scorer(comp).state_dict(), strict=False)
+        torch.testing.assert_close(scores[comp], alone.predict(batch.pair(qv, dv)))
+    loss = model.train()(batch).sum()
+    loss.backward()
+    assert all(model.scorer(c).gate.weight.grad.abs().sum() > 0 for c in COMPONENTS)
+
+
 def test_bilingual_linear_fusion_and_explain() -> None:
     model = BilingualReranker(DIM, table(), n_features=2, feature_names=["ql", "overlap"]).eval()
     batch = bilingual_batch()

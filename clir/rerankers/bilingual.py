@@ -289,8 +289,10 @@ class BilingualReranker(SavedModule, nn.Module):
         query = concat_views([batch.query(v) for v in q_views])
         docs = pad_views([batch.doc(v) for v in d_views])
         scorer: KNRM = self.scorer(components[0])  # type: ignore[assignment]
+        gated = any(self.scorer(c).gating != "none" for c in components)  # type: ignore[attr-defined]
         fused = (
-            self.fused_kernel
+            not gated
+            and self.fused_kernel
             and scorer.exact_match
             and fused_pooling_supported(
                 scorer.window, docs[0].tokens.shape[1], query.tokens.device, torch.is_grad_enabled()
@@ -312,10 +314,13 @@ class BilingualReranker(SavedModule, nn.Module):
                 split=not torch.is_autocast_enabled(query.tokens.device.type),  # bf16: as autocast would
             )
         else:
+            encoded = EncodedView.encode(embedding, query.tokens, query.surface)
+            weights = self._term_weights(encoded, query.idf, q_views, d_views, components) if gated else None
             phi = scorer.grid_features(
-                EncodedView.encode(embedding, query.tokens, query.surface),
+                encoded,
                 [EncodedView.encode(embedding, d.tokens, d.surface) for d in docs],
                 len(q_views),
+                weights,
             )
         scores = {}
         for comp in components:
@@ -323,6 +328,31 @@ class BilingualReranker(SavedModule, nn.Module):
             features = phi[:, q_views.index(q), d_views.index(d)]
             scores[comp] = self.scorer(comp).score_features(features)  # type: ignore[operator]
         return scores
+
+    def _term_weights(
+        self,
+        query: EncodedView,
+        idf: Tensor | None,
+        q_views: list[str],
+        d_views: list[str],
+        components: list[str],
+    ) -> Tensor:
+        """Term weights (B, n_d, n_q · Lq) of query views side by side, for each document view:
+        each component's :meth:`KNRM.term_weights`, 1 at the real terms of a pair no component
+        scores."""
+        if idf is None:
+            raise ConfigError("term gating needs the idf of every query view")
+        parts = [torch.chunk(tensor, len(q_views), dim=1) for tensor in (query.unit, idf, query.mask)]
+        rows = []
+        for d in d_views:
+            row = []
+            for i, q in enumerate(q_views):
+                unit, q_idf, mask = (part[i] for part in parts)
+                comp = f"{q}_{d}"
+                weights = self.scorer(comp).term_weights(unit, q_idf, mask) if comp in components else None
+                row.append(mask.float() if weights is None else weights)
+            rows.append(torch.cat(row, dim=1))
+        return torch.stack(rows, dim=1)
 
     def component_scores(self, batch: BilingualBatch) -> dict[str, Tensor]:
         """Component name -> scores (B,)."""
