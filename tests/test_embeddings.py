@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import json
 import math
 import re
 import sqlite3
@@ -34,7 +35,7 @@ from clir.embeddings import (
 from clir.embeddings.bli import bli_predictions, precision_by_frequency
 from clir.embeddings.seeds import identical_pairs, pairs_from_lexicon
 from clir.embeddings.vectors_io import load_word2vec, make_keyed_vectors, save_word2vec
-from clir.errors import ConfigError, DataNotFoundError
+from clir.errors import ConfigError, DataNotFoundError, FormatError
 from clir.training.data import gather_matrix
 from clir.translation.lexicon import lexicon_from_pairs
 from clir.translation.table import TranslationTable
@@ -226,6 +227,67 @@ def test_embed_align_options_are_checked_before_any_work(tmp_path, capsys, optio
     argv = ["embed", "align", str(tmp_path / "no-space"), "--out", str(tmp_path / "out")]
     assert main([*argv, "--seed-source", "tsv", *options]) == 2
     assert capsys.readouterr().err.startswith(f"clir: error: {message}")
+
+
+def test_embed_align_lexicons_are_inputs_read_only_with_tsv_seeds(tmp_path, capsys):
+    """A --lexicon inside --out was deleted with the old space; without --seed-source tsv it was
+    ignored silently."""
+    out = tmp_path / "aligned"
+    out.mkdir()
+    (out / "mine.tsv").write_text("mbwa\tdog\n")
+    argv = ["embed", "align", str(tmp_path / "no-space"), "--out", str(out), "--force"]
+    assert main([*argv, "--seed-source", "tsv", "--lexicon", f"sw={out / 'mine.tsv'}"]) == 2
+    assert "is a directory holding one of this command's inputs" in capsys.readouterr().err
+    assert (out / "mine.tsv").read_text() == "mbwa\tdog\n"
+    assert main([*argv, "--lexicon", f"sw={tmp_path / 'x.tsv'}"]) == 2
+    assert "--lexicon is read only with --seed-source tsv, not ibm1" in capsys.readouterr().err
+
+
+def test_held_out_and_seed_pairs_read_as_plain_tsv(tmp_path):
+    """They were read with csv's quoting: a word starting with a quote swallowed the lines after
+    it, a BOM made the first pair unmatchable and a short line was skipped silently."""
+    from clir.embeddings.workflow import read_pairs
+
+    path = tmp_path / "heldout.sw.tsv"
+    path.write_text('\ufeffmbwa\tdog\n"paka\tcat\nnyumba\thouse\n', encoding="utf-8")
+    assert read_pairs(path) == [("mbwa", "dog"), ('"paka', "cat"), ("nyumba", "house")]
+    path.write_text("mbwa\tdog\npaka\n")
+    with pytest.raises(FormatError, match=r"heldout\.sw\.tsv:2: expected 2 fields \(source, target\), found 1"):
+        read_pairs(path)
+
+
+def test_a_window_gensim_cannot_take_is_a_config_error():
+    """--window 2147483648 overflowed in gensim's worker thread, which then hung."""
+    with pytest.raises(
+        ConfigError, match=r"window=2147483648 is invalid; expected a value >= 1 and <= 10000"
+    ):
+        EmbeddingConfig(window=2**31).validate("test")
+
+
+def test_a_damaged_space_is_named(tmp_path):
+    space = SharedSpace(
+        {"en": make_keyed_vectors(["a", "b"], np.eye(2)), "sw": make_keyed_vectors(["x"], np.eye(2)[:1])}, 2
+    )
+    space.save(tmp_path / "s")
+    info = json.loads((tmp_path / "s" / "space.json").read_text())
+    for edited, expected in (
+        ("{", r"space\.json: unreadable"),
+        ("[]", r"space\.json: type is 'list'"),
+        (json.dumps({**info, "languages": ["../x"]}), r"'languages' must be a list of language codes"),
+        (
+            json.dumps({k: v for k, v in info.items() if k != "dim"}),
+            r"space\.json: a damaged space \(lacks 'dim'\)",
+        ),
+        (json.dumps({**info, "dim": 3}), r"space\.json: does not describe this space: "),
+    ):
+        (tmp_path / "s" / "space.json").write_text(edited)
+        with pytest.raises(FormatError, match=expected):
+            SharedSpace.load(tmp_path / "s")
+    (tmp_path / "s" / "space.json").write_text(json.dumps(info))
+    vectors = make_keyed_vectors(["x"], np.array([[np.nan, 1.0]]))
+    save_word2vec(vectors, tmp_path / "s" / "sw.bin")
+    with pytest.raises(FormatError, match=r"sw\.bin: holds a NaN or infinite vector component"):
+        SharedSpace.load(tmp_path / "s")
 
 
 # --- BLI --------------------------------------------------------------------------------------

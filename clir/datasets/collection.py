@@ -263,6 +263,7 @@ def read_collection_info(
                     None,
                     f"{key!r} must be a string, got {type(info[key]).__name__} {info[key]!r}",
                 )
+    read = [key for key, given in (("doc_lang", doc_lang), ("query_lang", query_lang)) if not given]
     doc_lang = doc_lang or info.get("doc_lang")
     if not doc_lang:
         raise ConfigError(
@@ -270,6 +271,12 @@ def read_collection_info(
             f'Python), or write {path / "collection.json"} as {{"doc_lang": "LANG"}}'
         )
     query_lang = query_lang or info.get("query_lang") or "en"
+    for key, lang in (("doc_lang", doc_lang), ("query_lang", query_lang)):
+        if key in read and key in info:  # a given --doc-lang is checked where it is used
+            try:
+                check_language_code(lang, key)
+            except ConfigError as error:
+                raise FormatError(path / "collection.json", None, str(error)) from None
     return info, doc_lang, query_lang
 
 

@@ -63,8 +63,8 @@ class EmbeddingConfig(Section):
     """
 
     method: Annotated[str, OneOf(EMBEDDING_MODELS)] = "fasttext"
-    dim: PositiveInt = 100
-    window: PositiveInt = 5
+    dim: Annotated[int, Range(ge=1, le=10_000)] = 100
+    window: Annotated[int, Range(ge=1, le=10_000)] = 5  # gensim's worker threads overflow beyond int32
     min_count: PositiveInt = 2
     epochs: PositiveInt = 10
     negative: NonNegativeInt = 5

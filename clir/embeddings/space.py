@@ -14,7 +14,7 @@ from gensim.models.keyedvectors import KeyedVectors
 from clir._version import __version__
 from clir.embeddings.csls import translate
 from clir.embeddings.vectors_io import load_word2vec, make_keyed_vectors, save_word2vec
-from clir.errors import ConfigError, DataNotFoundError, FormatError
+from clir.errors import ClirError, ConfigError, DataNotFoundError, FormatError
 from clir.formats import atomic_directory, atomic_write
 from clir.types import MatrixSources
 
@@ -334,20 +334,39 @@ class SharedSpace:
         info_path = path / "space.json"
         if not info_path.is_file():
             raise DataNotFoundError(f"{info_path}: no saved SharedSpace here")
-        info = json.loads(info_path.read_text(encoding="utf-8"))
-        if info.get("type") != "SharedSpace":
-            raise FormatError(info_path, None, f"type is {info.get('type')!r}, expected 'SharedSpace'")
-        vectors = {lang: load_word2vec(path / f"{lang}.bin", binary=True) for lang in info["languages"]}
+        try:
+            info = json.loads(info_path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as error:
+            raise FormatError(info_path, None, f"unreadable ({error})") from None
+        found = info.get("type") if isinstance(info, dict) else type(info).__name__
+        if found != "SharedSpace":
+            raise FormatError(info_path, None, f"type is {found!r}, expected 'SharedSpace'")
+        languages = info.get("languages")
+        if not isinstance(languages, list) or not all(isinstance(x, str) and x.isalpha() for x in languages):
+            expected = f"'languages' must be a list of language codes, got {languages!r}"
+            raise FormatError(info_path, None, expected)
+        vectors = {lang: load_word2vec(path / f"{lang}.bin", binary=True) for lang in languages}
+        for lang, kv in vectors.items():
+            if not np.isfinite(kv.vectors).all():
+                raise FormatError(path / f"{lang}.bin", None, "holds a NaN or infinite vector component")
         subwords = {}
         arrays: dict[str, np.ndarray] = {}
-        for lang, params in info.get("subwords", {}).items():
-            name = params.get("ngrams_file", f"{lang}.ngrams.npy")
-            if name not in arrays:
-                arrays[name] = np.load(path / name, mmap_mode="r" if mmap else None, allow_pickle=False)
-            ngrams = arrays[name]
-            mean = np.load(path / f"{lang}.mean.npy", allow_pickle=False)
-            subwords[lang] = SubwordVectors(ngrams, params["min_n"], params["max_n"], mean, params["prefix"])
-        return cls(vectors, info["dim"], subwords, info.get("meta"))
+        try:
+            for lang, params in info.get("subwords", {}).items():
+                name = params.get("ngrams_file", f"{lang}.ngrams.npy")
+                if Path(name).name != name:
+                    raise ValueError(f"ngrams_file {name!r} is not a file of the space")
+                if name not in arrays:
+                    arrays[name] = np.load(path / name, mmap_mode="r" if mmap else None, allow_pickle=False)
+                mean = np.load(path / f"{lang}.mean.npy", allow_pickle=False)
+                sizes = params["min_n"], params["max_n"]
+                subwords[lang] = SubwordVectors(arrays[name], *sizes, mean, params["prefix"])
+            return cls(vectors, info["dim"], subwords, info.get("meta"))
+        except ClirError as error:
+            raise FormatError(info_path, None, f"does not describe this space: {error}") from None
+        except (KeyError, TypeError, ValueError, AttributeError, IndexError) as error:
+            what = f"lacks {error}" if isinstance(error, KeyError) else str(error)
+            raise FormatError(info_path, None, f"a damaged space ({what}); train or align it again") from None
 
     @classmethod
     def from_word2vec(

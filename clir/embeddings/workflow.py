@@ -9,7 +9,6 @@ All text is analyzed with :func:`clir.text.get_analyzer`, the token level of the
 
 from __future__ import annotations
 
-import csv
 import json
 import logging
 from collections.abc import Mapping, Sequence
@@ -35,6 +34,7 @@ from clir.embeddings.space import SharedSpace
 from clir.embeddings.train import train_vectors
 from clir.errors import ConfigError, DataNotFoundError
 from clir.formats import atomic_write, read_documents, read_parallel
+from clir.formats._lines import fields_of, numbered_lines
 from clir.progress import progress_bar
 from clir.text import get_analyzer
 from clir.translation.freedict import load_freedict
@@ -260,14 +260,17 @@ def freedict_pairs(lang: str) -> Pairs:
 
 def _write_pairs(path: Path, pairs: Pairs) -> None:
     with atomic_write(path) as out:
-        writer = csv.writer(out, delimiter="\t", lineterminator="\n")
-        writer.writerows(pairs)
+        out.write("".join(f"{source}\t{target}\n" for source, target in pairs))
 
 
 def read_pairs(path: str | Path) -> Pairs:
-    """Read ``source<TAB>target`` pairs (as written for held-out test pairs)."""
-    with open(path, encoding="utf-8") as handle:
-        return [(row[0], row[1]) for row in csv.reader(handle, delimiter="\t") if len(row) >= 2]
+    """Read ``source<TAB>target`` pairs (as written for held-out test pairs and seeds).
+
+    Raises:
+        FormatError: On a line that is not two tab-separated words, naming the file and line.
+    """
+    rows = [fields_of(path, number, line, "\t", 2, "source, target") for number, line in numbered_lines(path)]
+    return [(source, target) for source, target in rows]
 
 
 def ibm1_tables(

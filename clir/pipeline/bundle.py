@@ -79,11 +79,16 @@ class Bundle:
             UserWarning: When a language's analyzer settings differ from those it was saved with.
         """
         path = _resolve(name_or_path)
-        config = json.loads((path / CONFIG_FILE).read_text(encoding="utf-8"))
-        if config.get("type") != BUNDLE_TYPE:
-            raise FormatError(
-                path / CONFIG_FILE, None, f"type is {config.get('type')!r}, expected {BUNDLE_TYPE!r}"
-            )
+        try:
+            config = json.loads((path / CONFIG_FILE).read_text(encoding="utf-8"))
+        except (OSError, ValueError) as error:
+            raise FormatError(path / CONFIG_FILE, None, f"unreadable ({error})") from None
+        found = config.get("type") if isinstance(config, dict) else type(config).__name__
+        if found != BUNDLE_TYPE:
+            raise FormatError(path / CONFIG_FILE, None, f"type is {found!r}, expected {BUNDLE_TYPE!r}")
+        keys = ("query_lang", "doc_lang", "analyzers", "first_stage", "candidates", "depth")
+        if missing := [key for key in keys if key not in config]:
+            raise FormatError(path / CONFIG_FILE, None, f"lacks {missing}: not a whole bundle's config")
         load_models(path / "reranker")  # fails now, naming the file, if a member is damaged
         for lang, saved in config["analyzers"].items():
             with warnings.catch_warnings():  # "no stopwords known for 'ny'" is said when it is used
@@ -95,7 +100,8 @@ class Bundle:
                     f"({saved}); its terms may not match the tables and the space",
                     stacklevel=2,
                 )
-        return cls(path, config, SharedSpace.load(path / "space"), load_tables(path / "tables"))
+        tables = load_tables(path / "tables", (config["query_lang"], config["doc_lang"]))
+        return cls(path, config, SharedSpace.load(path / "space"), tables)
 
     def tables_for(
         self, collection: Collection, tables_dir: str | Path | None = None
@@ -189,6 +195,10 @@ def save_pretrained(
     """
     members = load_models(reranker)
     space_languages = SharedSpace.load(space).languages
+    load_tables(tables, (collection.query_lang, collection.doc_lang))  # of the collection's pair
+    missing = sorted({collection.query_lang, collection.doc_lang} - set(space_languages))
+    if missing:
+        raise ConfigError(f"{space}: the space has no vectors of {missing}, the collection's languages")
     data = members[0].config.data
     languages = sorted({collection.query_lang, *space_languages})
     config = {

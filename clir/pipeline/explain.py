@@ -110,7 +110,8 @@ def explain_pair(
     data_config = member.config.data
     stages = list(dict.fromkeys([*data_config.first_stages, *stage_features(member.feature_names)]))
     if tables_dir is not None and Path(tables_dir).is_dir() and any(Path(tables_dir).iterdir()):
-        tables = load_tables(tables_dir)  # as they are: relearning would replace a run's tables
+        # as they are (relearning would replace a run's tables), if of the collection's pair
+        tables = load_tables(tables_dir, (collection.query_lang, collection.doc_lang))
     else:
         tables = learn_tables(collection, tables_dir, progress=False)
     features = CollectionFeatures.build(collection, stage_names=stages, tables=tables, progress=False)

@@ -37,6 +37,12 @@ def set_embeddings(model: nn.Module, matrix: torch.Tensor | None) -> None:
     if matrix is None:
         model.embedding = None
         return
+    expected = getattr(model, "embedding_dim", None)
+    if expected is not None and getattr(model, "components", True) and matrix.shape[1] != expected:
+        raise ConfigError(
+            f"the space has {matrix.shape[1]} dimensions, the model was trained on {expected}: "
+            "pass the space it was trained with"
+        )
     device = next(iter(model.parameters()), torch.empty(0)).device
     model.embedding = FrozenEmbedding(matrix.to(device))
 
