@@ -139,6 +139,7 @@ def test_config_yaml_round_trip(tmp_path):
             {"optim": {"lr": "1.0e3"}},
             r"optim\.lr must be a number \(YAML reads 1\.0e3 as a string: write 1\.0e\+3\)",
         ),
+        ({"optim": {"init_from": ""}}, r"optim\.init_from='' is invalid; expected a checkpoint or ensemble"),
         ({"ensemble": {"seeds": [0, 0]}}, r"ensemble\.seeds=\[0, 0\] is invalid; expected distinct items"),
         (
             {"model": {"interaction_kwargs": {"n_kernels": 0}}},

@@ -271,6 +271,10 @@ class OptimConfig(Section):
     loss: Annotated[Annotated[str, OneOf(LOSSES)] | None, OmitWhenNone()] = None
     hard_negatives: Annotated[HardNegativesConfig | None, OmitWhenNone()] = None
 
+    def check(self, where: Where) -> None:
+        if self.init_from is not None and not self.init_from.strip():
+            raise where.error("init_from", self.init_from, "a checkpoint or ensemble directory, or null")
+
 
 @dataclass
 class CVConfig(Section):
