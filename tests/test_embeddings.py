@@ -256,6 +256,15 @@ def test_held_out_and_seed_pairs_read_as_plain_tsv(tmp_path):
         read_pairs(path)
 
 
+def test_embed_eval_of_a_language_the_space_lacks_is_an_error(tmp_path, capsys):
+    space = SharedSpace(
+        {"en": make_keyed_vectors(["a"], np.eye(2)[:1]), "sw": make_keyed_vectors(["x"], np.eye(2)[:1])}, 2
+    )
+    space.save(tmp_path / "s")
+    assert main(["embed", "eval", str(tmp_path / "s"), "--languages", "xx", "--no-freedict"]) == 2
+    assert "languages ['xx'] are not in this space (it has ['en', 'sw'])" in capsys.readouterr().err
+
+
 def test_a_window_gensim_cannot_take_is_a_config_error():
     """--window 2147483648 overflowed in gensim's worker thread, which then hung."""
     with pytest.raises(

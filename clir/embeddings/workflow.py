@@ -386,12 +386,17 @@ def evaluate_embeddings(
 
     Returns:
         Table rows: ``{"dictionary", "source", "target", "method", "queries", "p_at_1", "p_at_5"}``.
+
+    Raises:
+        ConfigError: If a language of ``languages`` is not in the space.
     """
     directory = None
     if not isinstance(space, SharedSpace):
         directory = Path(space)
         space = SharedSpace.load(directory)
     languages = [lang for lang in (languages or space.languages) if lang != PIVOT]
+    if absent := [lang for lang in languages if lang not in space.languages]:
+        raise ConfigError(f"languages {absent} are not in this space (it has {space.languages})")
     rows: list[dict[str, Any]] = []
     for lang in languages:
         given = (test_pairs or {}).get(lang)
