@@ -16,6 +16,7 @@ from clir.embeddings.csls import translate
 from clir.embeddings.vectors_io import load_word2vec, make_keyed_vectors, save_word2vec
 from clir.errors import ClirError, ConfigError, DataNotFoundError, FormatError
 from clir.formats import atomic_directory, atomic_write
+from clir.formats.jsonfile import read_typed_json
 from clir.types import MatrixSources
 
 
@@ -334,13 +335,7 @@ class SharedSpace:
         info_path = path / "space.json"
         if not info_path.is_file():
             raise DataNotFoundError(f"{info_path}: no saved SharedSpace here")
-        try:
-            info = json.loads(info_path.read_text(encoding="utf-8"))
-        except (OSError, ValueError) as error:
-            raise FormatError(info_path, None, f"unreadable ({error})") from None
-        found = info.get("type") if isinstance(info, dict) else type(info).__name__
-        if found != "SharedSpace":
-            raise FormatError(info_path, None, f"type is {found!r}, expected 'SharedSpace'")
+        info = read_typed_json(info_path, "SharedSpace")
         languages = info.get("languages")
         if not isinstance(languages, list) or not all(isinstance(x, str) and x.isalpha() for x in languages):
             expected = f"'languages' must be a list of language codes, got {languages!r}"

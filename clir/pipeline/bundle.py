@@ -33,6 +33,7 @@ from clir.datasets import Collection
 from clir.embeddings import SharedSpace
 from clir.errors import ConfigError, DataNotFoundError, FormatError
 from clir.formats import atomic_directory, atomic_write, ranked
+from clir.formats.jsonfile import read_typed_json
 from clir.pipeline.baselines import BaselineConfig
 from clir.pipeline.features import rerank_collection
 from clir.pipeline.tables import learn_tables, load_tables
@@ -79,13 +80,7 @@ class Bundle:
             UserWarning: When a language's analyzer settings differ from those it was saved with.
         """
         path = _resolve(name_or_path)
-        try:
-            config = json.loads((path / CONFIG_FILE).read_text(encoding="utf-8"))
-        except (OSError, ValueError) as error:
-            raise FormatError(path / CONFIG_FILE, None, f"unreadable ({error})") from None
-        found = config.get("type") if isinstance(config, dict) else type(config).__name__
-        if found != BUNDLE_TYPE:
-            raise FormatError(path / CONFIG_FILE, None, f"type is {found!r}, expected {BUNDLE_TYPE!r}")
+        config = read_typed_json(path / CONFIG_FILE, BUNDLE_TYPE)
         keys = ("query_lang", "doc_lang", "analyzers", "first_stage", "candidates", "depth")
         if missing := [key for key in keys if key not in config]:
             raise FormatError(path / CONFIG_FILE, None, f"lacks {missing}: not a whole bundle's config")

@@ -35,6 +35,7 @@ from torch import Tensor, nn
 from clir._version import __version__
 from clir.errors import ConfigError, DataNotFoundError, FormatError
 from clir.formats import atomic_directory
+from clir.formats.jsonfile import read_json_file, read_typed_json
 from clir.formats.manifest import file_manifest, is_manifest, manifest_problem
 from clir.rerankers.base import read_model_dir
 from clir.rerankers.encoding import FrozenEmbedding
@@ -44,6 +45,7 @@ CHECKPOINT_TYPE = "reranker_checkpoint"
 CHECKPOINT_FILE = "checkpoint.json"
 CONFIG_FILE = "train_config.yaml"
 CURVE_FILE = "curve.json"
+_RETRAIN = "; train the checkpoint again"
 MODEL_DIR = "model"
 LAST_DIR = "last"
 MANIFEST_FILE = "manifest.json"
@@ -217,15 +219,6 @@ def is_checkpoint(path: str | Path) -> bool:
     return (Path(path) / CHECKPOINT_FILE).is_file()
 
 
-def _read_json(path: Path) -> Any:
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise DataNotFoundError(f"{path} is missing: the checkpoint is incomplete; train it again") from None
-    except (OSError, ValueError) as error:
-        raise FormatError(path, None, f"unreadable ({error}); train the checkpoint again") from None
-
-
 def read_state(path: str | Path, curve: bool = True) -> TrainingState:
     """The counters and curve of a checkpoint.
 
@@ -241,16 +234,13 @@ def read_state(path: str | Path, curve: bool = True) -> TrainingState:
     path = Path(path)
     if not is_checkpoint(path):
         raise DataNotFoundError(f"{path / CHECKPOINT_FILE} not found: {path} is not a reranker checkpoint")
-    meta = _read_json(path / CHECKPOINT_FILE)
-    if not isinstance(meta, dict) or meta.get("type") != CHECKPOINT_TYPE:
-        found = meta.get("type") if isinstance(meta, dict) else type(meta).__name__
-        raise FormatError(path / CHECKPOINT_FILE, None, f"type is {found!r}, expected {CHECKPOINT_TYPE!r}")
+    meta = read_typed_json(path / CHECKPOINT_FILE, CHECKPOINT_TYPE, _RETRAIN)
     keys = ("epoch", "best_epoch", "best_score", "bad_epochs", "finished", "info")
     missing = [k for k in keys if k not in meta]
     if missing or not isinstance(meta["info"], dict):
         what = f"lacks {missing}" if missing else "has an 'info' that is no object"
         raise FormatError(path / CHECKPOINT_FILE, None, f"{what}; train it again")
-    points = _read_json(path / CURVE_FILE) if curve else []
+    points = read_json_file(path / CURVE_FILE, _RETRAIN) if curve else []
     if not isinstance(points, list):
         raise FormatError(path / CURVE_FILE, None, "is not a list of epochs; train the checkpoint again")
     return TrainingState(curve=points, **{k: meta[k] for k in keys})

@@ -27,6 +27,7 @@ from torch import nn
 from clir._version import __version__
 from clir.errors import ConfigError, DataNotFoundError, FormatError
 from clir.formats import RunArrays, atomic_write
+from clir.formats.jsonfile import read_json_file
 from clir.rerankers.bilingual import BilingualReranker
 from clir.training.checkpoint import checkpoint_problem, is_checkpoint, model_dir, read_config, read_state
 from clir.training.config import TrainConfig
@@ -88,10 +89,7 @@ def ensemble_meta(path: str | Path) -> dict[str, Any]:
     path = Path(path)
     if not (path / ENSEMBLE_FILE).is_file():
         return {}
-    try:
-        meta = json.loads((path / ENSEMBLE_FILE).read_text(encoding="utf-8"))
-    except (OSError, ValueError) as error:
-        raise FormatError(path / ENSEMBLE_FILE, None, f"unreadable ({error})") from None
+    meta = read_json_file(path / ENSEMBLE_FILE)
     members = meta.get("members") if isinstance(meta, dict) else None
     if not (isinstance(members, list) and members and all(isinstance(m, str) for m in members)):
         expected = "has no 'members': a non-empty list of member directories"
