@@ -54,17 +54,20 @@ def _topics(args: argparse.Namespace, tsv_only: bool = False) -> list:
     return queries
 
 
-def _check_out(args: argparse.Namespace, kind: str | None = None, option: str = "out") -> None:
+def _check_out(
+    args: argparse.Namespace, kind: str | None = None, option: str = "out", also: Sequence[Path] = ()
+) -> None:
     """Refuse an unusable output before any work: a directory of ``kind``, or (``kind=None``)
-    a TREC run file, which replaces only a run; never one of the command's inputs, ``--force``
-    or not (see :func:`clir.formats.atomic.check_output`)."""
+    a TREC run file, which replaces only a run; never one of the command's inputs (its path
+    arguments and ``also``, the paths inside other arguments), ``--force`` or not (see
+    :func:`clir.formats.atomic.check_output`)."""
     from clir.formats.atomic import check_output
 
     check_output(
         getattr(args, option),
         kind=kind,
         force=getattr(args, "force", False),
-        inputs=_inputs(args),
+        inputs=[*_inputs(args), *also],
         option="--" + option.replace("_", "-"),
         file_format=None if kind is not None else {"out": "run", "png": "png"}[option],
     )
@@ -563,8 +566,7 @@ def _embed_align(args: argparse.Namespace) -> int:
     tsv = _lexicons(args.lexicon) if args.lexicon else None
     if tsv and args.seed_source != "tsv":
         raise ConfigError(f"--lexicon is read only with --seed-source tsv, not {args.seed_source}: pass both")
-    args.lexicon_files = [Path(path) for path in (tsv or {}).values()]  # inputs that --out may not hold
-    _check_out(args, "space")
+    _check_out(args, "space", also=[Path(path) for path in (tsv or {}).values()])
     space = align_embeddings(
         args.vectors,
         args.out,
