@@ -280,7 +280,29 @@ def test_edited_descriptions_of_a_first_stage_are_named(tmp_path):
             r"lacks the key\(s\) \['mode'\] of a saved FirstStage",
         ),
         ({**meta, "mode": "xx"}, "does not describe a first stage: "),
-        ({**meta, "model_params": {"k9": 1}}, "does not describe a first stage: "),
+        (
+            {**meta, "model_params": {"k9": 1}},
+            r"does not describe a first stage: retriever 'bm25' takes no parameter \['k9'\]; it takes",
+        ),
+        (
+            {**meta, "model": "ql"},
+            r"does not describe a first stage: retriever 'ql' takes no parameter \['b'",
+        ),
+        ({**meta, "psq_top_k": 0}, r"does not describe a first stage: psq_top_k must be a whole number >= 1"),
+        (
+            {**meta, "psq_cumulative": 5},
+            r"does not describe a first stage: psq_cumulative must be in \(0, 1\]",
+        ),
+        ({**meta, "qt_k": 0}, r"does not describe a first stage: qt_k must be a whole number >= 1"),
+        ({**meta, "mode": "dt"}, "mode is 'dt', but the stage holds a query translation table"),
+        (
+            {**meta, "model_params": {**meta["model_params"], "k1": 0.5}},
+            r"model 'bm25' with \{'k1': 0\.5, .*differs from the saved retriever's \(BM25 with \{'k1': 1\.5",
+        ),
+        (
+            {**meta, "model": "ql", "model_params": {}},
+            r"model 'ql' with \{'mu': .*differs from the saved retriever's \(BM25 with",
+        ),
     ):
         description.write_text(json.dumps(edited))
         with pytest.raises(FormatError, match=rf"first_stage\.json: {expected}"):

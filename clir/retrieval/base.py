@@ -34,6 +34,7 @@ its cf ``sum p * cf(t)``. ``{t: 1.0}`` is the plain term ``t``.
 
 from __future__ import annotations
 
+import inspect
 import math
 import warnings
 from abc import ABC, abstractmethod
@@ -102,9 +103,15 @@ def get_retriever(name: str, **params: Any) -> Retriever:
         **params: Constructor arguments of that retriever.
 
     Raises:
-        ConfigError: For an unknown name (the message lists the known ones).
+        ConfigError: For an unknown name (the message lists the known ones) or a parameter that
+            retriever does not take (the message lists those it takes).
     """
-    return retriever_class(name)(**params)
+    cls = retriever_class(name)
+    taken = inspect.signature(cls).parameters
+    unknown = sorted(set(params) - set(taken))
+    if unknown and not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in taken.values()):
+        raise ConfigError(f"retriever {name!r} takes no parameter {unknown}; it takes {sorted(taken)}")
+    return cls(**params)
 
 
 def retriever_class(name: str) -> type[Retriever]:

@@ -106,6 +106,12 @@ class FirstStage:
             raise ConfigError(f"mode {mode!r} needs table_en_doc (p(document term | English term))")
         if spelling is not None and not 0 < spelling <= 1:
             raise ConfigError(f"spelling must be a similarity in (0, 1] or None, got {spelling!r}")
+        for name, value in (("qt_k", qt_k), ("psq_top_k", psq_top_k)):
+            whole = isinstance(value, int | np.integer) and not isinstance(value, bool)
+            if not (value is None and name == "psq_top_k") and (not whole or value < 1):
+                raise ConfigError(f"{name} must be a whole number >= 1, got {value!r}")
+        if psq_cumulative is not None and not 0 < psq_cumulative <= 1:
+            raise ConfigError(f"psq_cumulative must be in (0, 1] or None, got {psq_cumulative!r}")
         self.mode = mode
         self.model = model
         self.retriever: Retriever | ShardedRetriever = get_retriever(model, **model_params)
@@ -438,6 +444,10 @@ class FirstStage:
         table = None
         if meta["mode"] != "dt":
             table = TranslationTable.load(path / "table_en_doc", mmap=mmap, verify=verify)
+        elif (path / "table_en_doc").exists():  # a QT or PSQ stage's index: document-language terms
+            raise FormatError(
+                description, None, "mode is 'dt', but the stage holds a query translation table"
+            )
         saved_model = model is None
         if saved_model:
             model, model_params = meta["model"], meta["model_params"]
@@ -464,5 +474,15 @@ class FirstStage:
             index = ShardedIndex.load(path / "shards", mmap=mmap, verify=verify)
             return stage.use_shards(index, workers=workers, processes=processes)
         saved = Retriever.load(path / "retriever", mmap=mmap, verify=verify)
-        stage.retriever = saved if saved_model else stage.retriever.use_index(saved._require_index())
+        described = stage.retriever
+        if saved_model and (
+            type(saved) is not type(described) or saved.get_params() != described.get_params()
+        ):
+            raise FormatError(
+                description,
+                None,
+                f"model {meta['model']!r} with {described.get_params()} differs from the saved "
+                f"retriever's ({type(saved).__name__} with {saved.get_params()})",
+            )
+        stage.retriever = saved if saved_model else described.use_index(saved._require_index())
         return stage
