@@ -1524,7 +1524,9 @@ def build_parser() -> argparse.ArgumentParser:
         "rerank",
         help="rerank a first-stage run with a trained model (zero-shot on another language pair too)",
         description="Score the top --depth candidates of each query with the model (an ensemble: the "
-        "mean of its members' z-scored scores) and write the reranked TREC run.",
+        "mean of its members' z-scored scores) and write the reranked TREC run. The run's scores "
+        "are z-scored per query, one model or many (clir explain shows a model's raw scores; the "
+        "ranks are the same).",
     )
     rerank.add_argument(
         "--model",
@@ -1645,7 +1647,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="why a document ranked where it did: component scores, fusion shares, similarity heatmaps",
         description="For one query and document: the model's score and rank among the candidates, "
         "each fusion input's value and share of the score, and (with --png) the query-document "
-        "similarity matrices of each interaction component.",
+        "similarity matrices of each interaction component. Scores are the model's own (clir "
+        "rerank writes them z-scored per query: the same ranks, another scale).",
     )
     explain.add_argument("--model", required=True, type=Path, help="checkpoint or ensemble directory")
     _collection_arguments(explain)

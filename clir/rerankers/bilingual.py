@@ -247,10 +247,12 @@ class BilingualReranker(SavedModule, nn.Module):
             )
         return pairs
 
-    def _inputs(self, batch: BilingualBatch) -> tuple[Tensor, dict[str, Tensor]]:
+    def _inputs(
+        self, batch: BilingualBatch, pooled: Mapping[str, Tensor] | None = None
+    ) -> tuple[Tensor, dict[str, Tensor]]:
         """The fusion inputs ``[component scores; features]`` (B, n) and the component scores;
         in training mode the features pass through ``feature_dropout``."""
-        scores = self._scores(batch)
+        scores = self._scores(batch, pooled)
         columns = [s.unsqueeze(1) for s in scores.values()]
         if self.n_features:
             if batch.features is None or batch.features.shape[1] != self.n_features:
@@ -262,30 +264,78 @@ class BilingualReranker(SavedModule, nn.Module):
             columns.append(features)
         return torch.cat(columns, dim=1), scores
 
-    def _scores(self, batch: BilingualBatch) -> dict[str, Tensor]:
-        # K-NRM components with equal kernels are scored together (same result: one gather per
-        # side, one product per document view, one kernel pass); other models score their pairs.
+    def _knrm_groups(self) -> list[list[str]]:
+        """The K-NRM components with equal kernels, each group scored together (same result:
+        one gather per side, one product per document view, one kernel pass)."""
         groups: dict[tuple, list[str]] = {}
         for comp in self.components:
             scorer = self.scorer(comp)
             if isinstance(scorer, KNRM):
                 groups.setdefault(scorer.kernel_signature, []).append(comp)
+        return list(groups.values())
+
+    @property
+    def pooled_groups(self) -> list[str]:
+        """The names of the K-NRM groups whose pooled kernel features no parameter reaches (the
+        space is frozen and ungated K-NRM learns only after the pooling): for a given pair they
+        are constants of training, which :meth:`pooled_features` computes and ``forward(batch,
+        pooled)`` takes back (``clir.training.pooled`` computes them once per pair)."""
+        return [
+            "+".join(comps)
+            for comps in self._knrm_groups()
+            if all(self.scorer(c).gating == "none" for c in comps)  # type: ignore[attr-defined]
+        ]
+
+    @torch.no_grad()
+    def pooled_features(self, batch: BilingualBatch) -> dict[str, Tensor]:
+        """The pooled kernel features ``(B, query views, document views, kernels)`` of each
+        group of :attr:`pooled_groups` (see :meth:`KNRM.grid_features`)."""
+        groups = set(self.pooled_groups)
+        return {
+            name: self._knrm_pooling(batch, comps)
+            for comps in self._knrm_groups()
+            if (name := "+".join(comps)) in groups
+        }
+
+    def _scores(self, batch: BilingualBatch, pooled: Mapping[str, Tensor] | None = None) -> dict[str, Tensor]:
         scores: dict[str, Tensor] = {}
-        for comps in groups.values():
-            scores.update(self._knrm_scores(batch, comps))
+        for comps in self._knrm_groups():
+            phi = None if pooled is None else pooled.get("+".join(comps))
+            scores.update(self._knrm_scores(batch, comps, phi))
         rest = [comp for comp in self.components if comp not in scores]
         if rest:
             for comp, pair in self.encode(batch, rest).items():
                 scores[comp] = self.scorer(comp).score_pair(pair)
         return {comp: scores[comp].float() for comp in self.components}
 
-    def _knrm_scores(self, batch: BilingualBatch, components: list[str]) -> dict[str, Tensor]:
-        """Scores of K-NRM components with one kernel signature: their query views side by side
-        against each of their document views (see :meth:`KNRM.grid_features`), one gather per
-        side, one product per document view and one kernel pass in all."""
-        embedding = self._check(batch)
+    def _knrm_scores(
+        self, batch: BilingualBatch, components: list[str], phi: Tensor | None = None
+    ) -> dict[str, Tensor]:
+        """Scores of K-NRM components with one kernel signature, from their pooled features
+        ``phi`` (computed by :meth:`_knrm_pooling` when not given)."""
+        q_views, d_views = self._views(components)
+        if phi is None:
+            phi = self._knrm_pooling(batch, components)
+        scores = {}
+        for comp in components:
+            q, d = COMPONENTS[comp]
+            features = phi[:, q_views.index(q), d_views.index(d)]
+            scores[comp] = self.scorer(comp).score_features(features)  # type: ignore[operator]
+        return scores
+
+    @staticmethod
+    def _views(components: list[str]) -> tuple[list[str], list[str]]:
+        """The query views and the document views that ``components`` read, in view order."""
         q_views = [v for v in QUERY_VIEWS if any(COMPONENTS[c][0] == v for c in components)]
         d_views = [v for v in DOC_VIEWS if any(COMPONENTS[c][1] == v for c in components)]
+        return q_views, d_views
+
+    def _knrm_pooling(self, batch: BilingualBatch, components: list[str]) -> Tensor:
+        """The pooled features of K-NRM components with one kernel signature: their query views
+        side by side against each of their document views (see :meth:`KNRM.grid_features`), one
+        gather per side, one product per document view and one kernel pass in all."""
+        embedding = self._check(batch)
+        q_views, d_views = self._views(components)
         query = concat_views([batch.query(v) for v in q_views])
         docs = pad_views([batch.doc(v) for v in d_views])
         scorer: KNRM = self.scorer(components[0])  # type: ignore[assignment]
@@ -322,12 +372,7 @@ class BilingualReranker(SavedModule, nn.Module):
                 len(q_views),
                 weights,
             )
-        scores = {}
-        for comp in components:
-            q, d = COMPONENTS[comp]
-            features = phi[:, q_views.index(q), d_views.index(d)]
-            scores[comp] = self.scorer(comp).score_features(features)  # type: ignore[operator]
-        return scores
+        return phi
 
     def _term_weights(
         self,
@@ -358,9 +403,15 @@ class BilingualReranker(SavedModule, nn.Module):
         """Component name -> scores (B,)."""
         return self._inputs(batch)[1]
 
-    def forward(self, batch: BilingualBatch) -> Tensor:
-        """Score a batch: float tensor (B,)."""
-        return self.fusion(self._inputs(batch)[0])
+    def forward(self, batch: BilingualBatch, pooled: Mapping[str, Tensor] | None = None) -> Tensor:
+        """Score a batch: float tensor (B,).
+
+        Args:
+            batch: The pairs.
+            pooled: The batch's :meth:`pooled_features` of some of :attr:`pooled_groups`, computed
+                before (the others are computed now).
+        """
+        return self.fusion(self._inputs(batch, pooled)[0])
 
     @torch.no_grad()
     def explain(self, batch: BilingualBatch) -> Explanation:

@@ -698,6 +698,12 @@ class Tensorizer:
             lengths,
         )
 
+    @property
+    def n_rows(self) -> int:
+        """The number of (query, candidate) pairs, every query's candidates (:attr:`PairIndex.row`
+        runs from 0 to this)."""
+        return int(self._first_row[-1])
+
     @cached_property
     def _positions(self) -> list[dict[str, int]]:
         """Per query, ``docno -> position`` among its candidates (made at the first :meth:`pair_index`)."""

@@ -23,6 +23,7 @@ from clir.rerankers.encoding import FrozenEmbedding
 from clir.rerankers.knrm import KNRM
 from clir.training.config import PRECISIONS
 from clir.training.data import CandidateIndex, PairIndex, RerankData, Tensorizer, check_finite
+from clir.training.pooled import PooledCache
 from clir.types import Run
 
 
@@ -180,6 +181,7 @@ def score_pairs(
     options: ScoringOptions,
     progress: bool = False,
     timings: dict[str, float] | None = None,
+    cache: PooledCache | None = None,
 ) -> torch.Tensor:
     """The model's score of each pair of ``index``, left on the model's device (eval mode).
 
@@ -199,6 +201,9 @@ def score_pairs(
         timings: When given, seconds are added under ``"tensorize"`` (gathering batches),
             ``"transfer"`` (copying tables) and ``"score"`` (the forward passes), synchronising
             the device between them (slower: for measurements only).
+        cache: The pooled kernel features of ``tensorizer``'s pairs, kept between calls
+            (training's dev scoring: the same candidates after every epoch); the model is then
+            not compiled.
 
     Returns:
         Float32 scores (n,) on the model's device, aligned with ``index``.
@@ -222,7 +227,7 @@ def score_pairs(
                 *(torch.from_numpy(a).to(device) for a in (index.query, index.doc, index.row))
             )
             order_on_device = torch.from_numpy(order).to(device)
-    runner = _compiled(model) if options.compile and not options.fused else model
+    runner = _compiled(model) if options.compile and not options.fused and cache is None else model
     out = torch.empty(len(index), dtype=torch.float32, device=device)
     was_training, was_fused = model.training, getattr(model, "fused_kernel", None)
     model.eval()
@@ -238,14 +243,17 @@ def score_pairs(
                     filled = torch.cat([positions, positions[-1:].expand(size - len(chosen))])
                     shape = (tensorizer.max_query_width, int(widths[start]))
                     batch = tensorizer.gather(on_device.take(filled), device, shape)
+                    pairs = index.take(np.concatenate([chosen, chosen[-1:].repeat(size - len(chosen))]))
                 else:
                     positions = torch.from_numpy(chosen)
-                    batch = tensorizer.gather(index.take(chosen))
+                    pairs = index.take(chosen)
+                    batch = tensorizer.gather(pairs)
             with (
                 clock("score"),
                 torch.autocast(device.type, torch.bfloat16, enabled=options.precision == "bf16"),
             ):
-                out[positions] = runner(batch)[: len(chosen)].float()
+                scores = runner(batch) if cache is None else runner(batch, cache.lookup(pairs))
+                out[positions] = scores[: len(chosen)].float()
     finally:
         model.train(was_training)
         if was_fused is not None:
@@ -428,6 +436,7 @@ def score_candidates(
     progress: bool = False,
     timings: dict[str, float] | None = None,
     scorer: PairScorer = score_pairs,
+    cache: PooledCache | None = None,
 ) -> list[np.ndarray]:
     """The model's score of each query's first ``depth`` candidates (eval mode, no autograd).
 
@@ -440,6 +449,7 @@ def score_candidates(
         progress: Show a progress bar.
         timings: When given, seconds are added per phase (see :func:`score_pairs`).
         scorer: Scores the pairs (default :func:`score_pairs`).
+        cache: Pooled kernel features kept between calls (see :func:`score_pairs`).
 
     Returns:
         One float64 array per query, aligned with its first ``depth`` candidates.
@@ -447,7 +457,8 @@ def score_candidates(
     options = options or ScoringOptions(device="cpu").resolve()
     index, counts = tensorizer.candidates(depth), tensorizer.counts(depth)
     options = settle_options(model, tensorizer, index, counts, options)
-    flat = scorer(model, tensorizer, index, options, progress=progress, timings=timings)
+    extra = {} if cache is None else {"cache": cache}
+    flat = scorer(model, tensorizer, index, options, progress=progress, timings=timings, **extra)
     return split_scores(flat.cpu().numpy(), counts)
 
 

@@ -43,6 +43,7 @@ from clir.training.checkpoint import (
 )
 from clir.training.config import TrainConfig
 from clir.training.data import RerankData, Tensorizer, Vocabulary, sample_groups, sample_pairs
+from clir.training.pooled import PooledCache
 from clir.training.scoring import ScoringOptions, resolve_device, score_candidates, scores_to_run
 from clir.training.warmstart import load_init_weights
 from clir.types import Qrels, Run
@@ -322,13 +323,18 @@ class Trainer:
                 self.model_, self.state_ = model, state
                 return out_dir
 
+        # the pooled kernel features of each pair, computed at its first use (clir.training.pooled)
+        pooled = PooledCache(model, tensorizer, self.device)
+        dev_pooled = PooledCache(model, dev_tensorizer, self.device) if dev_tensorizer else None
         with deterministic():
             for epoch in range(state.epoch + 1, cfg.optim.epochs + 1):
                 started = time.perf_counter()
-                loss, n_pairs = self._epoch(model, optimizer, tensorizer, qrels, epoch)
+                loss, n_pairs = self._epoch(model, optimizer, tensorizer, qrels, epoch, pooled)
                 score = None
                 if dev_tensorizer is not None and dev is not None and self.metric is not None:
-                    scores = score_candidates(model, dev_tensorizer, cfg.data.max_candidates, self.scoring)
+                    scores = score_candidates(
+                        model, dev_tensorizer, cfg.data.max_candidates, self.scoring, cache=dev_pooled
+                    )
                     score = float(self.metric(scores_to_run(dev, scores), dev_qrels))
                 improved = score is None or state.best_score is None or score > state.best_score
                 if improved:
@@ -372,6 +378,7 @@ class Trainer:
         tensorizer: Tensorizer,
         qrels: Qrels,
         epoch: int,
+        pooled: PooledCache,
     ) -> tuple[float, int]:
         """One epoch: fresh negatives, shuffled pairs, Adam steps. Returns (mean loss, pairs)."""
         cfg = self.config
@@ -400,8 +407,9 @@ class Trainer:
         for start in bar:
             chunk = items[start : start + size]
             negatives = [(qi, neg) for qi, _, negs in chunk for neg in (negs if listwise else [negs])]
-            batch = tensorizer.batch([(qi, pos) for qi, pos, _ in chunk] + negatives).to(self.device)
-            scores = model(batch)
+            index = tensorizer.pair_index([(qi, pos) for qi, pos, _ in chunk] + negatives)
+            batch = tensorizer.gather(index).to(self.device)
+            scores = model(batch, pooled.lookup(index))
             positive, negative = scores[: len(chunk)], scores[len(chunk) :]
             if listwise:
                 loss = softmax_loss(positive, negative.view(len(chunk), -1))

@@ -1,0 +1,92 @@
+"""Pooled kernel features kept between epochs (clir.training.pooled)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from test_training import make_data, make_space, map_metric, tiny_config
+
+import clir.training.pooled as pooled_module
+from clir.training import Trainer
+from clir.training.checkpoint import read_state
+from clir.training.data import Tensorizer, Vocabulary
+from clir.training.pooled import PooledCache
+from clir.training.trainer import build_reranker
+
+
+def _model_and_tensorizer(gating: str = "none", components=("en_en", "src_src", "en_src")):
+    config = tiny_config()
+    config.model.components = list(components)
+    config.model.shared_weights = False
+    config.model.interaction_kwargs = {**config.model.interaction_kwargs, "gating": gating}
+    data, _ = make_data(n_queries=12, seed=3)
+    vocab = Vocabulary.build([data])
+    tensorizer = Tensorizer(vocab, data, config.data.max_query_len, config.data.max_doc_len)
+    model = build_reranker(config, vocab.embedding_matrix(make_space()), 1, seed=0)
+    return model, tensorizer
+
+
+def test_cached_features_equal_the_models_and_each_pair_is_computed_once(monkeypatch):
+    model, tensorizer = _model_and_tensorizer()
+    assert model.pooled_groups == ["en_en+src_src+en_src"]
+    cache = PooledCache(model, tensorizer)
+    computed = []
+    original = model.pooled_features
+
+    def counting(batch):
+        computed.append(batch.d_src.tokens.shape[0])
+        return original(batch)
+
+    monkeypatch.setattr(model, "pooled_features", counting)
+    everything = tensorizer.candidates()
+    rng = np.random.default_rng(0)
+    seen: set[int] = set()
+    for _ in range(6):  # random batches with repeated pairs, as the epochs draw them
+        index = everything.take(rng.integers(0, len(everything), size=40))
+        got = cache.lookup(index)
+        batch = tensorizer.gather(index)
+        want = original(batch)
+        assert got.keys() == want.keys()
+        for name in want:
+            torch.testing.assert_close(got[name], want[name], rtol=1e-5, atol=1e-6)
+        # the scores from cached features are the model's own
+        torch.testing.assert_close(model(batch, got), model(batch), rtol=1e-5, atol=1e-6)
+        new = set(index.row.tolist()) - seen
+        assert computed[-1] == len(new) if new else True
+        seen |= new
+    assert sum(computed) == len(seen)  # every pair computed once, however often it came back
+
+
+def test_a_gated_model_or_a_cache_over_its_limit_computes_as_before():
+    gated, tensorizer = _model_and_tensorizer(gating="idf")
+    assert gated.pooled_groups == []
+    assert PooledCache(gated, tensorizer).lookup(tensorizer.candidates()) is None
+    model, tensorizer = _model_and_tensorizer()
+    cache = PooledCache(model, tensorizer, limit=100)
+    assert cache.lookup(tensorizer.candidates()) is None and not cache.enabled
+
+
+def test_training_with_the_cache_follows_the_course_without_it(tmp_path, monkeypatch):
+    space = make_space()
+    train, qrels = make_data(n_queries=30, seed=1)
+    dev, dev_qrels = make_data(n_queries=15, seed=2)
+    qrels.update(dev_qrels)
+    config = tiny_config(epochs=5, patience=0)
+    config.model.components = ["en_en", "src_src", "en_src", "src_en"]
+    config.model.shared_weights = False
+    config.optim.loss = "softmax"
+    config.data.negatives_per_positive = 4
+    curves, weights = {}, {}
+    for name, limit in (("cached", None), ("plain", 0)):
+        if limit is not None:
+            monkeypatch.setattr(pooled_module, "POOLED_CACHE_BYTES", limit)
+        trainer = Trainer(config, metric=map_metric)
+        path = trainer.fit(train, dev, qrels, tmp_path / name, space=space)
+        curves[name] = read_state(path).curve
+        weights[name] = {k: v.clone() for k, v in trainer.model_.state_dict().items()}
+    for a, b in zip(curves["cached"], curves["plain"], strict=True):
+        assert a["loss"] == pytest.approx(b["loss"], rel=1e-5)
+        assert a["dev"] == pytest.approx(b["dev"], abs=1e-6)
+    for key, value in weights["plain"].items():
+        torch.testing.assert_close(weights["cached"][key], value, rtol=1e-4, atol=1e-5)
