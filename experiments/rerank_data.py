@@ -33,7 +33,7 @@ def main() -> None:
     parser.add_argument("--tables", type=Path, required=True, help="its translation tables (a tables step)")
     parser.add_argument("--experiment", type=Path, default=Path("configs/default.yaml"))
     parser.add_argument("--depth", type=int, help="candidates per first stage (default: the config's)")
-    parser.add_argument("--qt-k", type=int, help="translations per query word in Q-hat (default: the config's)")
+    parser.add_argument("--qt-k", type=int, help="translations a query word in Q-hat (default: the config's)")
     parser.add_argument("--splits", nargs="+", default=["train", "dev"])
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
