@@ -90,3 +90,24 @@ def test_training_with_the_cache_follows_the_course_without_it(tmp_path, monkeyp
         assert a["dev"] == pytest.approx(b["dev"], abs=1e-6)
     for key, value in weights["plain"].items():
         torch.testing.assert_close(weights["cached"][key], value, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA (CI has no GPU)")
+def test_training_on_cuda_with_the_cache_follows_the_course_without_it(tmp_path, monkeypatch):
+    """On CUDA the cache's features come from the fused kernel where it applies (no autograd)."""
+    space = make_space()
+    train, qrels = make_data(n_queries=30, seed=1)
+    dev, dev_qrels = make_data(n_queries=15, seed=2)
+    qrels.update(dev_qrels)
+    config = tiny_config(epochs=4, patience=0)
+    config.model.interaction_kwargs = {**config.model.interaction_kwargs, "window": 10}
+    config.device = "cuda"
+    curves = {}
+    for name, limit in (("cached", None), ("plain", 0)):
+        if limit is not None:
+            monkeypatch.setattr(pooled_module, "POOLED_CACHE_BYTES", limit)
+        path = Trainer(config, metric=map_metric).fit(train, dev, qrels, tmp_path / name, space=space)
+        curves[name] = read_state(path).curve
+    for a, b in zip(curves["cached"], curves["plain"], strict=True):
+        assert a["loss"] == pytest.approx(b["loss"], rel=1e-3)
+        assert a["dev"] == pytest.approx(b["dev"], abs=0.02)
