@@ -319,17 +319,22 @@ def _data_check(args: argparse.Namespace) -> int:
     from clir.formats import read_qrels
 
     collection = Collection.load(args.dir, doc_lang=args.doc_lang)
-    for split in collection.queries:  # the per-split copies 'clir evaluate' is given
-        path = Path(args.dir) / f"qrels.{split}.txt"
-        if path.exists():
-            found, expected = read_qrels(path), collection.qrels_of(split)
-            differ = sorted(q for q in {*found, *expected} if found.get(q) != expected.get(q))
-            if differ:
-                raise FormatError(
-                    path,
-                    None,
-                    f"differs from qrels.txt for {len(differ)} {split} quer(ies), e.g. {differ[:3]}",
-                )
+    # the per-split copies 'clir evaluate' is given, each against qrels.txt
+    for path in sorted(Path(args.dir).glob("qrels.*.txt")):
+        split = path.name[len("qrels.") : -len(".txt")]
+        found = read_qrels(path)
+        if split in collection.queries:
+            expected = collection.qrels_of(split)
+        else:  # no topics of that split: its queries' judgements are checked all the same
+            warnings.warn(f"{path}: the collection has no topics of split {split!r}", stacklevel=1)
+            expected = {q: collection.qrels[q] for q in found if q in collection.qrels}
+        differ = sorted(q for q in {*found, *expected} if found.get(q) != expected.get(q))
+        if differ:
+            raise FormatError(
+                path,
+                None,
+                f"differs from qrels.txt for {len(differ)} {split} quer(ies), e.g. {differ[:3]}",
+            )
     print(json.dumps(collection.stats, indent=2))
     return 0
 

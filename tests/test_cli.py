@@ -480,6 +480,16 @@ def test_data_check_reads_the_per_split_qrels_too(tmp_path, capsys):
         split.write_text(text)
         assert main(["data", "check", str(path)]) == 2
         assert message in capsys.readouterr().err
+    # a split without topics: its judgements are checked all the same, with a warning
+    (path / "qrels.test.txt").write_text("q1 0 d1 1\n")
+    other = path / "qrels.bogus.txt"
+    other.write_text("q1 0 d1 0\n")
+    assert main(["data", "check", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert f"clir: warning: {other}: the collection has no topics of split 'bogus'" in err
+    assert f"{other}: differs from qrels.txt for 1 bogus quer(ies), e.g. ['q1']" in err
+    other.write_text("q1 0 d1 1\n")
+    assert main(["data", "check", str(path)]) == 0  # agreeing: the warning alone (shown once a process)
 
 
 @pytest.mark.parametrize("item", ["dev=", "=dev.tsv"])
