@@ -27,6 +27,13 @@ def _model_and_tensorizer(gating: str = "none", components=("en_en", "src_src", 
     return model, tensorizer
 
 
+def _training_data():
+    """A space, training and dev queries, and their judgements."""
+    train, qrels = make_data(n_queries=30, seed=1)
+    dev, dev_qrels = make_data(n_queries=15, seed=2)
+    return make_space(), train, dev, {**qrels, **dev_qrels}
+
+
 def test_cached_features_equal_the_models_and_each_pair_is_computed_once(monkeypatch):
     model, tensorizer = _model_and_tensorizer()
     assert model.pooled_groups == ["en_en+src_src+en_src"]
@@ -68,10 +75,7 @@ def test_a_gated_model_or_a_cache_over_its_limit_computes_as_before():
 
 
 def test_training_with_the_cache_follows_the_course_without_it(tmp_path, monkeypatch):
-    space = make_space()
-    train, qrels = make_data(n_queries=30, seed=1)
-    dev, dev_qrels = make_data(n_queries=15, seed=2)
-    qrels.update(dev_qrels)
+    space, train, dev, qrels = _training_data()
     config = tiny_config(epochs=5, patience=0)
     config.model.components = ["en_en", "src_src", "en_src", "src_en"]
     config.model.shared_weights = False
@@ -95,10 +99,7 @@ def test_training_with_the_cache_follows_the_course_without_it(tmp_path, monkeyp
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA (CI has no GPU)")
 def test_training_on_cuda_with_the_cache_follows_the_course_without_it(tmp_path, monkeypatch):
     """On CUDA the cache's features come from the fused kernel where it applies (no autograd)."""
-    space = make_space()
-    train, qrels = make_data(n_queries=30, seed=1)
-    dev, dev_qrels = make_data(n_queries=15, seed=2)
-    qrels.update(dev_qrels)
+    space, train, dev, qrels = _training_data()
     config = tiny_config(epochs=4, patience=0)
     config.model.interaction_kwargs = {**config.model.interaction_kwargs, "window": 10}
     config.device = "cuda"
