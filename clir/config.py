@@ -79,7 +79,10 @@ class Range:
         return all(test(value, bound) for _op, bound, test in self._bounds())
 
     def expected(self) -> str:
-        return "a value " + " and ".join(f"{op} {bound}" for op, bound, _test in self._bounds())
+        # whole bounds as integers: typing caches Annotated[float, Range(ge=0)] and the equal
+        # Annotated[float, Range(ge=0.0)] as one object, whichever was made first
+        bounds = [(op, int(b) if float(b).is_integer() else b) for op, b, _test in self._bounds()]
+        return "a value " + " and ".join(f"{op} {bound}" for op, bound in bounds)
 
 
 @dataclasses.dataclass(frozen=True)

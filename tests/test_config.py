@@ -469,3 +469,10 @@ def test_yaml_errors_are_one_line_naming_the_place_and_repeated_keys_are_refused
             load_yaml(tmp_path / "x.yaml")
     (tmp_path / "x.yaml").write_text("base: &b {lr: 1, epochs: 3}\nx:\n  <<: *b\n  lr: 2\n")
     assert load_yaml(tmp_path / "x.yaml") == {"base": {"lr": 1, "epochs": 3}, "x": {"lr": 2, "epochs": 3}}
+
+
+def test_a_range_is_spelled_the_same_with_int_or_float_bounds():
+    """typing caches ``Annotated[float, Range(ge=0, lt=1)]`` and the equal ``Range(ge=0.0, lt=1.0)``
+    as one object, so a message's spelling had depended on which module was imported first."""
+    assert Range(ge=0.0, lt=1.0).expected() == Range(ge=0, lt=1).expected() == "a value >= 0 and < 1"
+    assert Range(gt=0.5, le=2**32 - 1).expected() == "a value > 0.5 and <= 4294967295"
