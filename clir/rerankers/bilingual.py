@@ -274,28 +274,28 @@ class BilingualReranker(SavedModule, nn.Module):
                 groups.setdefault(scorer.kernel_signature, []).append(comp)
         return list(groups.values())
 
+    def _gated(self, components: list[str]) -> bool:
+        """Whether any of these K-NRM components gates its query terms (its gates learn before
+        the pooling)."""
+        return any(self.scorer(c).gating != "none" for c in components)  # type: ignore[attr-defined]
+
+    def _pooled(self) -> dict[str, list[str]]:
+        """:attr:`pooled_groups` by name (their components joined by ``+``), with their components."""
+        return {"+".join(comps): comps for comps in self._knrm_groups() if not self._gated(comps)}
+
     @property
     def pooled_groups(self) -> list[str]:
         """The names of the K-NRM groups whose pooled kernel features no parameter reaches (the
         space is frozen and ungated K-NRM learns only after the pooling): for a given pair they
         are constants of training, which :meth:`pooled_features` computes and ``forward(batch,
         pooled)`` takes back (``clir.training.pooled`` computes them once per pair)."""
-        return [
-            "+".join(comps)
-            for comps in self._knrm_groups()
-            if all(self.scorer(c).gating == "none" for c in comps)  # type: ignore[attr-defined]
-        ]
+        return list(self._pooled())
 
     @torch.no_grad()
     def pooled_features(self, batch: BilingualBatch) -> dict[str, Tensor]:
         """The pooled kernel features ``(B, query views, document views, kernels)`` of each
         group of :attr:`pooled_groups` (see :meth:`KNRM.grid_features`)."""
-        groups = set(self.pooled_groups)
-        return {
-            name: self._knrm_pooling(batch, comps)
-            for comps in self._knrm_groups()
-            if (name := "+".join(comps)) in groups
-        }
+        return {name: self._knrm_pooling(batch, comps) for name, comps in self._pooled().items()}
 
     def _scores(self, batch: BilingualBatch, pooled: Mapping[str, Tensor] | None = None) -> dict[str, Tensor]:
         scores: dict[str, Tensor] = {}
@@ -339,7 +339,7 @@ class BilingualReranker(SavedModule, nn.Module):
         query = concat_views([batch.query(v) for v in q_views])
         docs = pad_views([batch.doc(v) for v in d_views])
         scorer: KNRM = self.scorer(components[0])  # type: ignore[assignment]
-        gated = any(self.scorer(c).gating != "none" for c in components)  # type: ignore[attr-defined]
+        gated = self._gated(components)
         fused = (
             not gated
             and self.fused_kernel

@@ -43,11 +43,10 @@ class PooledCache:
         limit: int | None = None,
     ) -> None:
         self.model, self.tensorizer, self.device = model, tensorizer, torch.device(device)
-        self.groups = model.pooled_groups
         self.limit = POOLED_CACHE_BYTES if limit is None else limit
         self._have = np.zeros(tensorizer.n_rows, dtype=bool)
         self._store: dict[str, Tensor] = {}
-        self.enabled = bool(self.groups)
+        self.enabled = bool(model.pooled_groups)
 
     def lookup(self, index: PairIndex) -> dict[str, Tensor] | None:
         """The pooled features of the pairs of ``index`` (in its order), those of pairs met for
@@ -56,9 +55,10 @@ class PooledCache:
         if not self.enabled:
             return None
         rows = np.asarray(index.row)
-        missing, first = np.unique(rows[~self._have[rows]], return_index=True)
+        new = np.flatnonzero(~self._have[rows])
+        missing, first = np.unique(rows[new], return_index=True)
         if len(missing):
-            positions = np.flatnonzero(~self._have[rows])[first]
+            positions = new[first]
             batch = self.tensorizer.gather(index.take(positions)).to(self.device)
             features = self.model.pooled_features(batch)
             if not self._store and not self._allocate(features):

@@ -243,7 +243,8 @@ def score_pairs(
                     filled = torch.cat([positions, positions[-1:].expand(size - len(chosen))])
                     shape = (tensorizer.max_query_width, int(widths[start]))
                     batch = tensorizer.gather(on_device.take(filled), device, shape)
-                    pairs = index.take(np.concatenate([chosen, chosen[-1:].repeat(size - len(chosen))]))
+                    if cache is not None:  # the same filling, on the host: the cache's keys
+                        pairs = index.take(np.concatenate([chosen, chosen[-1:].repeat(size - len(chosen))]))
                 else:
                     positions = torch.from_numpy(chosen)
                     pairs = index.take(chosen)
