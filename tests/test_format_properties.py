@@ -171,3 +171,25 @@ def test_a_byte_order_mark_before_written_records_changes_nothing(name, data):
         writer(path, value)
         path.write_bytes(BOM + path.read_bytes())
         assert _outcome(reader, path) == value
+
+
+# A run's plain ASCII lines, good and bad: the fields the fast reader takes on trust and those it
+# must send back to the checked reader (a rank or score with _, out of range, not finite; a
+# field too many or too few; a docno twice).
+plain_fields = st.sampled_from(
+    ["q1", "q2", "Q0", "d1", "d2", "1", "-3", "+4", "1_0", "2147483648", "2.5", "-0.0", "1e999", "nan",
+     "inf", "0x1", "1.5e-3", "x", "#"]
+)  # fmt: skip
+plain_lines = st.lists(plain_fields, min_size=0, max_size=7).flatmap(
+    lambda fields: st.sampled_from([" ", "\t", "  "]).map(lambda sep: sep.join(fields))
+)
+plain_runs = st.lists(plain_lines, max_size=8).map(lambda lines: "\n".join(lines).encode())
+
+
+@SETTINGS
+@given(content=plain_runs | any_bytes)
+def test_the_plain_run_reader_reads_what_the_checked_reader_reads(content):
+    from clir.formats.runs import _read_checked_run
+
+    with _file(content) as path:
+        assert _outcome(read_run, path) == _outcome(_read_checked_run, path)

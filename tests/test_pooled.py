@@ -112,3 +112,37 @@ def test_training_on_cuda_with_the_cache_follows_the_course_without_it(tmp_path,
     for a, b in zip(curves["cached"], curves["plain"], strict=True):
         assert a["loss"] == pytest.approx(b["loss"], rel=1e-3)
         assert a["dev"] == pytest.approx(b["dev"], abs=0.02)
+
+
+def test_members_that_pool_alike_share_one_pooling(monkeypatch):
+    """An ensemble's members (here two of different weights, one configuration) are pooled once
+    per pair between them, and each scores as it does alone; a member of another configuration
+    (no exact-match channel) pools for itself."""
+    from clir.training.ensemble import TrainedReranker, member_scores
+
+    config = tiny_config()
+    data, _ = make_data(n_queries=12, seed=3)
+    space = make_space()
+    vocab = Vocabulary.build([data])
+    other = tiny_config()
+    other.model.interaction_kwargs = {**other.model.interaction_kwargs, "exact_match": False}
+    members = [
+        TrainedReranker(build_reranker(c, vocab.embedding_matrix(space), 1, seed=seed), c, data.feature_names)
+        for c, seed in ((config, 0), (config, 1), (other, 0))
+    ]
+    alone = [member_scores([member], data, space=space)[0] for member in members]
+    pooled: list[int] = []
+    for member in members:
+        original = member.model.pooled_features
+        monkeypatch.setattr(
+            member.model,
+            "pooled_features",
+            lambda batch, original=original: pooled.append(batch.d_src.tokens.shape[0]) or original(batch),
+        )
+    together = member_scores(members, data, space=space)
+    for got, want in zip(together, alone, strict=True):
+        for a, b in zip(got, want, strict=True):
+            np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+    # each pair pooled once for the first two; the third, alone in its pooling, computes its
+    # features in its forward pass as without a cache
+    assert sum(pooled) == sum(len(scores) for scores in alone[0])

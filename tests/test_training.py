@@ -380,9 +380,13 @@ def test_training_improves_over_first_stage(tmp_path):
 
 def test_a_model_without_components_trains_the_same_without_the_space(tmp_path):
     """``clir experiment`` trains the lexical fusion while the space is made, lending it zero
-    vectors of the space's dimension, on one torch thread: the model it saves is the one the
-    space would give (on the default threads)."""
-    from clir.pipeline.experiment import _NoVectors, _torch_threads
+    vectors of the space's dimension, on one thread: the model it saves is the one the space
+    would give (on the default threads)."""
+    from contextlib import nullcontext
+
+    from threadpoolctl import threadpool_info
+
+    from clir.pipeline.experiment import _NoVectors, _one_thread
 
     train, qrels = make_data(n_queries=20, seed=1)
     dev, dev_qrels = make_data(n_queries=10, seed=2)
@@ -390,8 +394,11 @@ def test_a_model_without_components_trains_the_same_without_the_space(tmp_path):
     config = tiny_config(epochs=3, patience=0)
     config.model.components = []
     saved = {}
-    for name, space, threads in (("space", make_space(), None), ("none", _NoVectors(16), 1)):
-        with _torch_threads(threads or torch.get_num_threads()):
+    for name, space, threads in (("space", make_space(), nullcontext), ("none", _NoVectors(16), _one_thread)):
+        with threads():
+            if threads is _one_thread:  # torch's pool and every BLAS / OpenMP pool
+                assert torch.get_num_threads() == 1
+                assert {pool["num_threads"] for pool in threadpool_info()} == {1}
             path = Trainer(config, metric=map_metric).fit(train, dev, qrels, tmp_path / name, space=space)
         saved[name] = {f.relative_to(path).as_posix(): f.read_bytes() for f in (path / "model").rglob("*")}
     assert saved["space"] == saved["none"] and len(saved["space"]) >= 2

@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from clir.errors import ConfigError, FormatError
-from clir.formats._lines import decimal_of, fields_of, integer_of, numbered_lines
+from clir.formats._lines import INT32, decimal_of, fields_of, integer_of, numbered_lines
 from clir.formats._runtext import run_texts, started_workers
 from clir.formats.atomic import atomic_write
 from clir.formats.identifiers import check_identifier
@@ -33,11 +33,21 @@ from clir.types import Run
 def read_run(path: str | Path) -> Run:
     """Read a 6-column TREC run into ``run[qid][docno] = score``.
 
+    A plain ASCII file (as clir and most tools write runs) is read in one pass without the
+    per-line checks that its being ASCII makes needless (see :func:`_read_plain_run`); any other
+    file, or one with a problem, line by line with every check (the same run, or the error).
+
     Raises:
         FormatError: On a malformed line, an invalid qid or docno (see
             :mod:`clir.formats.identifiers`), a rank that is not an integer, a score that is not
             a finite decimal number, or a docno listed twice for a query.
     """
+    plain = _read_plain_run(Path(path))
+    return plain if plain is not None else _read_checked_run(path)
+
+
+def _read_checked_run(path: str | Path) -> Run:
+    """:func:`read_run`, every line checked."""
     run: Run = {}
     for number, line in numbered_lines(path):
         qid, _q0, docno, rank, score_text, _tag = fields_of(
@@ -51,6 +61,50 @@ def read_run(path: str | Path) -> Run:
         if docno in docs:
             raise FormatError(path, number, f"document {docno!r} listed twice for query {qid!r}")
         docs[docno] = score
+    return run
+
+
+_PLAIN = bytes([0x09, 0x0A, *range(0x20, 0x7F)])
+"""The bytes of a plain run: tab, newline and printable ASCII. Any other (non-ASCII text, a
+control character, a carriage return) sends a run to the checked reader."""
+
+
+def _read_plain_run(path: Path) -> Run | None:
+    """:func:`read_run` of a file of tabs, newlines and printable ASCII (``None`` for any other
+    file, or any problem: the checked reader then reads it and names the line).
+
+    In such a file ``str.split`` splits as trec_eval does and every field is a valid identifier
+    (printable, no whitespace), so only the field count, the rank, the score and duplicates are
+    left to check."""
+    if path.suffix == ".gz":
+        return None
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return None
+    if data.translate(None, _PLAIN):  # a byte of another kind is left
+        return None
+    low, high = INT32
+    run: Run = {}
+    try:
+        for line in data.decode("ascii").split("\n"):
+            fields = line.split()
+            if not fields:
+                continue
+            qid, _q0, docno, rank, score_text, _tag = fields
+            if "_" in rank or "_" in score_text:  # int and float would read 1_0
+                return None
+            score = float(score_text)
+            if not (low <= int(rank) <= high and math.isfinite(score)):
+                return None
+            docs = run.get(qid)
+            if docs is None:
+                docs = run[qid] = {}
+            elif docno in docs:
+                return None
+            docs[docno] = score
+    except ValueError:  # a field too many or too few, a rank or score that is not a number
+        return None
     return run
 
 

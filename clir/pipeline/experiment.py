@@ -31,6 +31,7 @@ from typing import Any
 
 import numpy as np
 import torch
+from threadpoolctl import threadpool_limits
 
 from clir.datasets import (
     Collection,
@@ -121,6 +122,8 @@ class ExperimentSteps:
     train: dict[str, StepResult]
     rerank: dict[str, StepResult]
     bli: StepResult
+    first_stage_runs: dict[str, dict[str, Run]]
+    """Each pair's lexical runs (and dense reference run), read while the space was made."""
 
 
 def _split_queries(config: ExperimentConfig, pair: str) -> list[str]:
@@ -163,20 +166,10 @@ def run_experiment(
         build_engine(config.engine) as engine,
     ):
         steps = _run_steps(runner, config, progress, engine)
-        runs: dict[str, dict[str, Run]] = {}
+        runs = {pair: dict(first) for pair, first in steps.first_stage_runs.items()}
         for pair in config.pairs:
-            runs[pair] = {
-                path.stem: read_run(path)
-                for path in sorted((steps.pairs[pair].baselines.path / "runs").glob("*.run"))
-            }
-            if pair in steps.dense:
-                runs[pair][DENSE] = read_run(steps.dense[pair].path / f"{DENSE}.run")
-            runs[pair].update(
-                {
-                    path.stem: read_run(path)
-                    for path in sorted((steps.rerank[pair].path / "runs").glob("*.run"))
-                }
-            )
+            reranked = sorted((steps.rerank[pair].path / "runs").glob("*.run"))
+            runs[pair].update({path.stem: read_run(path) for path in reranked})
         collections = {pair: Collection.load(s.collection.path) for pair, s in steps.pairs.items()}
         results = write_report(
             out,
@@ -272,7 +265,7 @@ def _run_steps(
         pseudo = _pseudo_step(runner, config.train_pair, options, collections[config.train_pair])
         if config.weak.holdout:
             collections = {pair: _clean_step(runner, pair, c, pseudo) for pair, c in collections.items()}
-    with _Background(_space_step, runner, config, collections, progress) as space:
+    with _Background(_space_step, runner, config, collections, progress) as space, _one_thread():
         searched = collections  # what the first stages index and the reranker reranks
         if config.distractors is not None:
             searched = {
@@ -327,10 +320,10 @@ def _run_steps(
             )
 
         order = config.training_order()
-        with _torch_threads(1):  # a system without components reads no vector: trained meanwhile
-            for system in order:
-                if not config.train_config(system).model.components:
-                    train(system, None)
+        for system in order:  # a system without components reads no vector: trained meanwhile
+            if not config.train_config(system).model.components:
+                train(system, None)
+        first_stage_runs = {pair: _first_stage_runs(steps, dense.get(pair)) for pair, steps in pairs.items()}
         space_step = space.result()
     for system in order:
         if system not in train_steps:
@@ -341,7 +334,17 @@ def _run_steps(
         for pair in config.pairs
     }
     bli = _bli_step(runner, space_step, pairs)
-    return ExperimentSteps(pairs, dense, space_step, data_steps, train_steps, rerank_steps, bli)
+    return ExperimentSteps(
+        pairs, dense, space_step, data_steps, train_steps, rerank_steps, bli, first_stage_runs
+    )
+
+
+def _first_stage_runs(steps: PairSteps, dense: StepResult | None) -> dict[str, Run]:
+    """A pair's lexical runs, and its dense reference run when there is one, by name."""
+    runs = {path.stem: read_run(path) for path in sorted((steps.baselines.path / "runs").glob("*.run"))}
+    if dense is not None:
+        runs[DENSE] = read_run(dense.path / f"{DENSE}.run")
+    return runs
 
 
 def _collection_step(runner: StepRunner, config: ExperimentConfig, pair: str, progress: bool) -> StepResult:
@@ -447,14 +450,18 @@ def _sub(step: StepResult, child: str) -> StepResult:
 
 
 @contextlib.contextmanager
-def _torch_threads(n: int) -> Iterator[None]:
-    """torch's intra-op threads set to ``n`` inside. Beside the space (one gensim worker on one of
-    two cores) a trainer's two threads waited on each other: the weak fusion took 319 s there
-    against 40 s alone, whose model one thread makes byte for byte (measured on ``make run``)."""
+def _one_thread() -> Iterator[None]:
+    """torch's intra-op threads and the BLAS and OpenMP pools (numpy's, scipy's, torch's) set to
+    one inside: what runs beside the space must leave the gensim worker its core. With two
+    threads a trainer's threads waited on each other (the weak fusion took 319 s beside the
+    space against 40 s alone, whose model one thread makes byte for byte), and idle pool threads
+    spinning for work took the worker's core (the space took 661 s in ``make run`` against 504 s
+    alone on the same machine)."""
     before = torch.get_num_threads()
-    torch.set_num_threads(n)
+    torch.set_num_threads(1)
     try:
-        yield
+        with threadpool_limits(1):
+            yield
     finally:
         torch.set_num_threads(before)
 
@@ -728,23 +735,30 @@ def _rerank_step(
         space = SharedSpace.load(space_step.path)
         data = RerankData.load(data_step.path / config.split)
         full = read_run(data_step.path / f"candidates.{config.split}.run")
+        scored = {}  # each member scored once: a system's row is its first member, full-ensemble all
         for system, step in train_steps.items():
             members = load_models(step.path)
-            ensemble = system == "full" and len(members) > 1
-            system_data = _system_data(config, system, data)
-            # each member scored once: the system's row is the first member, full-ensemble all
-            scores = member_scores(
-                members if ensemble else members[:1],
-                system_data,
-                space=space,
-                depth=members[0].config.data.max_candidates,
-                progress=progress,
-                scorer=pair_scorer(engine),
+            scored[system] = members if system == "full" and len(members) > 1 else members[:1]
+        alike: dict[bool, list[str]] = {}  # the systems of the same columns, scored together
+        for system in scored:
+            alike.setdefault(config.with_dense(system), []).append(system)
+        for systems in alike.values():
+            system_data = _system_data(config, systems[0], data)
+            scores = iter(
+                member_scores(
+                    [member for system in systems for member in scored[system]],
+                    system_data,
+                    space=space,
+                    progress=progress,
+                    scorer=pair_scorer(engine),
+                )
             )
-            outputs = {system: scores[:1], **({"full-ensemble": scores} if ensemble else {})}
-            for name, member_rows in outputs.items():
-                run = scores_to_run(system_data, combine(member_rows), full)
-                write_run(work / "runs" / f"{name}.run", run, tag=name)
+            for system in systems:
+                rows = [next(scores) for _ in scored[system]]
+                outputs = {system: rows[:1], **({"full-ensemble": rows} if len(rows) > 1 else {})}
+                for name, member_rows in outputs.items():
+                    run = scores_to_run(system_data, combine(member_rows), full)
+                    write_run(work / "runs" / f"{name}.run", run, tag=name)
 
     return runner.run(
         f"rerank-{pair}", {"split": config.split}, build, [data_step, space_step, *train_steps.values()]

@@ -32,6 +32,7 @@ from clir.rerankers.bilingual import BilingualReranker
 from clir.training.checkpoint import checkpoint_problem, is_checkpoint, model_dir, read_config, read_state
 from clir.training.config import TrainConfig
 from clir.training.data import PairIndex, RerankData, Tensorizer, Vocabulary, normalise_scores
+from clir.training.pooled import PooledCache
 from clir.training.scoring import (
     PairScorer,
     ScoringOptions,
@@ -240,6 +241,8 @@ class _Scoring:
             self.counts.append(laid_out[id(tensorizer), d][0])
             self.pairs.append(laid_out[id(tensorizer), d][1])
         self.candidates = self.tensorizers[0].candidate_index
+        in_process = scorer is score_pairs  # a cache is not lent to workers of other processes
+        self.caches = _shared_pooling(members, self.tensorizers, self.options) if in_process else {}
         self.settled: list[ScoringOptions | None] = [None] * len(members)  # at the first scoring
         self.on_device: dict[str, torch.Tensor] = {}  # the matrix, made once per device
         self.widths: dict[tuple[int, int], np.ndarray] = {}  # per pairs and batch size, on CUDA
@@ -273,13 +276,36 @@ class _Scoring:
                         self.widths[key] = batch_widths(tensorizer, pairs, key[1])
                     pairs = replace(pairs, width=self.widths[key])
                 pairs = pairs.take(positions)
-            flat = self.scorer(model, tensorizer, pairs, settled, self.progress, self.timings)
+            extra = {"cache": self.caches[m]} if m in self.caches else {}
+            flat = self.scorer(model, tensorizer, pairs, settled, self.progress, self.timings, **extra)
             if queries is not None:
                 return to_host(flat)
             host = flat.cpu().numpy()  # all of them: nothing to overlap
             return lambda: host
         finally:
             model.embedding = lent_back
+
+
+def _shared_pooling(
+    members: Sequence[TrainedReranker], tensorizers: Sequence[Tensorizer], options: Sequence[ScoringOptions]
+) -> dict[int, PooledCache]:
+    """One :class:`~clir.training.pooled.PooledCache` for each set of two or more members that
+    pool alike on the CPU (the same tensorizer and model configuration, ungated K-NRM groups):
+    each pair is pooled once for all of them (a model and the one fine-tuned from it, the
+    members of an ensemble). On CUDA every member is scored as before (compiled, the fused
+    kernel), where pooling costs little."""
+    alike: dict[tuple[int, str], list[int]] = {}
+    for m, (member, tensorizer, option) in enumerate(zip(members, tensorizers, options, strict=True)):
+        model = member.model
+        if torch.device(option.device or "cpu").type == "cpu" and getattr(model, "pooled_groups", None):
+            pooling = json.dumps([type(model).__name__, member.config.model.to_dict()], sort_keys=True)
+            alike.setdefault((id(tensorizer), pooling), []).append(m)
+    caches: dict[int, PooledCache] = {}
+    for group in alike.values():
+        if len(group) > 1:
+            cache = PooledCache(members[group[0]].model, tensorizers[group[0]])
+            caches.update(dict.fromkeys(group, cache))
+    return caches
 
 
 def _pair_positions(counts: Sequence[int], queries: np.ndarray) -> np.ndarray:

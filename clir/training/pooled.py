@@ -28,6 +28,10 @@ float32); above it nothing is kept and every batch computes its features as befo
 class PooledCache:
     """The pooled kernel features of a tensorizer's pairs, each computed at its first use.
 
+    Models whose pooling is the same (the same :attr:`~BilingualReranker.pooled_groups` of the
+    same configuration, reading the same frozen matrix: the members of an ensemble, a model and
+    the one fine-tuned from it) may share one cache: each pair is pooled once for all of them.
+
     Args:
         model: The reranker (its :attr:`~BilingualReranker.pooled_groups` are kept).
         tensorizer: The pairs' tensorizer; :attr:`PairIndex.row` is the key.
@@ -48,9 +52,10 @@ class PooledCache:
         self._store: dict[str, Tensor] = {}
         self.enabled = bool(model.pooled_groups)
 
-    def lookup(self, index: PairIndex) -> dict[str, Tensor] | None:
+    def lookup(self, index: PairIndex, model: BilingualReranker | None = None) -> dict[str, Tensor] | None:
         """The pooled features of the pairs of ``index`` (in its order), those of pairs met for
-        the first time computed now, in one batch; ``None`` when the cache is off (the model
+        the first time computed now, in one batch, by ``model`` (default: the cache's; one of
+        the same pooling, with its frozen matrix); ``None`` when the cache is off (the model
         then computes them)."""
         if not self.enabled:
             return None
@@ -60,7 +65,7 @@ class PooledCache:
         if len(missing):
             positions = new[first]
             batch = self.tensorizer.gather(index.take(positions)).to(self.device)
-            features = self.model.pooled_features(batch)
+            features = (model or self.model).pooled_features(batch)
             if not self._store and not self._allocate(features):
                 return None
             on_device = torch.from_numpy(missing).to(self.device)

@@ -253,7 +253,7 @@ def score_pairs(
                 clock("score"),
                 torch.autocast(device.type, torch.bfloat16, enabled=options.precision == "bf16"),
             ):
-                scores = runner(batch) if cache is None else runner(batch, cache.lookup(pairs))
+                scores = runner(batch) if cache is None else runner(batch, cache.lookup(pairs, model))
                 out[positions] = scores[: len(chosen)].float()
     finally:
         model.train(was_training)
