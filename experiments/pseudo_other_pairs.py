@@ -59,13 +59,14 @@ def build_steps(args: argparse.Namespace) -> None:
     with StepRunner(args.out) as runner:
         options = config.weak.pseudo_options(config.collection.passage_verses)
         pseudo = steps_module._pseudo_step(runner, args.pair, options, collection)
-        for name, source, splits in (
-            (f"data-pseudo-{args.pair}", pseudo, ["train", "dev"]),
-            (f"data-dev-{args.pair}", collection, ["dev"]),
+        for name, source, splits, first_stage in (
+            (f"data-pseudo-{args.pair}", pseudo, ["train", "dev"], config.weak.first_stage),
+            (f"data-dev-{args.pair}", collection, ["dev"], None),
         ):
             step = steps_module._data_step(
-                runner, config, name, source, tables, splits, config.baseline_config(), None, False, LOCAL
-            )
+                runner, config, name, source, tables, splits, config.baseline_config(), None, False, LOCAL,
+                first_stage=first_stage,
+            )  # fmt: skip
             print(step.path)
 
 
