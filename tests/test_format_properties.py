@@ -189,7 +189,28 @@ plain_runs = st.lists(plain_lines, max_size=8).map(lambda lines: "\n".join(lines
 @SETTINGS
 @given(content=plain_runs | any_bytes)
 def test_the_plain_run_reader_reads_what_the_checked_reader_reads(content):
-    from clir.formats.runs import _read_checked_run
+    """In whole blocks or in blocks of 7 bytes, which cut lines anywhere."""
+    from unittest import mock
+
+    from clir.formats import runs as runs_module
 
     with _file(content) as path:
-        assert _outcome(read_run, path) == _outcome(_read_checked_run, path)
+        checked = _outcome(runs_module._read_checked_run, path)
+        assert _outcome(read_run, path) == checked
+        with mock.patch.object(runs_module, "_BLOCK", 7):
+            assert _outcome(read_run, path) == checked
+
+
+def test_a_run_clir_writes_takes_the_plain_reader():
+    from unittest import mock
+
+    from clir.formats import runs as runs_module
+
+    run = {"q1": {"d1": 1.5, "d2": -0.25, "d_3": 1e-300}, "q_2": {"d1": 3.0}}
+    with _file() as path:
+        write_run(path, run)
+        for block in (runs_module._BLOCK, 7):
+            with mock.patch.object(runs_module, "_BLOCK", block):
+                assert runs_module._read_plain_run(path) == run
+        path.write_bytes(path.read_bytes().replace(b"\n", b"\r\n"))  # not plain: the checked reader
+        assert runs_module._read_plain_run(path) is None and read_run(path) == run

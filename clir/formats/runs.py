@@ -68,6 +68,9 @@ _PLAIN = bytes([0x09, 0x0A, *range(0x20, 0x7F)])
 """The bytes of a plain run: tab, newline and printable ASCII. Any other (non-ASCII text, a
 control character, a carriage return) sends a run to the checked reader."""
 
+_BLOCK = 1 << 24
+"""Bytes read at a time by :func:`_read_plain_run`."""
+
 
 def _read_plain_run(path: Path) -> Run | None:
     """:func:`read_run` of a file of tabs, newlines and printable ASCII (``None`` for any other
@@ -75,37 +78,44 @@ def _read_plain_run(path: Path) -> Run | None:
 
     In such a file ``str.split`` splits as trec_eval does and every field is a valid identifier
     (printable, no whitespace), so only the field count, the rank, the score and duplicates are
-    left to check."""
+    left to check. The file is read in blocks of :data:`_BLOCK` bytes (whole lines each)."""
     if path.suffix == ".gz":
-        return None
-    try:
-        data = path.read_bytes()
-    except OSError:
-        return None
-    if data.translate(None, _PLAIN):  # a byte of another kind is left
         return None
     low, high = INT32
     run: Run = {}
     try:
-        for line in data.decode("ascii").split("\n"):
-            fields = line.split()
-            if not fields:
-                continue
-            qid, _q0, docno, rank, score_text, _tag = fields
-            if "_" in rank or "_" in score_text:  # int and float would read 1_0
-                return None
-            score = float(score_text)
-            if not (low <= int(rank) <= high and math.isfinite(score)):
-                return None
-            docs = run.get(qid)
-            if docs is None:
-                docs = run[qid] = {}
-            elif docno in docs:
-                return None
-            docs[docno] = score
+        with path.open("rb") as handle:
+            rest = b""
+            while True:
+                block = handle.read(_BLOCK)
+                lines = rest + block
+                if block:  # the last line may go on in the next block
+                    cut = lines.rfind(b"\n") + 1
+                    lines, rest = lines[:cut], lines[cut:]
+                if lines.translate(None, _PLAIN):  # a byte of another kind is left
+                    return None
+                for line in lines.decode("ascii").split("\n"):
+                    fields = line.split()
+                    if not fields:
+                        continue
+                    qid, _q0, docno, rank, score_text, _tag = fields
+                    if "_" in rank or "_" in score_text:  # int and float would read 1_0
+                        return None
+                    score = float(score_text)
+                    if not (low <= int(rank) <= high and math.isfinite(score)):
+                        return None
+                    docs = run.get(qid)
+                    if docs is None:
+                        docs = run[qid] = {}
+                    elif docno in docs:
+                        return None
+                    docs[docno] = score
+                if not block:
+                    return run
+    except OSError:
+        return None
     except ValueError:  # a field too many or too few, a rank or score that is not a number
         return None
-    return run
 
 
 def ranked(docs: Mapping[str, float]) -> list[tuple[str, float]]:
