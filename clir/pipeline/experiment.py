@@ -265,17 +265,19 @@ def _run_steps(
         pseudo = _pseudo_step(runner, config.train_pair, options, collections[config.train_pair])
         if config.weak.holdout:
             collections = {pair: _clean_step(runner, pair, c, pseudo) for pair, c in collections.items()}
-    with _Background(_space_step, runner, config, collections, progress) as space, _one_thread():
-        searched = collections  # what the first stages index and the reranker reranks
-        if config.distractors is not None:
-            searched = {
-                pair: _padded_step(runner, config.distractors, pair, collection, progress)
-                for pair, collection in collections.items()
+    with _Background(_space_step, runner, config, collections, progress) as space:
+        with _one_thread():  # beside the space: see _one_thread
+            searched = collections  # what the first stages index and the reranker reranks
+            if config.distractors is not None:
+                searched = {
+                    pair: _padded_step(runner, config.distractors, pair, collection, progress)
+                    for pair, collection in collections.items()
+                }
+            pairs = {
+                pair: _lexical_steps(runner, config, pair, collection, baseline, progress, engine)
+                for pair, collection in searched.items()
             }
-        pairs = {
-            pair: _lexical_steps(runner, config, pair, collection, baseline, progress, engine)
-            for pair, collection in searched.items()
-        }
+        # the e5 encoding on every thread: it needs the cores more than the space does
         dense = (
             {
                 pair: _dense_step(runner, config, pair, steps, progress, engine)
@@ -284,46 +286,49 @@ def _run_steps(
             if config.dense
             else {}
         )
-        data_steps = {
-            pair: _data_step(
-                runner,
-                config,
-                f"data-{pair}",
-                steps.collection,
-                steps.tables,
-                _split_queries(config, pair),
-                baseline,
-                dense.get(pair),
-                progress,
-                engine,
-            )
-            for pair, steps in pairs.items()
-        }
-        trained = pairs[config.train_pair]
-        sources = {"labels": TrainSource(data_steps[config.train_pair], trained.collection)}
-        if pseudo is not None:  # the pseudo collection with the train pair's tables: as the real data
-            name = f"data-pseudo-{config.train_pair}"
-            splits = ["train", "dev"]
-            weak_data = _data_step(
-                runner, config, name, pseudo, trained.tables, splits, baseline, None, progress, engine,
-                first_stage=config.weak.first_stage,
-            )  # fmt: skip
-            sources["weak"] = TrainSource(weak_data, pseudo)
-        train_steps: dict[str, StepResult] = {}
+        with _one_thread():
+            data_steps = {
+                pair: _data_step(
+                    runner,
+                    config,
+                    f"data-{pair}",
+                    steps.collection,
+                    steps.tables,
+                    _split_queries(config, pair),
+                    baseline,
+                    dense.get(pair),
+                    progress,
+                    engine,
+                )
+                for pair, steps in pairs.items()
+            }
+            trained = pairs[config.train_pair]
+            sources = {"labels": TrainSource(data_steps[config.train_pair], trained.collection)}
+            if pseudo is not None:  # the pseudo collection with the train pair's tables: as the real data
+                name = f"data-pseudo-{config.train_pair}"
+                splits = ["train", "dev"]
+                weak_data = _data_step(
+                    runner, config, name, pseudo, trained.tables, splits, baseline, None, progress, engine,
+                    first_stage=config.weak.first_stage,
+                )  # fmt: skip
+                sources["weak"] = TrainSource(weak_data, pseudo)
+            train_steps: dict[str, StepResult] = {}
 
-        def train(system: str, space_step: StepResult | None) -> None:
-            start = config.pretrain(system)
-            source = sources[config.train_on(system)]
-            start_step = train_steps[start] if start is not None else None
-            train_steps[system] = _train_step(
-                runner, config, system, source, space_step, start_step, progress
-            )
+            def train(system: str, space_step: StepResult | None) -> None:
+                start = config.pretrain(system)
+                source = sources[config.train_on(system)]
+                start_step = train_steps[start] if start is not None else None
+                train_steps[system] = _train_step(
+                    runner, config, system, source, space_step, start_step, progress
+                )
 
-        order = config.training_order()
-        for system in order:  # a system without components reads no vector: trained meanwhile
-            if not config.train_config(system).model.components:
-                train(system, None)
-        first_stage_runs = {pair: _first_stage_runs(steps, dense.get(pair)) for pair, steps in pairs.items()}
+            order = config.training_order()
+            for system in order:  # a system without components reads no vector: trained meanwhile
+                if not config.train_config(system).model.components:
+                    train(system, None)
+            first_stage_runs = {
+                pair: _first_stage_runs(steps, dense.get(pair)) for pair, steps in pairs.items()
+            }
         space_step = space.result()
     for system in order:
         if system not in train_steps:
