@@ -25,7 +25,8 @@ synchronises the device between phases, so it shows each phase's work, not the o
 space gives its rows as ``SharedSpace`` does (``matrix`` and ``matrix_sources``), so the matrix
 is made on the GPU as ``clir rerank`` makes it. The model is the default config's (four
 components, K-NRM with 10-token windows, two features), untrained (speed does not depend on the
-weights).
+weights); ``--members N`` makes it an ensemble of N seeds, which on a CPU pool each pair once
+between them (``--no-shared-pooling``: each for itself, as before).
 
 Model names: the interaction models (``knrm``, ``drmm``, ``pacrr_drmm``, ``posit_drmm``:
 one component on one (query, document) pair) and ``bilingual_<model>`` (the four-component
@@ -245,7 +246,7 @@ def end_to_end(args: argparse.Namespace, devices: list[str]) -> dict[str, Any]:
     """Seconds and pairs per second of reranking and writing a run, per device and size (see above)."""
     from clir.formats import write_run
     from clir.rerankers import fused_knrm
-    from clir.training import ScoringOptions, TrainedReranker, load_config, rerank_parts
+    from clir.training import ScoringOptions, TrainedReranker, load_config, pooled, rerank_parts
     from clir.training.scoring import kendall_taus
     from clir.training.trainer import build_reranker
 
@@ -261,8 +262,12 @@ def end_to_end(args: argparse.Namespace, devices: list[str]) -> dict[str, Any]:
         "depth": args.depth,
         "cpu_threads": args.threads,
         "batch": args.e2e_batch or "clir rerank's default",
+        "members": args.members,
+        "shared_pooling": not args.no_shared_pooling,
         "runs": {},
     }
+    if args.no_shared_pooling:
+        pooled.POOLED_CACHE_BYTES = 0  # every cache off: each member pools for itself
     if torch.cuda.is_available():
         out["gpu"] = torch.cuda.get_device_name()
     for size in args.sizes.split(","):
@@ -274,8 +279,10 @@ def end_to_end(args: argparse.Namespace, devices: list[str]) -> dict[str, Any]:
                 n_queries, args.depth, args.docs, args.doc_length, args.query_length, vocab, args.seed
             )
             matrix = np.zeros((2, dim), np.float32)  # replaced by rerank with the data's matrix
-            model = build_reranker(config, matrix, 2, seed=0)
-            member = TrainedReranker(model, config, ["f1", "f2"])
+            members = [
+                TrainedReranker(build_reranker(config, matrix, 2, seed=seed), config, ["f1", "f2"])
+                for seed in range(args.members)
+            ]
             # (precision, compiled, fused, id tables cached); every run but the uncached ones reads
             # the documents' id tables from one cache, filled by the first run
             modes: list[tuple[str, bool | None, bool | None, bool]] = [("fp32", False, False, True)]
@@ -309,7 +316,7 @@ def end_to_end(args: argparse.Namespace, devices: list[str]) -> dict[str, Any]:
                         kept: list[Any] = []
                         start = time.perf_counter()
                         parts = rerank_parts(
-                            [member],
+                            members,
                             data,
                             space=space,
                             run=run,
@@ -520,6 +527,18 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help="pairs a chunk of the rerank's parts (--end-to-end; default: clir rerank's, chunks of "
         "clir.training.ensemble.CHUNK_PAIRS on CUDA, one part on a CPU; 0: one part)",
+    )
+    parser.add_argument(
+        "--members",
+        type=int,
+        default=1,
+        help="ensemble members of one configuration, seeds 0..N-1 (--end-to-end; on a CPU they pool "
+        "each pair once between them)",
+    )
+    parser.add_argument(
+        "--no-shared-pooling",
+        action="store_true",
+        help="each member pools every pair itself (--end-to-end; the path before the shared pooling)",
     )
     parser.add_argument(
         "--e2e-modes",
