@@ -17,6 +17,8 @@ that every space compared has (``bli``).
     C="$S/collection-en-sw-*/collection $S/collection-en-tl-*/collection $S/collection-en-ny-*/collection"
     python experiments/parallel_versions.py space --collections $C --versions k 2 3 --epochs 20 \\
         --out runs/i13/space-kjv2bbe-e20
+    python experiments/parallel_versions.py space --collections $C --doc-versions tl=g \
+        --out runs/i13/space-ulb
     python experiments/parallel_versions.py bli --collections $C \\
         --tables $S/tables-en-sw-* $S/tables-en-tl-* $S/tables-en-ny-* \\
         --spaces default=$S/space-<hash> kjv2bbe-e20=runs/i13/space-kjv2bbe-e20
@@ -164,7 +166,7 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     commands = parser.add_subparsers(dest="command", required=True)
-    s = commands.add_parser("space", help="train a joint space with extra English versions")
+    s = commands.add_parser("space", help="train a joint space with extra versions of the parallel side")
     s.add_argument("--collections", nargs="+", type=Path, required=True)
     s.add_argument("--versions", nargs="*", default=[], choices=sorted(ENGLISH_VERSIONS))
     s.add_argument(
