@@ -937,8 +937,9 @@ def _compare(args: argparse.Namespace) -> int:
         baseline, rest = args.runs[0], args.runs[1:]
     else:
         baseline, rest = args.baseline, [path for path in args.runs if not same(path, args.baseline)]
-    for i, path in enumerate(rest):
-        if any(same(path, earlier) for earlier in rest[:i]):
+    given = rest if args.baseline is not None else args.runs  # the first RUN is the baseline
+    for i, path in enumerate(given):
+        if any(same(path, earlier) for earlier in given[:i]):
             raise ConfigError(f"RUN {path} is given twice")
     others = [str(path) for path in rest]
     if not others:

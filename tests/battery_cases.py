@@ -691,9 +691,18 @@ def _trec_cases(kind: str, variants: list[Variant]) -> list[Case]:
     """Each variant of a run or qrels file, and a missing one, through ``clir evaluate`` and
     ``clir compare`` (whose run A is the README's run)."""
     bad = f"{{d}}/bad.{kind}"
-    run, qrels = (bad, "{d}/good.qrels") if kind == "run" else ("{d}/good.run", bad)
+    # compare's run B: the bad run, or the README's run in another file (one file twice is refused)
+    run, qrels = (bad, "{d}/good.qrels") if kind == "run" else ("{d}/copy.run", bad)
     commands = {
-        "evaluate": ("evaluate", run, qrels, "--metrics", "AP", "--json", "--per-query"),
+        "evaluate": (
+            "evaluate",
+            run.replace("copy.run", "good.run"),
+            qrels,
+            "--metrics",
+            "AP",
+            "--json",
+            "--per-query",
+        ),
         "compare": (
             "compare",
             "{d}/good.run",
@@ -708,7 +717,7 @@ def _trec_cases(kind: str, variants: list[Variant]) -> list[Case]:
     }
     cases = []
     for name, content, fault in [*variants, ("missing file", False, None)]:
-        setup = files(**{"good.run": RUN, "good.qrels": QRELS_TEXT, f"bad.{kind}": content})
+        setup = files(**{"good.run": RUN, "copy.run": RUN, "good.qrels": QRELS_TEXT, f"bad.{kind}": content})
         if isinstance(fault, dict):
             expects = {
                 "evaluate": Expect(OK, check=per_query({"AP": fault})),
@@ -1009,9 +1018,11 @@ def _evaluation_cases() -> list[Case]:
         Case("README example, every default measure", "evaluation", files(**inputs),
              ("evaluate", "{d}/good.run", "{d}/good.qrels", "--collection-size", "10", "--json"),
              Expect(OK, quiet=True, check=_readme_values)),
-        Case("compare identical runs", "evaluation", files(**inputs),
-             ("compare", "{d}/good.run", "{d}/good.run", "{d}/good.qrels", "--metrics", "AP", "--json",
+        Case("compare identical runs", "evaluation", files(**inputs, **{"copy.run": RUN}),
+             ("compare", "{d}/good.run", "{d}/copy.run", "{d}/good.qrels", "--metrics", "AP", "--json",
               "--permutations", "200"), Expect(OK, check=_identical_compare)),
+        Case("compare: the baseline (first RUN) given again", "evaluation", files(**inputs),
+             ("compare", "{d}/good.run", "{d}/good.run", "{d}/good.qrels"), Expect(CLEAR, ("given twice",))),
         *[Case(f"unknown measure {m!r}", "evaluation", files(**inputs),
                ("evaluate", "{d}/good.run", "{d}/good.qrels", "--metrics", m), Expect(CLEAR, (m,)))
           for m in ("XYZ", "P@x", "nDCG@-1")],

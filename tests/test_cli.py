@@ -108,10 +108,12 @@ def test_evaluate_readme_table_is_what_the_command_prints(readme_example, capsys
     assert printed in README.read_text()
 
 
-def test_compare_identical_runs(readme_example, capsys):
+def test_compare_identical_runs(readme_example, capsys, tmp_path):
     run, qrels = readme_example
-    assert main(["compare", str(run), str(run), str(qrels), "--metrics", "AP", "--json"]) == 0
-    ap = json.loads(capsys.readouterr().out)["runs"][str(run)]["AP"]
+    copy = tmp_path / "copy.run"  # the same run in another file (the same file twice is refused)
+    copy.write_bytes(run.read_bytes())
+    assert main(["compare", str(run), str(copy), str(qrels), "--metrics", "AP", "--json"]) == 0
+    ap = json.loads(capsys.readouterr().out)["runs"][str(copy)]["AP"]
     assert ap["diff"] == 0.0 and ap["p_randomization"] == ap["p_randomization_corrected"] == 1.0
 
 
@@ -183,6 +185,10 @@ def test_compare_refuses_a_single_run_and_a_repeated_run(three_runs, capsys):
     other_path = str(Path(runs["half"]).parent / ".." / Path(runs["half"]).parent.name / "half.run")
     assert main(["compare", runs["base"], runs["half"], other_path, qrels]) == 2
     assert f"RUN {other_path} is given twice" in capsys.readouterr().err
+    # the first RUN, the baseline without --baseline, given again (it was compared with itself,
+    # and the Holm family of the others grew by one)
+    assert main(["compare", runs["base"], runs["half"], runs["base"], qrels]) == 2
+    assert f"RUN {runs['base']} is given twice" in capsys.readouterr().err
     # ... and a --baseline that is one of the RUNs is not compared with itself
     argv = ["compare", runs["base"], runs["half"], qrels, "--baseline", other_path, "--json"]
     assert main([*argv, "--metrics", "AP"]) == 0

@@ -525,6 +525,13 @@ def test_compare_runs_corrects_each_measure_over_the_runs():
     assert reused == compare_runs(reference, runs, qrels, ["AP", "P@1"])
     assert reused["better"]["P@1"].diff == 1.0 and reused["half"]["AP"].diff == 0.25
     assert means(values["half"]) == evaluate(half, qrels, ["AP", "P@1"]) == {"AP": 0.75, "P@1": 0.5}
+    # values of other queries or measures are refused (a bare KeyError; extra queries were
+    # silently left out of the paired test)
+    fewer = {q: judged for q, judged in list(qrels.items())[:-1]}
+    with pytest.raises(ConfigError, match="'half' and the reference were evaluated on other queries"):
+        compare_per_query(values["half"], {"half": evaluate_per_query(half, fewer, ["AP", "P@1"])})
+    with pytest.raises(ConfigError, match=r"'half' was evaluated without \['P@1'\]"):
+        compare_per_query(values["half"], {"half": evaluate_per_query(half, qrels, ["AP"])})
 
 
 def test_format_p():
@@ -570,8 +577,26 @@ def test_in_memory_runs_and_qrels_are_checked_as_the_file_readers_check_them():
     for bad in (float("nan"), float("inf"), "0.5", None):
         with pytest.raises(ConfigError, match=r"run: the score of 'q1' / 'd1' must be a finite number"):
             evaluate({"q1": {**run["q1"], "d1": bad}}, qrels, ["AP"])
-    for grade in (1.5, "1", float("nan"), True):
+    for grade in (1.5, "1", float("nan"), True, 2**15, -(2**15) - 1, 2**32 + 1, 2**40, 40000.0):
+        # past the grades a qrels file may hold, pytrec_eval gave AP 0 and nDCG@10 3.4e13
         with pytest.raises(ConfigError, match=r"qrels: the grade of 'q1' / 'd1' must be an integer"):
             evaluate(run, {"q1": {"d1": grade}}, ["AP"])
+    assert evaluate(run, {"q1": {"d1": 2**15 - 1}}, ["AP", "P@1"]) == {"AP": 0.5, "P@1": 0.0}
     with pytest.raises(ConfigError, match="qrels: qids and docnos must be strings, got 1 / 'd1'"):
         evaluate(run, {1: {"d1": 1}}, ["AP"])
+    # a run's qid or docno that is not a string (an integer qid scored 0 with two warnings; an
+    # integer docno raised pytrec_eval's TypeError, naming nothing)
+    with pytest.raises(ConfigError, match="run: qids must be strings, got 1"):
+        evaluate({1: {"d1": 1.0}}, {"1": {"d1": 1}}, ["AP"])
+    with pytest.raises(ConfigError, match="run: docnos must be strings, got 1 in query 'q1'"):
+        evaluate({"q1": {1: 1.0}}, {"q1": {"1": 1}}, ["AP"])
+
+
+def test_a_query_judged_only_non_relevant_is_left_out_with_a_warning_run_or_not():
+    """The warning named such a query only when the run listed it (README: 'left out, with a
+    warning naming it, where trec_eval and ir_measures count it 0')."""
+    run = {"q1": {"d1": 1.0, "d2": 0.5}}
+    qrels = {"q1": {"d2": 1}, "q3": {"d1": 0}}
+    for scored in (run, {**run, "q3": {"d1": 1.0}}):
+        with pytest.warns(UserWarning, match=r"1 query\(ies\) have no relevant document .* left out: 'q3'"):
+            assert evaluate(scored, qrels, ["AP"]) == {"AP": 0.5}

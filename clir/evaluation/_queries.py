@@ -2,8 +2,9 @@
 
 A query counts when the qrels judge at least one of its documents relevant
 (``relevance >= RELEVANT``). A counted query that the run does not list retrieved nothing and
-scores 0 on every measure (``trec_eval -c``), with a warning that counts such queries. A run's
-queries that do not count are ignored with a warning.
+scores 0 on every measure (``trec_eval -c``), with a warning that counts such queries. The
+queries that do not count, the run's and the qrels' (judged, none relevant), are left out with a
+warning naming them.
 """
 
 from __future__ import annotations
@@ -40,20 +41,23 @@ class CoverageWarning(UserWarning):
     """
 
 
-def warn_coverage(run: Run, qids: list[str], run_name: str = "run", stacklevel: int = 3) -> None:
+def warn_coverage(
+    run: Run, qids: list[str], run_name: str = "run", stacklevel: int = 3, qrels: Qrels | None = None
+) -> None:
     """Warn once about each mismatch between the run's queries and the evaluated ``qids``.
 
-    Two warnings, each emitted only when it applies: the run's queries that are not evaluated
-    (no relevant judgement: ignored), and the evaluated queries the run does not list or lists
-    with no document (they count 0, as with ``trec_eval -c``; most often the qrels hold other
-    splits' queries too).
+    Two warnings, each emitted only when it applies: the queries of the run and of ``qrels``
+    that are not evaluated (no relevant judgement: left out, where trec_eval counts a judged
+    one 0), and the evaluated queries the run does not list or lists with no document (they
+    count 0, as with ``trec_eval -c``; most often the qrels hold other splits' queries too).
     """
     counted = set(qids)
     ignored = [qid for qid in run if qid not in counted]
+    ignored += [qid for qid in qrels or {} if qid not in counted and qid not in run]
     if ignored:
         warnings.warn(
             f"{run_name}: {len(ignored)} query(ies) have no relevant document in the qrels and are "
-            f"ignored: {_some(ignored)}",
+            f"left out: {_some(ignored)}",
             CoverageWarning,
             stacklevel=stacklevel,
         )

@@ -184,7 +184,7 @@ def aqwv_per_query(
             counting the evaluated queries the run does not list (they count 0).
     """
     qids = evaluated_queries(qrels)
-    warn_coverage(run, qids)
+    warn_coverage(run, qids, qrels=qrels)
     return aqwv_values(run, qrels, qids, collection_size, config or AQWVConfig())
 
 
@@ -197,6 +197,6 @@ def aqwv(run: Run, qrels: Qrels, collection_size: int, config: AQWVConfig | None
         The AQWV, at most 1 and possibly negative (0 for a system that returns nothing).
     """
     qids = evaluated_queries(qrels)
-    warn_coverage(run, qids)
+    warn_coverage(run, qids, qrels=qrels)
     values = aqwv_values(run, qrels, qids, collection_size, config or AQWVConfig())
     return float(np.mean(list(values.values())))

@@ -15,8 +15,9 @@ Which queries count (the same for every measure, so values are comparable and pa
     whether or not the run lists it. A query the run does not list retrieved nothing and scores
     0, as with ``trec_eval -c``; plain pytrec_eval would skip it and inflate the mean. Such
     queries are counted in a warning (qrels of every split against a run of one split is the
-    usual cause). Queries of the run without a relevant judgement are ignored, with a warning
-    that counts them. Queries whose judgements are all non-relevant are not evaluated.
+    usual cause). Queries without a relevant judgement, the run's and those whose judgements
+    are all non-relevant, are not evaluated, with a warning naming them (trec_eval and
+    ir_measures count a judged one 0).
 
 Relevance:
     Binary measures (AP, P, R, ...) count ``relevance >= 1`` as relevant (ir_measures' default
@@ -43,6 +44,7 @@ import numpy as np
 from clir.errors import ConfigError
 from clir.evaluation._queries import evaluated_queries, warn_coverage
 from clir.evaluation.aqwv import AQWVConfig, aqwv_values
+from clir.formats._lines import GRADES
 from clir.types import Qrels, Run
 
 DEFAULT_MEASURES: tuple[str, ...] = ("AP", "P@10", "nDCG@10", "nDCG@20", "R@100", "R@1000", "AQWV")
@@ -144,8 +146,10 @@ def _per_query(
             f"collection); pass collection_size=... or leave {aqwv_names[0]!r} out of measures"
         )
     qrels = _checked_qrels(qrels)
+    if (bad := next((qid for qid in run if not isinstance(qid, str)), None)) is not None:
+        raise ConfigError(f"run: qids must be strings, got {bad!r}")
     qids = evaluated_queries(qrels)
-    warn_coverage(run, qids, run_name, stacklevel=stacklevel)
+    warn_coverage(run, qids, run_name, stacklevel=stacklevel, qrels=qrels)
     run = {qid: _checked_scores(qid, run[qid]) for qid in qids if qid in run}
 
     standard = [spec for name, spec in parsed.items() if not _is_aqwv(name)]
@@ -169,10 +173,11 @@ def _per_query(
 
 def _checked_qrels(qrels: Qrels) -> Qrels:
     """``qrels`` with string qids and docnos and integer grades (a whole float such as pandas
-    gives, ``1.0``, read as ``1``), as pytrec_eval wants them.
+    gives, ``1.0``, read as ``1``), as pytrec_eval wants them: within the grades a qrels file
+    may hold (-32768 to 32767; pytrec_eval reads larger ones wrongly, without a word).
 
     Raises:
-        ConfigError: On another key or grade (a NaN, ``1.5``, ``"1"``), naming it.
+        ConfigError: On another key or grade (a NaN, ``1.5``, ``"1"``, ``2**32``), naming it.
     """
     checked: Qrels = {}
     for qid, judged in qrels.items():
@@ -182,9 +187,10 @@ def _checked_qrels(qrels: Qrels) -> Qrels:
             whole = isinstance(grade, (int, np.integer)) or (
                 isinstance(grade, (float, np.floating)) and float(grade).is_integer()
             )
-            if isinstance(grade, bool) or not whole:
+            if isinstance(grade, bool) or not whole or not GRADES[0] <= grade <= GRADES[1]:
                 raise ConfigError(
-                    f"qrels: the grade of {qid!r} / {docno!r} must be an integer, got {grade!r}"
+                    f"qrels: the grade of {qid!r} / {docno!r} must be an integer from {GRADES[0]} "
+                    f"to {GRADES[1]}, got {grade!r}"
                 )
             checked.setdefault(qid, {})[docno] = int(grade)
     return checked
@@ -194,13 +200,17 @@ def _checked_scores(qid: str, scores: Mapping[str, float]) -> dict[str, float]:
     """A query's scores as Python floats (numpy's float32 included).
 
     Raises:
-        ConfigError: On a score that is not a finite number (a NaN has no rank), naming it.
+        ConfigError: On a docno that is not a string or a score that is not a finite number (a
+            NaN has no rank), naming it.
     """
     values = list(scores.values())
-    if all(type(value) is float for value in values) and np.isfinite(values).all():
-        return dict(scores)  # the usual run: Python floats, all finite
+    strings = all(type(docno) is str for docno in scores)
+    if strings and all(type(value) is float for value in values) and np.isfinite(values).all():
+        return dict(scores)  # the usual run: string docnos, Python floats, all finite
     checked = {}
     for docno, score in scores.items():
+        if not isinstance(docno, str):
+            raise ConfigError(f"run: docnos must be strings, got {docno!r} in query {qid!r}")
         value = (
             float(score)
             if isinstance(score, (int, float, np.number)) and not isinstance(score, bool)

@@ -324,8 +324,26 @@ def compare_per_query(
 
     Returns:
         As :func:`compare_runs`.
+
+    Raises:
+        ConfigError: If a run was evaluated on other measures or queries than the reference
+            (the test pairs each query's values).
     """
     config = config or SignificanceConfig()
+    for name, values in runs.items():
+        if missing := [measure for measure in reference if measure not in values]:
+            raise ConfigError(
+                f"{name!r} was evaluated without {missing}, which the reference has: compare "
+                "values of the same measures"
+            )
+        for measure in reference:
+            per_query = values[measure]
+            if set(per_query) != set(reference[measure]):
+                differ = sorted(set(per_query) ^ set(reference[measure]))
+                raise ConfigError(
+                    f"{name!r} and the reference were evaluated on other queries ({measure}: "
+                    f"{len(differ)} in one only, e.g. {differ[:3]}); evaluate both against the same qrels"
+                )
     raw: dict[str, dict[str, Comparison]] = {name: {} for name in runs}
     for measure, per_query_a in reference.items():
         qids = list(per_query_a)
