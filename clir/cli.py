@@ -73,18 +73,28 @@ def _check_out(
     )
 
 
-def _check_cache(args: argparse.Namespace, option: str) -> None:
+def _check_cache(
+    args: argparse.Namespace, option: str, kind: str | None = None, also: Sequence[Path] = ()
+) -> None:
     """Refuse a cache directory option that is a file, or is, lies inside or holds one of the
-    command's inputs (the cache's files would be written among them)."""
+    command's inputs (its path arguments and ``also``: the cache's files would be written among
+    them), or, with a ``kind``, a non-empty directory that is not a clir output of that kind."""
     from clir.errors import OutputExistsError
-    from clir.formats.atomic import check_not_input
+    from clir.formats.atomic import artefact_kind, check_not_input
 
     path, name = getattr(args, option), "--" + option.replace("_", "-")
     if path is None:
         return
-    check_not_input(path, _inputs(args), name)
+    check_not_input(path, [*_inputs(args), *also], name)
     if path.exists() and not path.is_dir():
         raise OutputExistsError(path, "a file (the cache is a directory)", force_helps=False, option=name)
+    if kind is not None and path.is_dir() and any(path.iterdir()) and artefact_kind(path) != kind:
+        raise OutputExistsError(
+            path,
+            f"a directory that clir did not write (expected nothing, or a clir {kind!r} cache)",
+            force_helps=False,
+            option=name,
+        )
 
 
 def _force_argument(parser: argparse.ArgumentParser) -> None:
@@ -485,11 +495,19 @@ def _retrieve(args: argparse.Namespace) -> int:
     from clir.retrieval import FirstStage
 
     _check_out(args)
-    if args.topics is not None:
-        queries = _topics(args, tsv_only=True)
-    else:
-        queries = _load_collection(args).split(args.split)
+    collection = _load_collection(args) if args.topics is None else None
+    queries = _topics(args, tsv_only=True) if collection is None else collection.split(args.split)
     stage = FirstStage.load(args.index, progress=not args.quiet, processes=args.processes, verify=args.verify)
+    indexed, lang = (
+        getattr(stage.doc_analyzer, "lang", None),
+        collection.doc_lang if collection else args.doc_lang,
+    )
+    if indexed is not None and lang is not None and lang != indexed:
+        given = f"--collection {args.collection} is in" if collection else "--doc-lang is"
+        raise ConfigError(
+            f"--index {args.index} indexes {indexed!r} documents, {given} {lang!r}: index this "
+            "collection ('clir index') or give its index"
+        )
     with _engine(args) as engine:
         run = search_stage(stage, queries, engine, k=args.k, pad=args.pad)
     written = write_run(args.out, run, tag=args.tag or f"{stage.mode}-{stage.model}")
@@ -786,9 +804,10 @@ def _search(args: argparse.Namespace) -> int:
 
     if (args.topics is None) != (args.out is None):
         raise ConfigError("clir search: --topics FILE needs --out RUN, and --out only goes with --topics")
+    bundle_dir = [Path(args.bundle)] if Path(args.bundle).exists() else []  # else a hub id
     if args.out is not None:
-        _check_out(args)
-    _check_cache(args, "index_cache")
+        _check_out(args, also=bundle_dir)
+    _check_cache(args, "index_cache", kind="experiment", also=bundle_dir)
     queries = [Query("query", args.query)] if args.query is not None else _topics(args)
     bundle = Bundle.from_pretrained(args.bundle)
     collection = _load_collection(args)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import warnings
 
 import numpy as np
@@ -14,7 +15,7 @@ from hypothesis import strategies as st
 from clir.cli import main
 from clir.datasets import build_bible_collection
 from clir.datasets.distractors import sample_distractors
-from clir.errors import ConfigError
+from clir.errors import ConfigError, FormatError
 from clir.formats import write_run
 from clir.pipeline.tables import DOC_EN, EN_DOC
 from clir.retrieval import BM25, FirstStage, QueryLikelihood, SparseIndex, shards
@@ -22,7 +23,7 @@ from clir.retrieval.base import Results
 from clir.retrieval.shards import ShardedIndex, ShardedRetriever, merge_results
 from clir.text import get_analyzer
 from clir.translation import TranslationTable
-from clir.types import Query
+from clir.types import Document, Query
 
 WORDS = [f"w{i}" for i in range(12)]
 
@@ -254,6 +255,44 @@ def test_cli_index_in_shards_gives_the_same_run_file(tmp_path, monkeypatch):
     assert (tmp_path / "one.run").read_bytes() == (tmp_path / "sharded.run").read_bytes()
     assert (tmp_path / "processes.run").read_bytes() == (tmp_path / "sharded.run").read_bytes()
     assert len((tmp_path / "one.run").read_text().splitlines()) > 20
+    # an index of another language's documents is refused, however the language is given (the
+    # run had been written, silently)
+    other = tmp_path / "c-tl"
+    shutil.copytree(tmp_path / "c", other)
+    (other / "collection.json").write_text(
+        json.dumps({**json.loads((other / "collection.json").read_text()), "doc_lang": "tl"})
+    )
+    sources = (["--collection", str(other)], ["--collection", str(tmp_path / "c"), "--doc-lang", "tl"])
+    for name in ("one", "sharded"):
+        for source in sources:
+            argv = ["retrieve", "--index", str(tmp_path / name), *source, "--out", str(tmp_path / "tl.run")]
+            assert main(argv) == 2
+            assert not (tmp_path / "tl.run").exists()
+
+
+def test_an_edited_model_of_a_sharded_stage_is_named(tmp_path):
+    """A sharded index keeps no retriever that an edit of ``first_stage.json``'s model could
+    contradict (a single index's does): k1 1.5 -> 1.2 changed every score, silently."""
+    en, sw = get_analyzer("en"), get_analyzer("sw")
+    table = TranslationTable(["god"], ["mungu"], sp.csr_matrix(np.ones((1, 1))), "en", "sw")
+    documents = [Document("s0", "Mungu ni upendo"), Document("s1", "nuru"), Document("s2", "Mungu nuru")]
+    stage = FirstStage("qt", "bm25", en_analyzer=en, doc_analyzer=sw, table_en_doc=table, progress=False)
+    stage.index_shards(iter(documents), tmp_path / "stage", shard_docs=2)
+    expected = FirstStage.load(tmp_path / "stage", progress=False).search([Query("q", "God")], k=3)
+    description = tmp_path / "stage" / "first_stage.json"
+    meta = json.loads(description.read_text())
+    for edited in (
+        {**meta, "model_params": {**meta["model_params"], "k1": 1.2}},
+        {**meta, "model": "ql", "model_params": {}},
+    ):
+        description.write_text(json.dumps(edited))
+        with pytest.raises(FormatError, match=r"first_stage\.json: model .* is not the one it was saved"):
+            FirstStage.load(tmp_path / "stage", progress=False)
+    # another model given to load() is the caller's choice; one saved before the digest loads
+    loaded = FirstStage.load(tmp_path / "stage", progress=False, model="bm25", model_params={"k1": 1.2})
+    assert loaded.search([Query("q", "God")], k=3) != expected
+    description.write_text(json.dumps({k: v for k, v in meta.items() if k != "model_sha256"}))
+    assert FirstStage.load(tmp_path / "stage", progress=False).search([Query("q", "God")], k=3) == expected
 
 
 def test_build_streams_each_shard_to_disk_before_reading_on(tmp_path):

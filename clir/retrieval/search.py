@@ -3,6 +3,8 @@ structured queries (PSQ) or document translation (DT), each scored by a register
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -407,6 +409,8 @@ class FirstStage:
             "en_analyzer": self.en_analyzer.to_config(),
             "doc_analyzer": self.doc_analyzer.to_config(),
         }
+        if index == "shards":  # no saved retriever to contradict an edit of the model: a digest
+            meta["model_sha256"] = _model_digest(self.model, meta["model_params"])
         write_json(directory / "first_stage.json", meta)
 
     @classmethod
@@ -471,6 +475,15 @@ class FirstStage:
                 raise
             raise FormatError(description, None, f"does not describe a first stage: {exc}") from None
         if meta.get("index") == "shards":
+            digest = meta.get("model_sha256")  # absent: saved before 2026-12-06
+            if saved_model and digest is not None and digest != _model_digest(model, model_params):
+                raise FormatError(
+                    description,
+                    None,
+                    f"model {model!r} with {model_params} is not the one it was saved with "
+                    "(model_sha256 differs): a sharded index keeps no retriever, so the edit would "
+                    "change every score; index again, or give FirstStage.load another model",
+                )
             index = ShardedIndex.load(path / "shards", mmap=mmap, verify=verify)
             return stage.use_shards(index, workers=workers, processes=processes)
         saved = Retriever.load(path / "retriever", mmap=mmap, verify=verify)
@@ -486,3 +499,8 @@ class FirstStage:
             )
         stage.retriever = saved if saved_model else described.use_index(saved._require_index())
         return stage
+
+
+def _model_digest(model: str, params: dict[str, Any] | None) -> str:
+    """SHA-256 of a first stage's model and parameters as ``first_stage.json`` writes them."""
+    return hashlib.sha256(json.dumps([model, params or {}], sort_keys=True).encode()).hexdigest()
