@@ -44,7 +44,7 @@ import numpy as np
 from clir.errors import ConfigError
 from clir.evaluation._queries import evaluated_queries, warn_coverage
 from clir.evaluation.aqwv import AQWVConfig, aqwv_values
-from clir.formats._lines import GRADES
+from clir.formats import GRADES
 from clir.types import Qrels, Run
 
 DEFAULT_MEASURES: tuple[str, ...] = ("AP", "P@10", "nDCG@10", "nDCG@20", "R@100", "R@1000", "AQWV")

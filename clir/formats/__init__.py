@@ -7,11 +7,12 @@ from clir.formats.atomic import atomic_directory, atomic_write
 from clir.formats.documents import iter_documents, read_documents, write_documents
 from clir.formats.identifiers import check_identifier, identifier_problem
 from clir.formats.parallel import read_parallel, write_parallel
-from clir.formats.qrels import read_qrels, write_qrels
+from clir.formats.qrels import GRADES, read_qrels, write_qrels
 from clir.formats.runs import RunArrays, ranked, read_run, write_run
 from clir.formats.topics import read_topics, write_topics, write_topics_xml
 
 __all__ = [
+    "GRADES",
     "RunArrays",
     "atomic_directory",
     "atomic_write",
