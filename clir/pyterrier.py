@@ -16,7 +16,8 @@ reranker a results -> results one, so that they compose with ``>>`` and compare 
 None of this starts a Java virtual machine: clir's stages are Python, and PyTerrier needs Java
 only for its own Terrier indexes. Results are ranked as trec_eval ranks them (score descending,
 then docno descending; ``rank`` from 0, as in PyTerrier), so ``pt.Experiment`` reports what
-``clir evaluate`` reports on the same run.
+``clir evaluate`` reports on the same run, except for a query judged only non-relevant, which
+``pt.Experiment`` counts 0 and ``clir evaluate`` leaves out (with a warning).
 """
 
 from __future__ import annotations

@@ -84,6 +84,29 @@ def test_read_table_tsv_and_json_by_hand(tmp_path):
         read_table(tmp_path / "bad.json", "en", "sw")
 
 
+def test_read_table_at_the_ends_of_the_float_range_and_refusing_what_was_lost(tmp_path):
+    """An audit of 2026-12-06: weights of 1e308 overflowed the row sum (the word lost every
+    translation, with a numpy warning at most), 1e-320 underflowed its inverse (an error naming no
+    file); a JSON key written twice kept its last value, an integer past float's range was an
+    'unexpected OverflowError', and '1_000' was read as 1000 (Python's float(), not C's)."""
+    for big in ("1e308", "1e-320"):
+        (tmp_path / "t.tsv").write_text(f"dog\tmbwa\t{big}\ndog\tpaka\t{big}\ndog\tpaka\t{big}\n")
+        assert _probs(read_table(tmp_path / "t.tsv", "en", "sw")) == pytest.approx(
+            {("dog", "mbwa"): 1 / 3, ("dog", "paka"): 2 / 3}
+        )
+    for text, expected in (
+        ('{"dog": {"mbwa": 0.9}, "dog": {"paka": 1}}', "key 'dog' is written twice in one object"),
+        ('{"dog": {"mbwa": 0.9, "mbwa": 0.1, "paka": 0.1}}', "key 'mbwa' is written twice in one object"),
+        ('{"dog": {"mbwa": 1' + "0" * 330 + "}}", "probability must be a finite number >= 0"),
+    ):
+        (tmp_path / "bad.json").write_text(text)
+        with pytest.raises(FormatError, match=rf"bad\.json: {expected}"):
+            read_table(tmp_path / "bad.json", "en", "sw")
+    (tmp_path / "bad.tsv").write_text("dog\tmbwa\t1_000\ndog\tpaka\t1000\n")
+    with pytest.raises(FormatError, match=r"bad\.tsv:1: probability must be .*, got '1_000'"):
+        read_table(tmp_path / "bad.tsv", "en", "sw")
+
+
 def _user_collection(tmp_path, capsys) -> tuple[dict[str, Path], Path]:
     files = write_user_files(tmp_path / "mine")
     out = tmp_path / "collection"

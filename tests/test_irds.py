@@ -123,3 +123,23 @@ def test_a_dataset_that_cannot_be_fetched_is_a_clear_error(tmp_path, capsys):
     assert main(["data", "irds", name, "--out", str(tmp_path / "c")]) == 2
     assert "could not be downloaded: FileNotFoundError" in capsys.readouterr().err
     assert not (tmp_path / "c").exists()
+
+
+def test_a_document_judged_twice_is_refused(tmp_path):
+    """The last grade had won silently (a query lost its only relevant document), where clir's
+    qrels reader refuses the same file."""
+    (tmp_path / "docs.tsv").write_text("d1\tMbwa\tmbwa\nd2\tPaka\tpaka\n")
+    (tmp_path / "queries.tsv").write_text("401\tdog\tA dog.\n")
+    (tmp_path / "qrels.txt").write_text("401 0 d1 1\n401 0 d1 0\n")
+    name = "clir-test/judged-twice"
+    if name not in ir_datasets.registry:
+        ir_datasets.registry.register(
+            name,
+            Dataset(
+                TsvDocs(LocalDownload(tmp_path / "docs.tsv"), doc_cls=TitledDoc, lang="sw"),
+                TsvQueries(LocalDownload(tmp_path / "queries.tsv"), query_cls=Topic, lang="en"),
+                TrecQrels(LocalDownload(tmp_path / "qrels.txt"), {0: "not relevant", 1: "relevant"}),
+            ),
+        )
+    with pytest.raises(ConfigError, match="document 'd1' is judged twice for query '401'"):
+        Collection.from_ir_datasets(name)

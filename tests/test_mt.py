@@ -105,10 +105,14 @@ def test_translate_records(tiny_model: Path) -> None:
 
 
 def test_missing_model_directory(tmp_path: Path) -> None:
+    from clir.errors import ConfigError
     from clir.translation import MarianTranslator
 
     with pytest.raises(DataNotFoundError, match="no local model directory"):
         MarianTranslator(tmp_path / "absent")
+    (tmp_path / "empty").mkdir()  # a directory without a model: transformers' ValueError, unnamed
+    with pytest.raises(ConfigError, match=r"empty: not a saved seq2seq model and tokenizer \("):
+        MarianTranslator(tmp_path / "empty")
 
 
 def test_missing_transformers(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
@@ -200,17 +204,34 @@ def test_the_experiment_s_translation_section(tmp_path: Path) -> None:
     fast = Path(__file__).resolve().parents[1] / "configs" / "experiment-fast.yaml"
     config = load_experiment(fast)
     assert config.translation is None and config.baseline_config().translation is None
+    m = tmp_path / "m"
+    for name in ("sw-en", "en-sw", "tl-en"):
+        (m / name).mkdir(parents=True)
+        (m / name / "config.json").write_text("{}")
     section = (
-        "translation:\n  mode: mt\n  models:\n    sw: {to_en: /m/sw-en, from_en: /m/en-sw}\n"
-        "    tl: {to_en: /m/tl-en, num_beams: 4}\n"
+        f"translation:\n  mode: mt\n  models:\n    sw: {{to_en: {m}/sw-en, from_en: {m}/en-sw}}\n"
+        f"    tl: {{to_en: {m}/tl-en, num_beams: 4}}\n"
     )
-    (tmp_path / "mt.yaml").write_text(
-        fast.read_text().replace("reranker-tiny.yaml", str(fast.parent / "reranker-tiny.yaml")) + section
-    )
+    base = fast.read_text().replace("reranker-tiny.yaml", str(fast.parent / "reranker-tiny.yaml"))
+    (tmp_path / "mt.yaml").write_text(base + section)
     config = load_experiment(tmp_path / "mt.yaml")
     models = config.baseline_config().translation.models
-    assert models["sw"] == MTModels(to_en="/m/sw-en", from_en="/m/en-sw")
+    assert models["sw"] == MTModels(to_en=f"{m}/sw-en", from_en=f"{m}/en-sw")
     assert (models["tl"].from_en, models["tl"].num_beams) == (None, 4)
+    # a model replaced at the same path changes the steps' keys (the old translations had been
+    # served from the cache); the table mode adds nothing to them
+    key = config.baseline_config().translation.files_key()
+    assert set(key["mt_files"]) == {"sw", "tl"}
+    (m / "sw-en" / "config.json").write_text('{"d_model": 8}')
+    changed = config.baseline_config().translation.files_key()["mt_files"]
+    assert changed["sw"] != key["mt_files"]["sw"] and changed["tl"] == key["mt_files"]["tl"]
+    assert TranslationConfig("table", {}).files_key() == {}
+    # a missing model directory is refused when the config is loaded, before any step runs
+    (tmp_path / "missing.yaml").write_text(base + section.replace(f"{m}/tl-en", f"{m}/absent"))
+    with pytest.raises(
+        ConfigError, match=r"missing\.yaml: translation\.models\.tl\.to_en=.*absent' is invalid"
+    ):
+        load_experiment(tmp_path / "missing.yaml")
     with pytest.raises(
         ConfigError, match=r"translation\.models=\['sw'\] is invalid; expected MT models of 'tl'"
     ):

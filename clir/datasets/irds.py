@@ -125,7 +125,13 @@ def ir_dataset_parts(
         qrels: Qrels = {}
         if dataset.has_qrels():
             for qrel in dataset.qrels_iter():
-                qrels.setdefault(str(qrel.query_id), {})[str(qrel.doc_id)] = int(qrel.relevance)
+                judged = qrels.setdefault(str(qrel.query_id), {})
+                if str(qrel.doc_id) in judged:  # the last grade had won, silently
+                    raise ConfigError(
+                        f"ir_datasets dataset {dataset_id!r}: document {str(qrel.doc_id)!r} is judged "
+                        f"twice for query {str(qrel.query_id)!r}, as clir's qrels reader refuses"
+                    )
+                judged[str(qrel.doc_id)] = int(qrel.relevance)
 
     def documents() -> Iterator[Document]:
         with _fetched(dataset_id):

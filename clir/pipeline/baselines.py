@@ -106,6 +106,14 @@ class TranslationConfig(Section):
             )
         return mt_translation(self.models[doc_lang], doc_lang)
 
+    def files_key(self) -> dict[str, Any]:
+        """What a cached step's key holds beyond the section's settings: in ``mt`` mode a digest
+        of each language's model files (:meth:`MTModels.files_digest`), so that a model replaced
+        at the same path is not served the old one's translations; nothing in ``table`` mode."""
+        if self.mode != "mt":
+            return {}
+        return {"mt_files": {lang: models.files_digest() for lang, models in sorted(self.models.items())}}
+
 
 @dataclass(frozen=True)
 class BaselineConfig(BaselineOptions):

@@ -428,7 +428,8 @@ def _lexical_steps(
             engine=engine,
         )
 
-    baselines = runner.run(f"baselines-{pair}", baseline.to_dict(), build_baselines, [collection, tables])
+    params = {**baseline.to_dict(), **(baseline.translation.files_key() if baseline.translation else {})}
+    baselines = runner.run(f"baselines-{pair}", params, build_baselines, [collection, tables])
     return PairSteps(collection, tables, baselines)
 
 
@@ -575,7 +576,11 @@ def _data_step(
         "qt_k": data.qt_k,
         "spelling": data.spelling,
         "first_stage_spelling": baseline.spelling,
-        **({"translation": baseline.translation.to_dict()} if baseline.translation else {}),
+        **(
+            {"translation": baseline.translation.to_dict(), **baseline.translation.files_key()}
+            if baseline.translation
+            else {}
+        ),
         **_stage_settings(baseline),
         "splits": splits,
         "features": names,

@@ -153,9 +153,9 @@ def read_table(
 
 
 def _weight(path: Path, line: int | None, value: Any) -> float:
-    try:
-        weight = float(value)
-    except (TypeError, ValueError):
+    try:  # numbers as C reads them: no "1_000" (Python's float() reads it), no int past float
+        weight = math.nan if isinstance(value, str) and "_" in value else float(value)
+    except (TypeError, ValueError, OverflowError):
         weight = math.nan
     if isinstance(value, bool) or not (math.isfinite(weight) and weight >= 0):
         raise FormatError(path, line, f"probability must be a finite number >= 0, got {value!r}")
@@ -173,8 +173,18 @@ def _tsv_entries(path: Path, text: str) -> Iterator[tuple[str, str, float]]:
 
 
 def _json_entries(path: Path, text: str) -> Iterator[tuple[str, str, float]]:
+    def unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        mapping = dict(pairs)
+        if len(mapping) < len(pairs):  # json keeps the last of a repeated key, silently
+            seen: set[str] = set()
+            repeated = next(key for key, _ in pairs if key in seen or seen.add(key))
+            raise FormatError(path, None, f"key {repeated!r} is written twice in one object")
+        return mapping
+
     try:
-        table = json.loads(text)
+        table = json.loads(text, object_pairs_hook=unique)
+    except FormatError:
+        raise
     except ValueError as exc:
         raise FormatError(path, None, f"invalid JSON ({exc})") from None
     for source, row in table.items():

@@ -9,13 +9,14 @@ translated once.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from typing import Any
 
-from clir.config import PositiveInt, Section
+from clir.config import PositiveInt, Section, Where
 from clir.errors import ConfigError, DataNotFoundError, MissingDependencyError
 from clir.progress import progress_bar
 from clir.translation.base import Translator, register_translator
@@ -86,8 +87,12 @@ class MarianTranslator(Translator):
         self.target_lang = target_lang
         self.progress = progress
         self._torch = torch
-        self.tokenizer: Any = AutoTokenizer.from_pretrained(path, local_files_only=True)
-        self.model: Any = AutoModelForSeq2SeqLM.from_pretrained(path, local_files_only=True).to(device)
+        try:
+            self.tokenizer: Any = AutoTokenizer.from_pretrained(path, local_files_only=True)
+            self.model: Any = AutoModelForSeq2SeqLM.from_pretrained(path, local_files_only=True).to(device)
+        except (OSError, ValueError) as exc:  # a directory without a model, or a damaged one
+            reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise ConfigError(f"{path}: not a saved seq2seq model and tokenizer ({reason})") from None
         self.model.eval()
 
     def translate(self, texts: Sequence[str]) -> list[str]:
@@ -141,6 +146,23 @@ class MTModels(Section):
     max_length: PositiveInt = 256
     num_beams: PositiveInt = 1
     device: str = "cpu"
+
+    def check(self, where: Where) -> None:
+        for key in ("to_en", "from_en"):  # when the config is loaded, not after the first steps
+            path = getattr(self, key)
+            if path is not None and not Path(path).is_dir():
+                raise where.error(key, path, "a local model directory (save_pretrained's)")
+
+    def files_digest(self) -> str:
+        """SHA-256 over the path, size and modification time of every file of the models: a
+        model replaced at the same path gives another digest (the steps' keys hold it)."""
+        digest = hashlib.sha256()
+        for path in (self.to_en, self.from_en):
+            files = sorted(p for p in Path(path).rglob("*") if p.is_file()) if path else []
+            for file in files:
+                stat = file.stat()
+                digest.update(f"{file}\0{stat.st_size}\0{stat.st_mtime_ns}\n".encode())
+        return digest.hexdigest()
 
 
 class MTTranslation:

@@ -84,7 +84,9 @@ class TranslationTable:
         """Build a normalised table from ``(source, target, weight)`` triples.
 
         Weights of repeated pairs add up; each source row is then divided by its sum. Sources
-        whose weights sum to zero are left out.
+        whose weights sum to zero are left out. Each row is first scaled by a power of two (an
+        exact operation) that brings its largest weight to [0.5, 1), so that weights near the
+        float range's ends (1e308, 1e-320) neither overflow the sum nor underflow its inverse.
 
         Args:
             triples: Weighted word pairs (weights >= 0).
@@ -106,9 +108,12 @@ class TranslationTable:
             rows.append(src_index.setdefault(source, len(src_index)))
             cols.append(tgt_index.setdefault(target, len(tgt_index)))
             weights.append(float(weight))
+        row_of, values = np.asarray(rows, int), np.asarray(weights, dtype=np.float64)
+        row_max = np.zeros(len(src_index))
+        np.maximum.at(row_max, row_of, values)
+        values = np.ldexp(values, -np.frexp(row_max)[1][row_of])  # exact: a power of two per row
         matrix = sp.csr_matrix(
-            (np.asarray(weights, dtype=np.float64), (np.asarray(rows, int), np.asarray(cols, int))),
-            shape=(len(src_index), len(tgt_index)),
+            (values, (row_of, np.asarray(cols, int))), shape=(len(src_index), len(tgt_index))
         )
         matrix.sum_duplicates()
         matrix.eliminate_zeros()
