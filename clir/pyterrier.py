@@ -23,6 +23,7 @@ then docno descending; ``rank`` from 0, as in PyTerrier), so ``pt.Experiment`` r
 from __future__ import annotations
 
 from collections.abc import Sequence
+from numbers import Integral
 from pathlib import Path
 from typing import Any
 
@@ -63,17 +64,28 @@ def queries_of(frame: pd.DataFrame) -> list[Query]:
     """The distinct queries of a topics or results frame, in order of first appearance.
 
     Raises:
-        ConfigError: Without a ``qid`` or ``query`` column.
+        ConfigError: Without a ``qid`` or ``query`` column, or with a qid or query that is
+            missing (NaN or None, which ``str`` would have made the word ``"nan"``) or a qid that
+            is not a string or an integer (``1.0`` would no longer match the qrels' ``"1"``).
     """
     missing = [column for column in ("qid", "query") if column not in frame.columns]
     if missing:
         raise ConfigError(f"the input frame has no column {missing[0]!r}; its columns: {list(frame.columns)}")
     first = frame.drop_duplicates("qid")
     descriptions = first["description"] if "description" in first.columns else [""] * len(first)
-    return [
-        Query(str(qid), str(text), str(description or ""))
-        for qid, text, description in zip(first["qid"], first["query"], descriptions, strict=True)
-    ]
+    queries = []
+    for qid, text, description in zip(first["qid"], first["query"], descriptions, strict=True):
+        if not isinstance(qid, str | Integral) or isinstance(qid, bool):
+            raise ConfigError(f"the input frame's qid {qid!r} must be a string (or an integer)")
+        if not isinstance(text, str) and _missing(text):
+            raise ConfigError(f"the input frame's query of {str(qid)!r} is missing ({text!r})")
+        queries.append(Query(str(qid), str(text), "" if _missing(description) else str(description)))
+    return queries
+
+
+def _missing(value: Any) -> bool:
+    """A frame's empty cell: ``None``, NaN, ``pd.NA``, ``NaT``."""
+    return value is None or (not isinstance(value, str) and bool(pd.isna(value)))
 
 
 def run_frame(run: Run, queries: Sequence[Query]) -> pd.DataFrame:

@@ -79,6 +79,18 @@ def test_frames_round_trip():
     assert frame_run(frame) == {"q1": run["q1"]}
     with pytest.raises(ConfigError, match=r"the results frame has no column 'score'"):
         frame_run(frame.drop(columns="score"))
+    # empty cells were read as the word "nan", and a float qid 1.0 as "1.0" (no qrels match it)
+    import pandas as pd
+
+    topics = topics_frame(queries)
+    blank = topics.assign(description=[None, float("nan")])
+    assert queries_of(blank) == [Query("q1", "dog"), Query("q2", "cat")]
+    assert queries_of(pd.DataFrame({"qid": [7], "query": ["dog"]})) == [Query("7", "dog")]
+    with pytest.raises(ConfigError, match=r"the input frame's query of 'q2' is missing \(nan\)"):
+        queries_of(topics.assign(query=["dog", float("nan")]))
+    for qid in (1.0, float("nan"), True):
+        with pytest.raises(ConfigError, match=r"the input frame's qid .* must be a string"):
+            queries_of(pd.DataFrame({"qid": [qid], "query": ["dog"]}))
 
 
 def test_the_dense_reference_as_a_transformer(tmp_path, capsys):
