@@ -677,6 +677,31 @@ def _train(args: argparse.Namespace) -> int:
     return 0
 
 
+def _check_run_queries(run: dict, split: list[str], args: argparse.Namespace) -> None:
+    """Refuse a ``--run`` that ranks no query of ``--split``; name its queries of no split query
+    (left out) and the split's queries it gives no document (written without candidates)."""
+    import warnings
+
+    wanted = set(split)
+    if not any(run.get(qid) for qid in split):
+        raise ConfigError(
+            f"--run {args.run} ranks no document for any of the {len(split)} --split {args.split} "
+            f"queries (its {len(run)} queries: {sorted(run)[:3]}...); give the run of that split"
+        )
+    if outside := [qid for qid in run if qid not in wanted]:
+        warnings.warn(
+            f"--run {args.run}: {len(outside)} of its queries are not --split {args.split} queries "
+            f"and are left out: {outside[:5]}",
+            stacklevel=2,
+        )
+    if absent := [qid for qid in split if not run.get(qid)]:
+        warnings.warn(
+            f"--run {args.run} ranks no document for {len(absent)} --split {args.split} queries, "
+            f"written without documents: {absent[:5]}",
+            stacklevel=2,
+        )
+
+
 def _rerank(args: argparse.Namespace) -> int:
     from clir.formats import read_run, write_run
     from clir.pipeline.features import rerank_collection
@@ -690,14 +715,18 @@ def _rerank(args: argparse.Namespace) -> int:
             "(the cache indexes the collection itself)"
         )
     _check_out(args)
+    _check_cache(args, "index_cache", kind="experiment")
     collection = _load_collection(args)
+    given = read_run(args.run) if args.run is not None else None
+    if given is not None:
+        _check_run_queries(given, [query.qid for query in collection.split(args.split)], args)
     with _engine(args) as engine:
         run = rerank_collection(
             args.model,
             collection,
             args.space,
             split=args.split,
-            run=read_run(args.run) if args.run is not None else None,
+            run=given,
             tables=learn_tables(collection, args.tables),
             depth=args.depth,
             options=options,

@@ -217,6 +217,30 @@ def test_rerank_keeps_the_documents_id_tables_in_the_index_cache(trained, tmp_pa
     assert (tmp_path / "cold.run").read_bytes() == plain == (tmp_path / "warm.run").read_bytes()
 
 
+def test_rerank_refuses_a_run_of_other_queries_and_a_cache_inside_an_input(trained, tmp_path, capsys):
+    """An audit of 2026-12-06: a --run of other qids (another tool's, another split's) was reranked
+    into an empty run with exit 0, and --index-cache inside the collection was written there."""
+    root, model, _, _, _ = trained
+    argv = ["rerank", "--model", str(model), "--collection", str(root / "sw"), "--space", str(root / "space")]
+    argv += ["--tables", str(root / "tables")]
+    test = [query.qid for query in Collection.load(root / "sw").split("test")]
+    (tmp_path / "other.run").write_text("q1 Q0 d001 1 3 x\n")
+    assert main([*argv, "--run", str(tmp_path / "other.run"), "--out", str(tmp_path / "a.run")]) == 2
+    assert "ranks no document for any of the" in capsys.readouterr().err
+    assert not (tmp_path / "a.run").exists()
+    assert main([*argv, "--out", str(tmp_path / "full.run")]) == 0
+    full = read_run(tmp_path / "full.run")
+    docno = next(iter(full[test[0]]))
+    (tmp_path / "one.run").write_text(f"{test[0]} Q0 {docno} 1 3 x\nq1 Q0 {docno} 1 3 x\n")
+    assert main([*argv, "--run", str(tmp_path / "one.run"), "--out", str(tmp_path / "b.run")]) == 0
+    err = capsys.readouterr().err
+    assert "1 of its queries are not --split test queries and are left out: ['q1']" in err
+    assert f"ranks no document for {len(test) - 1} --split test queries" in err
+    inside = root / "sw" / "cache"
+    assert main([*argv, "--index-cache", str(inside), "--out", str(tmp_path / "c.run")]) == 2
+    assert "choose another --index-cache" in capsys.readouterr().err and not inside.exists()
+
+
 def test_search_keeps_the_index_until_the_collection_changes(trained, tmp_path, capsys, monkeypatch):
     from clir.pipeline.features import CollectionFeatures
 

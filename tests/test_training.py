@@ -353,6 +353,10 @@ def test_scores_to_run_keeps_the_rest_beneath():
     assert ranked[:3] == [query.docnos[1], query.docnos[2], query.docnos[0]]
     assert ranked[3:] == [*query.docnos[3:], "zz"]
     assert len(set(run[query.qid].values())) == len(run[query.qid])
+    # documents of the run beyond the candidates, tied: trec_eval's order, docno descending (they
+    # had come in ascending order, so a tied relevant document "b" fell below "a")
+    tied = scores_to_run(data, [np.zeros(6)], run={query.qid: {"a": 1.0, "b": 1.0, "c": 2.0, "aa": 1.0}})
+    assert sorted(tied[query.qid], key=lambda d: -tied[query.qid][d])[6:] == ["c", "b", "aa", "a"]
 
 
 # ----------------------------------------------------------------------------------- training

@@ -16,7 +16,7 @@ from scipy.stats import kendalltau
 from torch import nn
 
 from clir.errors import ConfigError
-from clir.formats import RunArrays
+from clir.formats import RunArrays, ranked
 from clir.progress import progress_bar
 from clir.rerankers import fused_knrm
 from clir.rerankers.encoding import FrozenEmbedding
@@ -558,7 +558,9 @@ def scores_to_arrays(
         if len(values) > len(query.docnos):
             raise ConfigError(f"query {query.qid!r}: {len(values)} scores for {len(query.docnos)} candidates")
         first = run.get(query.qid) if run is not None else None
-        extra = sorted(first.keys() - query.docnos, key=lambda d: (-first[d], d)) if first else []
+        # trec_eval's order (score descending, then docno descending), as the file will be read
+        scored = set(query.docnos) if first else set()
+        extra = [d for d, _ in ranked(first) if d not in scored] if first else []
         if extra:
             if docnos is candidates.docnos:
                 docnos = list(docnos)
