@@ -130,10 +130,20 @@ def _load_collection(args: argparse.Namespace):
     """The ``--collection`` of a command, with its ``--doc-lang`` and ``--parallel``."""
     from clir.datasets import Collection
     from clir.formats import read_parallel
+    from clir.pipeline.tables import DOC_EN, EN_DOC
 
     collection = Collection.load(args.collection, doc_lang=args.doc_lang)
     if getattr(args, "parallel", None) is not None:
         collection.parallel = read_parallel(args.parallel)
+        tables = getattr(args, "tables", None)
+        if tables is not None and all((Path(tables) / n / "meta.json").is_file() for n in (EN_DOC, DOC_EN)):
+            import warnings
+
+            warnings.warn(  # learn_tables loads them: the parallel text would go unused, silently
+                f"--parallel {args.parallel} is not learned from: --tables {tables} holds tables, "
+                "which are used as they are; give a new --tables directory to learn from it",
+                stacklevel=2,
+            )
     return collection
 
 

@@ -239,6 +239,11 @@ def test_rerank_refuses_a_run_of_other_queries_and_a_cache_inside_an_input(train
     inside = root / "sw" / "cache"
     assert main([*argv, "--index-cache", str(inside), "--out", str(tmp_path / "c.run")]) == 2
     assert "choose another --index-cache" in capsys.readouterr().err and not inside.exists()
+    # --parallel beside a --tables that holds tables went unused, silently
+    parallel = ["--parallel", str(root / "tl-parallel.tsv")]
+    assert main([*argv, *parallel, "--out", str(tmp_path / "d.run")]) == 0
+    assert f"--parallel {root / 'tl-parallel.tsv'} is not learned from: --tables" in capsys.readouterr().err
+    assert (tmp_path / "d.run").read_bytes() == (tmp_path / "full.run").read_bytes()
 
 
 def test_search_keeps_the_index_until_the_collection_changes(trained, tmp_path, capsys, monkeypatch):
