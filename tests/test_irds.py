@@ -54,7 +54,11 @@ def dataset_id(tmp_path_factory) -> str:
         "401\tdog eats\tA dog eating meat.\n402\tchild sleeps\tA sleeping child.\n"
     )
     (root / "qrels.txt").write_text("401 0 d1 1\n402 0 d2 2\n402 0 d3 0\n")
-    name = "clir-test/tiny-sw"
+    return register("clir-test/tiny-sw", root)
+
+
+def register(name: str, root: Path) -> str:
+    """Register ``root``'s docs.tsv, queries.tsv and qrels.txt as the dataset ``name`` (once)."""
     if name not in ir_datasets.registry:
         ir_datasets.registry.register(
             name,
@@ -131,15 +135,5 @@ def test_a_document_judged_twice_is_refused(tmp_path):
     (tmp_path / "docs.tsv").write_text("d1\tMbwa\tmbwa\nd2\tPaka\tpaka\n")
     (tmp_path / "queries.tsv").write_text("401\tdog\tA dog.\n")
     (tmp_path / "qrels.txt").write_text("401 0 d1 1\n401 0 d1 0\n")
-    name = "clir-test/judged-twice"
-    if name not in ir_datasets.registry:
-        ir_datasets.registry.register(
-            name,
-            Dataset(
-                TsvDocs(LocalDownload(tmp_path / "docs.tsv"), doc_cls=TitledDoc, lang="sw"),
-                TsvQueries(LocalDownload(tmp_path / "queries.tsv"), query_cls=Topic, lang="en"),
-                TrecQrels(LocalDownload(tmp_path / "qrels.txt"), {0: "not relevant", 1: "relevant"}),
-            ),
-        )
     with pytest.raises(ConfigError, match="document 'd1' is judged twice for query '401'"):
-        Collection.from_ir_datasets(name)
+        Collection.from_ir_datasets(register("clir-test/judged-twice", tmp_path))
