@@ -137,3 +137,18 @@ def test_a_document_judged_twice_is_refused(tmp_path):
     (tmp_path / "qrels.txt").write_text("401 0 d1 1\n401 0 d1 0\n")
     with pytest.raises(ConfigError, match="document 'd1' is judged twice for query '401'"):
         Collection.from_ir_datasets(register("clir-test/judged-twice", tmp_path))
+    # in memory, as clir data irds refuses them when it writes: a repeated docno or qid, a qid
+    # with a space, a query without text
+    for name, docs, queries, expected in (
+        ("dup-doc", "d1\tA\tmbwa\nd1\tB\tpaka\n", "401\tdog\tA dog.\n", "docno 'd1' comes twice"),
+        ("dup-qid", "d1\tA\tmbwa\n", "401\tdog\t.\n401\tcat\t.\n", "qid '401' comes twice"),
+        ("space-qid", "d1\tA\tmbwa\n", "4 01\tdog\t.\n", "qid '4 01' "),
+        ("empty-query", "d1\tA\tmbwa\n", "401\t\t.\n", "query '401' has no text"),
+    ):
+        root = tmp_path / name
+        root.mkdir()
+        (root / "docs.tsv").write_text(docs)
+        (root / "queries.tsv").write_text(queries)
+        (root / "qrels.txt").write_text("401 0 d1 1\n")
+        with pytest.raises(ConfigError, match=expected):
+            Collection.from_ir_datasets(register(f"clir-test/{name}", root))

@@ -39,6 +39,7 @@ from clir.errors import ConfigError, DataNotFoundError, FormatError
 from clir.formats import (
     atomic_directory,
     atomic_write,
+    identifier_problem,
     read_documents,
     read_parallel,
     read_qrels,
@@ -158,16 +159,20 @@ class Collection:
             split: The split its queries form.
 
         Raises:
-            See :func:`~clir.datasets.irds.ir_dataset_parts`.
+            See :func:`~clir.datasets.irds.ir_dataset_parts`; also ConfigError on a docno or qid
+            that is not a valid identifier or comes twice, or a query without text (as ``clir
+            data irds`` refuses them when it writes the collection).
         """
         parts = ir_dataset_parts(
             dataset_id, doc_lang=doc_lang, fields=fields, query_field=query_field, query_lang=query_lang
         )
+        documents = list(parts.documents)
+        _check_ids(f"ir_datasets dataset {dataset_id!r}", documents, parts.queries)
         collection = cls(
             name=dataset_id.replace("/", "-"),
             doc_lang=parts.doc_lang,
             query_lang=parts.query_lang,
-            documents=list(parts.documents),
+            documents=documents,
             queries={split: parts.queries},
             qrels=parts.qrels,
             metadata=parts.metadata,
@@ -227,6 +232,24 @@ class Collection:
         if (path / "stats.json").exists():
             collection.stats = _verified_stats(path / "stats.json", collection.stats)
         return collection
+
+
+def _check_ids(source: str, documents: Sequence[Document], queries: Sequence[Query]) -> None:
+    """Refuse what the collection's writers and readers refuse: an invalid or repeated docno or
+    qid, and a query without text (an in-memory collection had taken them)."""
+    for what, values in (("docno", [d.docno for d in documents]), ("qid", [q.qid for q in queries])):
+        seen: set[str] = set()
+        for value in values:
+            if (problem := identifier_problem(value)) is not None:
+                raise ConfigError(
+                    f"{source}: {what} {value!r} {problem}; expected a non-empty identifier without "
+                    "whitespace or control characters"
+                )
+            if value in seen:
+                raise ConfigError(f"{source}: {what} {value!r} comes twice")
+            seen.add(value)
+    if empty := [q.qid for q in queries if not q.text.strip()]:
+        raise ConfigError(f"{source}: query {empty[0]!r} has no text")
 
 
 def read_collection_info(
