@@ -124,6 +124,10 @@ def test_clir_tables_from_links_and_imported_tables(tmp_path, capsys):
     en = (tokens / "en.txt").read_text().splitlines()
     doc = (tokens / "doc.txt").read_text().splitlines()
     assert len(en) == len(doc) == 6 and en[0] == "dog eat" and doc[:2] == ["mbwa", "mtoto lala"]
+    argv = ["tables", "--collection", str(collection), "--write-tokens", str(tmp_path / "t2"), "--quiet"]
+    capsys.readouterr()
+    assert main(argv) == 0  # clir's progress policy: tqdm's bar had been drawn, --quiet or not
+    assert "analyze parallel text" not in capsys.readouterr().err
     # hand-made links: each English word to the Swahili word at the same position
     links = tmp_path / "links"
     links.write_text("".join(" ".join(f"{i}-{i}" for i in range(min(len(a.split()), len(b.split())))) + "\n"

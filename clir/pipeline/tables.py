@@ -6,12 +6,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from tqdm import tqdm
-
 from clir.datasets import Collection
 from clir.errors import ConfigError, DataNotFoundError
 from clir.formats import atomic_directory, atomic_write
 from clir.formats.atomic import output_directory
+from clir.progress import progress_bar
 from clir.text import get_analyzer
 from clir.translation import TranslationTable, train_ibm1_both
 from clir.translation.alignments import read_links, read_table, tables_from_links, transpose
@@ -114,7 +113,7 @@ def parallel_tokens(
     the tokens IBM Model 1 learns from and an outside aligner must align (:func:`write_tokens`)."""
     analyzers = get_analyzer(collection.query_lang), get_analyzer(collection.doc_lang)
     sides: tuple[list[list[str]], list[list[str]]] = ([], [])
-    for pair in tqdm(collection.parallel, desc="analyze parallel text", disable=not progress):
+    for pair in progress_bar(collection.parallel, desc="analyze parallel text", enabled=progress):
         sides[0].append(list(analyzers[0].analyze(pair.source)))
         sides[1].append(list(analyzers[1].analyze(pair.target)))
     return sides
