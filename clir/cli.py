@@ -130,13 +130,13 @@ def _load_collection(args: argparse.Namespace):
     """The ``--collection`` of a command, with its ``--doc-lang`` and ``--parallel``."""
     from clir.datasets import Collection
     from clir.formats import read_parallel
-    from clir.pipeline.tables import DOC_EN, EN_DOC
+    from clir.pipeline.tables import holds_tables
 
     collection = Collection.load(args.collection, doc_lang=args.doc_lang)
     if getattr(args, "parallel", None) is not None:
         collection.parallel = read_parallel(args.parallel)
         tables = getattr(args, "tables", None)
-        if tables is not None and all((Path(tables) / n / "meta.json").is_file() for n in (EN_DOC, DOC_EN)):
+        if tables is not None and holds_tables(tables):
             import warnings
 
             warnings.warn(  # learn_tables loads them: the parallel text would go unused, silently
@@ -508,10 +508,8 @@ def _retrieve(args: argparse.Namespace) -> int:
     collection = _load_collection(args) if args.topics is None else None
     queries = _topics(args, tsv_only=True) if collection is None else collection.split(args.split)
     stage = FirstStage.load(args.index, progress=not args.quiet, processes=args.processes, verify=args.verify)
-    indexed, lang = (
-        getattr(stage.doc_analyzer, "lang", None),
-        collection.doc_lang if collection else args.doc_lang,
-    )
+    indexed = getattr(stage.doc_analyzer, "lang", None)
+    lang = collection.doc_lang if collection else args.doc_lang
     if indexed is not None and lang is not None and lang != indexed:
         given = f"--collection {args.collection} is in" if collection else "--doc-lang is"
         raise ConfigError(

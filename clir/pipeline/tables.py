@@ -18,6 +18,11 @@ from clir.translation.alignments import read_links, read_table, tables_from_link
 EN_DOC, DOC_EN = "en-doc", "doc-en"
 
 
+def holds_tables(path: str | Path) -> bool:
+    """Whether ``path`` holds both tables (``en-doc/`` and ``doc-en/``, each with its meta)."""
+    return all((Path(path) / name / "meta.json").is_file() for name in (EN_DOC, DOC_EN))
+
+
 def learn_tables(
     collection: Collection,
     out: str | Path | None = None,
@@ -51,7 +56,7 @@ def learn_tables(
     """
     keep = iterations is None and seed is None  # tables given as they are
     iterations, seed = 10 if iterations is None else iterations, seed or 0
-    if out is not None and all((Path(out) / name / "meta.json").is_file() for name in (EN_DOC, DOC_EN)):
+    if out is not None and holds_tables(out):
         tables = load_tables(out, (collection.query_lang, collection.doc_lang))
         if keep:
             return tables

@@ -558,9 +558,10 @@ def scores_to_arrays(
         if len(values) > len(query.docnos):
             raise ConfigError(f"query {query.qid!r}: {len(values)} scores for {len(query.docnos)} candidates")
         first = run.get(query.qid) if run is not None else None
-        # trec_eval's order (score descending, then docno descending), as the file will be read
-        scored = set(query.docnos) if first else set()
-        extra = [d for d, _ in ranked(first) if d not in scored] if first else []
+        extra: list[str] = []
+        if first:  # trec_eval's order (score descending, then docno descending), as it is read
+            scored = set(query.docnos)
+            extra = [d for d, _ in ranked(first) if d not in scored]
         if extra:
             if docnos is candidates.docnos:
                 docnos = list(docnos)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import codecs
 import json
 import math
+from collections import Counter
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -176,8 +177,7 @@ def _json_entries(path: Path, text: str) -> Iterator[tuple[str, str, float]]:
     def unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
         mapping = dict(pairs)
         if len(mapping) < len(pairs):  # json keeps the last of a repeated key, silently
-            seen: set[str] = set()
-            repeated = next(key for key, _ in pairs if key in seen or seen.add(key))
+            repeated = next(key for key, n in Counter(key for key, _ in pairs).items() if n > 1)
             raise FormatError(path, None, f"key {repeated!r} is written twice in one object")
         return mapping
 
