@@ -27,9 +27,10 @@ _WRITTEN = frozenset({"out", "png", "write_tokens", "index_cache", "cache"})
 """The path options that a command writes; every other path argument is one of its inputs."""
 
 
-def _inputs(args: argparse.Namespace) -> list[Path]:
-    """Every file or directory a command reads: its path arguments but those it writes."""
-    given = [value for name, value in vars(args).items() if name not in _WRITTEN]
+def _inputs(args: argparse.Namespace, but: str | None = None) -> list[Path]:
+    """Every file or directory a command reads: its path arguments but those it writes (and
+    ``but``, the option being checked)."""
+    given = [value for name, value in vars(args).items() if name not in _WRITTEN and name != but]
     items = [item for value in given for item in (value if isinstance(value, list) else [value])]
     return [item for item in items if isinstance(item, Path)]
 
@@ -78,14 +79,15 @@ def _check_cache(
 ) -> None:
     """Refuse a cache directory option that is a file, or is, lies inside or holds one of the
     command's inputs (its path arguments and ``also``: the cache's files would be written among
-    them), or, with a ``kind``, a non-empty directory that is not a clir output of that kind."""
+    them), or, with a ``kind``, a non-empty directory that is not a clir output of that kind, a
+    link or a directory clir never writes into (each refusal naming the option)."""
     from clir.errors import OutputExistsError
-    from clir.formats.atomic import artefact_kind, check_not_input
+    from clir.formats.atomic import artefact_kind, check_not_input, check_output
 
     path, name = getattr(args, option), "--" + option.replace("_", "-")
     if path is None:
         return
-    check_not_input(path, [*_inputs(args), *also], name)
+    check_not_input(path, [*_inputs(args, but=option), *also], name)
     if path.exists() and not path.is_dir():
         raise OutputExistsError(path, "a file (the cache is a directory)", force_helps=False, option=name)
     if kind is not None and path.is_dir() and any(path.iterdir()) and artefact_kind(path) != kind:
@@ -95,6 +97,36 @@ def _check_cache(
             force_helps=False,
             option=name,
         )
+    if kind is not None:  # a link, the working directory, a file where a parent goes
+        check_output(path, kind=kind, option=name)
+
+
+def _check_tables(args: argparse.Namespace, also: Sequence[Path] = ()) -> None:
+    """Refuse, before any work, a ``--tables`` directory that the command would learn the tables
+    into (it holds none yet) where they must not go: as :func:`_check_cache` (one of the inputs,
+    inside one or holding one; a user's directory), and never one of the command's outputs
+    (``--out``, ``--index-cache``), inside one or holding one."""
+    from clir.errors import OutputExistsError
+    from clir.pipeline.tables import holds_tables
+
+    tables = getattr(args, "tables", None)
+    if tables is None or holds_tables(tables):
+        return
+    for option in sorted(_WRITTEN):
+        written = getattr(args, option, None)
+        if written is None:
+            continue
+        path, out = os.path.realpath(tables), os.path.realpath(written)
+        common = os.path.commonpath([path, out])
+        if common in (path, out):
+            where = "the path of" if path == out else "inside" if common == out else "a directory holding"
+            raise OutputExistsError(
+                tables,
+                f"{where} this command's output --{option.replace('_', '-')} {written}",
+                force_helps=False,
+                option="--tables",
+            )
+    _check_cache(args, "tables", kind="tables", also=also)
 
 
 def _force_argument(parser: argparse.ArgumentParser) -> None:
@@ -134,7 +166,7 @@ def _load_collection(args: argparse.Namespace):
 
     collection = Collection.load(args.collection, doc_lang=args.doc_lang)
     if getattr(args, "parallel", None) is not None:
-        collection.parallel = read_parallel(args.parallel)
+        collection.parallel, collection.parallel_file = read_parallel(args.parallel), args.parallel
         tables = getattr(args, "tables", None)
         if tables is not None and holds_tables(tables):
             import warnings
@@ -370,7 +402,8 @@ def _tables(args: argparse.Namespace) -> int:
     if args.write_tokens is not None:
         if args.out is not None:
             raise ConfigError("clir tables: --write-tokens writes no tables; drop --out")
-        write_tokens(collection, args.write_tokens, progress=True)
+        _check_out(args, "aligner-input", option="write_tokens")
+        write_tokens(collection, args.write_tokens, progress=True, force=args.force)
         print(f"wrote {args.write_tokens}: en.txt and doc.txt, {len(collection.parallel)} pairs")
         return 0
     if args.out is None:
@@ -525,22 +558,26 @@ def _retrieve(args: argparse.Namespace) -> int:
 
 def _baselines(args: argparse.Namespace) -> int:
     from clir.evaluation import DEFAULT_MEASURES, format_table
-    from clir.formats.atomic import output_directory
+    from clir.formats.atomic import claimed_directory
     from clir.pipeline.baselines import BaselineConfig, run_baselines
     from clir.pipeline.tables import load_tables
 
     _check_out(args, "baselines")
-    output_directory(args.out, kind="baselines", force=args.force)
-    collection = _load_collection(args)
-    languages = (collection.query_lang, collection.doc_lang)
-    tables = load_tables(args.tables, languages) if args.tables is not None else None
-    config = BaselineConfig(
-        modes=tuple(args.modes), models=tuple(args.models), split=args.split, k=args.k, spelling=args.spelling
-    )
-    with _engine(args) as engine:
-        results = run_baselines(
-            collection, args.out, config, tables=tables, progress=not args.quiet, engine=engine
+    with claimed_directory(args.out, kind="baselines", force=args.force):  # unclaimed if it fails at once
+        collection = _load_collection(args)
+        languages = (collection.query_lang, collection.doc_lang)
+        tables = load_tables(args.tables, languages) if args.tables is not None else None
+        config = BaselineConfig(
+            modes=tuple(args.modes),
+            models=tuple(args.models),
+            split=args.split,
+            k=args.k,
+            spelling=args.spelling,
         )
+        with _engine(args) as engine:
+            results = run_baselines(
+                collection, args.out, config, tables=tables, progress=not args.quiet, engine=engine
+            )
     print(f"{collection.name}, {args.split} queries")
     print(format_table(results, list(DEFAULT_MEASURES)))
     return 0
@@ -670,6 +707,7 @@ def _train(args: argparse.Namespace) -> int:
             setattr(config, key, value)
     config.validate(f"{args.config} with the command line's options")
     _check_out(args, "reranker")  # before --force marks the directory as clir's
+    _check_tables(args)
     if args.force:
         output_directory(args.out, kind="reranker", force=True)
     collection = _load_collection(args)
@@ -710,6 +748,31 @@ def _check_run_queries(run: dict, split: list[str], args: argparse.Namespace) ->
         )
 
 
+def _check_run_documents(run: dict, collection, args: argparse.Namespace) -> None:
+    """Refuse a ``--run`` that ranks, for a ``--split`` query, a docno that is not a document of
+    the collection (another collection's run), naming the file and its first such line."""
+    from clir.errors import FormatError
+    from clir.formats._lines import numbered_lines
+
+    docnos = {document.docno for document in collection.documents}
+    wanted = {query.qid for query in collection.split(args.split)}
+    missing = {docno for qid in wanted for docno in run.get(qid, {}) if docno not in docnos}
+    if not missing:
+        return
+    lines = (
+        (number, fields[2])
+        for number, text in numbered_lines(args.run)
+        if len(fields := text.split()) > 2 and fields[0] in wanted and fields[2] in missing
+    )
+    line, docno = next(lines, (None, min(missing)))
+    raise FormatError(
+        args.run,
+        line,
+        f"docno {docno!r} is not a document of --collection {args.collection} ({len(missing)} docno(s) "
+        "of the run are not); give the run of this collection",
+    )
+
+
 def _rerank(args: argparse.Namespace) -> int:
     from clir.formats import read_run, write_run
     from clir.pipeline.features import rerank_collection
@@ -724,10 +787,12 @@ def _rerank(args: argparse.Namespace) -> int:
         )
     _check_out(args)
     _check_cache(args, "index_cache", kind="experiment")
+    _check_tables(args)
     collection = _load_collection(args)
     given = read_run(args.run) if args.run is not None else None
     if given is not None:
         _check_run_queries(given, [query.qid for query in collection.split(args.split)], args)
+        _check_run_documents(given, collection, args)
     with _engine(args) as engine:
         run = rerank_collection(
             args.model,
@@ -776,6 +841,7 @@ def _explain(args: argparse.Namespace) -> int:
 
     if args.png is not None:
         _check_out(args, option="png")
+    _check_tables(args)
     result = explain_pair(
         args.model,
         _load_collection(args),
@@ -845,6 +911,7 @@ def _search(args: argparse.Namespace) -> int:
     if args.out is not None:
         _check_out(args, also=bundle_dir)
     _check_cache(args, "index_cache", kind="experiment", also=bundle_dir)
+    _check_tables(args, also=bundle_dir)
     queries = [Query("query", args.query)] if args.query is not None else _topics(args)
     bundle = Bundle.from_pretrained(args.bundle)
     collection = _load_collection(args)

@@ -373,12 +373,13 @@ def load_yaml(path: str | Path, what: str = "config file") -> dict[str, Any]:
         what: Named when the file is missing.
 
     Returns:
-        The mapping (``{}`` for an empty file).
+        The mapping.
 
     Raises:
         DataNotFoundError: If the file does not exist.
         ConfigError: If it is not valid YAML (one line naming the file, line and column), repeats
-            a key in a mapping, or is not a mapping.
+            a key in a mapping, is empty (comments or ``null`` only: a file saved empty would
+            run with every default, silently) or is not a mapping.
     """
     path = Path(path)
     if not path.is_file():
@@ -390,7 +391,7 @@ def load_yaml(path: str | Path, what: str = "config file") -> dict[str, Any]:
     except UnicodeDecodeError as error:
         raise ConfigError(f"{path}: not valid YAML (not UTF-8 at byte {error.start})") from None
     if values is None:
-        return {}
+        raise ConfigError(f"{path}: empty {what} (no key set); write {{}} to take every default")
     if not isinstance(values, dict):
         raise ConfigError(f"{path}: expected a mapping at the top level, got {type(values).__name__}")
     return values

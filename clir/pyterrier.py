@@ -22,6 +22,7 @@ then docno descending; ``rank`` from 0, as in PyTerrier), so ``pt.Experiment`` r
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from numbers import Integral
 from pathlib import Path
@@ -103,7 +104,9 @@ def frame_run(frame: pd.DataFrame) -> Run:
     """PyTerrier results as a run ``{qid: {docno: score}}``.
 
     Raises:
-        ConfigError: Without ``qid``, ``docno`` and ``score`` columns.
+        ConfigError: Without ``qid``, ``docno`` and ``score`` columns, on a score that is not a
+            finite number, or on a (qid, docno) given twice (one of its scores would be kept,
+            silently).
     """
     missing = [column for column in ("qid", "docno", "score") if column not in frame.columns]
     if missing:
@@ -112,7 +115,19 @@ def frame_run(frame: pd.DataFrame) -> Run:
         )
     run: Run = {}
     for qid, docno, score in zip(frame["qid"], frame["docno"], frame["score"], strict=True):
-        run.setdefault(str(qid), {})[str(docno)] = float(score)
+        try:
+            value = float(score)
+        except (TypeError, ValueError):
+            value = math.nan
+        if not math.isfinite(value):
+            raise ConfigError(
+                f"the results frame's column 'score' holds {score!r} for qid {str(qid)!r}, docno "
+                f"{str(docno)!r}: expected a finite number"
+            )
+        docs = run.setdefault(str(qid), {})
+        if str(docno) in docs:
+            raise ConfigError(f"the results frame lists docno {str(docno)!r} twice for qid {str(qid)!r}")
+        docs[str(docno)] = value
     return run
 
 

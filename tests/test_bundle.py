@@ -315,3 +315,18 @@ def test_bundle_scores_of_a_results_json(tmp_path):
     scores = tmp_path / "results.json"
     scores.write_bytes(b'\xef\xbb\xbf{"systems": {"en-sw": {"full": {"AP": 0.5, "P@10": 1}}}, "timings": {}}')
     assert read_scores(scores) == {"en-sw": {"full": {"AP": 0.5, "P@10": 1}}}
+
+
+def test_rerank_names_the_run_file_and_line_of_a_docno_outside_the_collection(trained, tmp_path, capsys):
+    """A --run of another collection's documents failed with "candidates [...] are not documents
+    of the collection", naming neither the run nor the line, after the tables were learned."""
+    root, model, _, _, _ = trained
+    argv = ["rerank", "--model", str(model), "--collection", str(root / "sw"), "--space", str(root / "space")]
+    argv += ["--tables", str(tmp_path / "new-tables")]
+    qid = Collection.load(root / "sw").split("test")[0].qid
+    run = tmp_path / "other.run"
+    run.write_text(f"q-other Q0 elsewhere 1 4 x\n{qid} Q0 d001 1 3 x\n{qid} Q0 elsewhere 2 2 x\n")
+    assert main([*argv, "--run", str(run), "--out", str(tmp_path / "a.run")]) == 2
+    err = capsys.readouterr().err
+    assert f"clir: error: {run}:3: docno 'elsewhere' is not a document of --collection {root / 'sw'}" in err
+    assert not (tmp_path / "a.run").exists() and not (tmp_path / "new-tables").exists()

@@ -12,7 +12,7 @@ import pytest
 from clir.cli import build_parser, main
 from clir.datasets import Collection
 from clir.errors import ConfigError
-from clir.types import Document, Query
+from clir.types import Document, ParallelPair, Query
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 
@@ -505,3 +505,67 @@ def test_import_topics_without_a_split_or_a_file_names_the_item(item, tmp_path, 
     assert main([*argv, "--topics", item, "--doc-lang", "sw", "--out", str(tmp_path / "c")]) == 2
     err = capsys.readouterr().err
     assert f"clir: error: --topics {item!r}: expected FILE or SPLIT=FILE, e.g. dev=dev.tsv" in err
+
+
+def test_parallel_text_with_no_pair_to_learn_from_names_its_file(tmp_path, capsys):
+    """Parallel text whose pairs all lose a side to analysis said "no sentence pair has both
+    sides non-empty", and an empty --parallel file "pass --parallel FILE": neither named it."""
+    collection = tmp_path / "c"
+    queries = {"test": [Query("q1", "water")]}
+    Collection("c", "sw", "en", [Document("d1", "maji")], queries, {"q1": {"d1": 1}}).save(collection)
+    argv = ["tables", "--collection", str(collection), "--out", str(tmp_path / "t"), "--quiet"]
+    parallel = tmp_path / "parallel.tsv"
+    parallel.write_text("p1\tthe of\tmaji\np2\t...\tmoto\n")
+    assert main([*argv, "--parallel", str(parallel)]) == 2
+    err = capsys.readouterr().err
+    assert f"clir: error: {parallel}: none of its 2 pairs has words on both sides after analysis" in err
+    parallel.write_text("")
+    assert main([*argv, "--parallel", str(parallel)]) == 2
+    assert (
+        f"clir: error: {parallel}: holds no pair to learn translation tables from" in capsys.readouterr().err
+    )
+    assert not (tmp_path / "t").exists()
+
+
+def test_an_unknown_language_is_warned_about_once_a_command(tmp_path, capsys, monkeypatch):
+    """--doc-lang xx printed its warning once per analyzer made: 7 times in one command."""
+    monkeypatch.setattr("clir.text.analyzer._WARNED", set())
+    collection = tmp_path / "c"
+    queries = {"test": [Query("q1", "water")]}
+    Collection("c", "sw", "en", [Document("d1", "maji"), Document("d2", "moto")], queries, {"q1": {"d1": 1}},
+               parallel=[ParallelPair("p1", "water", "maji")]).save(collection)  # fmt: skip
+    argv = ["baselines", "--collection", str(collection), "--doc-lang", "xx", "--out", str(tmp_path / "b")]
+    assert main([*argv, "--quiet"]) == 0
+    assert capsys.readouterr().err.count("no stopwords, lemmatiser or stemmer known for language 'xx'") == 1
+
+
+def test_an_imported_table_left_with_no_entry_is_an_error(tmp_path, capsys):
+    """A table whose every word the analyzers dropped (or an empty file) was written as a table of
+    0 words, which translates nothing, without a word."""
+    collection = tmp_path / "c"
+    queries = {"test": [Query("q1", "water")]}
+    Collection("c", "sw", "en", [Document("d1", "maji")], queries, {"q1": {"d1": 1}}).save(collection)
+    table = tmp_path / "lex.tsv"
+    argv = [
+        "tables",
+        "--collection",
+        str(collection),
+        "--import-tables",
+        str(table),
+        "--out",
+        str(tmp_path / "t"),
+    ]
+    for text, message in (
+        (
+            "the\tna\t1.0\nof\twa\t0.5\n",
+            "no entry of its 2 is left (the en / sw analyzers dropped every word",
+        ),
+        ("", "holds no entry"),
+    ):
+        table.write_text(text)
+        assert main(argv) == 2
+        assert f"clir: error: {table}: {message}" in capsys.readouterr().err
+        assert not (tmp_path / "t").exists()
+    table.write_text("the\tna\t1.0\nwater\tmaji\t0.5\n")
+    assert main(argv) == 0
+    assert "en->sw 1 words" in capsys.readouterr().out

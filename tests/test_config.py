@@ -471,8 +471,67 @@ def test_yaml_errors_are_one_line_naming_the_place_and_repeated_keys_are_refused
     assert load_yaml(tmp_path / "x.yaml") == {"base": {"lr": 1, "epochs": 3}, "x": {"lr": 2, "epochs": 3}}
 
 
+@pytest.mark.parametrize("text", ["", "# lr: 0.1\n", "null\n", "---\n~\n"])
+def test_an_empty_config_file_is_an_error_not_the_defaults(text, tmp_path, capsys):
+    """A config file saved empty (or holding only comments, or null) trained with every default,
+    silently; ``{}`` still asks for them."""
+    from clir.cli import main
+    from clir.pipeline.config import load_experiment
+    from clir.training import TrainConfig, load_config
+
+    path = tmp_path / "x.yaml"
+    path.write_text(text)
+    with pytest.raises(ConfigError, match=rf"^{re.escape(str(path))}: empty config file \(no key set\)"):
+        load_config(path)
+    with pytest.raises(ConfigError, match=r"x\.yaml: empty experiment config \(no key set\); write \{\}"):
+        load_experiment(path)
+    argv = [
+        "train",
+        "--config",
+        str(path),
+        "--collection",
+        str(tmp_path / "c"),
+        "--space",
+        str(tmp_path / "s"),
+    ]
+    assert main([*argv, "--out", str(tmp_path / "m")]) == 2
+    assert capsys.readouterr().err.startswith(f"clir: error: {path}: empty config file")
+    path.write_text("{}\n")
+    assert load_config(path) == TrainConfig()
+
+
 def test_a_range_is_spelled_the_same_with_int_or_float_bounds():
     """typing caches ``Annotated[float, Range(ge=0, lt=1)]`` and the equal ``Range(ge=0.0, lt=1.0)``
     as one object, so a message's spelling had depended on which module was imported first."""
     assert Range(ge=0.0, lt=1.0).expected() == Range(ge=0, lt=1).expected() == "a value >= 0 and < 1"
     assert Range(gt=0.5, le=2**32 - 1).expected() == "a value > 0.5 and <= 4294967295"
+
+
+def test_mt_model_paths_are_read_beside_the_experiment_file(tmp_path, monkeypatch):
+    """translation.models paths were read from the working directory, the reranker file beside
+    the experiment file: the same relative path meant two places in one config."""
+    from clir.pipeline.config import load_experiment
+
+    fast = Path(__file__).resolve().parents[1] / "configs" / "experiment-fast.yaml"
+    folder = tmp_path / "configs"
+    for name in ("sw-en", "en-sw", "tl-en"):
+        (folder / "models" / name).mkdir(parents=True)
+    elsewhere = tmp_path / "elsewhere" / "tl-en"
+    elsewhere.mkdir(parents=True)
+    section = (
+        "translation:\n  mode: mt\n  models:\n    sw: {to_en: models/sw-en, from_en: ./models/en-sw}\n"
+        f"    tl: {{to_en: {elsewhere}}}\n"
+    )
+    base = fast.read_text().replace("reranker-tiny.yaml", str(fast.parent / "reranker-tiny.yaml"))
+    (folder / "mt.yaml").write_text(base + section)
+    monkeypatch.chdir(tmp_path)  # models/sw-en is no directory here
+    models = load_experiment(Path("configs") / "mt.yaml").translation.models
+    assert Path(models["sw"].to_en).resolve() == folder / "models" / "sw-en"
+    assert Path(models["sw"].from_en).resolve() == folder / "models" / "en-sw"
+    assert models["tl"].to_en == str(elsewhere)  # an absolute path as it is
+    (tmp_path / "models" / "sw-en").mkdir(parents=True)  # the working directory's is not taken
+    (folder / "models" / "sw-en").rmdir()
+    with pytest.raises(
+        ConfigError, match=r"translation\.models\.sw\.to_en='configs/models/sw-en' is invalid"
+    ):
+        load_experiment(Path("configs") / "mt.yaml")

@@ -395,3 +395,125 @@ def test_seed_options_take_what_numpy_and_gensim_take(seed, capsys):
     assert exit_info.value.code == 2
     err = capsys.readouterr().err
     assert f"argument --seed: must be an integer from 0 to 4294967295, got '{seed}'" in err
+
+
+def _collection_with_parallel(path: Path, parallel: list[tuple[str, str, str]] | None = None) -> Path:
+    from clir.types import ParallelPair
+
+    pairs = [
+        ParallelPair(*pair) for pair in parallel or [(f"p{i}", "water fire", "maji moto") for i in range(3)]
+    ]
+    documents, queries = [Document("d1", "maji"), Document("d2", "moto")], {"test": [Query("q1", "water")]}
+    Collection("c", "sw", "en", documents, queries, {"q1": {"d1": 1}}, parallel=pairs).save(path)
+    return path
+
+
+@pytest.mark.parametrize("command", ["train", "rerank", "explain", "search"])
+def test_tables_to_learn_are_checked_against_the_inputs_and_outputs_before_any_work(
+    command, tmp_path, capsys, monkeypatch
+):
+    """--tables DIR holding no tables yet was learned into without the checks --out gets: inside
+    the collection (written there), at the --out run's path or holding it, over a file (refused
+    after the work, naming --out)."""
+    from clir.cli import main
+
+    def never(*args, **kwargs):
+        raise AssertionError("tables learned before --tables was checked")
+
+    monkeypatch.setattr("clir.pipeline.tables.learn_tables", never)
+    collection = _collection_with_parallel(tmp_path / "c")
+    before = _tree(collection)
+    notes = tmp_path / "notes.txt"
+    notes.write_text("mine")
+    absent = str(tmp_path / "absent")
+    config = str(Path(__file__).parents[1] / "configs" / "reranker-tiny.yaml")
+    given = {
+        "train": ["--config", config, "--space", absent],
+        "rerank": ["--model", absent, "--space", absent],
+        "explain": ["--model", absent, "--space", absent, "--qid", "q1", "--docno", "d1"],
+        "search": ["--bundle", absent, "--query", "water"],
+    }[command]
+    out = {"train": tmp_path / "outs" / "model", "rerank": tmp_path / "outs" / "r.run"}.get(command)
+    argv = [command, "--collection", str(collection), *given, *(["--out", str(out)] if out else [])]
+    cases = [
+        (collection / "tables", f"is inside one of this command's inputs ({collection})"),
+        (notes, "is a file"),
+        (_user_dir(tmp_path / "mine"), "is a directory that clir did not write"),
+    ]
+    if out is not None:
+        cases += [(out, f"is the path of this command's output --out {out}"),
+                  (out.parent, f"is a directory holding this command's output --out {out}")]  # fmt: skip
+    for tables, found in cases:
+        assert main([*argv, "--tables", str(tables)]) == 2, tables
+        err = capsys.readouterr().err
+        assert err.startswith(f"clir: error: {tables} {found}") and "choose another --tables" in err, err
+    assert _tree(collection) == before and not (collection / "tables").exists()
+    assert notes.read_text() == "mine" and not (out or tmp_path / "x").exists()
+
+
+def test_refusals_name_the_option_given_write_tokens_and_index_cache(tmp_path, capsys):
+    """clir tables --write-tokens wrote the aligner's input inside the collection and named
+    --out when it refused one; a link as --index-cache named --out too."""
+    from clir.cli import main
+
+    collection = _collection_with_parallel(tmp_path / "c")
+    before = _tree(collection)
+    argv = ["tables", "--collection", str(collection), "--quiet"]
+    for path, found in ((collection / "tokens", "is inside one of"), (collection, "is one of")):
+        assert main([*argv, "--write-tokens", str(path)]) == 2
+        err = capsys.readouterr().err
+        assert f"{path} {found} this command's inputs" in err and "choose another --write-tokens" in err
+    user = _user_dir(tmp_path / "mine")
+    assert main([*argv, "--write-tokens", str(user)]) == 2
+    assert "choose another --write-tokens, or pass --force" in capsys.readouterr().err
+    assert main([*argv, "--write-tokens", str(user), "--force"]) == 0  # moved aside, as --force says
+    assert (user / "en.txt").is_file() and _tree(tmp_path / "mine.before-clir") == {
+        "thesis.tex": "years of work",
+        "notes/a.txt": "a",
+    }
+    assert _tree(collection) == before
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "link").symlink_to(tmp_path / "empty")
+    argv = ["rerank", "--model", str(tmp_path / "m"), "--collection", str(collection), "--space",
+            str(tmp_path / "s"), "--out", str(tmp_path / "r.run")]  # fmt: skip
+    assert main([*argv, "--index-cache", str(tmp_path / "link")]) == 2
+    err = capsys.readouterr().err
+    assert "link is a symbolic link; choose another --index-cache" in err and "--out" not in err
+
+
+def test_a_failed_command_unclaims_the_directory_it_created(tmp_path, capsys):
+    """clir baselines (and clir tables) that failed before writing anything left their --out
+    behind, empty but for clir's marker; only what clir created goes, never a user's file."""
+    from clir.cli import main
+    from clir.formats.atomic import claimed_directory
+
+    assert (
+        main(["baselines", "--collection", str(tmp_path / "absent"), "--out", str(tmp_path / "a" / "b")]) == 2
+    )
+    assert "absent: no such collection directory" in capsys.readouterr().err
+    assert not (tmp_path / "a").exists()  # nor the parent it made
+    collection = _collection_with_parallel(tmp_path / "c", [("p1", "the of", "maji")])  # nothing to learn
+    for argv in (["baselines", "--collection", str(collection), "--out", str(tmp_path / "b")],
+                 ["tables", "--collection", str(collection), "--out", str(tmp_path / "b")]):  # fmt: skip
+        assert main([*argv, "--quiet"]) == 2
+        assert "has words on both sides" in capsys.readouterr().err and not (tmp_path / "b").exists()
+    empty = tmp_path / "empty"  # an empty directory the user made stays
+    empty.mkdir()
+    with pytest.raises(KeyError), claimed_directory(empty, kind="baselines"):
+        raise KeyError
+    assert empty.is_dir() and list(empty.iterdir()) == []
+    user = _user_dir(tmp_path / "user")  # --force: the marker goes, the user's files stay
+    with pytest.raises(KeyError), claimed_directory(user, kind="baselines", force=True):
+        raise KeyError
+    assert sorted(p.name for p in user.iterdir()) == ["notes", "thesis.tex"]
+    claimed = tmp_path / "claimed"  # what clir wrote before failing is kept, marker and all
+    with pytest.raises(KeyError), claimed_directory(claimed, kind="baselines") as out:
+        (out / "results.md").write_text("half")
+        raise KeyError
+    assert artefact_kind(claimed) == "baselines" and (claimed / "results.md").read_text() == "half"
+    other = tmp_path / "other"  # a marker replaced with --force is put back
+    _write(other, "space", "x")
+    marker = (other / MARKER).read_bytes()
+    with pytest.raises(KeyError), claimed_directory(other, kind="baselines", force=True):
+        raise KeyError
+    assert (other / MARKER).read_bytes() == marker and _tree(other) == {"data.txt": "x"}

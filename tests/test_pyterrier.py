@@ -79,6 +79,14 @@ def test_frames_round_trip():
     assert frame_run(frame) == {"q1": run["q1"]}
     with pytest.raises(ConfigError, match=r"the results frame has no column 'score'"):
         frame_run(frame.drop(columns="score"))
+    # a score that is no number raised pandas' bare ValueError; a repeated document kept its last score
+    for score in ("high", None, float("nan")):
+        with pytest.raises(
+            ConfigError, match=r"column 'score' holds .* for qid 'q1', docno 'b': expected a finite"
+        ):
+            frame_run(frame.assign(score=[2.0, score, 1.0]))
+    with pytest.raises(ConfigError, match=r"the results frame lists docno 'c' twice for qid 'q1'"):
+        frame_run(frame.assign(docno=["c", "b", "c"]))
     # empty cells were read as the word "nan", and a float qid 1.0 as "1.0" (no qrels match it)
     import pandas as pd
 

@@ -30,7 +30,8 @@ def test_tokenize_keeps_combining_marks_and_normalises_to_nfc():
     assert an.tokenize("O’Brien O'Brien") == ["o'brien", "o'brien"]
 
 
-def test_unsegmented_scripts_are_warned_about():
+def test_unsegmented_scripts_are_warned_about(monkeypatch):
+    monkeypatch.setattr("clir.text.analyzer._WARNED", set())  # warned once a process
     with pytest.warns(UserWarning, match="no word segmenter for language 'zh'"):
         get_analyzer("zh")
 
@@ -56,10 +57,16 @@ def test_options_override_language_defaults():
     assert get_analyzer("en", stem=False).analyze("kings") == ["kings"]
 
 
-def test_unknown_language_gets_tokens_and_a_warning_not_a_crash():
+def test_unknown_language_gets_tokens_and_a_warning_not_a_crash(monkeypatch):
+    monkeypatch.setattr("clir.text.analyzer._WARNED", set())
     with pytest.warns(UserWarning, match="'xx'"):
         an = get_analyzer("xx")
     assert an.analyze("Foo BAR") == ["foo", "bar"]
+    # once a process, not once per analyzer made (a command makes several: 7 warnings)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        get_analyzer("xx", stopwords=False)
+        get_analyzer("xx")
 
 
 def test_snowball_languages_without_lemmas_are_stemmed():

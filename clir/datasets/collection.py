@@ -72,6 +72,8 @@ class Collection:
         stats: Counts describing the collection (see :func:`collection_stats`).
         metadata: What built it: ``type``, ``source``, ``parameters`` (written to
             ``collection.json``).
+        parallel_file: The file ``parallel`` was read from, named in errors about it
+            (``None``: made in memory); neither saved nor compared.
     """
 
     name: str
@@ -83,6 +85,7 @@ class Collection:
     parallel: list[ParallelPair] = field(default_factory=list)
     stats: dict[str, Any] = field(default_factory=dict)
     metadata: dict[str, Any] = field(default_factory=dict)
+    parallel_file: Path | None = field(default=None, compare=False, repr=False)
 
     def all_queries(self) -> list[Query]:
         """The queries of every split, splits in :data:`~clir.datasets.splits.SPLITS` order first."""
@@ -227,6 +230,7 @@ class Collection:
             qrels=qrels,
             parallel=parallel,
             metadata={k: v for k, v in info.items() if k not in _RESERVED_KEYS or k == "type"},
+            parallel_file=path / "parallel.tsv" if (path / "parallel.tsv").exists() else None,
         )
         collection.stats = collection_stats(collection)
         if (path / "stats.json").exists():

@@ -221,6 +221,46 @@ def output_directory(path: str | Path, *, kind: str, force: bool = False) -> Pat
     return path
 
 
+@contextmanager
+def claimed_directory(path: str | Path, *, kind: str, force: bool = False) -> Iterator[Path]:
+    """:func:`output_directory`, undone if the command filling the directory fails before it
+    writes anything there: what the claim created goes again (its marker, a marker it replaced
+    put back, and the directory with the parents it made), so a failed first run leaves no empty
+    directory behind. Never anything else: a directory that holds more than before is kept
+    whole, marker included, and only empty directories are removed.
+
+    Yields:
+        ``path`` as a :class:`~pathlib.Path`.
+
+    Raises:
+        OutputExistsError: As :func:`output_directory`.
+    """
+    path = Path(path)
+    absolute = Path(os.path.abspath(path))
+    made = [p for p in (absolute, *absolute.parents) if not os.path.lexists(p)]  # deepest first
+    before = set(os.listdir(path)) if path.is_dir() else set()
+    try:
+        old = (path / MARKER).read_bytes()
+    except OSError:
+        old = None
+    output_directory(path, kind=kind, force=force)
+    try:
+        yield path
+    except BaseException:
+        try:
+            if set(os.listdir(path)) - {MARKER} == before - {MARKER}:  # nothing written: unclaimed
+                if old is None:
+                    (path / MARKER).unlink(missing_ok=True)
+                elif (path / MARKER).read_bytes() != old:
+                    with atomic_write(path / MARKER, "wb") as handle:
+                        handle.write(old)
+                for directory in made:
+                    os.rmdir(directory)  # only an empty one
+        except OSError:
+            pass  # written to meanwhile, or gone: left as it is
+        raise
+
+
 def check_not_input(path: str | Path, inputs: Sequence[str | Path | None], option: str) -> None:
     """Refuse an output that is one of ``inputs``, lies inside one or holds one (``None``: an
     input not given), ``--force`` or not.

@@ -348,11 +348,33 @@ def _merge(base: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _mt_models_beside(values: dict[str, Any], folder: Path) -> dict[str, Any]:
+    """``values`` with each relative ``translation.models.<lang>.to_en`` / ``from_en`` joined to
+    the config file's ``folder``, as its ``reranker`` file is (they were read from the working
+    directory); whatever is no such path is left for :func:`build` to name."""
+    translation = values.get("translation")
+    models = translation.get("models") if isinstance(translation, dict) else None
+    if not isinstance(models, dict):
+        return values
+
+    def beside(key: str, value: Any) -> Any:
+        relative = key in ("to_en", "from_en") and isinstance(value, str) and not Path(value).is_absolute()
+        return str(folder / value) if relative else value
+
+    models = {
+        lang: {key: beside(key, value) for key, value in sides.items()} if isinstance(sides, dict) else sides
+        for lang, sides in models.items()
+    }
+    return {**values, "translation": {**translation, "models": models}}
+
+
 def load_experiment(path: str | Path) -> ExperimentConfig:
     """Read an experiment YAML file and check it whole, every system's training config included.
 
     Args:
-        path: The file. Its ``reranker`` may name a training config file, relative to its folder.
+        path: The file. Its ``reranker`` may name a training config file, relative to its folder,
+            and its MT model directories (``translation.models.<lang>.to_en`` / ``from_en``) are
+            read relative to its folder too (an absolute path as it is).
 
     Returns:
         The config; keys the file leaves out take their defaults.
@@ -364,7 +386,7 @@ def load_experiment(path: str | Path) -> ExperimentConfig:
             that is no checkpoint or ensemble.
     """
     path = Path(path)
-    values = load_yaml(path, "experiment config")
+    values = _mt_models_beside(load_yaml(path, "experiment config"), path.parent)
     reranker = values.get("reranker")
     if isinstance(reranker, str):
         reranker_path = (path.parent / reranker).resolve()

@@ -4,12 +4,13 @@ from an outside aligner's links over the same tokens, or imported from another t
 from __future__ import annotations
 
 from collections.abc import Sequence
+from contextlib import nullcontext
 from pathlib import Path
 
 from clir.datasets import Collection
-from clir.errors import ConfigError, DataNotFoundError
+from clir.errors import ConfigError, DataNotFoundError, FormatError
 from clir.formats import atomic_directory, atomic_write
-from clir.formats.atomic import output_directory
+from clir.formats.atomic import claimed_directory, output_directory
 from clir.progress import progress_bar
 from clir.text import get_analyzer
 from clir.translation import TranslationTable, train_ibm1_both
@@ -53,6 +54,8 @@ def learn_tables(
     Raises:
         ConfigError: If the collection has no parallel text and ``out`` holds no tables (the
             message names ``--tables`` and ``--parallel``).
+        FormatError: If its parallel text file holds no pair, or none with words on both sides
+            after analysis (naming the file).
     """
     keep = iterations is None and seed is None  # tables given as they are
     iterations, seed = 10 if iterations is None else iterations, seed or 0
@@ -64,23 +67,25 @@ def learn_tables(
         given = any(t.meta.get("model") != "ibm1" for t in tables)  # from alignments or another toolkit
         if same or given or not collection.parallel:
             return tables
+    if not collection.parallel and collection.parallel_file is not None:
+        raise FormatError(collection.parallel_file, None, "holds no pair to learn translation tables from")
     if not collection.parallel:
         raise ConfigError(
             f"collection {collection.name!r} has no parallel text to learn translation tables from: "
             f"pass --tables DIR (tables written by 'clir tables') or --parallel FILE (English / "
             f"{collection.doc_lang} text, TSV: pair_id, English, {collection.doc_lang})"
         )
-    if out is not None:
-        output_directory(out, kind="tables")
-    en_doc, doc_en = train_ibm1_both(
-        collection.parallel,
-        get_analyzer(collection.query_lang),
-        get_analyzer(collection.doc_lang),
-        iterations=iterations,
-        seed=seed,
-        progress=progress,
-    )
-    return _saved((en_doc, doc_en), out)
+    with nullcontext() if out is None else claimed_directory(out, kind="tables"):
+        en_doc, doc_en = train_ibm1_both(
+            collection.parallel,
+            get_analyzer(collection.query_lang),
+            get_analyzer(collection.doc_lang),
+            iterations=iterations,
+            seed=seed,
+            progress=progress,
+            source=collection.parallel_file,
+        )
+        return _saved((en_doc, doc_en), out)
 
 
 def load_tables(
@@ -124,17 +129,20 @@ def parallel_tokens(
     return sides
 
 
-def write_tokens(collection: Collection, out: str | Path, progress: bool = False) -> Path:
+def write_tokens(
+    collection: Collection, out: str | Path, progress: bool = False, force: bool = False
+) -> Path:
     """Write the parallel side's analyzed tokens for an aligner: ``out/en.txt`` and
     ``out/doc.txt``, one pair per line, tokens separated by spaces (empty lines kept), e.g.
-    ``eflomal-align -s en.txt -t doc.txt -f en-doc.links -r doc-en.links``.
+    ``eflomal-align -s en.txt -t doc.txt -f en-doc.links -r doc-en.links``. ``force`` writes
+    over a directory that clir did not write, moved aside (see :func:`atomic_directory`).
 
     Raises:
         ConfigError: If the collection has no parallel text.
     """
     _need_parallel(collection)
     en, doc = parallel_tokens(collection, progress)
-    with atomic_directory(out, kind="aligner-input") as tmp:
+    with atomic_directory(out, kind="aligner-input", force=force) as tmp:
         for name, side in (("en.txt", en), ("doc.txt", doc)):
             with atomic_write(tmp / name) as handle:
                 handle.writelines(" ".join(tokens) + "\n" for tokens in side)

@@ -121,6 +121,11 @@ class AnalyzerConfig:
     extra_stopwords: tuple[str, ...] = field(default_factory=tuple)
 
 
+_WARNED: set[str] = set()
+"""The languages whose analyzer was warned about: once a process, not once per analyzer made
+(a command makes several: Python's own once-only filter keys a warning by its caller's line)."""
+
+
 class TextAnalyzer(Analyzer):
     """Unicode-aware analyzer configured per language.
 
@@ -142,13 +147,15 @@ class TextAnalyzer(Analyzer):
         self._stemmer = snowballstemmer.stemmer(SNOWBALL[self.lang]) if stem else None
         self._lemmatize = lemmatize
         self._cache: dict[str, str] = {}
-        if self.lang in UNSEGMENTED:
+        if self.lang in UNSEGMENTED and self.lang not in _WARNED:
+            _WARNED.add(self.lang)
             warnings.warn(
                 f"clir has no word segmenter for language {self.lang!r}: text written without "
                 "spaces becomes one token per run of letters; segment it before indexing",
                 stacklevel=3,
             )
-        elif not (self._stop or self._stemmer or lemmatize):
+        elif not (self._stop or self._stemmer or lemmatize) and self.lang not in _WARNED:
+            _WARNED.add(self.lang)
             warnings.warn(
                 f"no stopwords, lemmatiser or stemmer known for language {self.lang!r}: "
                 "using lowercased tokens only",

@@ -127,7 +127,8 @@ def read_table(
     Raises:
         DataNotFoundError: If the file does not exist.
         FormatError: On a malformed line or entry, or a probability that is not a finite
-            number >= 0 (naming the file, and the line of a TSV).
+            number >= 0 (naming the file, and the line of a TSV); or when no entry is left
+            (an empty file, or the analyzers dropped every word: such a table translates nothing).
     """
     path = Path(path)
     if not path.is_file():
@@ -143,14 +144,32 @@ def read_table(
     def terms(word: str, analyzer: Any | None) -> list[str]:
         return [word] if analyzer is None else list(analyzer.analyze(word))
 
+    read = 0
+
+    def counted() -> Iterator[tuple[str, str, float]]:
+        nonlocal read
+        for entry in entries:
+            read += 1
+            yield entry
+
     triples = (
         (s, t, weight)
-        for source, target, weight in entries
+        for source, target, weight in counted()
         for s in terms(source, source_analyzer)
         for t in terms(target, target_analyzer)
     )
     meta = {"method": "imported", "file": str(path), "analyzed": source_analyzer is not None}
-    return TranslationTable.from_weights(triples, source_lang, target_lang, meta)
+    table = TranslationTable.from_weights(triples, source_lang, target_lang, meta)
+    if not len(table):
+        raise FormatError(
+            path,
+            None,
+            "holds no entry"
+            if not read
+            else f"no entry of its {read} is left (the {source_lang} / {target_lang} analyzers dropped "
+            "every word, or every probability is 0): the table would translate nothing",
+        )
+    return table
 
 
 def _weight(path: Path, line: int | None, value: Any) -> float:

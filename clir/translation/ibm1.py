@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from clir.errors import ConfigError
+from clir.errors import ConfigError, FormatError
 from clir.progress import progress_bar
 from clir.translation.base import TableTranslator, analyzer_config, register_translator
 from clir.translation.table import TranslationTable
@@ -153,6 +153,7 @@ def train_ibm1_both(
     null: bool = True,
     seed: int = 0,
     progress: bool = True,
+    source: str | Path | None = None,
 ) -> tuple[TranslationTable, TranslationTable]:
     """Train IBM Model 1 in both directions on the analyzed tokens of parallel pairs.
 
@@ -165,10 +166,15 @@ def train_ibm1_both(
         null: Use the NULL word.
         seed: Seed (see :class:`IBMModel1`).
         progress: Show progress bars.
+        source: The file the pairs were read from, named in errors (``None``: none).
 
     Returns:
         ``(en_to_doc, doc_to_en)``: p(doc word | English word) and p(English word | doc word);
         each table's meta records the analyzer configs and the training settings.
+
+    Raises:
+        ConfigError: If no pair has words on both sides after analysis (a
+            :class:`~clir.errors.FormatError` naming ``source`` when given).
     """
     en_tokens = [
         en_analyzer.analyze(pair.source) for pair in progress_bar(pairs, desc="analyze en", enabled=progress)
@@ -177,6 +183,14 @@ def train_ibm1_both(
         doc_analyzer.analyze(pair.target)
         for pair in progress_bar(pairs, desc="analyze doc", enabled=progress)
     ]
+    if pairs and not any(len(en) and len(doc) for en, doc in zip(en_tokens, doc_tokens, strict=True)):
+        message = (
+            f"none of its {len(pairs)} pairs has words on both sides after analysis (stopwords and "
+            f"punctuation are dropped), e.g. pair {pairs[0].pair_id!r}: nothing to learn from"
+        )
+        if source is not None:
+            raise FormatError(source, None, message)
+        raise ConfigError(f"the parallel text: {message}")
     en_lang, doc_lang = _lang_of(en_analyzer, "en"), _lang_of(doc_analyzer, "doc")
     en_config, doc_config = analyzer_config(en_analyzer), analyzer_config(doc_analyzer)
     tables = []
