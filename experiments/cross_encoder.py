@@ -25,8 +25,8 @@ dependencies; ``prep``'s folder, about 50 MB, is what travels):
 its 150 queries and stopped on its 50, and one model on en-sw train / dev for the zero-shot sets.
 On two CPU cores (about 6 pairs a second) only a reduced run fits: ``reduce --data .ce --out
 .ce_cpu --runs OOF_DIR/full+ref@default@s*.run ZS_DIR/*/full-s*.run`` keeps each query's
-candidates in the top 15 of those runs, then ``train --data .ce_cpu --limit 800 --negatives 3 --queries-per-batch 8
---epochs 1 --max-len 256 --eval-batch 32`` (about 50 minutes).
+candidates in the top 15 of those runs, then ``train --data .ce_cpu --limit 800 --negatives 3
+--queries-per-batch 8 --epochs 1 --max-len 256 --eval-batch 32`` (about 50 minutes).
 
 ``prep`` writes the model's weights (q4_0 blocks kept packed, the word vectors of the pieces
 these texts use only: 16 MB) and every text as piece ids.
@@ -209,6 +209,9 @@ def prep(args: argparse.Namespace) -> None:
 
 
 class Layer(torch.nn.Module):
+    """:class:`clir.embeddings.e5.E5Layer` again: ``train`` runs where clir's dependencies
+    (gensim, which ``clir.embeddings`` imports) are not installed."""
+
     def __init__(self, hidden: int, heads: int, ffn: int, eps: float) -> None:
         super().__init__()
         self.heads = heads
@@ -335,6 +338,29 @@ def set_map(values: np.ndarray, s: dict) -> float:
     return float(np.mean(aps))
 
 
+def _sample(rng, query: int, relevant: list[int], candidates: list[int], negatives: int) -> list[tuple]:
+    """One training group: a relevant passage drawn, then ``negatives`` candidates (repeated
+    when there are fewer)."""
+    pos = relevant[rng.integers(len(relevant))]
+    k = min(negatives, len(candidates))
+    negs = [candidates[j] for j in rng.choice(len(candidates), size=k, replace=False)] if k else []
+    negs += [negs[-1] if negs else pos] * (negatives - k)
+    return [(query, pos)] + [(query, d) for d in negs]
+
+
+def _update(model, optim, texts, pairs: list[tuple], groups: int, negatives: int, device: str) -> float:
+    """One step of the listwise softmax loss (the relevant passage first in each group)."""
+    ids, mask = texts.batch(pairs, device)
+    with torch.autocast("cuda", dtype=torch.bfloat16, enabled=device == "cuda"):
+        logits = model(ids, mask).float().view(groups, negatives + 1)
+    loss = torch.nn.functional.cross_entropy(logits, torch.zeros(groups, dtype=torch.long, device=device))
+    optim.zero_grad(set_to_none=True)
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    optim.step()
+    return loss.item()
+
+
 def train(args: argparse.Namespace) -> None:
     global MAX_LEN
     MAX_LEN = args.max_len
@@ -366,7 +392,7 @@ def train(args: argparse.Namespace) -> None:
         sched = torch.optim.lr_scheduler.LambdaLR(
             optim, lambda s, w=warm, n=total: min((s + 1) / w, max(0.0, (n - s) / max(1, n - w)))
         )
-        step, best = 0, None
+        best = None
         for epoch in range(1, args.epochs + 1):
             start = time.time()
             order = rng.permutation(len(tr["query"]))[:n_queries]
@@ -374,26 +400,15 @@ def train(args: argparse.Namespace) -> None:
             for b in range(0, len(order), args.queries_per_batch):
                 group = order[b : b + args.queries_per_batch]
                 pairs = []
-                for qi in group:
-                    cands = tr["candidates"][qi]
-                    pos = tr["relevant"][qi][rng.integers(len(tr["relevant"][qi]))]
-                    k = min(args.negatives, len(cands))
-                    negs = [cands[j] for j in rng.choice(len(cands), size=k, replace=False)] if k else []
-                    negs += [negs[-1] if negs else pos] * (args.negatives - k)
-                    pairs += [(tr["query"][qi], pos)] + [(tr["query"][qi], d) for d in negs]
-                ids, mask = texts.batch(pairs, device)
-                with torch.autocast("cuda", dtype=torch.bfloat16, enabled=device == "cuda"):
-                    logits = model(ids, mask).float().view(len(group), args.negatives + 1)
-                loss = torch.nn.functional.cross_entropy(
-                    logits, torch.zeros(len(group), dtype=torch.long, device=device)
-                )
-                optim.zero_grad(set_to_none=True)
-                loss.backward()
-                torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-                optim.step()
+                pairs = [
+                    pair
+                    for qi in group
+                    for pair in _sample(
+                        rng, tr["query"][qi], tr["relevant"][qi], tr["candidates"][qi], args.negatives
+                    )
+                ]
+                losses.append(_update(model, optim, texts, pairs, len(group), args.negatives, device))
                 sched.step()
-                step += 1
-                losses.append(loss.item())
             scores = score_sets(
                 model, texts, layout, [n for n in names if "test" not in n], device, args.eval_batch
             )
@@ -452,26 +467,12 @@ def _fit(model, texts, rng, queries: dict, train_q: list[str], stop_q: list[str]
         for b in range(0, len(order), args.queries_per_batch):
             group = [usable[i] for i in order[b : b + args.queries_per_batch]]
             pairs = []
+            pairs = []
             for q in group:
                 e = queries[q]
-                pos = e["relevant"][rng.integers(len(e["relevant"]))]
                 cands = [d for d in e["docs"] if d not in set(e["relevant"])]
-                negs = [
-                    cands[j]
-                    for j in rng.choice(len(cands), size=min(args.negatives, len(cands)), replace=False)
-                ]
-                negs += [negs[-1]] * (args.negatives - len(negs))
-                pairs += [(e["query"], pos)] + [(e["query"], d) for d in negs]
-            ids, mask = texts.batch(pairs, device)
-            with torch.autocast("cuda", dtype=torch.bfloat16, enabled=device == "cuda"):
-                logits = model(ids, mask).float().view(len(group), args.negatives + 1)
-            loss = torch.nn.functional.cross_entropy(
-                logits, torch.zeros(len(group), dtype=torch.long, device=device)
-            )
-            optim.zero_grad(set_to_none=True)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            optim.step()
+                pairs += _sample(rng, e["query"], e["relevant"], cands, args.negatives)
+            _update(model, optim, texts, pairs, len(group), args.negatives, device)
         value = set_map(score_sets(model, texts, layout, ["stop"], device, args.eval_batch)["stop"], stop)
         curve.append(round(value, 4))
         if value > best[0]:
