@@ -10,12 +10,12 @@ label seen), the epoch kept by the pseudo dev queries' MAP. Its scores are then 
 `full`'s per query (z-scores, weight w chosen by cross-validation) — see ``combine``.
 
 Steps (``train`` needs only numpy and torch, so it runs on a machine without clir's other
-dependencies; ``prep``'s folder, about 50 MB, is what travels):
+dependencies; ``prep``'s folder, about 50 MB, is what travels: the device tool's ``carry``):
 
     python experiments/cross_encoder.py prep --steps runs/default/steps \
-        --dev-steps DIR_WITH_data-dev-en-tl_AND_en-ny --out .ce
-    python experiments/cross_encoder.py train --data .ce --out OUT --epochs 3 --finetune-epochs 6
-    python experiments/cross_encoder.py combine --scores OUT --data .ce --steps runs/default/steps \
+        --dev-steps DIR_WITH_data-dev-en-tl_AND_en-ny --out runs/ce
+    python experiments/cross_encoder.py train --data runs/ce --out OUT --epochs 3 --finetune-epochs 6
+    python experiments/cross_encoder.py combine --scores OUT --data runs/ce --steps runs/default/steps \
         --oof OOF_DIR --zero-shot ZS_DIR
 
 (``--dev-steps``: the zero-shot pairs' dev data steps of ``experiments/pseudo_other_pairs.py``;
@@ -23,9 +23,9 @@ dependencies; ``prep``'s folder, about 50 MB, is what travels):
 ``zs-tl/full-s{0,1,2}.run`` and ``zs-ny/...``, ``pseudo_other_pairs.py evaluate --runs``.)
 ``--finetune-epochs`` adds `full`'s protocol on the real labels: each nested fold fine-tuned on
 its 150 queries and stopped on its 50, and one model on en-sw train / dev for the zero-shot sets.
-On two CPU cores (about 6 pairs a second) only a reduced run fits: ``reduce --data .ce --out
-.ce_cpu --runs OOF_DIR/full+ref@default@s*.run ZS_DIR/*/full-s*.run`` keeps each query's
-candidates in the top 15 of those runs, then ``train --data .ce_cpu --limit 800 --negatives 3
+On two CPU cores (about 6 pairs a second) only a reduced run fits: ``reduce --data runs/ce --out
+runs/ce_cpu --runs OOF_DIR/full+ref@default@s*.run ZS_DIR/*/full-s*.run`` keeps each query's
+candidates in the top 15 of those runs, then ``train --data runs/ce_cpu --limit 800 --negatives 3
 --queries-per-batch 8 --epochs 1 --max-len 256 --eval-batch 32`` (about 50 minutes).
 
 ``prep`` writes the model's weights (q4_0 blocks kept packed, the word vectors of the pieces
