@@ -10,7 +10,7 @@ label seen), the epoch kept by the pseudo dev queries' MAP. Its scores are then 
 `full`'s per query (z-scores, weight w chosen by cross-validation) — see ``combine``.
 
 Steps (``train`` needs only numpy and torch, so it runs on a machine without clir's other
-dependencies; ``prep``'s folder, about 50 MB, is what travels: the device tool's ``carry``):
+dependencies; ``prep``'s folder, about 50 MB, is all a GPU machine needs):
 
     python experiments/cross_encoder.py prep --steps runs/default/steps \
         --dev-steps DIR_WITH_data-dev-en-tl_AND_en-ny --out runs/ce
