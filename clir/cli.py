@@ -723,11 +723,17 @@ def _train(args: argparse.Namespace) -> int:
     return 0
 
 
-def _check_run_queries(run: dict, split: list[str], args: argparse.Namespace) -> None:
-    """Refuse a ``--run`` that ranks no query of ``--split``; name its queries of no split query
-    (left out) and the split's queries it gives no document (written without candidates)."""
+def _check_run(run: dict, collection, args: argparse.Namespace) -> None:
+    """Refuse a ``--run`` that ranks no query of ``--split``, or a docno that is not a document
+    of the collection for one (another collection's run; naming the file and its first such
+    line); name its queries of no split query (left out) and the split's queries it gives no
+    document (written without candidates)."""
     import warnings
 
+    from clir.errors import FormatError
+    from clir.formats._lines import numbered_lines
+
+    split = [query.qid for query in collection.split(args.split)]
     wanted = set(split)
     if not any(run.get(qid) for qid in split):
         raise ConfigError(
@@ -746,16 +752,7 @@ def _check_run_queries(run: dict, split: list[str], args: argparse.Namespace) ->
             f"written without documents: {absent[:5]}",
             stacklevel=2,
         )
-
-
-def _check_run_documents(run: dict, collection, args: argparse.Namespace) -> None:
-    """Refuse a ``--run`` that ranks, for a ``--split`` query, a docno that is not a document of
-    the collection (another collection's run), naming the file and its first such line."""
-    from clir.errors import FormatError
-    from clir.formats._lines import numbered_lines
-
     docnos = {document.docno for document in collection.documents}
-    wanted = {query.qid for query in collection.split(args.split)}
     missing = {docno for qid in wanted for docno in run.get(qid, {}) if docno not in docnos}
     if not missing:
         return
@@ -791,8 +788,7 @@ def _rerank(args: argparse.Namespace) -> int:
     collection = _load_collection(args)
     given = read_run(args.run) if args.run is not None else None
     if given is not None:
-        _check_run_queries(given, [query.qid for query in collection.split(args.split)], args)
-        _check_run_documents(given, collection, args)
+        _check_run(given, collection, args)
     with _engine(args) as engine:
         run = rerank_collection(
             args.model,

@@ -298,7 +298,7 @@ class Texts:
 def average_precision(scores: np.ndarray, docnos: list[str], relevant: list[str]) -> float:
     if not relevant:
         return 0.0
-    order = sorted(range(len(docnos)), key=lambda i: (-scores[i], docnos[i]), reverse=False)
+    order = sorted(range(len(docnos)), key=lambda i: (scores[i], docnos[i]), reverse=True)  # trec_eval's
     rel, hits, total = set(relevant), 0, 0.0
     for rank, i in enumerate(order, 1):
         if docnos[i] in rel:
