@@ -399,7 +399,6 @@ def train(args: argparse.Namespace) -> None:
             losses = []
             for b in range(0, len(order), args.queries_per_batch):
                 group = order[b : b + args.queries_per_batch]
-                pairs = []
                 pairs = [
                     pair
                     for qi in group
@@ -467,7 +466,6 @@ def _fit(model, texts, rng, queries: dict, train_q: list[str], stop_q: list[str]
         for b in range(0, len(order), args.queries_per_batch):
             group = [usable[i] for i in order[b : b + args.queries_per_batch]]
             pairs = []
-            pairs = []
             for q in group:
                 e = queries[q]
                 cands = [d for d in e["docs"] if d not in set(e["relevant"])]
@@ -499,7 +497,7 @@ def finetune(
     nested folds fine-tuned on its 150 training queries, stopped on its 50, its 50 held-out
     queries scored (OOF); (2) fine-tuned on en-sw train, stopped on en-sw dev (as make run's
     `full`), the other pairs' sets scored (zero-shot)."""
-    queries = _queries(layout, [n for n in names if n.startswith("en-")])
+    queries = _queries(layout, ["en-sw.train", "en-sw.dev"])  # qids repeat across pairs: one pair at a time
     oof, runs = {}, {}
     for f, fold in enumerate(layout["folds"]):
         model.load_state_dict(start)
@@ -516,7 +514,8 @@ def finetune(
     print(json.dumps(log[-1]), flush=True)
     for name in names:
         if name.startswith("en-") and not name.startswith("en-sw"):
-            runs[name] = _score_queries(model, texts, queries, layout["sets"][name]["qids"], args, device)
+            pair = _queries(layout, [name])
+            runs[name] = _score_queries(model, texts, pair, layout["sets"][name]["qids"], args, device)
     return {"oof": oof, "zero_shot": runs}
 
 
@@ -572,6 +571,17 @@ def mix(base: dict, ce: dict, w: float) -> dict:
     return out
 
 
+def average(runs: list[dict]) -> dict:
+    """Runs z-scored per query and averaged (one run: itself)."""
+    if len(runs) == 1:
+        return runs[0]
+    out = {}
+    for qid in runs[0]:
+        zs = [_zscore(r[qid]) for r in runs]
+        out[qid] = {d: float(np.mean([z[d] for z in zs])) for d in zs[0]}
+    return out
+
+
 def ce_runs(scores: Path, data: Path, seed: int) -> dict[str, dict]:
     layout = json.loads((data / "layout.json").read_text())
     z = np.load(scores / f"scores-s{seed}.npz")
@@ -600,23 +610,29 @@ def combine(args: argparse.Namespace) -> None:
     from clir.formats import read_run
     from clir.training.cv import kfold_qids
 
-    log = json.loads((args.scores / "log.json").read_text())
-    print(json.dumps([e for e in log if e["seed"] == args.ce_seed and "fold" not in e]))
-    pseudo = ce_runs(args.scores, args.data, args.ce_seed)
-    variants = {"ce-pseudo": ({**pseudo["en-sw.train"], **pseudo["en-sw.dev"]}, pseudo)}
-    tuned_path = args.scores / f"finetuned-s{args.ce_seed}.json"
-    if tuned_path.exists():
-        layout = json.loads((args.data / "layout.json").read_text())
-        docnos = {q: d for s in layout["sets"].values() for q, d in zip(s["qids"], s["docnos"], strict=True)}
-        tuned = json.loads(tuned_path.read_text())
+    sets = json.loads((args.data / "layout.json").read_text())["sets"]
 
-        def as_run(scores: dict) -> dict:
-            return {q: dict(zip(docnos[q], v, strict=True)) for q, v in scores.items()}
+    def as_run(scores: dict, names: list[str]) -> dict:  # qids repeat across pairs
+        docnos = {q: d for n in names for q, d in zip(sets[n]["qids"], sets[n]["docnos"], strict=True)}
+        return {q: dict(zip(docnos[q], v, strict=True)) for q, v in scores.items()}
 
-        variants["ce-finetuned"] = (
-            as_run(tuned["oof"]),
-            {n: as_run(r) for n, r in tuned["zero_shot"].items()},
-        )
+    pseudo, tuned = [], []
+    for seed in args.ce_seeds:  # several CE seeds: z-scored per query and averaged
+        for scores in args.scores:
+            if (scores / f"scores-s{seed}.npz").exists():
+                pseudo.append(ce_runs(scores, args.data, seed))
+            if (scores / f"finetuned-s{seed}.json").exists():
+                t = json.loads((scores / f"finetuned-s{seed}.json").read_text())
+                tuned.append({"oof": as_run(t["oof"], ["en-sw.train", "en-sw.dev"])}
+                             | {n: as_run(r, [n]) for n, r in t["zero_shot"].items()})  # fmt: skip
+    print(f"CE runs: {len(pseudo)} pseudo-trained, {len(tuned)} fine-tuned")
+    variants = {}
+    if pseudo:
+        p = {n: average([r[n] for r in pseudo]) for n in pseudo[0]}
+        variants["ce-pseudo"] = ({**p["en-sw.train"], **p["en-sw.dev"]}, p)
+    if tuned:
+        t = {n: average([r[n] for r in tuned]) for n in tuned[0]}
+        variants["ce-finetuned"] = (t["oof"], t)
     coll = Collection.load(_step(args.steps, "collection-en-sw") / "collection")
     data = labelled_data(_step(args.steps, "data-en-sw"))
     qrels = {q: coll.qrels[q] for q in data.qids}
@@ -697,13 +713,13 @@ def main() -> None:
     r.add_argument("--runs", type=Path, nargs="+", required=True)
     r.add_argument("--top", type=int, default=15)
     c = sub.add_parser("combine")
-    c.add_argument("--scores", type=Path, required=True)
+    c.add_argument("--scores", type=Path, nargs="+", required=True, help="train's output folders")
     c.add_argument("--data", type=Path, required=True)
     c.add_argument("--steps", type=Path, required=True)
     c.add_argument("--oof", type=Path, required=True)
     c.add_argument("--zero-shot", type=Path)
     c.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    c.add_argument("--ce-seed", type=int, default=0)
+    c.add_argument("--ce-seeds", type=int, nargs="+", default=[0])
     args = parser.parse_args()
     {"prep": prep, "reduce": reduce, "train": train, "combine": combine}[args.command](args)
 
