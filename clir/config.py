@@ -377,11 +377,13 @@ def load_yaml(path: str | Path, what: str = "config file") -> dict[str, Any]:
 
     Raises:
         DataNotFoundError: If the file does not exist.
-        ConfigError: If it is not valid YAML (one line naming the file, line and column), repeats
-            a key in a mapping, is empty (comments or ``null`` only: a file saved empty would
-            run with every default, silently) or is not a mapping.
+        ConfigError: If it is a directory, is not valid YAML (one line naming the file, line
+            and column), repeats a key in a mapping, is empty (comments or ``null`` only: a file
+            saved empty would run with every default, silently) or is not a mapping.
     """
     path = Path(path)
+    if path.is_dir():
+        raise ConfigError(f"{path}: is a directory, not a YAML file (the {what} expected)")
     if not path.is_file():
         raise DataNotFoundError(f"{path}: no such {what}")
     try:

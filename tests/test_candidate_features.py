@@ -4,6 +4,8 @@ loaded from saved (sharded) indexes, a BM25 index scored as query likelihood."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 from test_union import UNION, tiny_reranker_config, tiny_world
@@ -24,6 +26,7 @@ from clir.pipeline.features import (
     train_reranker,
 )
 from clir.retrieval import FirstStage
+from clir.types import Document
 
 NAMES = list(dict.fromkeys([*UNION, *stage_features(DEFAULT_FEATURES)]))
 
@@ -140,6 +143,40 @@ def test_load_stages_and_the_cli_refuse_what_is_missing(padded, tmp_path, capsys
     code = main([*args, "--out", str(tmp_path / "r.run"), "--stages", str(root), "--index-cache", "C"])
     assert code == 2
     assert "clir: error: --stages" in capsys.readouterr().err
+
+
+def test_stages_of_other_documents_or_another_language_are_refused(padded):
+    collection, tables, space, model, root = padded
+    fewer = dataclasses.replace(collection, documents=collection.documents[1:])
+    first = collection.documents[0].docno
+    renamed = dataclasses.replace(
+        collection, documents=[Document("x-new", "maji"), *collection.documents[1:]]
+    )
+    for other, count, example in (
+        (fewer, 439, f"'{first}' is indexed but not in the collection"),
+        (renamed, 440, f"'{first}' is indexed but not in the collection"),
+    ):
+        with pytest.raises(ConfigError) as error:  # they were reranked with the stages' scores
+            rerank_collection(model, other, space, tables=tables, stages=root / "stages")
+        assert str(error.value) == (
+            f"--stages {root / 'stages' / 'qt-bm25'} indexes other documents than collection "
+            f"{collection.name!r}: 440 documents, the collection {count} ({example}); index this "
+            "collection ('clir index --collection') or give its stages"
+        )
+    yoruba = dataclasses.replace(collection, doc_lang="yo")
+    with pytest.raises(ConfigError, match=r"--stages .*qt-bm25 indexes 'sw' documents, .* is in 'yo'"):
+        load_stages(root / "stages", ["qt-bm25"], collection=yoruba)
+    assert load_stages(root / "stages", ["qt-ql", "dt-bm25"], collection=collection)  # its own
+
+
+def test_stages_of_the_collection_in_any_order_are_its_own(padded, tmp_path):
+    collection, tables, *_ = padded
+    backwards = dataclasses.replace(collection, documents=collection.documents[::-1])
+    for mode, shard_docs in (("qt", 1000), ("dt", 300)):  # one shard, and two
+        stage = baseline_stage(mode, "bm25", "en", "sw", tables, BaselineConfig(), progress=False)
+        stage.index_shards(backwards.documents, tmp_path / f"{mode}-bm25", shard_docs=shard_docs)
+    assert load_stages(tmp_path, ["qt-bm25", "dt-bm25"], collection=collection)
+    assert load_stages(tmp_path, ["qt-bm25", "dt-bm25"], collection=backwards)
 
 
 def test_a_saved_in_memory_index_scored_by_another_model(padded, tmp_path):

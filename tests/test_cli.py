@@ -7,6 +7,7 @@ import json
 import re
 from pathlib import Path
 
+import ir_measures
 import pytest
 
 from clir.cli import build_parser, main
@@ -115,6 +116,26 @@ def test_compare_identical_runs(readme_example, capsys, tmp_path):
     assert main(["compare", str(run), str(copy), str(qrels), "--metrics", "AP", "--json"]) == 0
     ap = json.loads(capsys.readouterr().out)["runs"][str(copy)]["AP"]
     assert ap["diff"] == 0.0 and ap["p_randomization"] == ap["p_randomization_corrected"] == 1.0
+
+
+def test_evaluate_and_compare_sum_trec_eval_counts_as_ir_measures(readme_example, capsys):
+    run, qrels = readme_example
+    names = ["NumQ", "NumRet", "NumRel", "NumRelRet", "AP"]
+    assert main(["evaluate", str(run), str(qrels), "--metrics", *names, "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    expected = ir_measures.calc_aggregate(
+        [ir_measures.parse_measure(n) for n in names],
+        ir_measures.read_trec_qrels(str(qrels)),
+        ir_measures.read_trec_run(str(run)),
+    )
+    assert out == {str(m): pytest.approx(v) for m, v in expected.items()}
+    assert (out["NumQ"], out["NumRet"], out["NumRel"], out["NumRet(rel=1)"]) == (2, 5, 3, 3)
+    one = run.parent / "one.run"
+    one.write_text("q1 Q0 d3 1 10 x\nq2 Q0 d4 1 5 x\n")
+    assert main(["compare", str(run), str(one), str(qrels), "--metrics", "NumRet", "AP"]) == 0
+    printed = capsys.readouterr().out.splitlines()
+    assert printed[1].split()[:2] == ["run", "sum"] and printed[3].split()[1:3] == ["2.0000", "-3.0000"]
+    assert printed[6].split()[:2] == ["run", "mean"]
 
 
 @pytest.fixture
@@ -525,6 +546,36 @@ def test_parallel_text_with_no_pair_to_learn_from_names_its_file(tmp_path, capsy
         f"clir: error: {parallel}: holds no pair to learn translation tables from" in capsys.readouterr().err
     )
     assert not (tmp_path / "t").exists()
+
+
+def test_em_iterations_beyond_the_bound_are_refused_before_any_work(tmp_path, capsys):
+    """--iterations 10**20 failed with "unexpected OverflowError" (the progress bar's len(range))."""
+    collection = tmp_path / "c"
+    queries = {"test": [Query("q1", "water")]}
+    Collection("c", "sw", "en", [Document("d1", "maji")], queries, {"q1": {"d1": 1}},
+               parallel=[ParallelPair("p1", "water", "maji")]).save(collection)  # fmt: skip
+    argv = ["tables", "--collection", str(collection), "--out", str(tmp_path / "t"), "--quiet"]
+    with pytest.raises(SystemExit) as exited:  # argparse's errors exit 2, as every other
+        main([*argv, "--iterations", str(10**20)])
+    err = capsys.readouterr().err
+    from clir.translation.ibm1 import MAX_ITERATIONS
+
+    assert exited.value.code == 2
+    assert f"clir: error: argument --iterations: must be an integer from 1 to {MAX_ITERATIONS}" in err
+    assert "Traceback" not in err and not (tmp_path / "t").exists()
+    with pytest.raises(SystemExit):
+        main(["tables", "--help"])
+    assert f"EM iterations, at most {MAX_ITERATIONS}" in " ".join(capsys.readouterr().out.split())
+
+
+@pytest.mark.parametrize("command", ["retrieve", "rerank", "search", "dense"])
+def test_an_empty_or_spaced_run_tag_is_refused(command, tmp_path, capsys):
+    """retrieve --tag '' wrote the default tag, silently (rerank's failed once the work was done)."""
+    for tag, problem in (("", "is empty"), ("a b", "holds a space")):
+        with pytest.raises(SystemExit) as exited:
+            main([command, "--tag", tag, "--out", str(tmp_path / "r.run")])
+        assert exited.value.code == 2
+        assert f"clir: error: argument --tag: the run tag {tag!r} {problem}" in capsys.readouterr().err
 
 
 def test_an_unknown_language_is_warned_about_once_a_command(tmp_path, capsys, monkeypatch):

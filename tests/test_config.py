@@ -264,6 +264,11 @@ def _with(path: str, value: Any) -> dict[str, Any]:
         ("split", "valid", r"split='valid' is invalid; expected one of \['dev', 'test', 'train'\]"),
         ("tables.iterations", 2.5, "tables.iterations must be an integer, got float 2.5"),
         ("tables.iterations", 0, "tables.iterations=0 is invalid"),
+        (
+            "tables.iterations",
+            10**20,
+            r"tables.iterations=100000000000000000000 is invalid; expected a value >= 1 and <= 10000",
+        ),
         ("embeddings.dim", True, "embeddings.dim must be an integer, got bool True"),
         ("embeddings.copies", 0, "embeddings.copies=0 is invalid"),
         ("embeddings.sample", math.nan, "embeddings.sample must be a finite number, got float nan"),
@@ -286,6 +291,13 @@ def _with(path: str, value: Any) -> dict[str, Any]:
         ("systems.full.model", {"interaction": "bert"}, r"systems.full.model.interaction='bert' is invalid"),
         ("weak.first_stage", "qt-foo", r"weak.first_stage='qt-foo' is invalid; expected '<mode>-<model>'"),
         ("weak.first_stage", ["qt-bm25", "x"], r"weak.first_stage\[1\]='x' is invalid"),
+        # seeds out of numpy's range failed with "unexpected ValueError" once steps had run
+        ("tables.seed", -1, r"tables.seed=-1 is invalid; expected a value >= 0 and <= 4294967295"),
+        ("embeddings.seed", -1, r"embeddings.seed=-1 is invalid; expected a value >= 0"),
+        ("significance.seed", -1, r"significance.seed=-1 is invalid; expected a value >= 0"),
+        ("collection.seed", 2**32, r"collection.seed=4294967296 is invalid; expected a value >= 0"),
+        ("weak.seed", -1, r"weak.seed=-1 is invalid; expected a value >= 0"),
+        ("distractors.seed", -1, r"distractors.seed=-1 is invalid; expected a value >= 0"),
     ],
 )
 def test_bad_experiment_configs_fail_at_load_naming_file_and_key(tmp_path, path, value, message):
@@ -498,6 +510,20 @@ def test_an_empty_config_file_is_an_error_not_the_defaults(text, tmp_path, capsy
     assert capsys.readouterr().err.startswith(f"clir: error: {path}: empty config file")
     path.write_text("{}\n")
     assert load_config(path) == TrainConfig()
+
+
+def test_a_directory_given_as_a_config_file_is_named_as_one(tmp_path, capsys):
+    """clir train --config . said ".: no such config file"."""
+    from clir.cli import main
+
+    argv = ["train", "--config", str(tmp_path), "--collection", str(tmp_path / "c"), "--space", "s"]
+    assert main([*argv, "--out", str(tmp_path / "m")]) == 2
+    expected = f"clir: error: {tmp_path}: is a directory, not a YAML file (the config file expected)"
+    assert capsys.readouterr().err.startswith(expected)
+    with pytest.raises(
+        ConfigError, match=r": is a directory, not a YAML file \(the experiment config expected\)"
+    ):
+        load_experiment(tmp_path)
 
 
 def test_a_range_is_spelled_the_same_with_int_or_float_bounds():

@@ -345,6 +345,13 @@ def test_collection_json_with_a_bom_loads(tmp_path):
         assert Collection.load(root).doc_lang == "sw"
 
 
+def test_a_key_written_twice_in_collection_json_is_an_error(tmp_path):
+    root = write_user_collection(tmp_path / "mine", "q1\tsleeping child\n")
+    (root / "collection.json").write_text('{"doc_lang": "sw", "doc_lang": "en"}')  # read as en
+    with pytest.raises(FormatError, match=r"collection\.json: key 'doc_lang' is written twice in one object"):
+        Collection.load(root)
+
+
 def test_a_doc_lang_in_collection_json_that_is_no_language_code_names_the_file(tmp_path):
     root = write_user_collection(tmp_path / "mine", "q1\tsleeping child\n")
     (root / "collection.json").write_text('{"doc_lang": "../x"}')
@@ -425,8 +432,12 @@ def test_sample_query_verses_is_stable_and_disjoint():
     more_train = sample_query_verses(verses, {"train": 8, "dev": 2, "test": 5}, 13, group)
     assert more_train["test"] == a["test"] and more_train["dev"] == a["dev"]
     assert more_train["train"][:3] == a["train"]
-    with pytest.raises(ConfigError, match="only 20 passages"):
+    with pytest.raises(ConfigError, match="only 20 passages") as error:
         sample_query_verses(verses, {"test": 21}, 13, group)
+    # the sizes as arguments, or as the CLI's options ('clir data bible' named n_train=)
+    assert str(error.value).startswith("asked for 21 queries (n_train=0, n_dev=0, n_test=21) but only 20")
+    named = error.value.naming(lambda name, value: f"--{name.replace('_', '-')} {value}")
+    assert named.startswith("asked for 21 queries (--n-train 0, --n-dev 0, --n-test 21) but only 20")
 
 
 # --- the full default collection -------------------------------------------------------------

@@ -131,6 +131,26 @@ def test_agrees_with_ir_measures_when_every_query_is_retrieved():
         assert values[name] == pytest.approx(expected[ir_measures.parse_measure(name)])
 
 
+def test_counts_are_summed_over_queries_as_ir_measures_and_trec_eval_sum_them():
+    # q1 retrieves 3 (2 of its 2 relevant), q2 2 (1 of its 1 relevant): trec_eval's counts are
+    # totals (NumQ 2, NumRet 5, ...), not means over queries (NumQ 1.0, NumRet 2.5 before).
+    qrels = {"q1": {"d1": 2, "d3": 1}, "q2": {"d1": 1, "d2": 0}}
+    run = {"q1": {"d1": 3.0, "d2": 2.0, "d3": 1.0}, "q2": {"d3": 5.0, "d1": 4.0}}
+    names = ["NumQ", "NumRet", "NumRel", "NumRelRet", "AP"]
+    expected = ir_measures.calc_aggregate([ir_measures.parse_measure(n) for n in names], qrels, run)
+    values = evaluate(run, qrels, names)
+    assert values == {str(m): float(v) for m, v in expected.items()}
+    assert values == pytest.approx({"NumQ": 2, "NumRet": 5, "NumRel": 3, "NumRet(rel=1)": 3, "AP": 2 / 3})
+    assert means(evaluate_per_query(run, qrels, names)) == values
+    # compare reports each run's value as evaluate does, the difference of the totals and its
+    # interval (the mean difference's, times the number of queries); AP stays a mean
+    fewer = {"q1": {"d1": 3.0}, "q2": {"d3": 5.0}}
+    c = compare(run, fewer, qrels, ["NumRet", "AP"])
+    assert (c["NumRet"].mean_a, c["NumRet"].mean_b, c["NumRet"].diff) == (5.0, 2.0, -3.0)
+    assert (c["NumRet"].ci_low, c["NumRet"].ci_high) == (-4.0, -2.0)
+    assert c["AP"].mean_a == values["AP"] and c["AP"].mean_b == 0.25  # (1/2 + 0) / 2
+
+
 # Ties as trec_eval breaks them: score read as float32 descending, then docno descending.
 # "aa" scores 1 + 2**-40, which is 1.0 as a float32: it ties with a, b and c.
 TIED_RUN = {"q": {"d": 2.0, "a": 1.0, "aa": 1.0 + 2**-40, "b": 1.0, "c": 1.0, "e": 0.5}}

@@ -77,7 +77,9 @@ documents = st.lists(
     unique_by=lambda doc: doc.docno,
 )
 parallel = st.lists(
-    st.builds(ParallelPair, identifiers, texts.map(_one_line), texts.map(_one_line)), max_size=5
+    st.builds(ParallelPair, identifiers, texts.map(_one_line), texts.map(_one_line)),
+    max_size=5,
+    unique_by=lambda pair: pair.pair_id,  # a repeated pair id is refused (counted twice before)
 )
 
 FORMATS: dict[str, tuple[Callable[[Path], Any], Callable[[Path, Any], None], st.SearchStrategy]] = {

@@ -71,7 +71,31 @@ def _write(path, text):
         (read_documents, '{"docno": "a", "text": "x"}\n{"docno": "b"\n', 2, "invalid JSON"),
         (read_documents, '{"docno": 3, "text": "x"}\n', 1, "'docno' must be a string"),
         (read_documents, '{"docno": "a", "text": "x", "n": 1}\n', 1, "field 'n' must be a string"),
+        # a key written twice: json kept the last silently (d7, not d1x), however it is spaced
+        (
+            read_documents,
+            '{"docno": "a", "text": "x"}\n{"docno":"d1x","text":"x","docno":"d7"}\n',
+            2,
+            "key 'docno' is written twice in one object",
+        ),
+        (read_documents, '{"docno" : "d1", "text" :"a: b", "docno"\t: "d7"}\n', 1, "key 'docno' is written"),
+        (
+            read_documents,
+            '{"docno": "a", "text": "x", "m": {"k": 1}}\n',
+            1,
+            "field 'm' must be a string, got dict",
+        ),
+        (
+            read_documents,
+            '{"docno": {"k": 1}, "text": "x"}\n',
+            1,
+            r"'docno' must be a string, got \{'k': 1\}",
+        ),
+        (read_documents, '[["docno", "a"], ["text", "x"]]\n', 1, "expected a JSON object, got list"),
+        (read_documents, '{"docno": "d1", "text": "x \\": y", "text": "z"}\n', 1, "key 'text' is written"),
         (read_parallel, "v1\ta\tb\nv2\ta\n", 2, "expected 3 fields"),
+        # counted twice by the tables, refused by a pseudo collection without its file and line
+        (read_parallel, "v1\ta\tb\nv2\tc\td\nv1\te\tf\n", 3, "pair id 'v1' is that of line 1: pair ids"),
     ],
 )
 def test_malformed_lines_are_named_by_file_and_line(tmp_path, reader, text, line, message):
@@ -93,6 +117,16 @@ def test_missing_file_is_a_file_not_found_error(tmp_path):
     with pytest.raises(FileNotFoundError, match="no such file"):
         read_run(tmp_path / "absent.run")
     assert issubclass(DataNotFoundError, FileNotFoundError)
+
+
+def test_documents_with_colons_and_quotes_in_their_text_are_read(tmp_path):
+    # keys are checked for repeats, not text that looks like a key
+    lines = ['{"docno": "a", "text": "saa 3:15 \\": \\" : x", "src" : "b:c"}', '{"docno":"b","text":"y"}']
+    path = _write(tmp_path / "d.jsonl", "\n".join(lines) + "\n")
+    assert [(d.docno, d.text, d.fields) for d in read_documents(path)] == [
+        ("a", 'saa 3:15 ": " : x', {"src": "b:c"}),
+        ("b", "y", {}),
+    ]
 
 
 def test_empty_documents_are_counted_in_one_warning(tmp_path):
@@ -433,6 +467,11 @@ def test_readers_reject_identifiers_with_whitespace_or_control_characters(tmp_pa
         (write_documents, [Document("a", "x"), Document("b\u200bc", "y")], "docno 'b\\u200bc'"),
         (write_documents, [Document("a", "x", {"docno": "b"})], "not named 'docno' or 'text'"),
         (write_parallel, [ParallelPair("v1", "a", "b"), ParallelPair("", "a", "b")], "pair id '' is empty"),
+        (
+            write_parallel,
+            [ParallelPair("v1", "a", "b"), ParallelPair("v1", "c", "d")],
+            "pair id 'v1' is given twice",
+        ),
     ],
 )
 def test_writers_refuse_invalid_records_and_leave_the_file_alone(tmp_path, writer, records, bad):

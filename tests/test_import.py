@@ -150,6 +150,35 @@ def test_trec_topics_with_a_missing_closing_tag_are_refused(tmp_path, text, line
         read_topics_as(path, "trec")
 
 
+def test_trec_topics_merged_repeated_nested_or_unclosed(tmp_path):
+    path = tmp_path / "topics.trec"
+    # a lost </top><top>: the second topic was dropped silently (the first <num> kept)
+    path.write_text(SGML.replace("</top>\n\n<top>\n", "\n"))
+    with pytest.raises(FormatError, match=r"topics\.trec:9: a second <num> in the topic opened on line 1"):
+        read_topics_as(path, "trec")
+    path.write_text("<topics>\n<topic number='1'>\n<title>a</title>\n<title>b</title>\n</topic>\n</topics>\n")
+    with pytest.raises(FormatError, match=r"topics\.trec:4: a second <title> in the topic opened on line 2"):
+        read_topics_as(path, "trec")
+    # nested markup keeps its text (it lost "earth"); a wrapping element keeps its children
+    path.write_text(
+        "<topics>\n<topic number='1'><title>god <b>earth</b> &amp; sky</title>"
+        "<desc>a <i>b</i></desc></topic>\n"
+        "<topic number='2'><query><title>rain</title></query></topic>\n</topics>\n"
+    )
+    assert read_topics_as(path, "trec") == [Query("1", "god earth & sky", "a b"), Query("2", "rain", "")]
+    # a lone unclosed <top> is named at its line (it was "not TREC topics", without a line)
+    path.write_text("\n" + SGML.split("</top>")[0])
+    with pytest.raises(FormatError, match=r"topics\.trec:2: <top> is not closed"):
+        read_topics_as(path, "trec")
+
+
+def test_jsonl_records_with_a_key_written_twice_are_refused(tmp_path):
+    path = tmp_path / "corpus.jsonl"
+    path.write_text('{"_id": "d1", "text": "a", "metadata": {}}\n{"_id": "d2", "text": "b", "_id": "d7"}\n')
+    with pytest.raises(FormatError, match=r"corpus\.jsonl:2: key '_id' is written twice in one object"):
+        list(iter_documents_as(path, "jsonl", docno_field="_id"))
+
+
 def test_tsv_headers_of_documents_and_topics_are_warned_about(tmp_path):
     docs, topics = tmp_path / "docs.tsv", tmp_path / "topics.tsv"
     docs.write_text("docno\ttext\nd1\tmbwa\n")

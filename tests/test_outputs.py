@@ -313,6 +313,59 @@ def test_an_input_of_the_command_is_never_its_out(tmp_path, capsys):
     assert _tree(collection) == before and artefact_kind(collection) == "collection"
 
 
+def test_data_import_refuses_an_out_holding_its_topics_as_its_other_inputs(tmp_path, capsys):
+    """--topics test=ud/test.tsv inside --out ud --force moved the user's directory aside
+    (ud.before-clir), while --documents or --qrels there were refused, --force or not."""
+    from clir.cli import main
+
+    (tmp_path / "docs.jsonl").write_text('{"docno": "d1", "text": "mbwa"}\n')
+    (tmp_path / "qrels.txt").write_text("q1 0 d1 1\n")
+    user = tmp_path / "ud"
+    user.mkdir()
+    (user / "test.tsv").write_text("q1\tdog\n")
+    before = _tree(user)
+    docs, qrels = str(tmp_path / "docs.jsonl"), str(tmp_path / "qrels.txt")
+    argv = [
+        "data",
+        "import",
+        "--documents",
+        docs,
+        "--qrels",
+        qrels,
+        "--doc-lang",
+        "sw",
+        "--out",
+        str(user),
+        "--quiet",
+    ]
+    for topics in (f"test={user / 'test.tsv'}", str(user / "test.tsv")):
+        for force in ([], ["--force"]):
+            assert main([*argv, "--topics", topics, *force]) == 2
+            err = capsys.readouterr().err
+            assert f"clir: error: {user} is a directory holding one of this command's inputs" in err
+    assert _tree(user) == before and not (tmp_path / "ud.before-clir").exists()
+
+
+def test_a_link_as_a_run_file_out_is_refused_as_a_link_as_a_directory_out(tmp_path, capsys):
+    """clir retrieve --out link.run replaced the link with a regular file (its target kept)."""
+    from clir.cli import main
+    from clir.formats.atomic import check_output
+
+    run = tmp_path / "mine.run"
+    run.write_text("q1 Q0 d1 1 1.0 mine\n")
+    link = tmp_path / "link.run"
+    link.symlink_to(run)
+    argv = ["retrieve", "--index", str(tmp_path / "index"), "--collection", str(tmp_path / "c")]
+    assert main([*argv, "--out", str(link)]) == 2
+    assert f"clir: error: {link} is a symbolic link; choose another --out" in capsys.readouterr().err
+    assert link.is_symlink() and run.read_text() == "q1 Q0 d1 1 1.0 mine\n"
+    with pytest.raises(OutputExistsError, match="is a symbolic link"):
+        check_output(link, file_format="run")
+    (tmp_path / "dangling.run").symlink_to(tmp_path / "absent.run")
+    with pytest.raises(OutputExistsError, match="is a symbolic link"):
+        check_output(tmp_path / "dangling.run")
+
+
 def test_explain_png_refusals_name_the_png_option(tmp_path, capsys):
     """clir explain --png DIR said "choose another --out", an option explain does not have."""
     from clir.cli import main
@@ -447,6 +500,15 @@ def test_tables_to_learn_are_checked_against_the_inputs_and_outputs_before_any_w
         assert main([*argv, "--tables", str(tables)]) == 2, tables
         err = capsys.readouterr().err
         assert err.startswith(f"clir: error: {tables} {found}") and "choose another --tables" in err, err
+    # another kind of clir output (the --space given as --tables) said "is one of this
+    # command's inputs; choose another --tables", which did not say what was wrong with it
+    space = tmp_path / "space"
+    space.mkdir()
+    (space / MARKER).write_text('{"kind": "space"}')
+    assert main([*argv, "--tables", str(space)]) == 2
+    assert capsys.readouterr().err.startswith(
+        f"clir: error: --tables {space} holds no translation tables: it is clir's 'space' output"
+    )
     assert _tree(collection) == before and not (collection / "tables").exists()
     assert notes.read_text() == "mine" and not (out or tmp_path / "x").exists()
 

@@ -280,6 +280,25 @@ def test_user_parallel_tsv_holdout_keeps_whole_windows():
     assert {q.qid.removeprefix("Q") for q in built.all_queries()} <= {pid for w in held for pid in w}
 
 
+def test_cli_names_its_options_and_the_line_of_a_repeated_pair_id(tmp_path, capsys):
+    from clir.cli import main
+
+    path = tmp_path / "parallel.tsv"
+    write_parallel(path, PAIRS)
+    argv = ["data", "pseudo", str(path), "--doc-lang", "xx", "--passage-verses", "3", "--quiet"]
+    assert main([*argv, "--n-train", "10", "--n-dev", "0", "--out", str(tmp_path / "p")]) == 2
+    assert capsys.readouterr().err.startswith(
+        "clir: error: --n-train 10 and --n-dev 0 ask for 10 queries but only 4 passages of "
+        f"{len(PAIRS)} pairs (--holdout 0.0) have a pair usable"
+    )
+    path.write_text(path.read_text() + f"{PAIRS[0].pair_id}\tagain\ttena\n")
+    assert main([*argv, "--out", str(tmp_path / "p")]) == 2
+    assert f"clir: error: {path}:{len(PAIRS) + 1}: pair id {PAIRS[0].pair_id!r} is that of line 1" in (
+        capsys.readouterr().err
+    )
+    assert not (tmp_path / "p").exists()
+
+
 def test_bad_arguments_name_the_problem():
     with pytest.raises(ConfigError, match=r"layout 'bible' needs verse keys .* pair 1 has 's01'"):
         build_pseudo_collection(PAIRS, "xx", layout="bible")

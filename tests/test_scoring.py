@@ -525,14 +525,18 @@ def test_scoring_options_defaults_and_errors():
     cpu = ScoringOptions(device="cpu").resolve()
     assert (cpu.device, cpu.batch_size, cpu.precision, cpu.compile) == ("cpu", 256, "fp32", False)
     assert ScoringOptions(batch_size=64).resolve("cpu").batch_size == 64
-    with pytest.raises(ConfigError, match=r"precision='bf16'.*need CUDA"):
+    with pytest.raises(
+        ConfigError, match=r"^precision='bf16' \(--precision bf16\) needs CUDA, got device 'cpu'"
+    ):
         ScoringOptions(device="cpu", precision="bf16")
+    with pytest.raises(ConfigError, match=r"^compile=True and fused=True need CUDA, got device 'cpu'"):
+        ScoringOptions(device="cpu", compile=True, fused=True)
     with pytest.raises(ConfigError, match="unknown precision 'fp16'"):
         ScoringOptions(precision="fp16")
     with pytest.raises(ConfigError, match="batch_size must be a positive integer, got 0"):
         ScoringOptions(batch_size=0)
     if not torch.cuda.is_available():
-        with pytest.raises(ConfigError, match=r"precision='bf16'.*need CUDA"):
+        with pytest.raises(ConfigError, match=r"precision='bf16' \(--precision bf16\) needs CUDA"):
             ScoringOptions(precision="bf16").resolve("auto")
 
 
@@ -559,7 +563,9 @@ def test_cli_refuses_bf16_on_a_cpu(tmp_path, capsys):
     argv = ["rerank", "--model", absent, "--collection", absent, "--space", absent, "--out", absent]
     assert main([*argv, "--device", "cpu", "--precision", "bf16"]) == 2
     err = capsys.readouterr().err
-    assert err.startswith("clir: error:") and "precision='bf16'" in err and "need CUDA" in err
+    # it said "precision='bf16', compile=None, fused=None need CUDA": settings never given
+    assert err.startswith("clir: error: precision='bf16' (--precision bf16) needs CUDA, got device 'cpu'")
+    assert "compile=" not in err and "fused=" not in err
 
 
 # --------------------------------------------------------------------------------------- guard

@@ -43,7 +43,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from clir.config import Section, Where
+from clir.config import Section, Seed, Where
 from clir.datasets.base import VerseId, VerseSource, get_verse_source, supported_languages
 from clir.datasets.collection import Collection, collection_stats
 from clir.datasets.passages import check_passage_verses, docno_of
@@ -107,7 +107,7 @@ class BibleConfig(Section):
     n_train: int = 150
     n_dev: int = 100
     n_test: int = 500
-    seed: int = 13
+    seed: Seed = 13
 
     def sides(self) -> tuple[list[int], list[int]]:
         """The parallel and the collection books, sorted."""

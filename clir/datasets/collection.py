@@ -50,6 +50,7 @@ from clir.formats import (
     write_topics,
     write_topics_xml,
 )
+from clir.formats.documents import unique_keys
 from clir.text.analyzer import check_language_code
 from clir.types import Document, ParallelPair, Qrels, Query
 
@@ -509,10 +510,14 @@ def _write_json(path: Path, obj: Any) -> None:
 
 
 def _read_json(path: Path) -> dict[str, Any]:
+    """A JSON object from ``path``; a key written twice in one object is an error (json keeps
+    the last, silently: ``{"doc_lang": "sw", "doc_lang": "en"}`` read as English)."""
     if path.is_dir():
         raise FormatError(path, None, "is a directory, not a file")
     try:
-        obj = json.loads(path.read_text(encoding="utf-8").removeprefix("\ufeff"))
+        obj = json.loads(
+            path.read_text(encoding="utf-8").removeprefix("\ufeff"), object_pairs_hook=unique_keys(path)
+        )
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise FormatError(path, None, f"invalid JSON ({exc})") from None
     if not isinstance(obj, dict):

@@ -50,13 +50,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Annotated
 
-from clir.config import NonNegativeInt, OmitWhenNone, OneOf, PositiveInt, Range, Section, Where
+from clir.config import NonNegativeInt, OmitWhenNone, OneOf, PositiveInt, Range, Section, Seed, Where
 from clir.datasets.base import VerseId
 from clir.datasets.bible import QUERY_LANG
 from clir.datasets.collection import Collection, collection_stats
 from clir.datasets.passages import docno_of
 from clir.datasets.queries import KeywordSelector
-from clir.datasets.splits import sample_query_verses
+from clir.datasets.splits import SplitSizeError, sample_query_verses
 from clir.errors import ConfigError
 from clir.text import get_analyzer
 from clir.types import Document, ParallelPair, Qrels, Query
@@ -90,7 +90,7 @@ class PseudoConfig(Section):
     n_train: PositiveInt | None = None
     n_dev: NonNegativeInt = 200
     holdout: Annotated[float, Range(ge=0.0, lt=1.0)] = 0.0
-    seed: int = 13
+    seed: Seed = 13
     per_passage: Annotated[PositiveInt | None, OmitWhenNone()] = None
 
 
@@ -146,11 +146,15 @@ def build_pseudo_collection(
     available = len({docnos[i] for i in candidates})
     needed = (config.n_train or 1) + config.n_dev
     if needed > available:
-        raise ConfigError(
-            f"build_pseudo_collection: n_train={config.n_train} and n_dev={config.n_dev} ask for "
-            f"{'at least ' if config.n_train is None else ''}{needed} queries but only {available} "
-            f"passages of {len(used)} pairs (holdout={config.holdout}) have a pair usable as a "
-            "query; lower the sizes or give more pairs"
+        raise SplitSizeError(
+            ("n_train", config.n_train),
+            " and ",
+            ("n_dev", config.n_dev),
+            f" ask for {'at least ' if config.n_train is None else ''}{needed} queries but only "
+            f"{available} passages of {len(used)} pairs (",
+            ("holdout", config.holdout),
+            ") have a pair usable as a query; lower the sizes or give more pairs",
+            source="build_pseudo_collection",
         )
     n_train = config.n_train or available - config.n_dev
     drawn = sample_query_verses(  # positions of pairs stand in for verses

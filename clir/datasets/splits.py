@@ -22,6 +22,27 @@ SPLITS = ("train", "dev", "test")
 _DRAW_ORDER = ("test", "dev", "train")
 
 
+class SplitSizeError(ConfigError):
+    """More queries asked for than the data can give. Its message names the sizes asked for as
+    the API's arguments (``n_train=8``); :meth:`naming` names them otherwise (the CLI's
+    ``--n-train 8``).
+
+    Args:
+        parts: The message: text, and ``(argument, value)`` pairs named by :meth:`naming`.
+        source: The function named before the message (``build_pseudo_collection: ...``).
+    """
+
+    def __init__(self, *parts: str | tuple[str, object], source: str | None = None) -> None:
+        self.parts = parts
+        message = self.naming(lambda name, value: f"{name}={value}")
+        super().__init__(f"{source}: {message}" if source else message)
+
+    def naming(self, name: Callable[[str, object], str]) -> str:
+        """The message (without its source), each ``(argument, value)`` written
+        ``name(argument, value)``."""
+        return "".join(part if isinstance(part, str) else name(*part) for part in self.parts)
+
+
 def check_split_sizes(sizes: dict[str, int]) -> dict[str, int]:
     """Validate split sizes (non-negative integers keyed by :data:`SPLITS`).
 
@@ -54,7 +75,7 @@ def sample_query_verses(
         ``split -> verses`` in draw order, for every split of :data:`SPLITS`.
 
     Raises:
-        ConfigError: If fewer groups have candidates than the sizes ask for.
+        SplitSizeError: If fewer groups have candidates than the sizes ask for.
     """
     sizes = check_split_sizes(sizes)
     order = sorted(candidates)
@@ -70,10 +91,14 @@ def sample_query_verses(
             used.add(group)
             drawn.append(verse)
     if len(drawn) < wanted:
-        raise ConfigError(
-            f"asked for {wanted} queries ({', '.join(f'n_{s}={sizes[s]}' for s in SPLITS)}) but only "
-            f"{len(drawn)} passages have a verse usable as a query; lower the sizes or add books"
+        parts: list[str | tuple[str, object]] = [f"asked for {wanted} queries ("]
+        for split in SPLITS:
+            parts += [", "] if len(parts) > 1 else []
+            parts.append((f"n_{split}", sizes[split]))
+        parts.append(
+            f") but only {len(drawn)} passages have a verse usable as a query; lower the sizes or add books"
         )
+        raise SplitSizeError(*parts)
     out: dict[str, list[VerseId]] = {}
     start = 0
     for name in _DRAW_ORDER:

@@ -15,7 +15,7 @@ from typing import Annotated, Protocol, runtime_checkable
 
 import numpy as np
 
-from clir.config import NonNegativeInt, OneOf, PositiveInt, Range, Section, Where
+from clir.config import NonNegativeInt, OneOf, PositiveInt, Range, Section, Seed, Where
 
 EMBEDDING_MODELS: dict[str, str] = {
     "fasttext": "gensim.models.FastText",
@@ -72,7 +72,7 @@ class EmbeddingConfig(Section):
     min_n: int = 3
     max_n: int = 6
     bucket: PositiveInt = 200_000
-    seed: int = 0
+    seed: Seed = 0
     workers: PositiveInt = 1
 
     def check(self, where: Where) -> None:

@@ -1,13 +1,23 @@
 """Evaluation of runs against qrels: standard measures through ir_measures, MATERIAL's AQWV,
 paired significance tests and results tables.
 
-Every measure is averaged over the same queries: those of the qrels with at least one relevant
-document (``relevance >= 1``); a query the run does not list scores 0.
+Every measure is aggregated over the same queries: those of the qrels with at least one relevant
+document (``relevance >= 1``); a query the run does not list scores 0. Measures are averaged,
+except trec_eval's counts (``NumQ``, ``NumRet``, ``NumRel``, ``NumRelRet``), summed as
+ir_measures and trec_eval sum them.
 """
 
 from clir.evaluation._queries import CoverageWarning, evaluated_queries
 from clir.evaluation.aqwv import AQWVConfig, aqwv, aqwv_per_query, qwv
-from clir.evaluation.measures import DEFAULT_MEASURES, evaluate, evaluate_per_query, means, measure_name
+from clir.evaluation.measures import (
+    DEFAULT_MEASURES,
+    aggregate,
+    evaluate,
+    evaluate_per_query,
+    means,
+    measure_name,
+    summed,
+)
 from clir.evaluation.significance import (
     CORRECTIONS,
     INTERVALS,
@@ -32,6 +42,7 @@ __all__ = [
     "CoverageWarning",
     "SignificanceConfig",
     "adjust_pvalues",
+    "aggregate",
     "aqwv",
     "aqwv_per_query",
     "compare",
@@ -49,4 +60,5 @@ __all__ = [
     "paired_ttest",
     "qwv",
     "randomization_test",
+    "summed",
 ]

@@ -36,7 +36,7 @@ Ties:
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 import ir_measures
 import numpy as np
@@ -264,13 +264,15 @@ def evaluate(
     aqwv: AQWVConfig | None = None,
     collection_size: int | None = None,
 ) -> dict[str, float]:
-    """Evaluate a run: each measure's mean over the evaluated queries.
+    """Evaluate a run: each measure aggregated over the evaluated queries, as ir_measures and
+    trec_eval aggregate it (the mean; the sum for the counts ``NumQ``, ``NumRet``, ``NumRel``,
+    ``NumRelRet``).
 
     Args, Raises and Warns as :func:`evaluate_per_query`, over the same queries (every query
     of the qrels with a relevant document; one missing from the run counts 0).
 
     Returns:
-        ``{measure: mean value}``, e.g. ``{"AP": 0.31, "P@10": 0.42, ..., "AQWV": 0.12}``.
+        ``{measure: value}``, e.g. ``{"AP": 0.31, "P@10": 0.42, ..., "AQWV": 0.12}``.
 
     Example:
         >>> evaluate(run, qrels, ["MAP", "P@10", "AQWV"], collection_size=31102)  # doctest: +SKIP
@@ -280,5 +282,27 @@ def evaluate(
 
 
 def means(per_query: Mapping[str, Mapping[str, float]]) -> dict[str, float]:
-    """:func:`evaluate` from :func:`evaluate_per_query`'s values: each measure's mean."""
-    return {name: float(np.mean(list(values.values()))) for name, values in per_query.items()}
+    """:func:`evaluate` from :func:`evaluate_per_query`'s values: each measure aggregated over
+    the queries by :func:`aggregate` (the mean; the sum for trec_eval's counts)."""
+    return {name: aggregate(name, values.values()) for name, values in per_query.items()}
+
+
+def summed(name: str) -> bool:
+    """Whether ``name``'s value over queries is their sum, not their mean.
+
+    ir_measures (as trec_eval) sums its counts, ``NumQ``, ``NumRet``, ``NumRel`` and
+    ``NumRelRet`` (``SumAgg``); every other measure, AQWV included, is averaged.
+    """
+    canonical, spec = _parse(name)
+    return not _is_aqwv(canonical) and isinstance(spec.aggregator(), ir_measures.SumAgg)  # type: ignore[attr-defined]
+
+
+def aggregate(name: str, values: Iterable[float]) -> float:
+    """A measure's value over queries from its per-query ``values``, as ir_measures aggregates it
+    (the measure's own aggregator): the sum for the counts of :func:`summed`, else the mean
+    (NaN for no value)."""
+    canonical, spec = _parse(name)
+    aggregator = ir_measures.MeanAgg() if _is_aqwv(canonical) else spec.aggregator()  # type: ignore[attr-defined]
+    for value in values:
+        aggregator.add(value)
+    return float(aggregator.result())

@@ -37,10 +37,10 @@ from typing import Annotated
 import numpy as np
 from scipy import stats
 
-from clir.config import OneOf, PositiveInt, Range, Section
+from clir.config import OneOf, PositiveInt, Range, Section, Seed
 from clir.errors import ConfigError
 from clir.evaluation.aqwv import AQWVConfig
-from clir.evaluation.measures import DEFAULT_MEASURES, _per_query
+from clir.evaluation.measures import DEFAULT_MEASURES, _per_query, aggregate, summed
 from clir.types import Qrels, Run
 
 EXACT_MAX_QUERIES = 16
@@ -77,7 +77,7 @@ class SignificanceConfig(Section):
     interval: Annotated[str, OneOf(INTERVALS)] = "bootstrap"
     confidence: Annotated[float, Range(gt=0, lt=1)] = 0.95
     bootstrap_samples: PositiveInt = 10_000
-    seed: int = 0
+    seed: Seed = 0
 
 
 @dataclass(frozen=True)
@@ -85,10 +85,13 @@ class Comparison:
     """Run B compared with a reference run A on one measure.
 
     Attributes:
-        mean_a: Mean of run A over the evaluated queries.
-        mean_b: Mean of run B.
+        mean_a: Run A's value over the evaluated queries, as :func:`~clir.evaluation.evaluate`
+            gives it: the mean, or the sum for trec_eval's counts (``NumRet``, ``NumRelRet``,
+            ...; see :func:`~clir.evaluation.measures.summed`).
+        mean_b: Run B's value, likewise.
         diff: ``mean_b - mean_a``: positive when B is better.
-        ci_low: Lower end of the confidence interval of ``diff`` (NaN with fewer than 2 queries).
+        ci_low: Lower end of the confidence interval of ``diff`` (NaN with fewer than 2 queries;
+            for a summed count, the interval of the mean difference times the number of queries).
         ci_high: Upper end.
         p_ttest: Two-sided p-value of the paired t-test.
         p_ttest_corrected: ``p_ttest`` adjusted over its family (see :func:`compare_runs`).
@@ -348,6 +351,7 @@ def compare_per_query(
     for measure, per_query_a in reference.items():
         qids = list(per_query_a)
         a = np.array([per_query_a[qid] for qid in qids])
+        scale = len(qids) if summed(measure) else 1  # a sum's difference is n times the mean's
         for name in runs:
             b = np.array([runs[name][measure][qid] for qid in qids])
             p_ttest = paired_ttest(a, b)
@@ -360,12 +364,13 @@ def compare_per_query(
                 samples=config.bootstrap_samples,
                 seed=config.seed,
             )
+            mean_a, mean_b = aggregate(measure, a.tolist()), aggregate(measure, b.tolist())
             raw[name][measure] = Comparison(
-                mean_a=float(a.mean()),
-                mean_b=float(b.mean()),
-                diff=float(b.mean() - a.mean()),
-                ci_low=low,
-                ci_high=high,
+                mean_a=mean_a,
+                mean_b=mean_b,
+                diff=mean_b - mean_a,
+                ci_low=low * scale,
+                ci_high=high * scale,
                 p_ttest=p_ttest,
                 p_ttest_corrected=p_ttest,
                 p_randomization=p_randomization,

@@ -300,8 +300,8 @@ def check_output(
             run, never over a user's notes or a collection's topics). ``None``: any file.
 
     Raises:
-        OutputExistsError: If ``path`` holds what the save must not replace (a directory where
-            a file goes, a file of another format; see :func:`atomic_directory` for
+        OutputExistsError: If ``path`` holds what the save must not replace (a symbolic link, a
+            directory where a file goes, a file of another format; see :func:`atomic_directory` for
             directories; one of ``inputs``, even with ``force``), or a file lies where one of
             its parent directories would be.
         ConfigError: If the nearest existing parent is not writable.
@@ -310,6 +310,8 @@ def check_output(
     path = Path(os.path.abspath(path))
     if kind is not None:
         _replaceable(path, kind, force, option)
+    elif path.is_symlink():  # replacing it would drop the link (never its target): refused as for directories
+        raise OutputExistsError(path, "a symbolic link", force_helps=False, option=option)
     elif path.is_dir():
         raise OutputExistsError(
             path, "a directory (clir writes a file here)", force_helps=False, option=option

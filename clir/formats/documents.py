@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 import warnings
-from collections.abc import Iterable, Iterator
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
+from typing import Any
 
 from clir.errors import ConfigError, FormatError
 from clir.formats._lines import numbered_lines
@@ -19,23 +21,27 @@ def iter_documents(path: str | Path) -> Iterator[Document]:
 
     Raises:
         FormatError: On invalid JSON, a missing or non-string ``docno``/``text``, an invalid
-            docno (see :mod:`clir.formats.identifiers`), a non-string extra field, or a
-            duplicate ``docno``.
+            docno (see :mod:`clir.formats.identifiers`), a non-string extra field, a key
+            written twice in a line's object, or a duplicate ``docno``.
     """
     seen: set[str] = set()
     empty = 0
     for number, line in numbered_lines(path):
         try:
-            obj = json.loads(line)
+            pairs = _object_pairs(line)  # objects as (key, value) pairs, so that none is lost
         except json.JSONDecodeError as exc:
             raise FormatError(path, number, f"invalid JSON ({exc.msg} at column {exc.colno})") from None
         except (ValueError, RecursionError) as exc:  # an integer of > 4300 digits; deep nesting
             raise FormatError(path, number, f"invalid JSON ({type(exc).__name__}: {exc})") from None
-        if not isinstance(obj, dict):
-            raise FormatError(path, number, f"expected a JSON object, got {type(obj).__name__}")
-        for key in ("docno", "text"):
+        if type(pairs) is not list or not (line[:1] == "{" or line.lstrip()[:1] == "{"):
+            raise FormatError(path, number, f"expected a JSON object, got {type(json.loads(line)).__name__}")
+        obj = dict(pairs)
+        if len(obj) < len(pairs):  # json.loads keeps the last of a repeated key, silently
+            raise FormatError(path, number, f"key {repeated_key(pairs)!r} is written twice in one object")
+        for key in ("docno", "text"):  # a refused value is named as json reads it (objects as dicts)
             if not isinstance(obj.get(key), str):
-                raise FormatError(path, number, f"field {key!r} must be a string, got {obj.get(key)!r}")
+                got = json.loads(line).get(key)
+                raise FormatError(path, number, f"field {key!r} must be a string, got {got!r}")
         docno = check_identifier(obj.pop("docno"), "docno", path, number)
         text = obj.pop("text")
         if docno in seen:
@@ -43,12 +49,39 @@ def iter_documents(path: str | Path) -> Iterator[Document]:
         seen.add(docno)
         for key, value in obj.items():
             if not isinstance(value, str):
-                raise FormatError(path, number, f"field {key!r} must be a string, got {type(value).__name__}")
+                got = type(json.loads(line)[key]).__name__
+                raise FormatError(path, number, f"field {key!r} must be a string, got {got}")
         if not text.strip():
             empty += 1
         yield Document(docno, text, obj)
     if empty:
         warnings.warn(f"{path}: {empty} document(s) with empty text", stacklevel=2)
+
+
+_object_pairs = json.JSONDecoder(object_pairs_hook=list).decode
+"""``json.loads`` with each object read as its list of ``(key, value)`` pairs: as fast, and a
+key written twice is kept twice."""
+
+
+def repeated_key(pairs: list[tuple[str, Any]]) -> str | None:
+    """The first key that ``pairs`` hold twice, else ``None``."""
+    counts = Counter(key for key, _ in pairs)
+    return next((key for key, n in counts.items() if n > 1), None)
+
+
+def unique_keys(
+    path: str | Path, number: int | None = None
+) -> Callable[[list[tuple[str, Any]]], dict[str, Any]]:
+    """An ``object_pairs_hook`` for :func:`json.loads` that refuses a key written twice in one
+    object (json keeps the last, silently), naming ``path`` and line ``number``."""
+
+    def hook(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        mapping = dict(pairs)
+        if len(mapping) < len(pairs):
+            raise FormatError(path, number, f"key {repeated_key(pairs)!r} is written twice in one object")
+        return mapping
+
+    return hook
 
 
 def read_documents(path: str | Path) -> list[Document]:

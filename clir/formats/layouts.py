@@ -21,6 +21,7 @@ from typing import Any
 
 from clir.errors import ConfigError, FormatError
 from clir.formats._lines import GRADES, fields_of, integer_of, numbered_lines, warn_if_header
+from clir.formats.documents import unique_keys
 from clir.formats.identifiers import check_identifier
 from clir.formats.qrels import read_qrels
 from clir.formats.topics import read_topics
@@ -51,7 +52,9 @@ def sniff_format(path: str | Path, kind: str) -> str:
 def _records(path: str | Path) -> Iterator[tuple[int, dict[str, Any]]]:
     for number, line in numbered_lines(path):
         try:
-            obj = json.loads(line)
+            obj = json.loads(line, object_pairs_hook=unique_keys(path, number))
+        except FormatError:
+            raise
         except (ValueError, RecursionError) as exc:
             raise FormatError(path, number, f"invalid JSON ({exc})") from None
         if not isinstance(obj, dict):
@@ -189,26 +192,43 @@ _LABEL = re.compile(r"^\s*(number|topic|title|description|narrative)\s*:\s*", re
 def _trec_topics(
     path: str | Path, query_field: str, description_field: str | None
 ) -> Iterator[tuple[int, str, str, str]]:
-    """TREC topics: each ``<top>...</top>`` or ``<topic ...>...</topic>``; an element's text runs
-    to the next tag (SGML leaves ``<num>``, ``<title>``, ``<desc>`` unclosed), with the labels
-    ``Number:``, ``Topic:``, ``Description:`` dropped and XML entities decoded."""
+    """TREC topics: each ``<top>...</top>`` or ``<topic ...>...</topic>``. A closed element's text
+    runs to its closing tag, the text of elements nested in it included (``<title>god
+    <b>earth</b></title>``); an unclosed one's to the next tag (SGML leaves ``<num>``,
+    ``<title>``, ``<desc>`` unclosed). The labels ``Number:``, ``Topic:``, ``Description:`` are
+    dropped and XML entities decoded. A second ``<num>``, query or description element in one
+    topic (a lost ``</top><top>`` merges two topics) is an error at its line."""
     lines: list[str] = []
     for number, line in numbered_lines(path):  # blank lines kept, so that line numbers hold
         lines += [""] * (number - 1 - len(lines)) + [line]
     text = "".join(line + "\n" for line in lines)
     descriptions = {description_field.lower()} if description_field else {"desc", "description"}
+    once = {"num", query_field.lower(), *descriptions}
     matches = list(_TOPIC.finditer(text))
     _check_topics_closed(path, text, matches)
     for match in matches:
         number = text.count("\n", 0, match.start()) + 1
         elements: dict[str, str] = {}
-        tags = list(_TAG.finditer(match.group(3)))
-        for tag, after in zip(tags, [*tags[1:], None], strict=True):
+        body = match.group(3)
+        tags = list(_TAG.finditer(body))
+        for i, tag in enumerate(tags):
             if tag.group(1):  # a closing tag
                 continue
-            end = after.start() if after is not None else len(match.group(3))
-            value = html.unescape(match.group(3)[tag.end() : end])
-            elements.setdefault(tag.group(2).lower(), _LABEL.sub("", value).strip())
+            name = tag.group(2).lower()
+            if name in elements and name in once:
+                line = text.count("\n", 0, match.start(3) + tag.start()) + 1
+                raise FormatError(
+                    path,
+                    line,
+                    f"a second <{tag.group(2)}> in the topic opened on line {number}: one per topic "
+                    f"(is a </{match.group(1)}> missing before it?)",
+                )
+            closing = _closing_tag(tags, i, name)
+            if closing is not None:  # its text, nested elements' included
+                value = _TAG.sub("", body[tag.end() : closing.start()])
+            else:
+                value = body[tag.end() : tags[i + 1].start() if i + 1 < len(tags) else len(body)]
+            elements.setdefault(name, _LABEL.sub("", html.unescape(value)).strip())
         attribute = _NUMBER.search(match.group(2))
         qid = attribute.group(1).strip() if attribute else elements.get("num", "")
         if not qid:
@@ -224,12 +244,26 @@ def _trec_topics(
         yield number, qid, elements[query_field.lower()], description
 
 
+def _closing_tag(tags: list[re.Match[str]], i: int, name: str) -> re.Match[str] | None:
+    """The tag closing the element opened by ``tags[i]`` (named ``name``): the first ``</name>``
+    after it, unless another ``<name>`` comes first (an unclosed SGML element); else ``None``."""
+    for tag in tags[i + 1 :]:
+        if tag.group(2).lower() == name:
+            return tag if tag.group(1) else None
+    return None
+
+
 def _check_topics_closed(path: str | Path, text: str, matches: list[re.Match[str]]) -> None:
     """Raise unless every ``<top>`` / ``<topic>`` opened in ``text`` is one of ``matches``: an
     opening tag between them or inside one of them is a topic whose closing tag is missing or
     malformed, which would otherwise be dropped or merged into its neighbour."""
     if not matches:
-        raise FormatError(path, None, "no <top> or <topic> element: not TREC topics")
+        opening = _OPENING.search(text)
+        if opening is None:
+            raise FormatError(path, None, "no <top> or <topic> element: not TREC topics")
+        tag = opening.group(1)
+        problem = f"<{tag}> is not closed (no </{tag}> before the end)"
+        raise FormatError(path, text.count("\n", 0, opening.start()) + 1, problem)
     starts = {match.start() for match in matches}
     for opening in _OPENING.finditer(text):
         if opening.start() in starts:

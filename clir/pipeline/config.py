@@ -34,6 +34,7 @@ from clir.pipeline.engine import EngineConfig
 from clir.training.config import TrainConfig, check_first_stages, load_config
 from clir.training.ensemble import member_paths
 from clir.training.warmstart import NOT_ARCHITECTURE
+from clir.translation.ibm1 import MAX_ITERATIONS
 
 Pair = Annotated[
     str,
@@ -51,8 +52,8 @@ class TablesConfig(Section):
         seed: Seed of the model.
     """
 
-    iterations: PositiveInt = 10
-    seed: int = 0
+    iterations: Annotated[int, Range(ge=1, le=MAX_ITERATIONS)] = 10
+    seed: Seed = 0
 
 
 @dataclass(frozen=True)
@@ -107,7 +108,7 @@ class WeakConfig(Section):
     n_train: PositiveInt | None = None
     n_dev: PositiveInt = 200
     holdout: Annotated[float, Range(ge=0.0, lt=1.0)] = 0.0
-    seed: int = 13
+    seed: Seed = 13
     per_passage: Annotated[PositiveInt | None, OmitWhenNone()] = None
     first_stage: Annotated[str | list[str] | None, OmitWhenNone()] = None
 
@@ -142,7 +143,7 @@ class DistractorsConfig(Section):
     """
 
     n: PositiveInt = 1000
-    seed: int = 0
+    seed: Seed = 0
     bigram: Annotated[float, Range(ge=0.0, le=1.0)] = 0.5
 
 

@@ -499,36 +499,85 @@ def collection_statistics(
 
 
 def load_stages(
-    path: str | Path, names: Sequence[str], baseline: BaselineConfig | None = None, progress: bool = True
+    path: str | Path,
+    names: Sequence[str],
+    baseline: BaselineConfig | None = None,
+    progress: bool = True,
+    collection: Collection | None = None,
 ) -> dict[str, FirstStage]:
     """Saved first stages (memory-mapped) for the named ``"<mode>-<model>"`` stages, from
     ``path/<name>`` (``clir index --out``, ``experiments/bench_scale.py``'s work directory), or
     else from a saved stage of the same mode whose index ``model`` scores (with the baseline's
     ``model_params``; the weights are computed from its term frequencies at load).
 
+    With ``collection``, each stage must index that collection's documents: its document
+    language and exactly its docnos (:func:`check_stage_documents`).
+
     Raises:
-        ConfigError: For a name with neither.
+        ConfigError: For a name with neither, or a stage of other documents than ``collection``'s.
     """
     path = Path(path)
     if not path.is_dir():
         raise ConfigError(f"stages directory {path} is not a directory (expected <mode>-<model>/ stages)")
     baseline = baseline or BaselineConfig()
     stages = {}
+    docnos = None if collection is None else np.sort(np.asarray([d.docno for d in collection.documents]))
     for name in dict.fromkeys(names):
         mode, model = _stage_name(name)
         if (path / name / "first_stage.json").is_file():
             stages[name] = FirstStage.load(path / name, progress=progress)
-            continue
-        same_mode = sorted(p for p in path.glob(f"{mode}-*") if (p / "first_stage.json").is_file())
-        if not same_mode:
-            found = sorted(p.name for p in path.glob("*-*") if (p / "first_stage.json").is_file())
-            raise ConfigError(
-                f"stages directory {path}: no saved first stage {name!r} nor another of mode {mode!r} "
-                f"({mode}-<model>/first_stage.json); it holds {found}"
-            )
-        params = baseline.model_params.get(model, {})
-        stages[name] = FirstStage.load(same_mode[0], progress=progress, model=model, model_params=params)
+            saved = path / name
+        else:
+            same_mode = sorted(p for p in path.glob(f"{mode}-*") if (p / "first_stage.json").is_file())
+            if not same_mode:
+                found = sorted(p.name for p in path.glob("*-*") if (p / "first_stage.json").is_file())
+                raise ConfigError(
+                    f"stages directory {path}: no saved first stage {name!r} nor another of mode "
+                    f"{mode!r} ({mode}-<model>/first_stage.json); it holds {found}"
+                )
+            params = baseline.model_params.get(model, {})
+            saved = same_mode[0]
+            stages[name] = FirstStage.load(saved, progress=progress, model=model, model_params=params)
+        if collection is not None and docnos is not None:  # (docnos: the collection's, sorted)
+            check_stage_documents(stages[name], collection, docnos, f"--stages {saved}")
     return stages
+
+
+def check_stage_documents(stage: FirstStage, collection: Collection, docnos: np.ndarray, where: str) -> None:
+    """Refuse a first stage that does not index ``collection``'s documents: another document
+    language, or other docnos (``docnos``: the collection's, sorted). Its scores and document
+    frequencies would be another collection's (texts under the same docnos are not compared:
+    the index keeps no text).
+
+    Raises:
+        ConfigError: Naming ``where``, the counts and an example docno.
+    """
+    lang = getattr(stage.doc_analyzer, "lang", None)
+    if lang is not None and lang != collection.doc_lang:
+        raise ConfigError(
+            f"{where} indexes {lang!r} documents, collection {collection.name!r} is in "
+            f"{collection.doc_lang!r}: index this collection ('clir index') or give its stages"
+        )
+    index = stage.retriever.index_
+    shards = getattr(index, "shards", None)
+    parts = (
+        [np.asarray(shard.docnos) for shard in shards] if shards is not None else [np.asarray(index.docnos)]
+    )
+    indexed = np.sort(np.concatenate(parts)) if len(parts) > 1 else parts[0]
+    if len(indexed) == len(docnos) and np.array_equal(indexed, docnos):
+        return
+    only_index = np.setdiff1d(indexed, docnos)
+    only_collection = np.setdiff1d(docnos, indexed)
+    example = (
+        f"{str(only_index[0])!r} is indexed but not in the collection"
+        if len(only_index)
+        else f"{str(only_collection[0])!r} of the collection is not indexed"
+    )
+    raise ConfigError(
+        f"{where} indexes other documents than collection {collection.name!r}: {len(indexed)} "
+        f"documents, the collection {len(docnos)} ({example}); index this collection "
+        "('clir index --collection') or give its stages"
+    )
 
 
 @dataclass
@@ -922,7 +971,9 @@ def rerank_collection(
             baseline=baseline,
             progress=config.progress,
             engine=engine,
-            stages=None if stages is None else load_stages(stages, stage_names, baseline, config.progress),
+            stages=None
+            if stages is None
+            else load_stages(stages, stage_names, baseline, config.progress, collection),
             candidates_only=True,
         )
     else:

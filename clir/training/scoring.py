@@ -120,10 +120,20 @@ class ScoringOptions:
             self._check_cpu()
 
     def _check_cpu(self) -> None:
-        if self.precision == "bf16" or self.compile or self.fused:
+        wrong = [  # each with the CLI's option where it has one
+            setting
+            for setting, bad in (
+                ("precision='bf16' (--precision bf16)", self.precision == "bf16"),
+                ("compile=True", bool(self.compile)),
+                ("fused=True", bool(self.fused)),
+            )
+            if bad
+        ]
+        if wrong:
+            hint = " (--precision fp32 or auto)" if self.precision == "bf16" else ""
             raise ConfigError(
-                f"precision={self.precision!r}, compile={self.compile!r}, fused={self.fused!r} need CUDA, "
-                "got device 'cpu'; on a CPU scoring runs in fp32, uncompiled"
+                f"{' and '.join(wrong)} {'needs' if len(wrong) == 1 else 'need'} CUDA, got device 'cpu'; "
+                f"on a CPU scoring runs in fp32, uncompiled{hint}"
             )
 
     def resolve(self, default_device: str = "auto") -> ScoringOptions:

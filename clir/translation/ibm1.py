@@ -23,6 +23,10 @@ from clir.types import ParallelPair
 NULL = "<NULL>"
 """The empty source word of IBM Model 1 (never part of a learned table's vocabulary)."""
 
+MAX_ITERATIONS = 10_000
+"""The most EM iterations asked of IBM Model 1 (``--iterations``, ``tables.iterations``): it
+converges in tens; a larger count is a typo (``1e20`` overflowed the progress bar)."""
+
 
 class IBMModel1:
     """IBM Model 1: p(target word | source word) from sentence-aligned text by EM.
@@ -39,7 +43,8 @@ class IBMModel1:
     Python loop over sentences or word pairs.
 
     Args:
-        iterations: Number of EM iterations (fixed; no convergence test).
+        iterations: Number of EM iterations (fixed; no convergence test), 1 to
+            :data:`MAX_ITERATIONS`.
         null: Add the NULL source word to every sentence. Its distribution is learned
             (``null_probs_``) but kept out of ``table_``.
         seed: Seed of the random initialisation; used only when ``init="random"`` (the default
@@ -66,8 +71,8 @@ class IBMModel1:
         init: str = "uniform",
         progress: bool = True,
     ) -> None:
-        if iterations < 1:
-            raise ConfigError(f"iterations must be >= 1, got {iterations!r}")
+        if not 1 <= iterations <= MAX_ITERATIONS:
+            raise ConfigError(f"iterations must be from 1 to {MAX_ITERATIONS}, got {iterations!r}")
         if init not in ("uniform", "random"):
             raise ConfigError(f"init must be 'uniform' or 'random', got {init!r}")
         self.iterations = iterations
