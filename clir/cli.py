@@ -12,6 +12,7 @@ import json
 import logging
 import math
 import os
+import re
 import sys
 import warnings
 from collections.abc import Callable, Iterator, Sequence
@@ -264,6 +265,19 @@ def _sizes_as_options() -> Iterator[None]:
         raise ConfigError(error.naming(option)) from None
 
 
+@contextlib.contextmanager
+def _arguments_as_options(source: str, names: Sequence[str]) -> Iterator[None]:
+    """A builder's error on one of its ``names`` (``SOURCE: holdout=1.0 is invalid; ...``) names
+    the option (``--holdout 1.0 is invalid; ...``)."""
+    try:
+        yield
+    except ConfigError as error:
+        found = re.match(rf"{re.escape(source)}: (\w+)=(.*?)( is invalid.*)$", str(error), re.DOTALL)
+        if found is None or found[1] not in names:
+            raise
+        raise ConfigError(f"--{found[1].replace('_', '-')} {found[2]}{found[3]}") from None
+
+
 def _data_bible(args: argparse.Namespace) -> int:
     from clir.datasets import build_bible_collection
 
@@ -299,7 +313,7 @@ def _data_pseudo(args: argparse.Namespace) -> int:
     names = ("passage_verses", "n_train", "n_dev", "holdout", "seed", "per_passage")
     options = {name: getattr(args, name) for name in names}
     options["layout"] = args.layout or ("bible" if _verse_keys(pairs) else "pairs")
-    with _sizes_as_options():
+    with _sizes_as_options(), _arguments_as_options("build_pseudo_collection", names):
         collection = build_pseudo_collection(pairs, doc_lang, **options)
     collection.save(args.out, force=args.force)
     print(json.dumps(collection.stats, indent=2))
@@ -894,7 +908,13 @@ def _explain(args: argparse.Namespace) -> int:
         tables_dir=args.tables,
         png=args.png,
     )
-    print(f"{result.qid} / {result.docno}: score {result.score:.4f}, rank {result.rank} among the candidates")
+    if result.candidate:
+        where = f"rank {result.rank} among the {result.candidates} candidates"
+    else:
+        where = (
+            f"not among the {result.candidates} candidates of the first stages; scored as if added to them"
+        )
+    print(f"{result.qid} / {result.docno}: score {result.score:.4f}, {where}")
     width = max(len(name) for name in result.inputs)
     print(f"{'fusion input':<{width}}     value   share")
     for name, value in result.inputs.items():

@@ -32,7 +32,9 @@ from clir.datasets import Collection
 from clir.embeddings import SharedSpace
 from clir.errors import ConfigError, MissingDependencyError
 from clir.formats import ranked
+from clir.pipeline.baselines import BaselineConfig
 from clir.pipeline.features import CollectionFeatures, collection_rerank_data, stage_features
+from clir.pipeline.trained_with import model_baseline
 from clir.training import load_models, rerank
 from clir.translation import TranslationTable
 from clir.types import Qrels, Query, Run
@@ -170,6 +172,9 @@ class Reranker(pt.Transformer):
         space: The shared space (holding the collection's language) or its directory.
         tables: ``(en->doc, doc->en)`` tables; else learned (or loaded) into ``tables_dir``.
         tables_dir: Where the tables are cached.
+        baseline: First-stage settings of the score features (default: those the model was
+            trained with, :func:`~clir.pipeline.trained_with.model_baseline`, else the
+            baselines').
     """
 
     def __init__(
@@ -180,10 +185,12 @@ class Reranker(pt.Transformer):
         *,
         tables: tuple[TranslationTable, TranslationTable] | None = None,
         tables_dir: str | Path | None = None,
+        baseline: BaselineConfig | None = None,
     ) -> None:
         super().__init__()
         self.model = model
         self.models = load_models(model)
+        self.baseline = model_baseline(model, baseline)
         self.space = space if isinstance(space, SharedSpace) else SharedSpace.load(space)
         config = self.models[0].config
         self.features = CollectionFeatures.build(
@@ -191,6 +198,7 @@ class Reranker(pt.Transformer):
             stage_names=stage_features(self.models[0].feature_names),
             tables=tables,
             tables_dir=tables_dir,
+            baseline=self.baseline,
             progress=config.progress,
         )
 

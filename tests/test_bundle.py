@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import re
 import shutil
+import warnings
 
 import numpy as np
 import pytest
@@ -19,9 +20,11 @@ from clir.embeddings import SharedSpace
 from clir.errors import DataNotFoundError, FormatError
 from clir.evaluation import evaluate
 from clir.formats import ranked, read_parallel, read_run, write_topics
+from clir.pipeline.baselines import BaselineConfig
 from clir.pipeline.bundle import Bundle, model_card, read_scores, save_pretrained
 from clir.pipeline.features import rerank_collection, train_reranker
 from clir.pipeline.tables import learn_tables
+from clir.pipeline.trained_with import TRAINED_WITH_FILE, FirstStageSettingsWarning
 from clir.translation import TranslationTable
 from clir.types import Document, ParallelPair
 
@@ -330,3 +333,151 @@ def test_rerank_names_the_run_file_and_line_of_a_docno_outside_the_collection(tr
     err = capsys.readouterr().err
     assert f"clir: error: {run}:3: docno 'elsewhere' is not a document of --collection {root / 'sw'}" in err
     assert not (tmp_path / "a.run").exists() and not (tmp_path / "new-tables").exists()
+
+
+def test_explain_gives_no_rank_to_a_document_the_first_stages_missed(trained, capsys, monkeypatch):
+    """explain printed "rank 12 among the candidates" for a document the first stages had not
+    returned (added to the candidates), and "rank 1" for any document of a query retrieving nothing."""
+    import clir.pipeline.explain as explain_module
+
+    root, model, _, _, _ = trained
+    collection = Collection.load(root / "sw")
+    query = collection.split("test")[0]
+    real, runs = explain_module.search_candidates, []
+
+    def missing(drop):  # the first stages' candidates, less ``drop``
+        def search(*args):
+            run = real(*args)
+            runs.append(dict(run[query.qid]))
+            return {query.qid: {d: s for d, s in run[query.qid].items() if d not in drop}}
+
+        return search
+
+    argv = ["explain", "--model", str(model), "--collection", str(root / "sw")]
+    argv += ["--space", str(root / "space"), "--tables", str(root / "tables"), "--qid", query.qid]
+    monkeypatch.setattr(explain_module, "search_candidates", missing(set()))
+    docno = collection.documents[0].docno
+    assert main([*argv, "--docno", docno]) == 0
+    (docno, _), *_ = ranked(runs[-1])
+    assert main([*argv, "--docno", docno]) == 0
+    (first,) = [line for line in capsys.readouterr().out.splitlines() if f"/ {docno}: " in line]
+    assert re.search(rf", rank \d+ among the {len(runs[-1])} candidates$", first), first
+
+    monkeypatch.setattr(explain_module, "search_candidates", missing({docno}))
+    explained = explain_module.explain_pair(
+        model, collection, root / "space", query.qid, docno, tables_dir=root / "tables"
+    )
+    assert (explained.candidate, explained.candidates) == (False, len(runs[-1]) - 1)
+    monkeypatch.setattr(explain_module, "search_candidates", lambda *args: {})  # retrieves nothing
+    assert main([*argv, "--docno", docno]) == 0
+    first = capsys.readouterr().out.splitlines()[0]
+    assert first.endswith(", not among the 0 candidates of the first stages; scored as if added to them")
+    assert "rank" not in first
+
+
+@pytest.fixture(scope="module")
+def trained_with_settings(trained, tmp_path_factory):
+    """A tiny model trained with other first-stage settings than the baselines' defaults."""
+    root, _, space, tables, _ = trained
+    baseline = BaselineConfig(model_params={"bm25": {"k1": 0.6, "b": 0.3}, "ql": {"mu": 50}}, spelling=None)
+    out = tmp_path_factory.mktemp("settings") / "model"
+    model = train_reranker(
+        tiny_reranker_config(["qt-bm25", "psq-ql"]),
+        Collection.load(root / "sw"),
+        space,
+        out,
+        tables=tables,
+        baseline=baseline,
+    )
+    return model, baseline
+
+
+def test_a_model_reranks_with_the_first_stage_settings_it_was_trained_with(
+    trained, trained_with_settings, tmp_path
+):
+    """rerank, bundle + search, explain and the CLI built a model's candidates and features with
+    the default first-stage settings whatever the model was trained with: other numbers, silently."""
+    root, _, space, tables, _ = trained
+    model, baseline = trained_with_settings
+    collection = Collection.load(root / "sw")
+    queries = collection.split("test")
+    rerank = {"split": queries, "tables": tables}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the model's own settings: nothing to warn of
+        given = rerank_collection(model, collection, space, baseline=baseline, **rerank)
+        assert rerank_collection(model, collection, space, **rerank) == given
+    with pytest.warns(FirstStageSettingsWarning, match=r"model_params .*'k1': 0\.6.* -> \{\}"):
+        default = rerank_collection(model, collection, space, baseline=BaselineConfig(), **rerank)
+    assert default != given
+
+    bundle = save_pretrained(
+        tmp_path / "bundle",
+        reranker=model,
+        space=root / "space",
+        tables=root / "tables",
+        collection=collection,
+    )
+    assert (
+        json.loads((bundle / "config.json").read_text())["first_stage"]["model_params"]
+        == baseline.model_params
+    )
+    assert Bundle.from_pretrained(bundle).search(collection, queries) == given
+
+    argv = ["rerank", "--model", str(model), "--collection", str(root / "sw"), "--space", str(root / "space")]
+    assert main([*argv, "--tables", str(root / "tables"), "--out", str(tmp_path / "cli.run")]) == 0
+    assert read_run(tmp_path / "cli.run") == given
+
+    from clir.pipeline.explain import explain_pair
+
+    query = queries[0]
+    docno = ranked(given[query.qid])[0][0]
+    explain = {"tables_dir": root / "tables"}
+    explained = [
+        explain_pair(model, collection, space, query.qid, docno, baseline=settings, **explain)
+        for settings in (None, baseline)
+    ]
+    with pytest.warns(FirstStageSettingsWarning):
+        explained.append(
+            explain_pair(model, collection, space, query.qid, docno, baseline=BaselineConfig(), **explain)
+        )
+    own, given_explained, default_explained = [(e.score, e.inputs) for e in explained]
+    assert own == given_explained != default_explained
+
+    # a model saved before the settings were recorded reranks with the defaults, as it did
+    old = tmp_path / "old"
+    shutil.copytree(model, old)
+    (old / TRAINED_WITH_FILE).unlink()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert rerank_collection(old, collection, space, **rerank) == default
+
+
+def test_search_and_rerank_refuse_a_k_or_depth_below_1_and_search_takes_a_split_name(trained):
+    """Bundle.search(k=-3) returned all but the last 3 documents, k=0 empty rankings;
+    rerank_collection(depth=-5) cut candidates off and depth=0 meant the default; and
+    Bundle.search(collection, "test") failed with an AttributeError."""
+    from clir.errors import ConfigError
+    from clir.training.ensemble import rerank, rerank_parts
+
+    root, model, space, tables, bundle = trained
+    collection = Collection.load(root / "sw")
+    loaded = Bundle.from_pretrained(bundle)
+    for k in (0, -3, 2.5, True):
+        with pytest.raises(ConfigError, match=rf"^k must be a positive integer, got {re.escape(repr(k))}$"):
+            loaded.search(collection, collection.split("test"), k=k)
+    for depth in (0, -5):
+        match = rf"^depth must be a positive integer, got {depth}$"
+        with pytest.raises(ConfigError, match=match):
+            rerank_collection(model, collection, space, split="test", tables=tables, depth=depth)
+        with pytest.raises(ConfigError, match=match):
+            rerank(model, None, space=space, depth=depth)
+        with pytest.raises(ConfigError, match=match):
+            rerank_parts(model, None, space=space, depth=depth)
+    queries = collection.split("test")
+    assert loaded.search(collection, "test", k=5, log=lambda line: None) == loaded.search(
+        collection, queries, k=5, log=lambda line: None
+    )
+    with pytest.raises(ConfigError, match="nosuch"):
+        loaded.search(collection, "nosuch")
+    numpy_k = loaded.search(collection, queries, k=np.int64(5), log=lambda line: None)  # numpy ints are ints
+    assert numpy_k == loaded.search(collection, queries, k=5, log=lambda line: None)

@@ -462,3 +462,20 @@ def test_full_en_sw_collection(grid):
     assert stats["collection_verses"] + stats["parallel_pairs"] == len(grid)
     parallel_ids = {pair.pair_id for pair in collection.parallel}
     assert not any(v.key in parallel_ids for d in collection.documents for v in verses_of(d.docno, grid))
+
+
+def test_collection_save_errors_name_the_directory_given_not_its_temporary_one(tmp_path, monkeypatch):
+    """Collection.save of a duplicate docno said "/x/.dupcoll.zzmoseca.tmp/documents.jsonl: not
+    written: ...", naming a temporary directory that is gone by then."""
+    from clir.types import Document, Query
+
+    monkeypatch.chdir(tmp_path)
+    documents = [Document("d000", "maji"), Document("d000", "mkate")]
+    collection = Collection(
+        "dup", "sw", "en", documents, {"test": [Query("q1", "water")]}, {"q1": {"d000": 1}}
+    )
+    with pytest.raises(
+        ConfigError, match=r"^x/dupcoll/documents\.jsonl: not written: duplicate docno 'd000'$"
+    ):
+        collection.save(Path("x") / "dupcoll")
+    assert not (tmp_path / "x" / "dupcoll").exists() and list((tmp_path / "x").iterdir()) == []

@@ -355,6 +355,24 @@ def test_aqwv_collection_size_errors():
         qwv(2, 3, 1, 2)
 
 
+def test_aqwv_of_a_query_judging_every_document_relevant_has_no_false_alarm_rate():
+    """N = R made P_FA 0/0: 'clir baselines' failed with "collection_size=3 is too small" on a
+    query judging all 3 documents relevant. No false alarm is possible: P_FA = 0."""
+    assert qwv(3, 3, 3, 3) == 1.0
+    assert qwv(3, 1, 1, 3) == pytest.approx(1 - 2 / 3)
+    assert qwv(3, 0, 0, 3) == 0.0
+    run = {"q": {"d1": 3.0, "d2": 2.0, "d3": 1.0}}
+    qrels = {"q": {"d1": 1, "d2": 1, "d3": 1}}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert aqwv(run, qrels, 3, AQWVConfig(cutoff=2)) == pytest.approx(2 / 3)
+        assert aqwv(run, qrels, 3, AQWVConfig(oracle=True)) == 1.0
+    with pytest.raises(ConfigError, match=r"collection_size=2 is too small: it must hold the 3 relevant"):
+        qwv(3, 3, 3, 2)  # really inconsistent: fewer documents than relevant ones
+    with pytest.raises(ConfigError, match="too small"):
+        qwv(3, 4, 3, 3)  # a returned non-relevant document that N = R leaves no room for
+
+
 def test_aqwv_config_validation():
     with pytest.raises(ConfigError, match="cutoff"):
         AQWVConfig(cutoff=-1)

@@ -543,3 +543,17 @@ def test_atomic_directory_swaps_only_on_success_with_usual_permissions(tmp_path)
     umask = os.umask(0)
     os.umask(umask)
     assert stat.S_IMODE(target.stat().st_mode) == 0o777 & ~umask
+
+
+def test_a_lone_surrogate_in_jsonl_documents_names_the_file_line_and_field(tmp_path):
+    """A JSON "\\ud800" escape decodes to a lone surrogate that UTF-8 cannot write: 'data check'
+    passed such a collection and saving it failed later with a bare UnicodeEncodeError."""
+    path = tmp_path / "docs.jsonl"
+    path.write_text('{"docno": "d1", "text": "a \\u00e9"}\n{"docno": "d2", "text": "mtu \\ud800 sokoni"}\n')
+    with pytest.raises(FormatError, match=rf"^{re.escape(str(path))}:2: field 'text' holds a lone surrogate"):
+        read_documents(path)
+    path.write_text('{"docno": "d1", "text": "a", "title": "\\udfff"}\n')
+    with pytest.raises(FormatError, match=r":1: field 'title' holds a lone surrogate \(U\+DFFF\)"):
+        read_documents(path)
+    path.write_text('{"docno": "d1", "text": "a \\ud83d\\ude00 \\u00e9"}\n')  # a pair is one character
+    assert read_documents(path)[0].text == "a \U0001f600 \u00e9"

@@ -418,3 +418,24 @@ def test_every_doc_lang_option_is_a_language_code(tmp_path, capsys, argv):
     assert capsys.readouterr().err.startswith(
         "clir: error: argument --doc-lang: language code must be letters like 'sw', got 'sw!'"
     )
+
+
+def test_a_lone_surrogate_in_imported_jsonl_names_the_file_line_and_field(tmp_path, capsys):
+    """clir data import of JSONL text with a "\\ud800" escape said only "unexpected UnicodeEncodeError"."""
+    docs, topics, qrels = tmp_path / "docs.jsonl", tmp_path / "t.jsonl", tmp_path / "q.txt"
+    docs.write_text('{"docno": "d1", "text": "mtu \\ud800 sokoni"}\n')
+    topics.write_text('{"qid": "q1", "text": "a"}\n{"qid": "q2", "text": "b \\udfff"}\n')
+    qrels.write_text("q1 0 d1 1\n")
+    with pytest.raises(
+        FormatError, match=r"docs\.jsonl:1: field 'text' \(--text-field\) holds a lone surrogate"
+    ):
+        list(iter_documents_as(docs))
+    with pytest.raises(
+        FormatError, match=r"t\.jsonl:2: field 'text' \(--query-field\) holds a lone surrogate"
+    ):
+        read_topics_as(topics, "jsonl")
+    argv = ["data", "import", "--documents", str(docs), "--topics", str(topics), "--qrels", str(qrels)]
+    assert main([*argv, "--doc-lang", "sw", "--out", str(tmp_path / "c"), "-q"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"clir: error: {topics}:2: field 'text'") and "lone surrogate" in err
+    assert "Traceback" not in err and not (tmp_path / "c").exists()

@@ -220,6 +220,23 @@ def _check_the_report_explorer(out: Path, collection: Collection, model: Path, s
         np.testing.assert_allclose(canvas["values"], matrix.values, atol=0.005 + 1e-6)
 
 
+def test_explain_heatmaps_of_a_document_without_terms_say_so_without_warnings(tmp_path):
+    """explain --png of a document with empty text leaked matplotlib's "Attempting to set
+    identical low and high xlims" warnings for its empty similarity matrices."""
+    import warnings
+
+    from clir.pipeline.explain import TermMatrix, _heatmaps
+
+    matrices = {
+        "knrm": TermMatrix("query_en", "src", ["god"], [], np.zeros((1, 0)), 0.0),
+        "drmm": TermMatrix("query_src", "en", ["mungu"], ["mungu"], np.ones((1, 1)), 0.5),
+    }
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        path = _heatmaps(tmp_path / "h.png", matrices)
+    assert path.stat().st_size > 0
+
+
 def test_an_error_beside_the_background_step_waits_for_it_and_a_ctrl_c_does_not():
     finished = threading.Event()
 

@@ -299,6 +299,36 @@ def test_cli_names_its_options_and_the_line_of_a_repeated_pair_id(tmp_path, caps
     assert not (tmp_path / "p").exists()
 
 
+def test_cli_names_the_holdout_option_of_a_bad_share(tmp_path, capsys):
+    """clir data pseudo --holdout 1e-9 said "build_pseudo_collection: holdout=1e-09 is invalid",
+    naming the API's argument and function rather than the option."""
+    from clir.cli import main
+
+    path = tmp_path / "parallel.tsv"
+    write_parallel(path, PAIRS)
+    argv = ["data", "pseudo", str(path), "--doc-lang", "xx", "--passage-verses", "3", "--n-dev", "0"]
+    argv += ["--quiet", "--out", str(tmp_path / "p")]
+    for holdout, expected in (
+        ("1e-9", "a share of the 4 passages that holds at least one and leaves one (it holds 0)"),
+        ("1.0", "a value >= 0"),
+    ):
+        assert main([*argv, "--holdout", holdout]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith(f"clir: error: --holdout {float(holdout)!r} is invalid; expected {expected}"), (
+            err
+        )
+        assert "build_pseudo_collection" not in err
+    assert main([*argv, "--passage-verses", "0"]) == 2
+    assert capsys.readouterr().err.startswith(
+        "clir: error: --passage-verses 0 is invalid; expected a value >= 1"
+    )
+    assert not (tmp_path / "p").exists()
+    with pytest.raises(
+        ConfigError, match=r"^build_pseudo_collection: holdout=1e-09 is invalid; expected a share"
+    ):
+        build_pseudo_collection(PAIRS, "xx", passage_verses=3, holdout=1e-9, n_dev=0)
+
+
 def test_bad_arguments_name_the_problem():
     with pytest.raises(ConfigError, match=r"layout 'bible' needs verse keys .* pair 1 has 's01'"):
         build_pseudo_collection(PAIRS, "xx", layout="bible")

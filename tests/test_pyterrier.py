@@ -118,3 +118,19 @@ def test_the_dense_reference_as_a_transformer(tmp_path, capsys):
     expected = _clir_evaluate(dense.search(queries, k=20), qrels, tmp_path, "dense", capsys)
     assert {m: table.iloc[0][m] for m in MEASURES} == pytest.approx(expected, abs=1e-12)
     assert repr(Retriever(dense, k=20)) == "clir.Retriever(DenseRetriever, k=20)"
+
+
+def test_the_reranker_scores_with_the_first_stage_settings_it_was_trained_with(tmp_path):
+    """The PyTerrier Reranker built its score features with the default first-stage settings,
+    whatever the model was trained with."""
+    collection, tables, space = tiny_world()
+    baseline = BaselineConfig(model_params={"bm25": {"k1": 0.6, "b": 0.3}, "ql": {"mu": 50}}, spelling=None)
+    model = train_reranker(
+        tiny_reranker_config(), collection, space, tmp_path / "model", tables=tables, baseline=baseline
+    )
+    queries = collection.split("dev")
+    qt_run = first_stage("qt", "bm25", collection, tables, baseline, progress=False).search(queries, k=50)
+    reranker = Reranker(model, collection, space, tables=tables)
+    assert reranker.baseline == baseline
+    expected = rerank_collection(model, collection, space, split=queries, run=qt_run, tables=tables, depth=50)
+    assert frame_run(reranker.transform(run_frame(qt_run, queries))) == expected

@@ -9,7 +9,9 @@ relevant and ``f`` non-relevant documents::
     QWV    = 1 - P_miss - beta * P_FA
 
 AQWV is the mean QWV over the queries with at least one relevant document; a query the run does
-not list returned nothing and scores ``QWV = 0``. Unjudged returned documents count as
+not list returned nothing and scores ``QWV = 0``. A query that judges every document of the
+collection relevant (``N = R``) can return no non-relevant document, so its false-alarm rate,
+``0 / 0`` as written, is taken as 0 (no false alarm was possible). Unjudged returned documents count as
 non-relevant. Relevant means ``relevance >= 1``.
 
 The returned set is read off the ranking in trec_eval's order (:func:`clir.formats.ranked`:
@@ -109,13 +111,14 @@ def qwv(
             f"n_returned={n_returned}), got {n_returned_relevant}"
         )
     false_alarms = n_returned - n_returned_relevant
-    if collection_size <= n_relevant or collection_size - n_relevant < false_alarms:
+    if collection_size - n_relevant < false_alarms or collection_size < n_relevant:
         raise ConfigError(
-            f"collection_size={collection_size} is too small: it must exceed the {n_relevant} relevant "
-            f"documents and hold the {false_alarms} returned non-relevant ones"
+            f"collection_size={collection_size} is too small: it must hold the {n_relevant} relevant "
+            f"documents and the {false_alarms} returned non-relevant ones"
         )
     p_miss = (n_relevant - n_returned_relevant) / n_relevant
-    p_fa = false_alarms / (collection_size - n_relevant)
+    non_relevant = collection_size - n_relevant  # 0: no false alarm possible, P_FA = 0 (not 0/0)
+    p_fa = false_alarms / non_relevant if non_relevant else 0.0
     return 1.0 - p_miss - beta * p_fa
 
 
@@ -133,7 +136,8 @@ def _query_qwv(
         depth = np.arange(len(order) + 1)
         # Validate once on the deepest prefix, which holds the most false alarms.
         _checked(qid, n_relevant, len(order), int(hits[-1]), collection_size, config.beta)
-        values = hits / n_relevant - config.beta * (depth - hits) / (collection_size - n_relevant)
+        non_relevant = max(collection_size - n_relevant, 1)  # none: depth - hits is 0 (P_FA = 0)
+        values = hits / n_relevant - config.beta * (depth - hits) / non_relevant
         return float(values.max())
     returned = order if config.cutoff is None else order[: config.cutoff]
     if config.threshold is not None:

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import IO
 
 from clir._version import __version__
-from clir.errors import ConfigError, OutputExistsError
+from clir.errors import ClirError, ConfigError, OutputExistsError
 
 MARKER = ".clir-artefact.json"
 """The marker file of a directory written by :func:`atomic_directory`."""
@@ -379,6 +379,7 @@ def atomic_directory(path: str | Path, *, kind: str = "directory", force: bool =
     Raises:
         OutputExistsError: If ``path`` holds what this save must not replace.
     """
+    given = path
     path = Path(os.path.abspath(path))  # "." has no name to build a sibling from
     _replaceable(path, kind, force)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -410,6 +411,9 @@ def atomic_directory(path: str | Path, *, kind: str = "directory", force: bool =
                 )
         else:
             os.replace(tmp, path)
-    except BaseException:
+    except BaseException as error:
         shutil.rmtree(tmp, ignore_errors=True)
+        if isinstance(error, ClirError) and len(error.args) == 1 and str(tmp) in str(error.args[0]):
+            # name the directory the caller gave, not its temporary stand-in (which is gone)
+            error.args = (str(error.args[0]).replace(str(tmp), str(given)),)
         raise

@@ -12,7 +12,7 @@ from typing import Any
 from clir.errors import ConfigError, FormatError
 from clir.formats._lines import numbered_lines
 from clir.formats.atomic import atomic_write
-from clir.formats.identifiers import check_identifier
+from clir.formats.identifiers import check_identifier, surrogate_problem
 from clir.types import Document
 
 
@@ -22,7 +22,8 @@ def iter_documents(path: str | Path) -> Iterator[Document]:
     Raises:
         FormatError: On invalid JSON, a missing or non-string ``docno``/``text``, an invalid
             docno (see :mod:`clir.formats.identifiers`), a non-string extra field, a key
-            written twice in a line's object, or a duplicate ``docno``.
+            written twice in a line's object, a duplicate ``docno``, or a field holding a
+            lone surrogate (a JSON ``\\ud800`` escape; UTF-8 cannot write it).
     """
     seen: set[str] = set()
     empty = 0
@@ -51,11 +52,22 @@ def iter_documents(path: str | Path) -> Iterator[Document]:
             if not isinstance(value, str):
                 got = type(json.loads(line)[key]).__name__
                 raise FormatError(path, number, f"field {key!r} must be a string, got {got}")
+        if "\\u" in line:  # only a JSON escape makes a lone surrogate, which UTF-8 cannot write
+            _check_surrogates(path, number, {"text": text, **obj})
         if not text.strip():
             empty += 1
         yield Document(docno, text, obj)
     if empty:
         warnings.warn(f"{path}: {empty} document(s) with empty text", stacklevel=2)
+
+
+def _check_surrogates(path: str | Path, number: int, fields: dict[str, str]) -> None:
+    """Refuse a field name or value holding a lone surrogate, naming the file, line and field."""
+    for key, value in fields.items():
+        for what, string in (("field name", key), ("field", value)):
+            problem = surrogate_problem(string)
+            if problem is not None:
+                raise FormatError(path, number, f"{what} {key!r} {problem}")
 
 
 _object_pairs = json.JSONDecoder(object_pairs_hook=list).decode

@@ -9,6 +9,7 @@ fields, inject a line, or make two identifiers that print alike differ.
 
 from __future__ import annotations
 
+import re
 import unicodedata
 from pathlib import Path
 
@@ -39,6 +40,21 @@ def identifier_problem(value: object) -> str | None:
             name = unicodedata.name(char, f"U+{ord(char):04X}")
             return f"holds {kind} ({name}) at position {position}"
     return None
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def surrogate_problem(value: str) -> str | None:
+    """What makes a text ``value`` unwritable as UTF-8 (a lone surrogate, which a JSON
+    ``\\ud800`` escape decodes to), or ``None``."""
+    match = _SURROGATE.search(value)
+    if match is None:
+        return None
+    return (
+        f"holds {_FORBIDDEN['Cs']} (U+{ord(match.group()):04X}) at position {match.start()}, "
+        "which UTF-8 cannot encode"
+    )
 
 
 def check_identifier(value: str, what: str, path: str | Path, line: int | None = None) -> str:

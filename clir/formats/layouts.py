@@ -22,7 +22,7 @@ from typing import Any
 from clir.errors import ConfigError, FormatError
 from clir.formats._lines import GRADES, fields_of, integer_of, numbered_lines, warn_if_header
 from clir.formats.documents import unique_keys
-from clir.formats.identifiers import check_identifier
+from clir.formats.identifiers import check_identifier, surrogate_problem
 from clir.formats.qrels import read_qrels
 from clir.formats.topics import read_topics
 from clir.types import Document, Qrels, Query
@@ -72,6 +72,8 @@ def _field(path: str | Path, number: int, obj: dict[str, Any], name: str, option
             f"no field {name!r} (fields: {', '.join(sorted(obj))}); name the field with {option}",
         )
     value = obj[name]
+    if isinstance(value, str) and text and (problem := surrogate_problem(value)) is not None:
+        raise FormatError(path, number, f"field {name!r} ({option}) {problem}")
     if isinstance(value, str) or (not text and isinstance(value, int) and not isinstance(value, bool)):
         return str(value)
     raise FormatError(path, number, f"field {name!r} ({option}) must be a string, got {value!r}")

@@ -28,6 +28,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from clir._version import DISTRIBUTION, __version__
 from clir.datasets import Collection
 from clir.embeddings import SharedSpace
@@ -37,6 +39,7 @@ from clir.formats.jsonfile import read_typed_json
 from clir.pipeline.baselines import BaselineConfig
 from clir.pipeline.features import rerank_collection
 from clir.pipeline.tables import learn_tables, load_tables
+from clir.pipeline.trained_with import model_baseline
 from clir.text import get_analyzer
 from clir.training import load_models
 from clir.translation import TranslationTable, analyzer_config
@@ -112,7 +115,7 @@ class Bundle:
     def search(
         self,
         collection: Collection,
-        queries: Sequence[Query],
+        queries: str | Sequence[Query],
         *,
         k: int = 1000,
         tables_dir: str | Path | None = None,
@@ -123,7 +126,7 @@ class Bundle:
 
         Args:
             collection: The collection searched.
-            queries: English queries.
+            queries: English queries, or the name of a split of the collection (``"test"``).
             k: Documents per query returned (the first stages are searched to at least 1000,
                 so the reranker sees its usual candidates whatever ``k``).
             tables_dir: Tables for a collection in another language (see :meth:`tables_for`).
@@ -132,8 +135,11 @@ class Bundle:
             log: Receives the index cache's line.
 
         Raises:
-            ConfigError: If the space has no vectors for the collection's language.
+            ConfigError: If the space has no vectors for the collection's language, on ``k``
+                below 1 or an unknown split.
         """
+        if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
+            raise ConfigError(f"k must be a positive integer, got {k!r}")
         if collection.doc_lang not in self.space.languages:
             raise ConfigError(
                 f"the bundle's space has no vectors for the collection's language {collection.doc_lang!r}; "
@@ -144,7 +150,7 @@ class Bundle:
             self.reranker,
             collection,
             self.space,
-            split=list(queries),
+            split=queries if isinstance(queries, str) else list(queries),
             tables=self.tables_for(collection, tables_dir),
             baseline=baseline,
             k=max(k, 1000),
@@ -176,8 +182,9 @@ def save_pretrained(
         tables: The tables directory of the training pair (``clir tables``).
         collection: The collection it was trained on (its name, languages and statistics go
             into the model card).
-        baseline: The first-stage settings its candidates and features came from (default: the
-            baselines').
+        baseline: The first-stage settings its candidates and features came from (default: those
+            recorded beside the model, :func:`~clir.pipeline.trained_with.model_baseline`, else
+            the baselines').
         scores: ``{pair: {system: {measure: value}}}`` for the model card (e.g. an experiment's
             ``results.json["systems"]``).
         name: The model card's title.
@@ -189,6 +196,7 @@ def save_pretrained(
         ``out``.
     """
     members = load_models(reranker)
+    baseline = model_baseline(reranker, baseline)
     space_languages = SharedSpace.load(space).languages
     load_tables(tables, (collection.query_lang, collection.doc_lang))  # of the collection's pair
     missing = sorted({collection.query_lang, collection.doc_lang} - set(space_languages))
@@ -204,7 +212,7 @@ def save_pretrained(
         "doc_lang": collection.doc_lang,
         "space_languages": space_languages,
         "analyzers": {lang: analyzer_config(get_analyzer(lang)) for lang in languages},
-        "first_stage": (baseline or BaselineConfig()).to_dict(),
+        "first_stage": baseline.to_dict(),
         "candidates": data.first_stages,
         "depth": data.depth,
         "features": members[0].feature_names,

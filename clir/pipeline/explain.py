@@ -20,6 +20,7 @@ from clir.datasets import Collection
 from clir.embeddings import SharedSpace
 from clir.errors import ConfigError
 from clir.formats import atomic_write
+from clir.pipeline.baselines import BaselineConfig
 from clir.pipeline.features import (
     CollectionFeatures,
     collection_rerank_data,
@@ -27,6 +28,7 @@ from clir.pipeline.features import (
     stage_features,
 )
 from clir.pipeline.tables import learn_tables, load_tables
+from clir.pipeline.trained_with import model_baseline
 from clir.rerankers.bilingual import COMPONENTS
 from clir.training import RerankData, Tensorizer, TrainedReranker, Vocabulary, load_models
 from clir.training.ensemble import _prepare
@@ -61,12 +63,15 @@ class PairExplanation:
     Attributes:
         qid: The query.
         docno: The document.
-        rank: The document's rank among the reranked candidates (1-based).
+        rank: The document's rank among the reranked candidates (1-based); meaningful only when
+            ``candidate`` (a document the first stages missed is scored as if added to them).
         score: The model's score.
         inputs: Fusion input name -> value (component scores, then features).
         shares: Fusion input name -> share of the score (absolute contributions sum to 1).
         matrices: Component name -> its similarity matrix (none for the lexical-fusion model).
         heatmap: The PNG written, if any.
+        candidate: Whether the first stages returned the document among the query's candidates.
+        candidates: How many candidates the first stages returned for the query.
     """
 
     qid: str
@@ -77,6 +82,8 @@ class PairExplanation:
     shares: dict[str, float]
     matrices: dict[str, TermMatrix]
     heatmap: Path | None
+    candidate: bool = True
+    candidates: int = 0
 
 
 def explain_pair(
@@ -88,6 +95,7 @@ def explain_pair(
     *,
     tables_dir: str | Path | None = None,
     png: str | Path | None = None,
+    baseline: BaselineConfig | None = None,
 ) -> PairExplanation:
     """Explain the first model of ``model_dir`` on one pair of a collection.
 
@@ -97,10 +105,14 @@ def explain_pair(
     ``tables_dir``: tables to use as they are (e.g. an experiment's tables step); when absent or
     empty, the tables are learned from the collection's parallel text (into it, if given).
 
+    ``baseline``: first-stage settings (default: those the model was trained with,
+    :func:`~clir.pipeline.trained_with.model_baseline`, else the baselines').
+
     Raises:
         ConfigError: For an unknown qid or docno.
     """
     member = load_models(model_dir)[0]
+    baseline = model_baseline(model_dir, baseline)
     query = next((q for q in collection.all_queries() if q.qid == qid), None)
     if query is None:
         raise ConfigError(f"qid {qid!r} is not a query of collection {collection.name!r}")
@@ -114,10 +126,13 @@ def explain_pair(
         tables = load_tables(tables_dir, (collection.query_lang, collection.doc_lang))
     else:
         tables = learn_tables(collection, tables_dir, progress=False)
-    features = CollectionFeatures.build(collection, stage_names=stages, tables=tables, progress=False)
+    features = CollectionFeatures.build(
+        collection, stage_names=stages, tables=tables, baseline=baseline, progress=False
+    )
     run = search_candidates(features.stages, data_config.first_stages, [query], data_config.depth)
     ranked = run.get(qid, {})
-    if docno not in ranked:
+    n_candidates, candidate = len(ranked), docno in ranked
+    if not candidate:
         ranked[docno] = min(ranked.values(), default=0.0) - 1.0
     data = collection_rerank_data(
         features,
@@ -148,6 +163,8 @@ def explain_pair(
         dict(zip(names, explanation.shares[0].tolist(), strict=True)),
         matrices,
         heatmap,
+        candidate,
+        n_candidates,
     )
 
 
@@ -217,13 +234,19 @@ def _heatmaps(path: Path, matrices: dict[str, TermMatrix]) -> Path:
 
     fig, axes = plt.subplots(len(matrices), 1, figsize=(12, 1.6 + 0.9 * len(matrices) * 2), squeeze=False)
     for ax, (component, matrix) in zip(axes[:, 0], matrices.items(), strict=True):
+        title = (
+            f"{component}: {matrix.query_view} x doc {matrix.doc_view} (component score {matrix.score:.3f})"
+        )
+        if not (matrix.query_tokens and matrix.doc_tokens):  # an empty image warns of equal xlims
+            empty = "document" if not matrix.doc_tokens else "query"
+            ax.set_axis_off()
+            ax.set_title(title, fontsize=9)
+            ax.text(0.5, 0.5, f"the {empty} has no terms", ha="center", va="center", transform=ax.transAxes)
+            continue
         image = ax.imshow(matrix.values, cmap="RdBu_r", vmin=-1, vmax=1, aspect="auto")
         ax.set_yticks(range(len(matrix.query_tokens)), matrix.query_tokens, fontsize=7)
         ax.set_xticks(range(len(matrix.doc_tokens)), matrix.doc_tokens, fontsize=5, rotation=90)
-        ax.set_title(
-            f"{component}: {matrix.query_view} x doc {matrix.doc_view} (component score {matrix.score:.3f})",
-            fontsize=9,
-        )
+        ax.set_title(title, fontsize=9)
         fig.colorbar(image, ax=ax, fraction=0.02)
     fig.tight_layout()
     with atomic_write(path, "wb") as handle:

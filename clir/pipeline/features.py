@@ -60,6 +60,7 @@ from clir.pipeline.cache import StepRunner
 from clir.pipeline.engine import Engine
 from clir.pipeline.parallel import LOCAL, pair_scorer, search_stage
 from clir.pipeline.tables import learn_tables
+from clir.pipeline.trained_with import model_baseline, record_first_stage
 from clir.progress import progress_bar
 from clir.retrieval import FirstStage
 from clir.text import Analyzer, get_analyzer
@@ -75,6 +76,7 @@ from clir.training import (
     rerank_parts,
     train_ensemble,
 )
+from clir.training.ensemble import check_depth
 from clir.translation import SpellingMatcher, TranslationTable, translate_query_qt, translate_tokens_top1
 from clir.translation.mt import MTTranslation
 from clir.types import Document, Qrels, Query, Run
@@ -856,6 +858,7 @@ def train_reranker(
     train_split: str = "train",
     dev_split: str | None = "dev",
     resume: bool = False,
+    baseline: BaselineConfig | None = None,
 ) -> Path:
     """``clir train``: train the reranker (or its ensemble / cross-validation) of a config on a
     collection's train split, early-stopping on its dev split by MAP.
@@ -871,6 +874,10 @@ def train_reranker(
         train_split: The split trained on.
         dev_split: The split early-stopped on (``None``: keep the last epoch, or cross-validate).
         resume: Resume interrupted training.
+        baseline: First-stage settings of the candidates and score features (default: the
+            baselines'); recorded beside the model
+            (:func:`~clir.pipeline.trained_with.record_first_stage`), so that reranking with it
+            defaults to them.
 
     Returns:
         ``out_dir`` (load with :func:`clir.training.load_models`).
@@ -878,8 +885,14 @@ def train_reranker(
     config.validate()
     space = space if isinstance(space, SharedSpace) else SharedSpace.load(space)
     stage_names = [*config.data.first_stages, *stage_features(feature_names)]
+    baseline = baseline or BaselineConfig()
     cf = CollectionFeatures.build(
-        collection, stage_names=stage_names, tables=tables, tables_dir=tables_dir, progress=config.progress
+        collection,
+        stage_names=stage_names,
+        tables=tables,
+        tables_dir=tables_dir,
+        baseline=baseline,
+        progress=config.progress,
     )
 
     def data_of(split: str) -> RerankData:
@@ -889,9 +902,11 @@ def train_reranker(
 
     train = data_of(train_split)
     dev = data_of(dev_split) if dev_split is not None else None
-    return train_ensemble(
+    path = train_ensemble(
         config, train, dev, collection.qrels, out_dir, space=space, metric=map_metric, resume=resume
     )
+    record_first_stage(path, baseline)
+    return path
 
 
 def rerank_collection(
@@ -928,7 +943,9 @@ def rerank_collection(
         tables_dir: Cache of the tables.
         depth: Candidates reranked, per first stage (default: the models' ``data.depth``); the
             rest of the run follows beneath in its order.
-        baseline: First-stage settings (PSQ pruning, model parameters; default: the baselines').
+        baseline: First-stage settings (PSQ pruning, model parameters; default: those the model
+            was trained with, :func:`~clir.pipeline.trained_with.model_baseline`, else the
+            baselines'); other settings than the model's are warned of.
         k: Depth of the first-stage runs searched when ``run`` is not given.
         options: Device, batch size and precision of the scoring (default: the models' device,
             the fast path's choices for it; see :class:`~clir.training.scoring.ScoringOptions`).
@@ -955,9 +972,11 @@ def rerank_collection(
         The reranked run.
     """
     models = load_models(model)
+    baseline = model_baseline(model, baseline)
     config = models[0].config
     names = models[0].feature_names
     space = space if isinstance(space, SharedSpace) else SharedSpace.load(space)
+    check_depth(depth)
     depth = depth or config.data.depth
     stage_names = stage_features(names)
     if run is None:

@@ -191,6 +191,15 @@ def member_scores(
     return [split_scores(scoring.launch(m, None)(), scoring.counts[m]) for m in range(len(members))]
 
 
+def check_depth(depth: int | None) -> None:
+    """Raise :class:`ConfigError` unless ``depth`` (candidates reranked per query) is ``None``
+    (the default) or a positive integer: 0 meant the default and a negative one cut the last
+    candidates off, silently."""
+    wrong = isinstance(depth, bool) or not isinstance(depth, (int, np.integer)) or depth < 1
+    if depth is not None and wrong:
+        raise ConfigError(f"depth must be a positive integer, got {depth!r}")
+
+
 class _Scoring:
     """The members of a rerank, ready to score any of its queries: one vocabulary, the
     tensorizers (shared by members of the same lengths and features), each member's options,
@@ -210,6 +219,7 @@ class _Scoring:
     ) -> None:
         if not members:
             raise ConfigError("no models to rerank with")
+        check_depth(depth)
         options = options or ScoringOptions()
         clock = time.perf_counter()
         self.vocab = Vocabulary()  # the tokens the tensorizers keep, added as they lay out their tables
@@ -505,12 +515,14 @@ def rerank_parts(
         there are several.
 
     Raises:
-        ConfigError: On ``chunk_pairs`` below 0 (at once), and as :func:`rerank`.
+        ConfigError: On ``chunk_pairs`` below 0 or ``depth`` below 1 (at once), and as :func:`rerank`.
     """
     if chunk_pairs is not None and (
         isinstance(chunk_pairs, bool) or not isinstance(chunk_pairs, int) or chunk_pairs < 0
     ):
         raise ConfigError(f"chunk_pairs must be an integer >= 0, got {chunk_pairs!r}")
+
+    check_depth(depth)
 
     def parts() -> Iterator[RunArrays]:
         members = load_models(models) if isinstance(models, (str, Path)) else models
