@@ -20,7 +20,9 @@ dependencies; ``prep``'s folder, about 50 MB, is all a GPU machine needs):
 
 (``--dev-steps``: the zero-shot pairs' dev data steps of ``experiments/pseudo_other_pairs.py``;
 ``OOF_DIR``: ``oof_seeds.py run``'s ``full+ref@default@s{0,1,2}.run``; ``ZS_DIR``:
-``zs-tl/full-s{0,1,2}.run`` and ``zs-ny/...``, ``pseudo_other_pairs.py evaluate --runs``.)
+``zs-tl/full-s{0,1,2}.run`` and ``zs-ny/...``, ``pseudo_other_pairs.py evaluate --runs``;
+``--ce-seeds 0 1 2`` averages several CE seeds' z-scores, read from one or more ``--scores``
+folders.)
 ``--finetune-epochs`` adds `full`'s protocol on the real labels: each nested fold fine-tuned on
 its 150 queries and stopped on its 50, and one model on en-sw train / dev for the zero-shot sets.
 On two CPU cores (about 6 pairs a second) only a reduced run fits: ``reduce --data runs/ce --out
