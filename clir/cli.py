@@ -12,7 +12,6 @@ import json
 import logging
 import math
 import os
-import re
 import sys
 import warnings
 from collections.abc import Callable, Iterator, Sequence
@@ -266,16 +265,18 @@ def _sizes_as_options() -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def _arguments_as_options(source: str, names: Sequence[str]) -> Iterator[None]:
-    """A builder's error on one of its ``names`` (``SOURCE: holdout=1.0 is invalid; ...``) names
-    the option (``--holdout 1.0 is invalid; ...``)."""
+def _arguments_as_options(names: Sequence[str]) -> Iterator[None]:
+    """A builder's error on one of its arguments ``names`` (``SOURCE: holdout=1.0 is invalid;
+    ...``) names the option (``--holdout 1.0 is invalid; ...``)."""
+    from clir.config import InvalidValueError
+
     try:
         yield
-    except ConfigError as error:
-        found = re.match(rf"{re.escape(source)}: (\w+)=(.*?)( is invalid.*)$", str(error), re.DOTALL)
-        if found is None or found[1] not in names:
+    except InvalidValueError as error:
+        if error.key not in names:
             raise
-        raise ConfigError(f"--{found[1].replace('_', '-')} {found[2]}{found[3]}") from None
+        option = f"--{error.key.replace('_', '-')} {error.value!r}"
+        raise ConfigError(f"{option} is invalid; expected {error.expected}") from None
 
 
 def _data_bible(args: argparse.Namespace) -> int:
@@ -313,7 +314,7 @@ def _data_pseudo(args: argparse.Namespace) -> int:
     names = ("passage_verses", "n_train", "n_dev", "holdout", "seed", "per_passage")
     options = {name: getattr(args, name) for name in names}
     options["layout"] = args.layout or ("bible" if _verse_keys(pairs) else "pairs")
-    with _sizes_as_options(), _arguments_as_options("build_pseudo_collection", names):
+    with _sizes_as_options(), _arguments_as_options(names):
         collection = build_pseudo_collection(pairs, doc_lang, **options)
     collection.save(args.out, force=args.force)
     print(json.dumps(collection.stats, indent=2))

@@ -166,15 +166,24 @@ Seed = Annotated[int, Range(ge=0, le=2**32 - 1)]
 # ----------------------------------------------------------------------------- sections
 
 
+class InvalidValueError(ConfigError):
+    """A bad value under a config section (``source: key=value is invalid; expected ...``), its
+    parts kept so that a caller can name the value its own way (the CLI: ``--holdout 1.0``)."""
+
+    def __init__(self, source: str, key: str, value: Any, expected: str) -> None:
+        self.key, self.value, self.expected = key, value, expected
+        super().__init__(f"{source}: {key}={value!r} is invalid; expected {expected}")
+
+
 class Where(NamedTuple):
     """Where a section sits: its source (a file, or a class name) and its dotted key prefix."""
 
     source: str
     prefix: str = ""
 
-    def error(self, key: str, value: Any, expected: str) -> ConfigError:
+    def error(self, key: str, value: Any, expected: str) -> InvalidValueError:
         """The error of a bad value under this section (for :meth:`Section.check`)."""
-        return ConfigError(f"{self.source}: {self.prefix}{key}={value!r} is invalid; expected {expected}")
+        return InvalidValueError(self.source, self.prefix + key, value, expected)
 
     @contextmanager
     def context(self, lead: str = "") -> Iterator[None]:
@@ -429,7 +438,7 @@ def _convert(hint: Any, value: Any, source: str, key: str, finite: bool = True) 
         value = _convert(args[0], value, source, key, finite)
         for mark in marks:
             if not isinstance(mark, _MARKS) and not mark.ok(value):
-                raise ConfigError(f"{source}: {key}={value!r} is invalid; expected {mark.expected()}")
+                raise InvalidValueError(source, key, value, mark.expected())
         return value
     if isinstance(hint, type) and issubclass(hint, Section):
         if isinstance(value, hint):

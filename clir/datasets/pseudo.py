@@ -50,7 +50,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Annotated
 
-from clir.config import NonNegativeInt, OmitWhenNone, OneOf, PositiveInt, Range, Section, Seed
+from clir.config import NonNegativeInt, OmitWhenNone, OneOf, PositiveInt, Range, Section, Seed, Where
 from clir.datasets.base import VerseId
 from clir.datasets.bible import QUERY_LANG
 from clir.datasets.collection import Collection, collection_stats
@@ -261,11 +261,11 @@ def _held_out_units(units: Sequence[tuple[int, ...]], config: PseudoConfig) -> s
     count = round(config.holdout * len(distinct))
     if not 0 < count < len(distinct):
         what = "chapters" if config.layout == "bible" else "passages"
-        raise SplitSizeError(  # a SplitSizeError, so that the CLI names --holdout
-            ("holdout", repr(config.holdout)),
-            f" is invalid; expected a share of the {len(distinct)} {what} that holds at least one "
-            f"and leaves one (it holds {count})",
-            source="build_pseudo_collection",
+        raise Where("build_pseudo_collection").error(
+            "holdout",
+            config.holdout,
+            f"a share of the {len(distinct)} {what} that holds at least one and leaves one "
+            f"(it holds {count})",
         )
     random.Random(config.seed).shuffle(distinct)
     return set(distinct[:count])

@@ -34,11 +34,9 @@ def iter_documents(path: str | Path) -> Iterator[Document]:
             raise FormatError(path, number, f"invalid JSON ({exc.msg} at column {exc.colno})") from None
         except (ValueError, RecursionError) as exc:  # an integer of > 4300 digits; deep nesting
             raise FormatError(path, number, f"invalid JSON ({type(exc).__name__}: {exc})") from None
-        if type(pairs) is not list or not (line[:1] == "{" or line.lstrip()[:1] == "{"):
+        if not line.lstrip().startswith("{"):  # an object decodes to its pairs; anything else is no object
             raise FormatError(path, number, f"expected a JSON object, got {type(json.loads(line)).__name__}")
-        obj = dict(pairs)
-        if len(obj) < len(pairs):  # json.loads keeps the last of a repeated key, silently
-            raise FormatError(path, number, f"key {repeated_key(pairs)!r} is written twice in one object")
+        obj = unique_keys(path, number)(pairs)  # json.loads keeps the last of a repeated key, silently
         for key in ("docno", "text"):  # a refused value is named as json reads it (objects as dicts)
             if not isinstance(obj.get(key), str):
                 got = json.loads(line).get(key)
