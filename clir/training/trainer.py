@@ -77,6 +77,13 @@ def _data_digest(train: RerankData, dev: RerankData | None) -> str:
     return digest.hexdigest()
 
 
+def _vectors_digest(embeddings: np.ndarray) -> str:
+    """SHA-256 of the frozen matrix a model reads (its shape and float32 values): a resumed
+    training must read the same space."""
+    matrix = np.ascontiguousarray(embeddings, dtype=np.float32)
+    return hashlib.sha256(str(matrix.shape).encode("ascii") + matrix.tobytes()).hexdigest()
+
+
 def _differences(saved: dict[str, Any], ours: dict[str, Any], prefix: str = "") -> list[str]:
     """The dotted keys whose values differ between two config dicts."""
     differ = []
@@ -254,9 +261,11 @@ class Trainer:
         Raises:
             ConfigError: If the data has no training pair, a dev set comes without a metric,
                 the feature names of train and dev differ, ``resume`` finds a checkpoint made
-                with another config, seed or data (its queries, candidates and features), or
+                with another config, seed, data (its queries, candidates and features) or space, or
                 ``optim.init_from`` names a model of another architecture.
             DataNotFoundError: If ``optim.init_from`` is neither a checkpoint nor an ensemble.
+            NonFiniteError: If the training loss, an update or the dev score is NaN or infinite
+                (naming the seed and epoch).
         """
         cfg = self.config
         out_dir = Path(out_dir)
@@ -291,6 +300,8 @@ class Trainer:
                 "dev_qids": len(dev.queries) if dev else 0,
                 "vocabulary": len(vocab),
                 "data_sha256": _data_digest(train, dev),
+                # only a model with components reads the vectors (one without is trained on zeros)
+                **({"space_sha256": _vectors_digest(embeddings)} if cfg.model.components else {}),
                 **({"init_from": init} if init is not None else {}),
             }
         )
@@ -313,6 +324,8 @@ class Trainer:
                     f"{out_dir} was trained with seed {state.info.get('seed')}, not {self.seed}"
                 )
             differ = sorted(k for k in info.keys() & state.info.keys() if info[k] != state.info[k])
+            if "data_sha256" in differ and "space_sha256" in differ:  # other words: other rows
+                differ.remove("space_sha256")
             if differ:
                 raise ConfigError(
                     f"{out_dir} was trained on other data ({', '.join(differ)} differ); resume with the "
@@ -336,6 +349,11 @@ class Trainer:
                         model, dev_tensorizer, cfg.data.max_candidates, self.scoring, cache=dev_pooled
                     )
                     score = float(self.metric(scores_to_run(dev, scores), dev_qrels))
+                    if not math.isfinite(score):  # a NaN is never "better": epoch 1 had been kept, silently
+                        raise NonFiniteError(
+                            f"seed {self.seed}, epoch {epoch}: the dev score is {score}; the metric "
+                            "must give a finite number to choose the epoch by"
+                        )
                 improved = score is None or state.best_score is None or score > state.best_score
                 if improved:
                     state.best_epoch, state.best_score, state.bad_epochs = epoch, score, 0
