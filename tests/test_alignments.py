@@ -52,6 +52,15 @@ def test_tables_from_links_by_hand(tmp_path):
         read_links(tmp_path / "bad")
 
 
+def test_read_links_names_the_line_that_is_not_utf8(tmp_path):
+    # it was an "unexpected UnicodeDecodeError" naming neither the file nor the line
+    (tmp_path / "links").write_bytes(b"0-0 1-1\n0-\xff1\n")
+    with pytest.raises(FormatError, match=r"links:2: not valid UTF-8"):
+        read_links(tmp_path / "links")
+    (tmp_path / "links").write_bytes(b"0-0 1-1\r\n\r\n1-0\r\n")  # CRLF lines read as before
+    assert read_links(tmp_path / "links") == [[(0, 0), (1, 1)], [], [(1, 0)]]
+
+
 class _Lower:
     """An analyzer that lowercases and drops 'the'."""
 

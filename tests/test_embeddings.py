@@ -408,6 +408,40 @@ def test_word2vec_round_trip(tmp_path, binary):
     assert out.read_text(encoding="utf-8").splitlines()[0] == "5 4"
 
 
+def test_word2vec_text_file_whose_sample_ends_inside_a_character_is_read_as_text(tmp_path):
+    # The format is guessed from the first 4 KiB after the header: a character cut there is not
+    # binary data (it was, and the text was read as packed floats: garbage vectors, no error).
+    header = "2 3\n"
+    first = "x" * 4095 + "é 0.5 0.25 0.125\n"  # "é" is bytes 4095 and 4096 after the header
+    path = tmp_path / "v.vec"
+    path.write_text(header + first + "b 1.0 2.0 3.0\n", encoding="utf-8")
+    loaded = load_word2vec(path)
+    assert loaded.index_to_key == ["x" * 4095 + "é", "b"]
+    np.testing.assert_array_equal(loaded.vectors, [[0.5, 0.25, 0.125], [1.0, 2.0, 3.0]])
+
+
+@pytest.mark.parametrize("binary", [True, False])
+def test_word2vec_repeated_word_keeps_the_first_vector(tmp_path, binary):
+    # gensim left a None word with a zero vector in place of the repeat
+    kv = make_keyed_vectors(["a", "b", "c"], np.arange(9.0).reshape(3, 3))
+    path = save_word2vec(kv, tmp_path / ("v.bin" if binary else "v.vec"), binary=binary)
+    path.write_bytes(path.read_bytes().replace(b"b ", b"a ", 1))  # "b" now repeats "a"
+    with pytest.warns(UserWarning, match=r"v\.(bin|vec): 1 word\(s\) listed more than once"):
+        loaded = load_word2vec(path)
+    assert loaded.index_to_key == ["a", "c"]
+    np.testing.assert_array_equal(loaded.vectors, [[0, 1, 2], [6, 7, 8]])
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-inf"])
+def test_word2vec_non_finite_component_is_an_error_naming_the_file(tmp_path, value):
+    path = tmp_path / "v.vec"
+    path.write_text(f"2 3\na 0.1 0.2 0.3\nb 1 {value} 3\n", encoding="utf-8")
+    with pytest.raises(FormatError, match=r"v\.vec: holds a NaN or infinite vector component \(word 'b'\)"):
+        load_word2vec(path)
+    with pytest.raises(FormatError, match=r"v\.vec: holds a NaN"):
+        SharedSpace.from_word2vec({"sw": path})
+
+
 def test_word2vec_missing_file(tmp_path):
     with pytest.raises(DataNotFoundError, match="no such word-vector file"):
         load_word2vec(tmp_path / "nope.vec")

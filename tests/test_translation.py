@@ -291,6 +291,50 @@ def test_a_table_saved_without_a_manifest_loads_with_a_warning(tmp_path: Path) -
         TranslationTable.load(tmp_path / "t")
 
 
+def test_an_edited_table_description_is_an_error_naming_it(tmp_path: Path) -> None:
+    # meta.json is not in its own manifest: a key missing or edited had been an "unexpected
+    # KeyError: 'shape'" or ValueError naming no file
+    table = TranslationTable.from_weights([("a", "x", 1.0), ("a", "y", 3.0), ("b", "x", 1.0)], "en", "sw")
+    table.save(tmp_path / "t")
+    meta = tmp_path / "t" / "meta.json"
+    header = json.loads(meta.read_text())
+    for edited, expected in (
+        ({k: v for k, v in header.items() if k != "shape"}, r"meta\.json: shape is None"),
+        ({**header, "shape": "2x2"}, r"meta\.json: shape is '2x2'"),
+        ({**header, "shape": [5, 7]}, r"source_vocab\.json: holds 2 words, meta\.json's shape 5"),
+        (
+            {k: v for k, v in header.items() if k != "target_lang"},
+            r"meta\.json: languages are \['en', None\]",
+        ),
+        ({**header, "meta": []}, r"meta\.json: meta is \[\]"),
+    ):
+        meta.write_text(json.dumps(edited))
+        with pytest.raises(FormatError, match=expected):
+            TranslationTable.load(tmp_path / "t")
+    # one saved before manifests: its files are checked when read
+    del header["files"]
+    meta.write_text(json.dumps(header))
+    (tmp_path / "t" / "target_vocab.json").write_text('["x"]')
+    with (
+        pytest.warns(UserWarning, match="without a manifest"),
+        pytest.raises(FormatError, match=r"target_vocab\.json: holds 1 words, meta\.json's shape 2"),
+    ):
+        TranslationTable.load(tmp_path / "t")
+    (tmp_path / "t" / "target_vocab.json").write_text('["x", "y"]')
+    (tmp_path / "t" / "indptr.npy").write_bytes(b"\x93NUMPY")
+    with (
+        pytest.warns(UserWarning, match="without a manifest"),
+        pytest.raises(FormatError, match=r"indptr\.npy: not a readable \.npy array"),
+    ):
+        TranslationTable.load(tmp_path / "t")
+    np.save(tmp_path / "t" / "indptr.npy", np.array([0, 1, 5]))
+    with (
+        pytest.warns(UserWarning, match="without a manifest"),
+        pytest.raises(FormatError, match=r"t: its arrays are not a table of shape \[2, 2\]"),
+    ):
+        TranslationTable.load(tmp_path / "t")
+
+
 def test_table_validation() -> None:
     with pytest.raises(ConfigError, match="shape"):
         TranslationTable(["a"], ["x", "y"], sp.csr_matrix((2, 2)), "en", "sw")
@@ -530,6 +574,19 @@ def test_read_freedict_bad_index(tmp_path: Path) -> None:
         read_freedict(index)
     index.write_text("far\tBAAA\tB\n", encoding="utf-8")
     with pytest.raises(FormatError, match=r":1: entry 'far' at 262144\+1 lies beyond"):
+        read_freedict(index)
+
+
+def test_read_freedict_damaged_data_names_the_file(tmp_path: Path) -> None:
+    # it was an "unexpected EOFError" (truncated) or BadGzipFile naming no file
+    index = write_freedict(tmp_path)
+    data = index.with_name("freedict-swh-eng.dict.dz")
+    raw = data.read_bytes()
+    data.write_bytes(raw[:-12])
+    with pytest.raises(FormatError, match=r"freedict-swh-eng\.dict\.dz: not a complete dictd data file"):
+        read_freedict(index)
+    data.write_bytes(b"not gzip at all")
+    with pytest.raises(FormatError, match=r"freedict-swh-eng\.dict\.dz: not a complete dictd data file"):
         read_freedict(index)
 
 

@@ -7,9 +7,11 @@ packed float32 (``.bin``).
 
 from __future__ import annotations
 
+import codecs
 import logging
 import os
 import tempfile
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -47,7 +49,8 @@ def _is_binary(path: Path, binary: bool | None) -> bool:
         sample = handle.read(4096)
     try:
         header.decode("ascii")
-        sample.decode("utf-8")
+        # incremental: the sample may end inside a character that the next bytes complete
+        codecs.getincrementaldecoder("utf-8")().decode(sample, final=False)
     except UnicodeDecodeError:
         return True
     return False
@@ -62,21 +65,41 @@ def load_word2vec(path: str | Path, binary: bool | None = None, limit: int | Non
         limit: Read only the first ``limit`` vectors (the files are sorted by frequency).
 
     Returns:
-        The vectors in file order (most frequent first).
+        The vectors in file order (most frequent first). A word listed twice keeps its first
+        vector, with a warning counting such words (as MUSE reads fastText's files; gensim alone
+        left a ``None`` word with a zero vector in the place of each repeat).
 
     Raises:
         DataNotFoundError: If the file does not exist.
-        FormatError: If gensim cannot parse it.
+        FormatError: If gensim cannot parse it, or a vector holds a NaN or infinity.
+
+    Warns:
+        UserWarning: Counting the words listed more than once (their later vectors dropped).
     """
     path = Path(path)
     if not path.is_file():
         raise DataNotFoundError(f"{path}: no such word-vector file")
     is_binary = _is_binary(path, binary)
     try:
-        return KeyedVectors.load_word2vec_format(str(path), binary=is_binary, limit=limit)
+        kv = KeyedVectors.load_word2vec_format(str(path), binary=is_binary, limit=limit)
     except (ValueError, EOFError, UnicodeDecodeError) as exc:
         kind = "binary" if is_binary else "text"
         raise FormatError(path, None, f"not a word2vec {kind} file: {exc}") from None
+    keys = kv.index_to_key
+    if any(key is None for key in keys):  # a repeated word's slot, left empty by gensim
+        kept = [i for i, key in enumerate(keys) if key is not None]
+        warnings.warn(
+            f"{path}: {len(keys) - len(kept)} word(s) listed more than once; the first vector of "
+            "each is kept",
+            stacklevel=2,
+        )
+        kv = make_keyed_vectors([keys[i] for i in kept], kv.vectors[kept])
+    if not np.isfinite(kv.vectors).all():
+        row = int(np.flatnonzero(~np.isfinite(kv.vectors).all(axis=1))[0])
+        raise FormatError(
+            path, None, f"holds a NaN or infinite vector component (word {kv.index_to_key[row]!r})"
+        )
+    return kv
 
 
 def save_word2vec(kv: KeyedVectors, path: str | Path, binary: bool = True) -> Path:

@@ -36,14 +36,19 @@ def read_links(path: str | Path) -> list[Links]:
 
     Raises:
         DataNotFoundError: If the file does not exist.
-        FormatError: On a link that is not ``i-j`` with non-negative integers (naming the line).
+        FormatError: On a line that is not UTF-8 text or a link that is not ``i-j`` with
+            non-negative integers (naming the line).
     """
     path = Path(path)
     if not path.is_file():
         raise DataNotFoundError(f"{path}: no such alignments file")
     sentences: list[Links] = []
-    with path.open(encoding="utf-8") as handle:
-        for number, line in enumerate(handle, start=1):
+    with path.open("rb") as handle:
+        for number, raw in enumerate(handle, start=1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise FormatError(path, number, f"not valid UTF-8 ({exc.reason})") from None
             links = []
             for link in line.split():
                 source, sep, target = link.partition("-")

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import gzip
 import re
+import zlib
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -93,7 +94,8 @@ def read_freedict(index_path: str | Path, dict_path: str | Path | None = None) -
 
     Raises:
         DataNotFoundError: If a file is missing.
-        FormatError: On a malformed index line or an entry outside the data (naming file and line).
+        FormatError: On a malformed index line or an entry outside the data (naming file and line),
+            or a damaged or truncated ``.dict.dz`` (naming it).
     """
     index_path = Path(index_path)
     if dict_path is None:
@@ -104,8 +106,11 @@ def read_freedict(index_path: str | Path, dict_path: str | Path | None = None) -
     if not dict_path.is_file():
         raise DataNotFoundError(f"{dict_path}: no such dictd data file (for index {index_path})")
     opener = gzip.open if dict_path.suffix == ".dz" else open
-    with opener(dict_path, "rb") as handle:
-        data = handle.read()
+    try:
+        with opener(dict_path, "rb") as handle:
+            data = handle.read()
+    except (gzip.BadGzipFile, EOFError, zlib.error) as exc:  # truncated or damaged
+        raise FormatError(dict_path, None, f"not a complete dictd data file ({exc})") from None
     entries: list[tuple[str, str, float]] = []
     headwords = 0
     for number, line in numbered_lines(index_path):

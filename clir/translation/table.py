@@ -294,8 +294,10 @@ class TranslationTable:
 
         Raises:
             DataNotFoundError: If the directory or one of its files is missing.
-            FormatError: If ``meta.json`` is not a TranslationTable's, or naming a file that does
-                not match the manifest (truncated, edited, damaged).
+            FormatError: If ``meta.json`` is not a TranslationTable's (another type, or a shape,
+                languages or meta missing or of another kind), or naming a file that does not
+                match the manifest (truncated, edited, damaged) or, in a table saved without one,
+                that is not what it should hold.
         """
         path = Path(path)
         if not path.is_dir():
@@ -311,19 +313,39 @@ class TranslationTable:
             kind = header.get("type") if isinstance(header, dict) else type(header).__name__
             raise FormatError(path / "meta.json", None, f"type is {kind!r}, expected 'TranslationTable'")
         verify_files(path, header, path / "meta.json", verify)
+        shape = header.get("shape")
+        langs = (header.get("source_lang"), header.get("target_lang"))
+        meta = header.get("meta", {})
+        if not (
+            isinstance(shape, list) and len(shape) == 2 and all(type(n) is int and n >= 0 for n in shape)
+        ):
+            raise FormatError(
+                path / "meta.json", None, f"shape is {shape!r}, expected [source words, target words]"
+            )
+        if not all(isinstance(lang, str) and lang for lang in langs):
+            raise FormatError(path / "meta.json", None, f"languages are {list(langs)!r}, expected two codes")
+        if not isinstance(meta, dict):
+            raise FormatError(path / "meta.json", None, f"meta is {meta!r}, expected an object")
+        vocabs = [_read_vocab(path / f"{side}_vocab.json") for side in ("source", "target")]
+        for side, vocab, size in zip(("source", "target"), vocabs, shape, strict=True):
+            if len(vocab) != size:
+                raise FormatError(
+                    path / f"{side}_vocab.json", None, f"holds {len(vocab)} words, meta.json's shape {size}"
+                )
         mode = "r" if mmap else None
-        data, indices, indptr = (
-            np.load(path / f"{a}.npy", mmap_mode=mode, allow_pickle=False) for a in _ARRAYS
-        )
-        matrix = sp.csr_matrix((data, indices, indptr), shape=tuple(header["shape"]), copy=False)
-        return cls(
-            json.loads((path / "source_vocab.json").read_text(encoding="utf-8")),
-            json.loads((path / "target_vocab.json").read_text(encoding="utf-8")),
-            matrix,
-            header["source_lang"],
-            header["target_lang"],
-            header.get("meta", {}),
-        )
+        arrays = []
+        for name in _ARRAYS:
+            try:
+                arrays.append(np.load(path / f"{name}.npy", mmap_mode=mode, allow_pickle=False))
+            except (OSError, ValueError, EOFError) as error:  # truncated, not .npy, or of objects
+                raise FormatError(
+                    path / f"{name}.npy", None, f"not a readable .npy array ({error})"
+                ) from None
+        try:
+            matrix = sp.csr_matrix(tuple(arrays), shape=tuple(shape), copy=False)
+            return cls(*vocabs, matrix, langs[0], langs[1], meta)
+        except (ConfigError, ValueError, TypeError) as error:  # arrays that make no table of this shape
+            raise FormatError(path, None, f"its arrays are not a table of shape {shape} ({error})") from None
 
 
 def _sorted_entries(csr: sp.csr_matrix, target_rank: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -345,3 +367,18 @@ def _normalise_rows(matrix: sp.csr_matrix) -> sp.csr_matrix:
 
 def _write_json(path: Path, value: Any) -> None:
     path.write_text(json.dumps(value, ensure_ascii=False, indent=1), encoding="utf-8")
+
+
+def _read_vocab(path: Path) -> list[str]:
+    """A saved vocabulary: a JSON list of strings.
+
+    Raises:
+        FormatError: Naming ``path`` when it is anything else.
+    """
+    try:
+        vocab = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise FormatError(path, None, f"not a JSON list of words ({exc})") from None
+    if not isinstance(vocab, list) or not all(isinstance(word, str) for word in vocab):
+        raise FormatError(path, None, "not a JSON list of words")
+    return vocab
