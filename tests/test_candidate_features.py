@@ -5,6 +5,7 @@ loaded from saved (sharded) indexes, a BM25 index scored as query likelihood."""
 from __future__ import annotations
 
 import dataclasses
+import json
 
 import numpy as np
 import pytest
@@ -13,7 +14,7 @@ from test_union import UNION, tiny_reranker_config, tiny_world
 from clir.cli import main
 from clir.datasets import Collection
 from clir.datasets.distractors import pad_collection
-from clir.errors import ConfigError
+from clir.errors import ConfigError, FormatError
 from clir.formats import write_run
 from clir.pipeline.baselines import BaselineConfig, baseline_stage
 from clir.pipeline.features import (
@@ -167,6 +168,39 @@ def test_stages_of_other_documents_or_another_language_are_refused(padded):
     with pytest.raises(ConfigError, match=r"--stages .*qt-bm25 indexes 'sw' documents, .* is in 'yo'"):
         load_stages(root / "stages", ["qt-bm25"], collection=yoruba)
     assert load_stages(root / "stages", ["qt-ql", "dt-bm25"], collection=collection)  # its own
+
+
+def test_stages_of_other_texts_under_the_same_docnos_are_refused(padded, tmp_path):
+    """An index kept after ``documents.jsonl`` was edited (the same docnos, another text) had
+    been reranked with the old texts' scores and document frequencies; one saved before the
+    digest was recorded is still accepted, uncompared."""
+    collection, tables, space, model, root = padded
+    first = collection.documents[0]
+    edited = dataclasses.replace(
+        collection, documents=[Document(first.docno, "maji ya uzima"), *collection.documents[1:]]
+    )
+    with pytest.raises(ConfigError) as error:  # sharded, streamed by index_shards
+        rerank_collection(model, edited, space, tables=tables, stages=root / "stages")
+    assert str(error.value) == (
+        f"--stages {root / 'stages' / 'qt-bm25'} indexes other texts than collection "
+        f"{collection.name!r} under the same 440 docnos (its documents' digest differs: were the "
+        "documents edited after it was indexed?); index this collection ('clir index "
+        "--collection') or give its stages"
+    )
+    stage = baseline_stage("dt", "bm25", "en", "sw", tables, BaselineConfig(), progress=False)
+    stage.index(collection.documents).save(tmp_path / "dt-bm25")  # in memory, saved whole
+    with pytest.raises(ConfigError, match=r"dt-bm25 indexes other texts than collection"):
+        load_stages(tmp_path, ["dt-bm25"], collection=edited)
+    backwards = dataclasses.replace(collection, documents=collection.documents[::-1])
+    assert load_stages(tmp_path, ["dt-bm25"], collection=backwards)  # the same texts, reordered
+    description = tmp_path / "dt-bm25" / "first_stage.json"
+    meta = json.loads(description.read_text())
+    description.write_text(json.dumps({**meta, "documents_digest": "x"}))
+    with pytest.raises(FormatError, match=r"first_stage\.json: documents_digest is 'x', not 64 hex"):
+        load_stages(tmp_path, ["dt-bm25"], collection=collection)
+    del meta["documents_digest"]  # saved before 2026-12-07: the texts are not compared
+    description.write_text(json.dumps(meta))
+    assert load_stages(tmp_path, ["dt-bm25"], collection=edited)
 
 
 def test_stages_of_the_collection_in_any_order_are_its_own(padded, tmp_path):

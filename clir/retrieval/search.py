@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -32,6 +33,30 @@ MODES = ("dt", "psq", "qt")
 word by word into English, the English query used as is."""
 
 DT_VARIANTS = ("expected", "top1")
+
+
+class DocumentsDigest:
+    """A digest of a set of documents' docnos and texts, independent of their order: the sum,
+    modulo 2**256, of each document's SHA-256 of ``docno \\0 text`` (docnos are distinct in an
+    index). It is updated one document at a time, so a stream is digested as it is indexed, in
+    constant memory; a collection whose documents are reordered keeps its digest, one whose
+    text under a docno changed does not. A first stage records it (``documents_digest`` in
+    ``first_stage.json``) so that an index of other texts under the same docnos can be refused.
+    """
+
+    def __init__(self, documents: Iterable[Document] = ()) -> None:
+        self._sum = 0
+        for document in documents:
+            self.update(document)
+
+    def update(self, document: Document) -> None:
+        """Add one document."""
+        digest = hashlib.sha256(f"{document.docno}\0{document.text}".encode()).digest()
+        self._sum = (self._sum + int.from_bytes(digest, "big")) % (1 << 256)
+
+    def hexdigest(self) -> str:
+        """The digest as 64 hex digits."""
+        return f"{self._sum:064x}"
 
 
 def check_qids(queries: Sequence[Query]) -> None:
@@ -128,6 +153,9 @@ class FirstStage:
         self.spelling = spelling
         self.progress = progress
         self.mt = mt
+        self.documents_digest: str | None = None
+        """The indexed documents' :class:`DocumentsDigest` (``None``: not indexed, or saved
+        before clir recorded it)."""
         self._matcher: SpellingMatcher | None = None
 
     @property
@@ -227,6 +255,7 @@ class FirstStage:
         terms = self.analyze(documents) if terms is None else terms
         retriever = get_retriever(self.model, **self.retriever.get_params())  # also after use_shards
         self.retriever = retriever.index([doc.docno for doc in documents], terms, progress=self.progress)
+        self.documents_digest = DocumentsDigest(documents).hexdigest()
         self._matcher = None
         return self
 
@@ -257,11 +286,19 @@ class FirstStage:
             ``self``, searching the memory-mapped shards.
         """
         path = Path(path)
-        terms = ((doc.docno, self.document_terms(doc)) for doc in documents)
+        digest = DocumentsDigest()
+
+        def terms_of(document: Document) -> tuple[str, DocTerms]:
+            digest.update(document)
+            return document.docno, self.document_terms(document)
+
+        terms = (terms_of(doc) for doc in documents)
         with atomic_directory(path, kind="first-stage", force=force) as tmp:
             ShardedIndex.build(tmp / "shards", terms, shard_docs=shard_docs, progress=self.progress)
-            self._write_settings(tmp, index="shards")
-        return self.use_shards(path / "shards")
+            self._write_settings(tmp, index="shards", documents_digest=digest.hexdigest())
+        self.use_shards(path / "shards")
+        self.documents_digest = digest.hexdigest()
+        return self
 
     def use_shards(
         self, index: ShardedIndex | str | Path, workers: int = 1, processes: int = 1
@@ -274,12 +311,13 @@ class FirstStage:
             processes: Processes searching batches of queries at once (:class:`ShardedRetriever`).
 
         Returns:
-            ``self``.
+            ``self`` (its :attr:`documents_digest` unknown: the index's documents are not read).
         """
         index = index if isinstance(index, ShardedIndex) else ShardedIndex.load(index)
         params = self.retriever.get_params()
         retriever = ShardedRetriever(self.model, workers=workers, processes=processes, **params)
         self.retriever = retriever.use_index(index)
+        self.documents_digest = None
         self._matcher = None
         return self
 
@@ -387,11 +425,12 @@ class FirstStage:
         path = Path(path)
         with atomic_directory(path, kind="first-stage", force=force) as tmp:
             self.retriever.save(tmp / "retriever")
-            self._write_settings(tmp, index="retriever")
+            self._write_settings(tmp, index="retriever", documents_digest=self.documents_digest)
         return path
 
-    def _write_settings(self, directory: Path, index: str) -> None:
-        """Write ``first_stage.json`` (``index``: ``"retriever"`` or ``"shards"``) and the query table."""
+    def _write_settings(self, directory: Path, index: str, documents_digest: str | None) -> None:
+        """Write ``first_stage.json`` (``index``: ``"retriever"`` or ``"shards"``; the indexed
+        documents' ``documents_digest`` when known) and the query table."""
         if self.table_en_doc is not None and self.mode != "dt":
             self.table_en_doc.save(directory / "table_en_doc")
         meta = {
@@ -411,6 +450,8 @@ class FirstStage:
         }
         if index == "shards":  # no saved retriever to contradict an edit of the model: a digest
             meta["model_sha256"] = _model_digest(self.model, meta["model_params"])
+        if documents_digest is not None:
+            meta["documents_digest"] = documents_digest
         write_json(directory / "first_stage.json", meta)
 
     @classmethod
@@ -474,6 +515,13 @@ class FirstStage:
             if not saved_model:  # the caller's model and parameters
                 raise
             raise FormatError(description, None, f"does not describe a first stage: {exc}") from None
+        documents_digest = meta.get("documents_digest")  # absent: saved before 2026-12-07
+        if documents_digest is not None and not (
+            isinstance(documents_digest, str) and re.fullmatch("[0-9a-f]{64}", documents_digest)
+        ):
+            raise FormatError(
+                description, None, f"documents_digest is {documents_digest!r}, not 64 hex digits"
+            )
         if meta.get("index") == "shards":
             digest = meta.get("model_sha256")  # absent: saved before 2026-12-06
             if saved_model and digest is not None and digest != _model_digest(model, model_params):
@@ -485,7 +533,9 @@ class FirstStage:
                     "change every score; index again, or give FirstStage.load another model",
                 )
             index = ShardedIndex.load(path / "shards", mmap=mmap, verify=verify)
-            return stage.use_shards(index, workers=workers, processes=processes)
+            stage.use_shards(index, workers=workers, processes=processes)
+            stage.documents_digest = documents_digest
+            return stage
         saved = Retriever.load(path / "retriever", mmap=mmap, verify=verify)
         described = stage.retriever
         if saved_model and (
@@ -498,6 +548,7 @@ class FirstStage:
                 f"retriever's ({type(saved).__name__} with {saved.get_params()})",
             )
         stage.retriever = saved if saved_model else described.use_index(saved._require_index())
+        stage.documents_digest = documents_digest
         return stage
 
 

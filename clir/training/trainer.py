@@ -259,9 +259,10 @@ class Trainer:
             ``out_dir`` as a :class:`~pathlib.Path`; its ``model/`` is the best epoch's model.
 
         Raises:
-            ConfigError: If the data has no training pair, a dev set comes without a metric,
-                the feature names of train and dev differ, ``resume`` finds a checkpoint made
-                with another config, seed, data (its queries, candidates and features) or space, or
+            ConfigError: If the data has no training pair, a dev set comes without a metric
+                or with no query judged relevant in ``qrels`` (before the first epoch), the
+                feature names of train and dev differ, ``resume`` finds a checkpoint made with
+                another config, seed, data (its queries, candidates and features) or space, or
                 ``optim.init_from`` names a model of another architecture.
             DataNotFoundError: If ``optim.init_from`` is neither a checkpoint nor an ensemble.
             NonFiniteError: If the training loss, an update or the dev score is NaN or infinite
@@ -274,6 +275,16 @@ class Trainer:
         if dev is not None and dev.feature_names != train.feature_names:
             raise ConfigError(
                 f"train features {train.feature_names} differ from dev features {dev.feature_names}"
+            )
+        if dev is not None and not any(
+            grade >= 1 for qid in dev.qids for grade in qrels.get(qid, {}).values()
+        ):  # evaluate would refuse it only after the first epoch, naming no split
+            split = dev.meta.get("split")
+            of_split = f" of split {split!r}" if isinstance(split, str) else ""
+            raise ConfigError(
+                f"the {len(dev.queries)} dev queries{of_split} have no relevant judgement "
+                "(relevance >= 1) in the qrels, so no epoch can be chosen by them: judge them, "
+                "early-stop on another split or train without a dev set"
             )
         train, dev = self._strip(train), self._strip(dev)
         assert train is not None
