@@ -479,3 +479,38 @@ def test_collection_save_errors_name_the_directory_given_not_its_temporary_one(t
     ):
         collection.save(Path("x") / "dupcoll")
     assert not (tmp_path / "x" / "dupcoll").exists() and list((tmp_path / "x").iterdir()) == []
+
+
+def test_a_qid_in_two_splits_is_refused_before_anything_is_written(tmp_path):
+    """Collection.save wrote a collection whose query is in two splits, which Collection.load
+    then refused ("qid 'q1' is also in topics.train.tsv"): the save seemed to succeed."""
+    from clir.types import Document, Query
+
+    queries = {"train": [Query("q1", "water")], "test": [Query("q2", "bread"), Query("q1", "water")]}
+    collection = Collection("two", "sw", "en", [Document("d1", "maji")], queries, {"q1": {"d1": 1}})
+    with pytest.raises(
+        ConfigError,
+        match=r"^.*/two: not written: qid 'q1' is in split 'train' and in split 'test'; a query "
+        r"belongs to one split \(its judgements are shared\)$",
+    ):
+        collection.save(tmp_path / "two")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_collection_without_any_query_is_refused_before_anything_is_written(tmp_path):
+    """`clir data bible --n-train 0 --n-dev 0 --n-test 0` wrote a collection without topics,
+    which Collection.load (`clir data check`, `clir data pseudo DIR`) then refused."""
+    from clir.types import Document, Query
+
+    message = (
+        r"^.*/none: not written: no split holds a query, and a collection without topics cannot be "
+        r"loaded; draw or give at least one query$"
+    )
+    for queries in ({}, {"test": [], "dev": []}):
+        collection = Collection("none", "sw", "en", [Document("d1", "maji")], queries, {})
+        with pytest.raises(ConfigError, match=message):
+            collection.save(tmp_path / "none")
+    assert list(tmp_path.iterdir()) == []
+    queries = {"test": [Query("q1", "water")], "dev": []}
+    kept = Collection("one", "sw", "en", [Document("d1", "maji")], queries, {"q1": {"d1": 1}})
+    assert Collection.load(kept.save(tmp_path / "one")).queries == {"test": [Query("q1", "water")]}

@@ -240,3 +240,19 @@ def test_rank_breaks_score_ties_by_docno_descending_as_trec_eval():
     assert relevant_rank({"a": 1.0, "b": 1.0, "c": 2.0}, {"b": 1}) == 2
     assert relevant_rank({"a": 1.0, "b": 1.0, "c": 2.0}, {"a": 1, "c": 0}) == 3
     assert relevant_rank({"a": 1.0}, {"b": 1}) is None
+
+
+def test_rank_and_first_passage_follow_the_evaluation_s_float32_order():
+    """Scores equal only as float32 tie in the evaluation (trec_eval's order: docno descending
+    breaks the tie); ranked on float64, the page had shown rank 1 for a passage that the
+    evaluation counts at rank 2 (RR 0.5), and another first passage than the run's."""
+    from clir.evaluation import evaluate_per_query
+    from clir.pipeline.html_report import explorer_passages, relevant_rank
+
+    run = {"a": 1.0 + 1e-9, "b": 1.0, "c": 0.5}  # a > b in float64, a == b in float32
+    assert evaluate_per_query({"q1": run}, {"q1": {"a": 1}}, ["RR"]) == {"RR": {"q1": 0.5}}
+    assert relevant_rank(run, {"a": 1}) == 2
+    collection = Collection(
+        "c", "sw", "en", [Document(d, d) for d in "abc"], {"test": [Query("q1", "x")]}, {"q1": {"c": 1}}
+    )
+    assert explorer_passages({"full": {"q1": run}}, collection, "test") == {"q1": ("c", "b")}

@@ -86,3 +86,27 @@ def test_config_round_trip():
     an = get_analyzer("en", extra_stopwords=["lord"])
     again = analyzer_from_config(json.loads(json.dumps(an.to_config())))
     assert again.analyze("the Lord is king") == an.analyze("the Lord is king") == ["king"]
+
+
+@pytest.mark.parametrize(
+    ("config", "message"),
+    [
+        ({"type": "text", "stopwords": True}, "an analyzer's settings must be an object with a 'lang', got "),
+        ("en", "an analyzer's settings must be an object with a 'lang', got 'en'"),
+        ({"lang": "en", "stopwords": "no"}, "analyzer option stopwords must be true or false, got 'no'"),
+        ({"lang": "en", "stopwords": None}, "analyzer option stopwords must be true or false, got None"),
+        ({"lang": "en", "stem": 1}, r"analyzer option stem must be true or false \(or null: the language's "
+         r"default\), got 1"),
+        ({"lang": "sw", "extra_stopwords": "maji"}, "analyzer option extra_stopwords must be a list of "
+         "words, got 'maji'"),
+        ({"lang": "sw", "extra_stopwords": ["maji", 2]}, r"analyzer option extra_stopwords must hold words "
+         r"\(strings\), got 2"),
+    ],
+)  # fmt: skip
+def test_analyzer_settings_of_the_wrong_kind_are_errors(config, message):
+    """A saved index's first_stage.json with an edited analyzer: no 'lang' was an "unexpected
+    KeyError", and `stopwords: "no"` was read as true, `extra_stopwords: "maji"` as four
+    one-letter stopwords, silently."""
+    with pytest.raises(ConfigError, match=f"^{message}"):
+        analyzer_from_config(config)
+    assert analyzer_from_config({"lang": "en", "stem": None, "lemmatize": False}).analyze("kings") == ["king"]

@@ -685,6 +685,31 @@ def test_given_tables_are_loaded_as_they_are_and_settings_replace_only_when_aske
     assert all(t.meta["iterations"] == 10 and t.meta["seed"] == 0 for t in asked)
 
 
+def test_tables_of_other_parallel_text_are_learned_again_when_settings_are_asked(tmp_path: Path) -> None:
+    """`clir baselines --collection B --out X` over an X made for collection A (same languages)
+    kept A's tables in X/tables, as their settings were the same: B's runs searched with another
+    text's translations, silently (the parallel text's digest was not compared)."""
+    from clir.datasets import Collection
+    from clir.pipeline.tables import learn_tables, parallel_digest
+
+    def collection(words: str) -> Collection:
+        pairs = [ParallelPair(f"p{i}", f"the {w} here", f"{w}i hapa") for i, w in enumerate(words.split())]
+        return Collection("c", "sw", "en", [Document("d1", "maji")], {"test": [Query("q1", "water")]},
+                          {"q1": {"d1": 1}}, parallel=pairs)  # fmt: skip
+
+    first, other = collection("water bread water"), collection("dog cat dog")
+    tables = learn_tables(first, tmp_path / "t", iterations=3, progress=False)
+    assert tables[0].meta["parallel_sha256"] == parallel_digest(first.parallel)
+    files = {p: p.read_bytes() for p in sorted((tmp_path / "t").rglob("*")) if p.is_file()}
+    kept = learn_tables(first, tmp_path / "t", iterations=3, progress=False)  # same text, same settings
+    assert {p: p.read_bytes() for p in files} == files and kept[0].source_vocab == ["water", "bread"]
+    relearned = learn_tables(other, tmp_path / "t", iterations=3, progress=False)
+    assert relearned[0].source_vocab == ["dog", "cat"] and relearned[1].target_vocab == ["dog", "cat"]
+    assert relearned[0].meta["parallel_sha256"] == parallel_digest(other.parallel)
+    given = learn_tables(first, tmp_path / "t", progress=False)  # --tables T: as they are
+    assert given[0].source_vocab == ["dog", "cat"]
+
+
 def test_tables_of_another_language_pair_are_refused(tmp_path: Path) -> None:
     """Tagalog tables given with a Swahili collection were used silently (every translation and
     score wrong); the tables record their languages."""

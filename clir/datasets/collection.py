@@ -381,7 +381,9 @@ def save_collection(
     Raises:
         OutputExistsError: If ``path`` holds something else (see :func:`atomic_directory`).
         ConfigError: If a split's name is not a file name (``../x``: :meth:`Collection.load`
-            would not find its topics), or a language code is not letters (no analyzer reads it).
+            would not find its topics), a language code is not letters (no analyzer reads it), or
+            a qid is in two splits or no split holds a query (:meth:`Collection.load` would refuse
+            the directory).
         FormatError: If it would hold no document.
     """
     path = Path(path)
@@ -398,6 +400,19 @@ def save_collection(
                 "file name topics.<split>.tsv)"
             )
     queries = {split: split_queries for split, split_queries in queries.items() if split_queries}
+    if not queries:  # no topics file would be written, and Collection.load needs one
+        raise ConfigError(
+            f"{path}: not written: no split holds a query, and a collection without topics cannot be "
+            "loaded; draw or give at least one query"
+        )
+    owner: dict[str, str] = {}
+    for split, split_queries in queries.items():  # Collection.load refuses it: refused before writing
+        for query in split_queries:
+            if owner.setdefault(query.qid, split) != split:
+                raise ConfigError(
+                    f"{path}: not written: qid {query.qid!r} is in split {owner[query.qid]!r} and in "
+                    f"split {split!r}; a query belongs to one split (its judgements are shared)"
+                )
     docnos: set[str] = set()
     words = 0
 

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from clir.datasets import Collection
-from clir.formats import atomic_write
+from clir.formats import atomic_write, ranked
 from clir.types import Qrels, Run
 
 if TYPE_CHECKING:
@@ -139,10 +139,12 @@ document.addEventListener("click", function (e) {
 
 def relevant_rank(run: Mapping[str, float], judged: Mapping[str, int]) -> int | None:
     """The 1-based rank of the first relevant passage of one query's run, or ``None`` when no
-    relevant passage was retrieved. Ties in score are broken by docno, as trec_eval does
-    (descending)."""
-    ranked = sorted(run, key=lambda docno: (run[docno], docno), reverse=True)
-    return next((rank for rank, docno in enumerate(ranked, 1) if judged.get(docno, 0) > 0), None)
+    relevant passage was retrieved. The run is ranked as the evaluation ranks it
+    (:func:`clir.formats.ranked`, trec_eval's order): by score read as a 32-bit float, ties
+    broken by docno descending (scores equal only as float32 tie: ranked on float64, a page had
+    shown rank 1 for a passage evaluated at rank 2)."""
+    order = ranked(run)
+    return next((rank for rank, (docno, _) in enumerate(order, 1) if judged.get(docno, 0) > 0), None)
 
 
 def write_html_report(
@@ -253,7 +255,7 @@ def explorer_passages(
         relevant = sorted((d for d, grade in judged.items() if grade > 0), key=lambda d: (-judged[d], d))
         if relevant:
             top = runs.get(TOP_SYSTEM, {}).get(query.qid, {})
-            shown[query.qid] = (relevant[0], max(top, key=lambda d: (top[d], d)) if top else None)
+            shown[query.qid] = (relevant[0], ranked(top)[0][0] if top else None)
     return shown
 
 

@@ -3,6 +3,7 @@ from an outside aligner's links over the same tokens, or imported from another t
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 from contextlib import nullcontext
 from pathlib import Path
@@ -15,6 +16,7 @@ from clir.progress import progress_bar
 from clir.text import get_analyzer
 from clir.translation import TranslationTable, train_ibm1_both
 from clir.translation.alignments import read_links, read_table, tables_from_links, transpose
+from clir.types import ParallelPair
 
 EN_DOC, DOC_EN = "en-doc", "doc-en"
 
@@ -37,9 +39,12 @@ def learn_tables(
     Tables are learned over the analyzers' terms (English stems, document-language lemmas), the
     vocabulary of the indexes. When ``out`` already holds both tables they are loaded instead:
     as they are when neither ``iterations`` nor ``seed`` is given (a user's ``--tables DIR``,
-    whatever settings made it); when either is given, only if learned with those settings (or by
-    any settings when the collection has no parallel text to learn from, or made otherwise: from
-    alignments or imported), IBM Model 1 tables of other settings being replaced.
+    whatever settings made it); when either is given, only if learned with those settings from
+    the same parallel text (its digest, ``parallel_sha256`` in their meta; or by any settings
+    from any text when the collection has no parallel text to learn from, or made otherwise:
+    from alignments or imported), IBM Model 1 tables of other settings or other text being
+    replaced (``clir baselines --out`` had kept another collection's tables; tables learned
+    before the digest are learned again once).
 
     Args:
         collection: A collection with parallel pairs (never its collection side).
@@ -63,7 +68,13 @@ def learn_tables(
         tables = load_tables(out, (collection.query_lang, collection.doc_lang))
         if keep:
             return tables
-        same = all(t.meta.get("iterations") == iterations and t.meta.get("seed") == seed for t in tables)
+        digest = parallel_digest(collection.parallel)
+        same = all(  # the settings and the text asked for
+            t.meta.get("iterations") == iterations
+            and t.meta.get("seed") == seed
+            and t.meta.get("parallel_sha256") == digest
+            for t in tables
+        )
         given = any(t.meta.get("model") != "ibm1" for t in tables)  # from alignments or another toolkit
         if same or given or not collection.parallel:
             return tables
@@ -85,7 +96,20 @@ def learn_tables(
             progress=progress,
             source=collection.parallel_file,
         )
+        for table in (en_doc, doc_en):  # what they were learned from: tables of other text are relearned
+            table.meta["parallel_sha256"] = parallel_digest(collection.parallel)
         return _saved((en_doc, doc_en), out)
+
+
+def parallel_digest(pairs: Sequence[ParallelPair]) -> str:
+    """The SHA-256 of a parallel text as IBM Model 1 reads it: each pair's English and
+    document-language text, in order (pair ids left out)."""
+    digest = hashlib.sha256()
+    for pair in pairs:
+        for text in (pair.source, pair.target):
+            data = text.encode("utf-8")
+            digest.update(len(data).to_bytes(8, "little") + data)
+    return digest.hexdigest()
 
 
 def load_tables(

@@ -200,19 +200,38 @@ def get_analyzer(lang: str, **options: Any) -> Analyzer:
             ``extra_stopwords``).
 
     Raises:
-        ConfigError: For an unknown option or an impossible setting.
+        ConfigError: For an unknown option, an option of the wrong type (``stopwords: "no"`` had
+            been read as true, ``extra_stopwords: "maji"`` as four letters) or an impossible
+            setting.
     """
     options.pop("type", None)
     known = set(AnalyzerConfig.__dataclass_fields__) - {"lang"}
     unknown = sorted(set(options) - known)
     if unknown:
         raise ConfigError(f"unknown analyzer option(s) {unknown}; expected some of {sorted(known)}")
+    for name in ("stopwords", "lemmatize", "stem"):
+        value = options.get(name)
+        if name in options and not (isinstance(value, bool) or (value is None and name != "stopwords")):
+            expected = "true or false" + (" (or null: the language's default)" if name != "stopwords" else "")
+            raise ConfigError(f"analyzer option {name} must be {expected}, got {value!r}")
     if "extra_stopwords" in options:
-        options["extra_stopwords"] = tuple(options["extra_stopwords"])
+        words = options["extra_stopwords"]
+        if isinstance(words, str) or not isinstance(words, (list, tuple, set, frozenset)):
+            raise ConfigError(f"analyzer option extra_stopwords must be a list of words, got {words!r}")
+        if bad := [word for word in words if not isinstance(word, str)]:
+            raise ConfigError(f"analyzer option extra_stopwords must hold words (strings), got {bad[0]!r}")
+        options["extra_stopwords"] = tuple(words)
     return TextAnalyzer(AnalyzerConfig(lang=lang, **options))
 
 
 def analyzer_from_config(config: dict[str, Any]) -> Analyzer:
-    """Rebuild an analyzer from :meth:`Analyzer.to_config` output (e.g. read from JSON)."""
+    """Rebuild an analyzer from :meth:`Analyzer.to_config` output (e.g. read from JSON).
+
+    Raises:
+        ConfigError: If ``config`` is not such an object (no ``lang``, an option that is not
+            one or of the wrong type): a reader of a saved file names the file.
+    """
+    if not isinstance(config, dict) or "lang" not in config:
+        raise ConfigError(f"an analyzer's settings must be an object with a 'lang', got {config!r}")
     options = dict(config)
     return get_analyzer(options.pop("lang"), **options)
