@@ -449,6 +449,13 @@ def _tables(args: argparse.Namespace) -> int:
         raise ConfigError("clir tables: --out is required (unless --write-tokens)")
     if args.import_tables and len(args.import_tables) > 2:
         raise ConfigError(f"--import-tables takes EN_DOC [DOC_EN], got {len(args.import_tables)} files")
+    if not (args.alignments or args.import_tables or collection.parallel or collection.parallel_file):
+        # learn_tables' own message names --tables, an option of the commands that read tables
+        raise ConfigError(
+            f"collection {collection.name!r} has no parallel text to learn translation tables from: "
+            f"pass --parallel FILE (TSV: pair_id, English, {collection.doc_lang}), or make the tables "
+            "from another toolkit's with --import-tables"
+        )
     _check_out(args, "tables")
     if args.force:
         output_directory(args.out, kind="tables", force=True)
@@ -599,9 +606,13 @@ def _retrieve(args: argparse.Namespace) -> int:
     from clir.pipeline.parallel import search_stage
     from clir.retrieval import FirstStage
 
+    if args.topics is not None and args.split is not None:  # it had been ignored: the file's queries searched
+        raise ConfigError(
+            "clir retrieve: --split names a split of --collection, not of --topics FILE: drop one"
+        )
     _check_out(args)
     collection = _load_collection(args) if args.topics is None else None
-    queries = _topics(args, tsv_only=True) if collection is None else collection.split(args.split)
+    queries = _topics(args, tsv_only=True) if collection is None else collection.split(args.split or "test")
     stage = FirstStage.load(args.index, progress=not args.quiet, processes=args.processes, verify=args.verify)
     indexed = getattr(stage.doc_analyzer, "lang", None)
     lang = collection.doc_lang if collection else args.doc_lang
@@ -1555,7 +1566,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--doc-lang", type=_language, help="document language, when the collection has no collection.json"
     )
     source.add_argument("--topics", type=Path, help="a topics TSV file (qid, text[, description])")
-    retrieve.add_argument("--split", default="test", help="query split of --collection")
+    retrieve.add_argument("--split", help="query split of --collection (default: test; not with --topics)")
     retrieve.add_argument("--k", type=_positive, default=1000, help="depth of the run (default 1000)")
     retrieve.add_argument("--out", required=True, type=Path, help="TREC run file to write")
     retrieve.add_argument("--tag", type=_tag, help="run tag (default MODE-MODEL)")

@@ -26,7 +26,7 @@ from clir.pipeline.features import rerank_collection, train_reranker
 from clir.pipeline.tables import learn_tables
 from clir.pipeline.trained_with import TRAINED_WITH_FILE, FirstStageSettingsWarning
 from clir.translation import TranslationTable
-from clir.types import Document, ParallelPair
+from clir.types import Document, ParallelPair, Query
 
 TL = [f"t{i:02d}x" for i in range(N_CONCEPTS)]
 
@@ -481,3 +481,24 @@ def test_search_and_rerank_refuse_a_k_or_depth_below_1_and_search_takes_a_split_
         loaded.search(collection, "nosuch")
     numpy_k = loaded.search(collection, queries, k=np.int64(5), log=lambda line: None)  # numpy ints are ints
     assert numpy_k == loaded.search(collection, queries, k=5, log=lambda line: None)
+
+
+@pytest.mark.filterwarnings("ignore:.*no term in the index")
+def test_queries_that_retrieve_nothing_give_empty_rankings_in_search_and_rerank(trained, tmp_path, capsys):
+    """When no query had a candidate (`clir search --query "zzz"`, a split of such queries),
+    rerank_collection asked the reranker for depth 0 and failed with "depth must be a positive
+    integer, got 0", an option the user never gave; an empty ranking is what a query gets."""
+    root, model, space, tables, bundle = trained
+    collection = Collection.load(root / "sw")
+    nothing = [Query("z1", "zzz qqq"), Query("z2", "the")]
+    loaded = Bundle.from_pretrained(bundle)
+    assert loaded.search(collection, nothing, k=5, log=lambda line: None) == {"z1": {}, "z2": {}}
+    assert rerank_collection(model, collection, space, split=nothing, tables=tables) == {"z1": {}, "z2": {}}
+    argv = ["search", "--bundle", str(bundle), "--collection", str(root / "sw"), "--no-index-cache"]
+    assert main([*argv, "--query", "zzz qqq"]) == 0
+    assert capsys.readouterr().out == ""
+    topics = tmp_path / "nothing.tsv"
+    write_topics(topics, nothing)
+    run = tmp_path / "nothing.run"
+    assert main([*argv, "--topics", str(topics), "--out", str(run)]) == 0
+    assert run.read_text() == ""

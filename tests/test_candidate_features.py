@@ -224,3 +224,34 @@ def test_a_saved_in_memory_index_scored_by_another_model(padded, tmp_path):
     assert (loaded.model, loaded.retriever.get_params()) == ("ql", {"mu": 50})
     assert loaded.search(queries) == ql.search(queries)  # the scores to the bit
     assert FirstStage.load(tmp_path / "dt-bm25").search(queries) == bm25.search(queries)
+
+
+def test_stages_indexed_with_other_settings_than_the_model_s_are_refused(padded, tmp_path):
+    """`clir rerank --stages` had scored a model with the saved stages' own settings (an index
+    of `clir index --k1 0.3`, `--spelling off` or `--psq-top-k 3`): another run than the model's,
+    silently (AP 0.81 -> 0.78 on a made-up collection)."""
+    collection, tables, space, model, root = padded
+    for mode, changed in (
+        ("qt", {"model_params": {"bm25": {"k1": 0.3}}}),
+        ("dt", {"spelling": None}),
+        ("psq", {"psq_top_k": 3}),
+        ("psq", {"psq_cumulative": 0.5}),
+    ):
+        stages = tmp_path / "-".join(map(str, [mode, *changed.values()])).replace(" ", "")
+        for name in ("qt", "psq", "dt"):
+            config = BaselineConfig(**changed) if name == mode else BaselineConfig()
+            stage = baseline_stage(name, "bm25", "en", "sw", tables, config, progress=False)
+            stage.index_shards(collection.documents, stages / f"{name}-bm25", shard_docs=300)
+        with pytest.raises(ConfigError) as error:
+            rerank_collection(model, collection, space, tables=tables, stages=stages)
+        message = str(error.value)
+        key = next(iter(changed))
+        assert message.startswith(
+            f"--stages {stages / f'{mode}-bm25'} was indexed with other first-stage settings than the "
+            f"model's: {key} "
+        ), message
+        assert message.endswith("(clir index --k1, --b, --mu, --spelling, --psq-top-k, --psq-cumulative)")
+        # the settings a stage was indexed with are the ones asked for: accepted
+        assert load_stages(stages, [f"{mode}-bm25"], BaselineConfig(**changed), collection=collection)
+    # the model's own settings (the defaults here): its stages are taken, QL scored from BM25's
+    assert load_stages(root / "stages", ["qt-ql", "psq-bm25", "dt-bm25"], collection=collection)

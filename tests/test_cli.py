@@ -472,6 +472,40 @@ def test_an_empty_topics_file_is_an_error_not_an_empty_run(command, tmp_path, ca
     assert not (tmp_path / "out.run").exists()
 
 
+def test_retrieve_refuses_a_split_with_a_topics_file(tmp_path, capsys):
+    """clir retrieve --topics FILE --split train searched the file's queries, the --split
+    ignored silently (dense makes the two exclusive); a --collection's default split stays test."""
+    collection = tmp_path / "c"
+    queries = {"test": [Query("q1", "water")], "train": [Query("q2", "water")]}
+    qrels = {"q1": {"d1": 1}, "q2": {"d1": 1}}
+    Collection("c", "sw", "en", [Document("d1", "maji")], queries, qrels).save(collection)
+    topics = tmp_path / "topics.tsv"
+    topics.write_text("q3\twater\n")
+    run = tmp_path / "out.run"
+    argv = ["retrieve", "--index", str(tmp_path / "i"), "--topics", str(topics), "--out", str(run)]
+    assert main([*argv, "--split", "train"]) == 2
+    assert capsys.readouterr().err == (
+        "clir: error: clir retrieve: --split names a split of --collection, not of --topics FILE: drop one\n"
+    )
+    assert not run.exists()
+    from scipy import sparse as sp
+
+    from clir.retrieval import FirstStage
+    from clir.translation import TranslationTable
+
+    index = tmp_path / "i"
+    table = TranslationTable(["water"], ["maji"], sp.csr_matrix([[1.0]]), "en", "sw")
+    stage = FirstStage("qt", "bm25", doc_analyzer="sw", table_en_doc=table, progress=False)
+    stage.index([Document("d1", "maji"), Document("d2", "moto"), Document("d3", "moto")]).save(index)
+    argv = ["retrieve", "--index", str(index), "--out", str(run), "--quiet"]
+    assert main([*argv, "--topics", str(topics)]) == 0
+    assert run.read_text().split()[:3] == ["q3", "Q0", "d1"]
+    assert main([*argv, "--collection", str(collection)]) == 0
+    assert run.read_text().split()[:3] == ["q1", "Q0", "d1"]
+    assert main([*argv, "--collection", str(collection), "--split", "train"]) == 0
+    assert run.read_text().split()[:3] == ["q2", "Q0", "d1"]
+
+
 def test_aqwv_without_a_size_names_the_options_and_a_zero_cutoff_is_refused(tmp_path, capsys):
     """--metrics AQWV without a size said "pass collection_size=...", a Python parameter, and
     AQWV@0 printed 0.0000 where --cutoff 0 is refused."""

@@ -311,6 +311,41 @@ def test_doc_lang_and_parallel_wherever_a_collection_is_read(tmp_path, capsys):
     assert "joint shared space for en, sw" in capsys.readouterr().out
 
 
+def test_tables_without_parallel_text_names_the_options_of_clir_tables(tmp_path, capsys):
+    """`clir tables` of a collection without parallel text said "pass --tables DIR", an option
+    it does not have (learn_tables' message, meant for the commands that read tables); and with
+    tables already in --out it said "wrote" having learned nothing."""
+    hand = tmp_path / "hand"
+    hand.mkdir()
+    (hand / "documents.jsonl").write_text('{"docno": "d1", "text": "mbwa anakula nyama"}\n')
+    (hand / "topics.tsv").write_text("401\tdog\n")
+    (hand / "qrels.txt").write_text("401 0 d1 1\n")
+    (hand / "collection.json").write_text('{"doc_lang": "sw"}')
+    tables = tmp_path / "tables"
+    message = (
+        "clir: error: collection 'hand' has no parallel text to learn translation tables from: pass "
+        "--parallel FILE (TSV: pair_id, English, sw), or make the tables from another toolkit's with "
+        "--import-tables\n"
+    )
+    assert main(["tables", "--collection", str(hand), "--out", str(tables)]) == 2
+    assert capsys.readouterr().err == message
+    assert not tables.exists()
+    files = write_user_files(tmp_path / "mine")
+    argv = [
+        "tables",
+        "--collection",
+        str(hand),
+        "--parallel",
+        str(files["parallel.tsv"]),
+        "--out",
+        str(tables),
+    ]
+    assert main([*argv, "--quiet"]) == 0
+    capsys.readouterr()
+    assert main(["tables", "--collection", str(hand), "--out", str(tables)]) == 2
+    assert capsys.readouterr().err == message
+
+
 def _help(command: str, capsys) -> str:
     with pytest.raises(SystemExit):
         main([command, "--help"])

@@ -62,7 +62,7 @@ from clir.pipeline.parallel import LOCAL, pair_scorer, search_stage
 from clir.pipeline.tables import learn_tables
 from clir.pipeline.trained_with import model_baseline, record_first_stage
 from clir.progress import progress_bar
-from clir.retrieval import FirstStage
+from clir.retrieval import FirstStage, get_retriever
 from clir.retrieval.search import DocumentsDigest
 from clir.text import Analyzer, get_analyzer
 from clir.training import (
@@ -514,10 +514,12 @@ def load_stages(
     ``model_params``; the weights are computed from its term frequencies at load).
 
     With ``collection``, each stage must index that collection's documents: its document
-    language and exactly its docnos (:func:`check_stage_documents`).
+    language and exactly its docnos (:func:`check_stage_documents`). Each stage must have been
+    indexed with the baseline's settings (:func:`check_stage_settings`).
 
     Raises:
-        ConfigError: For a name with neither, or a stage of other documents than ``collection``'s.
+        ConfigError: For a name with neither, a stage of other documents than ``collection``'s,
+            or one of other settings than ``baseline``'s.
     """
     path = Path(path)
     if not path.is_dir():
@@ -542,11 +544,48 @@ def load_stages(
             params = baseline.model_params.get(model, {})
             saved = same_mode[0]
             stages[name] = FirstStage.load(saved, progress=progress, model=model, model_params=params)
+        check_stage_settings(stages[name], baseline, f"--stages {saved}")
         if collection is not None and docnos is not None:  # (docnos: the collection's, sorted)
             if digest is None and stages[name].documents_digest is not None:
                 digest = DocumentsDigest(collection.documents).hexdigest()
             check_stage_documents(stages[name], collection, docnos, f"--stages {saved}", digest)
     return stages
+
+
+def check_stage_settings(stage: FirstStage, baseline: BaselineConfig, where: str) -> None:
+    """Refuse a saved first stage indexed with other settings than ``baseline``'s (a model's
+    :func:`~clir.pipeline.trained_with.model_baseline`): its retriever's parameters, spelling
+    matching and, in ``psq``, translation pruning. Its scores, and the features a model
+    computes from them, would be other than those the model was trained on (a stage indexed
+    with ``clir index --k1 0.3`` had reranked to other numbers, silently).
+
+    Args:
+        stage: The loaded first stage.
+        baseline: The settings it must have.
+        where: Names the stage in the error (e.g. ``"--stages DIR"``).
+
+    Raises:
+        ConfigError: Naming ``where`` and each setting that differs, with both values.
+    """
+    expected: dict[str, Any] = {
+        "model_params": get_retriever(stage.model, **baseline.model_params.get(stage.model, {})).get_params(),
+        "spelling": baseline.spelling,
+    }
+    found: dict[str, Any] = {"model_params": stage.retriever.get_params(), "spelling": stage.spelling}
+    if stage.mode == "psq":
+        expected |= {"psq_top_k": baseline.psq_top_k, "psq_cumulative": baseline.psq_cumulative}
+        found |= {"psq_top_k": stage.psq_top_k, "psq_cumulative": stage.psq_cumulative}
+    differ = [
+        f"{key} {found[key]!r} (expected {expected[key]!r})"
+        for key in expected
+        if found[key] != expected[key]
+    ]
+    if differ:
+        raise ConfigError(
+            f"{where} was indexed with other first-stage settings than the model's: {'; '.join(differ)}; "
+            "index it with the settings the model was trained with (clir index --k1, --b, --mu, "
+            "--spelling, --psq-top-k, --psq-cumulative)"
+        )
 
 
 def check_stage_documents(
@@ -1047,7 +1086,7 @@ def rerank_collection(
         progress=config.progress,
         engine=engine,
     )
-    reranked = max((len(query.docnos) for query in data.queries), default=0)
+    reranked = max((len(query.docnos) for query in data.queries), default=0) or 1  # none: an empty ranking
     return (rerank_parts if as_parts else rerank)(
         models,
         data,
