@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import NoReturn
 
-from clir.errors import ClirError, ConfigError
+from clir.errors import ClirError, ConfigError, DataNotFoundError
 from clir.progress import DELAY, NORMAL, QUIET, VERBOSE, set_verbosity
 
 Handler = Callable[[argparse.Namespace], int]
@@ -746,9 +746,11 @@ def _embed_eval(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(rows, indent=2))
         return 0
-    if not rows:
-        print("no test dictionary: held-out pairs come from 'clir embed align'; FreeDict needs apt packages")
-        return 1
+    if not rows:  # an error like any other (it had printed a bare line and exited 1)
+        raise DataNotFoundError(
+            f"{args.space}: no test dictionary for {', '.join(args.languages or ['its languages'])}: "
+            "held-out pairs come from 'clir embed align'; FreeDict needs apt packages"
+        )
     table = {
         f"{r['dictionary']} {r['source']}->{r['target']} {r['method']} (n={r['queries']})": {
             "P@1": r["p_at_1"], "P@5": r["p_at_5"],

@@ -265,6 +265,18 @@ def test_embed_eval_of_a_language_the_space_lacks_is_an_error(tmp_path, capsys):
     assert "languages ['xx'] are not in this space (it has ['en', 'sw'])" in capsys.readouterr().err
 
 
+def test_embed_eval_without_a_test_dictionary_is_a_clir_error(tmp_path, capsys):
+    """It printed a bare line and exited 1, without the 'clir: error:' of every other error."""
+    space = SharedSpace(
+        {"en": make_keyed_vectors(["a"], np.eye(2)[:1]), "sw": make_keyed_vectors(["x"], np.eye(2)[:1])}, 2
+    )
+    space.save(tmp_path / "s")
+    assert main(["embed", "eval", str(tmp_path / "s"), "--languages", "sw", "--no-freedict"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("clir: error: ") and "no test dictionary for sw" in err
+    assert str(tmp_path / "s") in err
+
+
 def test_a_window_gensim_cannot_take_is_a_config_error():
     """--window 2147483648 overflowed in gensim's worker thread, which then hung."""
     with pytest.raises(
