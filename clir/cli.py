@@ -526,6 +526,26 @@ def _probability(text: str) -> float:
     return value
 
 
+def _number_in(low: float, high: float = math.inf, *, above: bool = False) -> Callable[[str], float]:
+    """An option type: a finite number in ``[low, high]`` (``(low, high]`` when ``above``), so
+    that an error names the option (``--b 2``), not the config key it fills."""
+    if math.isfinite(high):
+        expected = f"in {'(' if above else '['}{low:g}, {high:g}]"
+    else:
+        expected = f"{'>' if above else '>='} {low:g}"
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            value = math.nan
+        if not (math.isfinite(value) and (value > low if above else value >= low) and value <= high):
+            raise argparse.ArgumentTypeError(f"must be a finite number {expected}, got {text!r}")
+        return value
+
+    return parse
+
+
 def _language(text: str) -> str:
     """A language code option (``--doc-lang``): letters, as every analyzer requires."""
     from clir.text.analyzer import check_language_code
@@ -1530,9 +1550,11 @@ def build_parser() -> argparse.ArgumentParser:
     index.add_argument("--mode", choices=("qt", "psq", "dt"), required=True, help="how the languages meet")
     index.add_argument("--model", choices=("bm25", "ql"), default="bm25", help="the scoring model")
     index.add_argument("--out", required=True, type=Path, help="index directory to write")
-    index.add_argument("--k1", type=float, default=1.5, help="BM25 term-frequency saturation")
-    index.add_argument("--b", type=float, default=0.75, help="BM25 length normalisation, in [0, 1]")
-    index.add_argument("--mu", type=float, default=2500.0, help="QL Dirichlet smoothing")
+    index.add_argument("--k1", type=_number_in(0), default=1.5, help="BM25 term-frequency saturation")
+    index.add_argument(
+        "--b", type=_number_in(0, 1), default=0.75, help="BM25 length normalisation, in [0, 1]"
+    )
+    index.add_argument("--mu", type=_number_in(0, above=True), default=2500.0, help="QL Dirichlet smoothing")
     index.add_argument(
         "--shard-docs",
         type=_positive,

@@ -654,3 +654,31 @@ def test_an_imported_table_left_with_no_entry_is_an_error(tmp_path, capsys):
     table.write_text("the\tna\t1.0\nwater\tmaji\t0.5\n")
     assert main(argv) == 0
     assert "en->sw 1 words" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "message"),
+    [
+        ("--b", "2", "argument --b: must be a finite number in [0, 1], got '2'"),
+        ("--k1", "-1", "argument --k1: must be a finite number >= 0, got '-1'"),
+        ("--k1", "nan", "argument --k1: must be a finite number >= 0, got 'nan'"),
+        ("--mu", "0", "argument --mu: must be a finite number > 0, got '0'"),
+    ],
+)
+def test_index_names_the_retrieval_option_out_of_range(tmp_path, capsys, option, value, message):
+    """They were named by the config key they fill (``BaselineConfig: model_params.bm25: b``)."""
+    args = [
+        "index",
+        "--collection",
+        str(tmp_path),
+        "--mode",
+        "qt",
+        "--model",
+        "bm25",
+        "--out",
+        str(tmp_path / "i"),
+    ]
+    with pytest.raises(SystemExit) as exit_:
+        main([*args, option, value])
+    assert exit_.value.code == 2
+    assert message in capsys.readouterr().err
