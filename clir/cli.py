@@ -15,6 +15,7 @@ import os
 import sys
 import warnings
 from collections.abc import Callable, Iterator, Sequence
+from functools import partial
 from pathlib import Path
 from typing import NoReturn
 
@@ -1122,7 +1123,9 @@ def _evaluate(args: argparse.Namespace) -> int:
     size = _collection_size(args)
     measures = _measures(args, size)
     config = _aqwv_config(args)
-    per_query = evaluate_per_query(run, qrels, measures, aqwv=config, collection_size=size)
+    per_query = evaluate_per_query(
+        run, qrels, measures, aqwv=config, collection_size=size, run_name=str(args.run)
+    )
     values = means(per_query)
     if args.json:
         payload: dict = dict(values)
@@ -1258,10 +1261,71 @@ not imported here because numpy and scipy would slow every ``clir --help``."""
 
 
 class _Parser(argparse.ArgumentParser):
-    """An argument parser whose errors are one ``clir: error:`` line, like every other failure."""
+    """An argument parser whose errors are one ``clir: error:`` line, like every other failure,
+    and that refuses an option given where it has no effect (:meth:`inapplicable`).
+
+    Args:
+        intermixed: Take the positionals among the options (``clir compare A B --json QRELS``):
+            argparse otherwise ends a ``nargs="+"`` positional at the first option and leaves the
+            rest unrecognized. For a command's parser only: :meth:`parse_intermixed_args` refuses a
+            parser with subcommands, so the top-level parser keeps the ordinary parsing.
+        **kwargs: Those of :class:`argparse.ArgumentParser`.
+    """
+
+    def __init__(self, *args, intermixed: bool = False, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.intermixed = intermixed
+        self._intermixing = False
+        self._inapplicable: list[tuple[str, Callable[[argparse.Namespace], str | None]]] = []
+
+    def inapplicable(self, option: str, reason: Callable[[argparse.Namespace], str | None]) -> None:
+        """Refuse ``option`` where it would have no effect, rather than ignore it.
+
+        Args:
+            option: The option's flag, e.g. ``"--k1"``; refused only when given a value other
+                than its default (its default always passes).
+            reason: Given the parsed arguments, why the option has no effect with them (``"with
+                --model ql: it is a BM25 parameter"``), or None where it has one.
+        """
+        self._inapplicable.append((option, reason))
+
+    def parse_known_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        # The subcommand action calls this; parse_known_intermixed_args calls it back twice.
+        if self._intermixing:
+            return super().parse_known_args(args, namespace)
+        self._intermixing = self.intermixed
+        try:
+            parse = self.parse_known_intermixed_args if self.intermixed else super().parse_known_args
+            namespace, extras = parse(args, namespace)
+        finally:
+            self._intermixing = False
+        for option, reason in self._inapplicable:
+            dest = self._option_string_actions[option].dest
+            if getattr(namespace, dest) != self.get_default(dest) and (why := reason(namespace)):
+                self.error(f"{option} has no effect {why}; drop it")
+        return namespace, extras
 
     def error(self, message: str) -> NoReturn:
         self.exit(2, f"clir: error: {message} (see '{self.prog} --help')\n")
+
+
+def _other_than(dest: str, value: str, what: str, args: argparse.Namespace) -> str | None:
+    """An :meth:`_Parser.inapplicable` reason: an option that has an effect only where option
+    ``dest`` is ``value`` (``--k1`` only with ``--model bm25``); ``what`` says what it is."""
+    given = getattr(args, dest)
+    return f"with --{dest} {given}: {what}" if given != value else None
+
+
+def _model1_not_learned(args: argparse.Namespace) -> str | None:
+    """The :meth:`_Parser.inapplicable` reason of ``clir tables``' IBM Model 1 options: tables
+    made from an aligner's links or another toolkit's tables, or no tables at all."""
+    for dest in ("alignments", "import_tables", "write_tokens"):
+        if getattr(args, dest):
+            flag = f"--{dest.replace('_', '-')}"
+            return f"with {flag}: it sets IBM Model 1's training, which {flag} skips"
+    return None
 
 
 class _HelpFormatter(argparse.HelpFormatter):
@@ -1534,6 +1598,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--iterations", type=_iterations, default=10, help="EM iterations, at most 10000 (default 10)"
     )
     tables.add_argument("--seed", type=_seed, default=0, help="seed of the model's initialisation")
+    for option in ("--iterations", "--seed"):
+        tables.inapplicable(option, _model1_not_learned)
     _force_argument(tables)
     tables.set_defaults(handler=_tables)
 
@@ -1575,6 +1641,10 @@ def build_parser() -> argparse.ArgumentParser:
     _spelling_argument(index)
     _force_argument(index)
     _engine_arguments(index)
+    for option, model in (("--k1", "bm25"), ("--b", "bm25"), ("--mu", "ql")):
+        index.inapplicable(option, partial(_other_than, "model", model, f"it is a {model.upper()} parameter"))
+    for option in ("--psq-top-k", "--psq-cumulative"):
+        index.inapplicable(option, partial(_other_than, "mode", "psq", "it prunes PSQ's translations"))
     index.set_defaults(handler=_index)
 
     retrieve = commands.add_parser(
@@ -1837,6 +1907,14 @@ def build_parser() -> argparse.ArgumentParser:
         "--snippet", type=_positive, default=100, help="characters of text shown (default 100)"
     )
     search.add_argument("--tag", type=_tag, default="clir-bundle", help="run tag")
+    search.inapplicable(
+        "--snippet",
+        lambda a: "with --topics: it cuts the text printed for --query" if a.topics is not None else None,
+    )
+    search.inapplicable(
+        "--tag",
+        lambda a: "with --query: it tags the run written for --topics" if a.query is not None else None,
+    )
     cache = search.add_mutually_exclusive_group()
     cache.add_argument(
         "--index-cache",
@@ -1928,6 +2006,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     comp = commands.add_parser(
         "compare",
+        intermixed=True,
         help="compare runs with a baseline: paired tests corrected for multiple testing",
         description="Each measure for the baseline and every other run: the run's mean, its "
         "difference from the baseline with a confidence interval, and the p-values of a paired "

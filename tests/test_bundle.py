@@ -295,8 +295,12 @@ def test_search_keeps_the_index_until_the_collection_changes(trained, tmp_path, 
         (b'{"x": 1}', 'a JSON object with "systems"'),  # was: unexpected KeyError: 'systems'
         (b"[1]", 'a JSON object with "systems"'),  # unexpected TypeError
         (b'{"systems": 5}', 'a JSON object with "systems"'),  # unexpected AttributeError
-        (b'{"systems": {"qt-bm25": {"AP": 0.5}}}', r"systems\.qt-bm25\.AP must map measures to numbers"),
-        (b'{"systems": {"en-sw": {"full": {"AP": "high"}}}}', r"systems\.en-sw\.full must map measures"),
+        (b'{"systems": {"qt-bm25": {"AP": 0.5}}}', r'systems\.qt-bm25 is \{"AP": 0\.5\}: .* clir baselines'),
+        (
+            b'{"systems": {"en-sw": {"full": {"AP": "high"}}}}',
+            r'systems\.en-sw\.full is \{"AP": "high"\}; expected',
+        ),
+        (b'{"systems": {"en-sw": 5}}', r"systems\.en-sw is 5; expected an experiment's results\.json"),
         (b"\xff\xfe{}", "invalid JSON"),  # unexpected UnicodeDecodeError
         (b'{"systems": ', "invalid JSON"),
     ],
@@ -311,6 +315,24 @@ def test_bundle_scores_that_are_no_results_json_name_the_file(trained, tmp_path,
     argv += ["--collection", str(root / "sw"), "--out", str(tmp_path / "b"), "--scores", str(scores)]
     assert main(argv) == 2
     assert capsys.readouterr().err.startswith(f"clir: error: {scores}: ")
+    assert not (tmp_path / "b").exists()
+
+
+def test_bundle_scores_of_a_baselines_results_json_say_what_is_expected(tmp_path, capsys):
+    # what clir baselines writes: systems {system: {measure: value}}, one level short of an
+    # experiment's {pair: {system: {measure: value}}}; it said "systems.qt-bm25.AP must map
+    # measures to numbers", naming neither the file wanted nor what it got
+    scores = tmp_path / "results.json"
+    systems = {"qt-bm25": {"AP": 0.25, "P@10": 0.025}, "qt-ql": {"AP": 0.3, "P@10": 0.05}}
+    scores.write_text(json.dumps({"collection": "bible-en-sw", "config": {}, "systems": systems}))
+    argv = ["bundle", "--model", str(tmp_path / "m"), "--space", str(tmp_path / "s"), "--tables"]
+    argv += [str(tmp_path / "t"), "--collection", str(tmp_path / "c"), "--out", str(tmp_path / "b")]
+    assert main([*argv, "--scores", str(scores)]) == 2
+    assert capsys.readouterr().err == (
+        f'clir: error: {scores}: systems.qt-bm25 is {{"AP": 0.25, "P@10": 0.025}}: systems {{system: '
+        "{measure: value}}, as in a clir baselines results.json; expected an experiment's results.json "
+        "(clir experiment): systems {pair: {system: {measure: value}}}\n"
+    )
     assert not (tmp_path / "b").exists()
 
 

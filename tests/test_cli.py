@@ -220,6 +220,45 @@ def test_compare_refuses_a_single_run_and_a_repeated_run(three_runs, capsys):
     assert "argument --alpha: must be a number in (0, 1), got '1'" in capsys.readouterr().err
 
 
+def test_compare_takes_its_options_among_the_runs_and_the_qrels(three_runs, capsys):
+    """argparse ended ``RUN [RUN ...]`` at the first option and refused the rest: ``compare A B
+    --json QRELS`` was 'unrecognized arguments: QRELS'."""
+    runs, qrels = three_runs
+    base, better = runs["base"], runs["better"]
+    outputs = []
+    for argv in (
+        [base, better, qrels, "--json", "--metrics", "AP"],
+        [base, better, "--json", qrels, "--metrics", "AP"],
+        [base, better, "--baseline", base, qrels, "--json", "--metrics", "AP"],
+        ["--json", base, "--seed", "0", better, "--metrics", "AP", "--alpha", "0.05", qrels],
+    ):
+        assert main(["compare", *argv]) == 0
+        outputs.append(capsys.readouterr().out)
+    assert json.loads(outputs[0])["runs"][better]["AP"]["diff"] == 0.5
+    assert outputs == [outputs[0]] * 4
+    with pytest.raises(SystemExit) as exit_info:  # an unknown option is still refused
+        main(["compare", base, better, "--bogus", qrels])
+    assert exit_info.value.code == 2
+    assert "unrecognized arguments: --bogus" in capsys.readouterr().err
+
+
+def test_evaluate_warnings_name_the_run_file_as_compare_does(tmp_path, capsys):
+    """They named it ``run``."""
+    run, other, qrels = tmp_path / "r.run", tmp_path / "s.run", tmp_path / "q.txt"
+    run.write_text("q1 Q0 d1 1 1.0 t\nq9 Q0 d1 1 1.0 t\n")
+    other.write_text("q1 Q0 d1 1 1.0 t\nq9 Q0 d1 1 1.0 t\n")
+    qrels.write_text("q1 0 d1 1\nq2 0 d1 1\n")
+    assert main(["evaluate", str(run), str(qrels), "--metrics", "AP"]) == 0
+    said = [line for line in capsys.readouterr().err.splitlines() if line.startswith("clir: warning:")]
+    assert (
+        said[0]
+        == f"clir: warning: {run}: 1 query(ies) have no relevant document in the qrels and are left out: 'q9'"
+    )
+    assert said[1].startswith(f"clir: warning: {run} lists 1 of the 2 qrels queries with a relevant document")
+    assert main(["compare", str(run), str(other), str(qrels), "--metrics", "AP"]) == 0
+    assert f"clir: warning: {run}: 1 query(ies) have no relevant" in capsys.readouterr().err
+
+
 def test_compare_choices_are_the_libraries():
     from clir import cli
     from clir.evaluation import significance
@@ -414,7 +453,7 @@ def test_warnings_print_as_clir_warnings(tmp_path, capsys):
     qrels.write_text("q1 0 d1 1\n")
     assert main(["evaluate", str(run), str(qrels)]) == 0
     err = capsys.readouterr().err
-    assert "clir: warning: run: 1 query(ies) have no relevant document in the qrels" in err
+    assert f"clir: warning: {run}: 1 query(ies) have no relevant document in the qrels" in err
     assert "UserWarning" not in err
 
 
@@ -682,3 +721,68 @@ def test_index_names_the_retrieval_option_out_of_range(tmp_path, capsys, option,
         main([*args, option, value])
     assert exit_.value.code == 2
     assert message in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["index", "--mode", "qt", "--model", "ql", "--k1", "0.3"], "--k1 has no effect with --model ql"),
+        (["index", "--mode", "qt", "--model", "ql", "--b", "0.3"], "--b has no effect with --model ql"),
+        (
+            ["index", "--mode", "qt", "--mu", "50"],
+            "--mu has no effect with --model bm25: it is a QL parameter",
+        ),
+        (["index", "--mode", "qt", "--psq-top-k", "3"], "--psq-top-k has no effect with --mode qt"),
+        (
+            ["index", "--mode", "dt", "--psq-cumulative", "0.5"],
+            "--psq-cumulative has no effect with --mode dt",
+        ),
+        (
+            ["tables", "--alignments", "a.links", "--iterations", "3"],
+            "--iterations has no effect with --alignments",
+        ),
+        (["tables", "--import-tables", "t.tsv", "--seed", "3"], "--seed has no effect with --import-tables"),
+        (
+            ["tables", "--write-tokens", "tok", "--iterations", "3"],
+            "--iterations has no effect with --write-tokens",
+        ),
+        (
+            ["search", "--bundle", "b", "--topics", "t.tsv", "--snippet", "20"],
+            "--snippet has no effect with --topics",
+        ),
+        (
+            ["search", "--bundle", "b", "--query", "sheep", "--tag", "mine"],
+            "--tag has no effect with --query",
+        ),
+    ],
+)
+def test_an_option_given_where_it_has_no_effect_is_refused(argv, message, tmp_path, capsys):
+    """They were taken and ignored (``clir index --model ql --k1 0.3`` indexed QL as without it)."""
+    common = {"index": ["--tables", "t", "--out", str(tmp_path / "o")], "tables": [], "search": []}
+    with pytest.raises(SystemExit) as exit_info:
+        main([*argv, "--collection", str(tmp_path), *common[argv[0]]])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"clir: error: {message}") and f"drop it (see 'clir {argv[0]} --help')" in err
+    assert not (tmp_path / "o").exists()
+
+
+def test_options_where_they_have_an_effect_and_defaults_pass():
+    parser = build_parser()
+    index = ["index", "--collection", "c", "--tables", "t", "--out", "o"]
+    args = parser.parse_args([*index, "--mode", "qt", "--model", "ql"])  # the defaults are not "given"
+    assert (args.k1, args.b, args.mu, args.psq_top_k, args.psq_cumulative) == (1.5, 0.75, 2500.0, 10, 0.9)
+    args = parser.parse_args([*index, "--mode", "psq", "--model", "ql", "--mu", "50", "--psq-top-k", "3"])
+    assert (args.mu, args.psq_top_k) == (50.0, 3)
+    args = parser.parse_args(
+        [*index, "--mode", "psq", "--k1", "0.3", "--b", "0.2", "--psq-cumulative", "0.5"]
+    )
+    assert (args.k1, args.b, args.psq_cumulative) == (0.3, 0.2, 0.5)
+    args = parser.parse_args(
+        ["tables", "--collection", "c", "--out", "o", "--iterations", "3", "--seed", "2"]
+    )
+    assert (args.iterations, args.seed) == (3, 2)
+    assert parser.parse_args(["tables", "--collection", "c", "--alignments", "a.links"]).iterations == 10
+    search = ["search", "--bundle", "b", "--collection", "c"]
+    assert parser.parse_args([*search, "--query", "sheep", "--snippet", "20"]).snippet == 20
+    assert parser.parse_args([*search, "--topics", "t.tsv", "--out", "r", "--tag", "mine"]).tag == "mine"

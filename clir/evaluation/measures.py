@@ -229,6 +229,7 @@ def evaluate_per_query(
     *,
     aqwv: AQWVConfig | None = None,
     collection_size: int | None = None,
+    run_name: str = "run",
 ) -> dict[str, dict[str, float]]:
     """Evaluate a run query by query.
 
@@ -238,6 +239,7 @@ def evaluate_per_query(
         measures: Measure names (see the module docstring); ``"MAP"`` is read as ``"AP"``.
         aqwv: Returned-set rule and beta of the AQWV measures; defaults to ``AQWVConfig()``.
         collection_size: Documents in the collection; required when an AQWV measure is asked.
+        run_name: What the warnings call the run, e.g. its file.
 
     Returns:
         ``{measure: {qid: value}}``, measures in the order given (canonical names, duplicates
@@ -253,7 +255,7 @@ def evaluate_per_query(
             in another warning, counting and naming the evaluated queries the run does not list
             (they count 0).
     """
-    return _per_query(run, qrels, measures, aqwv, collection_size, "run", stacklevel=4)
+    return _per_query(run, qrels, measures, aqwv, collection_size, run_name, stacklevel=4)
 
 
 def evaluate(
@@ -263,6 +265,7 @@ def evaluate(
     *,
     aqwv: AQWVConfig | None = None,
     collection_size: int | None = None,
+    run_name: str = "run",
 ) -> dict[str, float]:
     """Evaluate a run: each measure aggregated over the evaluated queries, as ir_measures and
     trec_eval aggregate it (the mean; the sum for the counts ``NumQ``, ``NumRet``, ``NumRel``,
@@ -278,7 +281,7 @@ def evaluate(
         >>> evaluate(run, qrels, ["MAP", "P@10", "AQWV"], collection_size=31102)  # doctest: +SKIP
         {'AP': ..., 'P@10': ..., 'AQWV': ...}
     """
-    return means(_per_query(run, qrels, measures, aqwv, collection_size, "run", stacklevel=4))
+    return means(_per_query(run, qrels, measures, aqwv, collection_size, run_name, stacklevel=4))
 
 
 def means(per_query: Mapping[str, Mapping[str, float]]) -> dict[str, float]:

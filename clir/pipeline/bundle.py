@@ -251,16 +251,34 @@ def read_scores(path: str | Path) -> dict[str, dict[str, dict[str, float]]]:
     systems = results.get("systems") if isinstance(results, dict) else None
     if not isinstance(systems, dict):
         raise FormatError(path, None, 'expected a results.json: a JSON object with "systems"')
+    expected = (
+        "expected an experiment's results.json (clir experiment): systems {pair: {system: {measure: value}}}"
+    )
     for pair, by_system in systems.items():
         if not isinstance(by_system, dict):
-            raise FormatError(path, None, f"systems.{pair} must map systems to their measures")
-        for system, values in by_system.items():
-            numbers = isinstance(values, dict) and all(
-                isinstance(v, (int, float)) and not isinstance(v, bool) for v in values.values()
+            raise FormatError(path, None, f"systems.{pair} is {_shown(by_system)}; {expected}")
+        if by_system and all(_is_number(value) for value in by_system.values()):
+            raise FormatError(
+                path,
+                None,
+                f"systems.{pair} is {_shown(by_system)}: systems {{system: {{measure: value}}}}, as in a "
+                f"clir baselines results.json; {expected}",
             )
-            if not numbers:
-                raise FormatError(path, None, f"systems.{pair}.{system} must map measures to numbers")
+        for system, values in by_system.items():
+            if not isinstance(values, dict) or not all(_is_number(v) for v in values.values()):
+                raise FormatError(path, None, f"systems.{pair}.{system} is {_shown(values)}; {expected}")
     return systems
+
+
+def _is_number(value: Any) -> bool:
+    """Whether a JSON value is a number (not a boolean)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _shown(value: Any, width: int = 40) -> str:
+    """A JSON value for an error message, cut to ``width`` characters."""
+    text = json.dumps(value, ensure_ascii=False)
+    return text if len(text) <= width else text[: width - 3] + "..."
 
 
 def model_card(config: Mapping[str, Any]) -> str:
