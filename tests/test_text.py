@@ -82,6 +82,13 @@ def test_bad_options_are_named():
         get_analyzer("sw", stem=True)
 
 
+def test_extra_stopwords_match_whatever_their_case_or_composition():
+    """Tokens are NFC and lowercased; an extra stopword given as "Bwana" had never matched."""
+    an = get_analyzer("sw", lemmatize=False, stopwords=False, extra_stopwords=["Bwana", "NCHI", "nai\u0308f"])
+    assert an.analyze("bwana wa Nchi naïf mwema") == ["wa", "mwema"]
+    assert list(an.to_config()["extra_stopwords"]) == ["Bwana", "NCHI", "nai\u0308f"]  # kept as given
+
+
 def test_config_round_trip():
     an = get_analyzer("en", extra_stopwords=["lord"])
     again = analyzer_from_config(json.loads(json.dumps(an.to_config())))

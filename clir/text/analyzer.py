@@ -141,9 +141,9 @@ class TextAnalyzer(Analyzer):
         stem = (not lemmatize and self.lang in SNOWBALL) if config.stem is None else config.stem
         if stem and self.lang not in SNOWBALL:
             raise ConfigError(f"no Snowball stemmer for language {self.lang!r}; have {sorted(SNOWBALL)}")
-        self._stop = (_stopwords(self.lang) if config.stopwords else frozenset()) | frozenset(
-            config.extra_stopwords
-        )
+        extra = (unicodedata.normalize("NFC", word).lower() for word in config.extra_stopwords)
+        # as tokens are (NFC, lowercased): "Bwana" had never matched
+        self._stop = (_stopwords(self.lang) if config.stopwords else frozenset()) | frozenset(extra)
         self._stemmer = snowballstemmer.stemmer(SNOWBALL[self.lang]) if stem else None
         self._lemmatize = lemmatize
         self._cache: dict[str, str] = {}
