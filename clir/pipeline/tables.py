@@ -96,8 +96,9 @@ def learn_tables(
             progress=progress,
             source=collection.parallel_file,
         )
-        for table in (en_doc, doc_en):  # what they were learned from: tables of other text are relearned
-            table.meta["parallel_sha256"] = parallel_digest(collection.parallel)
+        digest = parallel_digest(collection.parallel)  # what they were learned from: other text relearns
+        for table in (en_doc, doc_en):
+            table.meta["parallel_sha256"] = digest
         return _saved((en_doc, doc_en), out)
 
 
