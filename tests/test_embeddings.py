@@ -304,10 +304,37 @@ def test_a_damaged_space_is_named(tmp_path):
         (tmp_path / "s" / "space.json").write_text(edited)
         with pytest.raises(FormatError, match=expected):
             SharedSpace.load(tmp_path / "s")
-    (tmp_path / "s" / "space.json").write_text(json.dumps(info))
+    # a space saved before manifests (no "files"): its vectors are still checked
+    (tmp_path / "s" / "space.json").write_text(json.dumps({k: v for k, v in info.items() if k != "files"}))
     vectors = make_keyed_vectors(["x"], np.array([[np.nan, 1.0]]))
     save_word2vec(vectors, tmp_path / "s" / "sw.bin")
-    with pytest.raises(FormatError, match=r"sw\.bin: holds a NaN or infinite vector component"):
+    nan = r"sw\.bin: holds a NaN or infinite vector component"
+    with pytest.warns(UserWarning, match="without a manifest"), pytest.raises(FormatError, match=nan):
+        SharedSpace.load(tmp_path / "s")
+
+
+def test_a_saved_space_is_verified_against_its_manifest(tmp_path):
+    """A flipped bit in a vector had loaded as a quietly different space."""
+    parallel = {"sw": [(s, [w.upper() for w in s]) for s in TOY]}
+    config = EmbeddingConfig(method="fasttext", dim=10, min_count=1, epochs=1, bucket=3000, window=10)
+    space, _ = train_joint(parallel, {"en": TOY[:3]}, config, progress=False)
+    space.save(tmp_path / "s")
+    files = json.loads((tmp_path / "s" / "space.json").read_text())["files"]
+    assert sorted(files) == ["en.bin", "en.mean.npy", "en.ngrams.npy", "sw.bin", "sw.mean.npy"]
+    np.testing.assert_array_equal(SharedSpace.load(tmp_path / "s").array("sw"), space.array("sw"))
+    for name in ("sw.bin", "en.ngrams.npy"):
+        original = (tmp_path / "s" / name).read_bytes()
+        flipped = bytearray(original)
+        flipped[-3] ^= 0x01  # a vector component, not the header: the file still parses
+        (tmp_path / "s" / name).write_bytes(bytes(flipped))
+        with pytest.raises(FormatError, match=rf"{re.escape(name)}: damaged file, differs from the manifest"):
+            SharedSpace.load(tmp_path / "s")
+        (tmp_path / "s" / name).write_bytes(original[:-4])
+        with pytest.raises(FormatError, match=rf"{re.escape(name)}: damaged file, has \d+ bytes"):
+            SharedSpace.load(tmp_path / "s", verify=True)
+        (tmp_path / "s" / name).write_bytes(original)
+    (tmp_path / "s" / "sw.mean.npy").unlink()
+    with pytest.raises(DataNotFoundError, match=r"sw\.mean\.npy is missing \(listed in .*space\.json\)"):
         SharedSpace.load(tmp_path / "s")
 
 

@@ -17,6 +17,7 @@ from clir.embeddings.vectors_io import load_word2vec, make_keyed_vectors, save_w
 from clir.errors import ClirError, ConfigError, DataNotFoundError, FormatError
 from clir.formats import atomic_directory, atomic_write
 from clir.formats.jsonfile import read_typed_json
+from clir.formats.manifest import manifest_of, verify_files
 from clir.types import MatrixSources
 
 
@@ -280,7 +281,8 @@ class SharedSpace:
     def save(self, path: str | Path, *, force: bool = False) -> Path:
         """Save atomically: ``<lang>.bin`` (word2vec binary) per language, for subword languages
         ``<lang>.mean.npy`` and an n-gram array ``<lang>.ngrams.npy`` (stored once when several
-        languages share one array, as a joint model's unrotated languages do), and ``space.json``.
+        languages share one array, as a joint model's unrotated languages do), and ``space.json``
+        with the size and SHA-256 of every other file (checked by :meth:`load`).
 
         Words must not contain whitespace (the word2vec format separates on it); analyzer tokens
         never do.
@@ -295,8 +297,10 @@ class SharedSpace:
         """
         path = Path(path)
         with atomic_directory(path, kind="space", force=force) as tmp:
+            files = []
             for lang, kv in self.vectors.items():
                 save_word2vec(kv, tmp / f"{lang}.bin", binary=True)
+                files.append(f"{lang}.bin")
             subword_info: dict[str, dict[str, Any]] = {}
             written: dict[int, str] = {}
             for lang in sorted(self.subwords):
@@ -305,7 +309,9 @@ class SharedSpace:
                 if name is None:
                     name = written[id(sub.ngrams)] = f"{lang}.ngrams.npy"
                     np.save(tmp / name, sub.ngrams, allow_pickle=False)
+                    files.append(name)
                 np.save(tmp / f"{lang}.mean.npy", sub.mean, allow_pickle=False)
+                files.append(f"{lang}.mean.npy")
                 subword_info[lang] = {**sub.params(), "ngrams_file": name}
             info = {
                 "type": "SharedSpace",
@@ -314,28 +320,36 @@ class SharedSpace:
                 "languages": self.languages,
                 "subwords": subword_info,
                 "meta": self.meta,
+                "files": manifest_of(tmp, files),
             }
             with atomic_write(tmp / "space.json") as out:
                 json.dump(info, out, indent=2, sort_keys=True)
         return path
 
     @classmethod
-    def load(cls, path: str | Path, mmap: bool = True) -> SharedSpace:
-        """Load a space written by :meth:`save`.
+    def load(cls, path: str | Path, mmap: bool = True, *, verify: bool = False) -> SharedSpace:
+        """Load a space written by :meth:`save`, verified against the manifest in ``space.json``.
+
+        Every file's size is compared with the manifest, and the SHA-256 of the smallest files up
+        to :data:`~clir.formats.manifest.HASH_BUDGET` bytes (all of them with ``verify``); a
+        space saved before clir recorded manifests loads with a warning.
 
         Args:
             path: The directory.
             mmap: Memory-map the n-gram arrays.
+            verify: Hash every file.
 
         Raises:
             DataNotFoundError: If the directory or a file is missing.
-            FormatError: If ``space.json`` is not a SharedSpace's.
+            FormatError: If ``space.json`` is not a SharedSpace's, or naming a file that does not
+                match the manifest (truncated, edited, damaged).
         """
         path = Path(path)
         info_path = path / "space.json"
         if not info_path.is_file():
             raise DataNotFoundError(f"{info_path}: no saved SharedSpace here")
         info = read_typed_json(info_path, "SharedSpace")
+        verify_files(path, info, info_path, verify)
         languages = info.get("languages")
         if not isinstance(languages, list) or not all(isinstance(x, str) and x.isalpha() for x in languages):
             expected = f"'languages' must be a list of language codes, got {languages!r}"
