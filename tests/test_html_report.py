@@ -103,7 +103,8 @@ def report(tmp_path_factory):
     config = ExperimentConfig(systems={"full": {}}, significance=SignificanceConfig(bootstrap_samples=200))
     write_report(
         out, config, runs, collections={"en-sw": sw, "en-tl": tl}, curves={}, bli={},
-        timings={"collection-en-sw": 1.25}, measures=["AP", "RR"],
+        timings={"collection-en-sw": 1.25, "tables-en-sw": 0.0}, reused={"tables-en-sw": 25.88},
+        measures=["AP", "RR"],
         views={"en-sw": VIEWS},
     )  # fmt: skip
     page = (out / "report.html").read_text()
@@ -114,7 +115,7 @@ def report(tmp_path_factory):
 
 
 def test_one_results_table_per_pair_with_the_measures(report):
-    _, _, parsed = report
+    out, _, parsed = report
     assert parsed.tables["results-en-sw"] == [
         ["system", "AP", "RR"],
         ["qt-bm25", "0.5000", "0.5000"],
@@ -124,7 +125,15 @@ def test_one_results_table_per_pair_with_the_measures(report):
         ["qt-bm25", "1.0000", "1.0000"],
         ["full", "1.0000", "1.0000"],
     ]
-    assert parsed.tables["timings"] == [["step", "seconds"], ["collection-en-sw", "1.2"]]
+    assert parsed.tables["timings"] == [
+        ["step", "seconds", "reused: built in (s)"],
+        ["collection-en-sw", "1.2", ""],
+        ["tables-en-sw", "0.0", "25.9"],
+    ]
+    # a step reused from an earlier run shows its build time beside this run's 0 (it had shown 0 alone)
+    markdown = (out / "report.md").read_text()
+    assert "| collection-en-sw | 1.2 |  |\n| tables-en-sw | 0.0 | 25.9 |" in markdown
+    assert json.loads((out / "results.json").read_text())["reused"] == {"tables-en-sw": 25.88}
 
 
 def test_one_query_row_per_test_query_with_hand_computed_ranks(report):

@@ -172,7 +172,12 @@ def test_fast_experiment_end_to_end_then_resume_after_interruption(tmp_path, mon
 
     saved = json.loads((out / "results.json").read_text())
     assert saved == json.loads(json.dumps(results))
-    assert set(saved) == {"systems", "significance", "bli", "config", "timings"}
+    assert set(saved) == {"systems", "significance", "bli", "config", "timings", "reused"}
+    cached = {line.removeprefix("[cached] ") for line in lines if line.startswith("[cached]")}
+    assert set(saved["reused"]) == cached and all(saved["timings"][name] == 0.0 for name in cached)
+    for name, seconds in saved["reused"].items():  # each reused step's build time, as its step.json says
+        step = out / "steps" / json.loads((out / "steps" / "index.json").read_text())[name]
+        assert seconds == json.loads((step / "step.json").read_text())["seconds"] > 0
     for pair in ("en-sw", "en-tl"):
         rows = saved["systems"][pair]
         systems = ("full", "full-ensemble", "lexical-fusion", "full+e5", "e5-dense")

@@ -129,6 +129,10 @@ class StepRunner:
         wait: When another process holds the lock, wait for it instead of raising.
         force: Claim ``root`` even when it is a non-empty directory that is not an experiment's
             (see :func:`~clir.formats.atomic.output_directory`).
+
+    Attributes:
+        timings: Seconds each step took in this run (0 for a reused one).
+        reused: Seconds each reused step's build took, when it was built.
     """
 
     def __init__(
@@ -146,6 +150,7 @@ class StepRunner:
         self.wait = wait
         self.force = force
         self.timings: dict[str, float] = {}
+        self.reused: dict[str, float] = {}
         self._lock: IO[str] | None = None
         self._index_lock = threading.Lock()  # steps may run in two threads (the experiment's space)
 
@@ -241,6 +246,7 @@ class StepRunner:
             else:
                 self.log(f"[cached] {name}")
                 self.timings.setdefault(name, 0.0)
+                self.reused[name] = seconds
                 self._index(name, path)
                 return StepResult(name, key, path, True, seconds)
         if resumable and work.is_dir():

@@ -154,7 +154,8 @@ def run_experiment(
         force: Use ``out`` even when it is a non-empty directory that is not an experiment's.
 
     Returns:
-        The ``results.json`` content: ``systems``, ``significance``, ``config``, ``timings``.
+        The ``results.json`` content: ``systems``, ``significance``, ``bli``, ``config``, ``timings``,
+        ``reused``.
 
     Raises:
         OutputExistsError: If ``out`` is a user's directory (without ``force``) or a file.
@@ -180,6 +181,7 @@ def run_experiment(
             curves={system: step.path for system, step in steps.train.items()},
             bli=json.loads((steps.bli.path / "bli.json").read_text()),
             timings=runner.timings,
+            reused=runner.reused,
             measures=MEASURES,
             views=_explorer_views(config, steps, runs, collections),
         )

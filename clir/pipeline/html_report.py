@@ -192,11 +192,10 @@ def write_html_report(
             data = base64.b64encode((out / name).read_bytes()).decode("ascii")
             parts.append(f'<figure><img alt="{escape(name)}" src="data:image/png;base64,{data}">')
             parts.append(f"<figcaption>{escape(name)}</figcaption></figure>")
-    timings = results["timings"]
+    timings, reused = results["timings"], results.get("reused", {})
     parts.append("<h2>Timings</h2>")
-    parts.append(
-        _table("timings", ["step", "seconds"], [[(s, None), (f"{t:.1f}", t)] for s, t in timings.items()])
-    )
+    rows = [[(step, None), _seconds(took), _seconds(reused.get(step))] for step, took in timings.items()]
+    parts.append(_table("timings", ["step", "seconds", "reused: built in (s)"], rows))
     parts.append(f"<h2>Queries ({escape(split)})</h2>")
     parts.append(
         "<p>Rank of the first relevant passage in each system's run (blank: not retrieved). "
@@ -221,6 +220,11 @@ def write_html_report(
     with atomic_write(path) as handle:
         handle.write(page)
     return path
+
+
+def _seconds(value: float | None) -> tuple[str, float | None]:
+    """A cell of seconds, to one decimal (blank for ``None``)."""
+    return ("", None) if value is None else (f"{value:.1f}", value)
 
 
 def _table(table_id: str, header: Sequence[str], rows: Sequence[Sequence[tuple[str, Any]]]) -> str:

@@ -70,6 +70,7 @@ def write_report(
     timings: Mapping[str, float],
     measures: Sequence[str],
     views: Mapping[str, ExplorerViews] | None = None,
+    reused: Mapping[str, float] | None = None,
 ) -> dict[str, Any]:
     """Evaluate every run of every pair, test significance, write the report and plots.
 
@@ -80,6 +81,8 @@ def write_report(
     :func:`clir.evaluation.compare_runs`), and a confidence interval of each difference.
 
     ``views`` (``pair -> DT translations and heatmaps``) go to the HTML report's explorer.
+    ``timings`` are each step's seconds in this run, ``reused`` the build seconds of the steps this
+    run reused (whose ``timings`` are 0): the report shows both.
 
     Returns:
         The ``results.json`` content.
@@ -120,6 +123,7 @@ def write_report(
         "bli": bli,
         "config": {key: value for key, value in config.to_dict().items() if key != "engine"},  # same on each
         "timings": dict(timings),
+        "reused": dict(reused or {}),
     }
     with atomic_write(out / "results.json") as handle:
         json.dump(results, handle, indent=2)
@@ -229,11 +233,17 @@ def _markdown(config: Any, results: Mapping[str, Any], measures: Sequence[str], 
                 f"| {row['dictionary']} | {row['source']} | {row['method']} | {row['queries']} "
                 f"| {row['p_at_1']:.3f} | {row['p_at_5']:.3f} |"
             )
-    lines += ["", "## Timings", "", "| step | seconds |", "| --- | ---: |"]
-    lines += [f"| {step} | {seconds:.1f} |" for step, seconds in results["timings"].items()]
+    timings, reused = results["timings"], results.get("reused", {})
+    lines += ["", "## Timings", "", "| step | seconds | reused: built in (s) |", "| --- | ---: | ---: |"]
+    lines += [f"| {step} | {took:.1f} | {_built(reused.get(step))} |" for step, took in timings.items()]
     if plots:
         lines += ["", "## Plots", ""] + [f"![{p}]({p})" for p in plots]
     return "\n".join(lines) + "\n"
+
+
+def _built(seconds: float | None) -> str:
+    """A reused step's build seconds as the timings table shows them (blank: built in this run)."""
+    return "" if seconds is None else f"{seconds:.1f}"
 
 
 _CORRECTION_NAMES = {
