@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
+import shutil
 import stat
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -14,7 +18,7 @@ import scipy.sparse as sp
 
 from clir.datasets import Collection
 from clir.errors import ClirError, OutputExistsError
-from clir.formats import atomic_directory, atomic_write
+from clir.formats import atomic, atomic_directory, atomic_write
 from clir.formats.atomic import MARKER, artefact_kind
 from clir.translation import TranslationTable
 from clir.types import Document, Query
@@ -150,6 +154,112 @@ def test_an_interrupted_build_leaves_the_old_artefact_and_no_temporary_directory
         raise RuntimeError("interrupted")
     assert _tree(target) == {"data.txt": "old"}
     assert sorted(os.listdir(tmp_path)) == ["out"]
+
+
+class Killed(BaseException):
+    """A ``kill -9``: once it is raised, nothing more happens on disk."""
+
+
+@pytest.fixture
+def dead_pid() -> int:
+    """The PID of a process that has ended (the one a killed save had)."""
+    process = subprocess.Popen([sys.executable, "-c", ""])
+    process.wait()
+    return process.pid
+
+
+def save_killed(monkeypatch, save, target: Path, at: str, pid: int) -> None:
+    """Run ``save()`` (an atomic_directory save of ``target``) as process ``pid``, killed ``at``:
+    ``"build"`` (filling its temporary directory), ``"aside"`` (before the old directory is moved
+    aside), ``"swap"`` (before the new one is renamed into place) or ``"remove"`` (before the old
+    one is removed)."""
+    real_replace, real_rmtree = os.replace, shutil.rmtree
+    dead: list[bool] = []
+
+    def die() -> None:
+        dead.append(True)
+        raise Killed
+
+    def replace(src, dst):
+        if dead or (at == "aside" and Path(src) == target) or (at == "swap" and Path(dst) == target):
+            die()
+        real_replace(src, dst)
+
+    def rmtree(path, *args, **kwargs):
+        if dead or at == "remove":
+            die()
+        real_rmtree(path, *args, **kwargs)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(os, "getpid", lambda: pid)
+        patch.setattr(os, "replace", replace)
+        patch.setattr(shutil, "rmtree", rmtree)
+        with pytest.raises(Killed):
+            save(die)
+    assert dead
+
+
+@pytest.mark.parametrize(
+    ("at", "left", "kept"),
+    [("build", 1, "old"), ("aside", 2, "old"), ("swap", 2, None), ("remove", 1, "new")],
+)
+def test_a_save_killed_at_any_step_leaves_the_old_or_the_new_directory_and_no_leftovers(
+    tmp_path, monkeypatch, dead_pid, at, left, kept
+):
+    target = tmp_path / "out"
+    _write(target, "index", "old")
+
+    def save(die):
+        with atomic_directory(target, kind="index") as tmp:
+            (tmp / "data.txt").write_text("new")
+            if at == "build":
+                die()
+
+    save_killed(monkeypatch, save, target, at, dead_pid)
+    with pytest.warns(UserWarning, match="was killed") if at == "swap" else contextlib.nullcontext():
+        _write(target, "index", "next")  # the next save
+    assert _tree(target) == {"data.txt": "next"}
+    assert sorted(os.listdir(tmp_path)) == ["out"]
+    # what a reader finds once the leftovers are tidied (as a resumed training does first)
+    _write(target, "index", "old")
+    save_killed(monkeypatch, save, target, at, dead_pid)
+    leftovers = sorted(set(os.listdir(tmp_path)) - {"out"})
+    assert len(leftovers) == left
+    assert all(re.fullmatch(rf"\.out\.{dead_pid}\.[a-z0-9_]{{8}}\.(tmp|old)", name) for name in leftovers)
+    if kept is None:  # killed between the two renames: no out at all, the new one complete beside
+        assert not target.exists()
+        with pytest.warns(UserWarning, match=r"out: a save of it was killed as it swapped the new index in"):
+            atomic.tidy_interrupted(target, "index")
+        kept = "new"
+    else:
+        atomic.tidy_interrupted(target, "index")
+    assert _tree(target) == {"data.txt": kept} and artefact_kind(target) == "index"
+    assert sorted(os.listdir(tmp_path)) == ["out"]
+
+
+def test_tidying_leaves_a_running_saves_directories_and_everything_else_alone(tmp_path, dead_pid):
+    target = tmp_path / "out"
+    _write(target, "index", "old")
+    kept = [
+        f".out.{os.getpid()}.abcdefgh.tmp",  # a save of this process, under way
+        ".out.1.abcdefgh.old",  # init's: running
+        ".out.abcdefgh.tmp",  # no process named: a user's, or a clir before the PID was named
+        ".out.old",
+        f".out.{dead_pid}.abc.tmp",
+        f".other.{dead_pid}.abcdefgh.tmp",  # another directory's
+    ]
+    for name in kept:
+        _user_dir(tmp_path / name)
+    (tmp_path / f".out.{dead_pid}.abcdefgh.old").write_text("a user's file")
+    (tmp_path / f".out.{dead_pid}.bcdefghi.tmp").symlink_to(tmp_path / ".out.old")
+    gone = _user_dir(tmp_path / f".out.{dead_pid}.cdefghij.tmp")
+    _write(target, "index", "new")
+    assert not gone.exists()
+    for name in kept:
+        assert _tree(tmp_path / name) == {"thesis.tex": "years of work", "notes/a.txt": "a"}
+    assert (tmp_path / f".out.{dead_pid}.abcdefgh.old").read_text() == "a user's file"
+    assert (tmp_path / f".out.{dead_pid}.bcdefghi.tmp").is_symlink()
+    assert _tree(target) == {"data.txt": "new"}
 
 
 def test_written_files_and_directories_get_the_usual_permissions(tmp_path):

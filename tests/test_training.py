@@ -469,6 +469,65 @@ def test_resume_equals_uninterrupted_run(tmp_path):
     assert run_a == run_b
 
 
+def test_a_training_killed_as_it_swaps_a_checkpoint_in_resumes_from_that_epoch(tmp_path, monkeypatch):
+    """A kill -9 between the two renames of a checkpoint's save left no checkpoint, only its
+    new and old versions under temporary names: the resume trained from epoch 1 again and the
+    temporary directories stayed for good."""
+    import os
+    import subprocess
+    import sys
+
+    from safetensors.torch import load_file
+
+    from clir.formats import atomic
+
+    space = make_space()
+    train, qrels = make_data(n_queries=12, seed=3)
+    config = tiny_config(epochs=3, patience=0)
+    full = Trainer(config).fit(train, None, qrels, tmp_path / "full" / "m", space=space)
+
+    class Killed(BaseException):  # kill -9: once raised, nothing more happens on disk
+        pass
+
+    ended = subprocess.Popen([sys.executable, "-c", ""])
+    ended.wait()  # the killed training's PID: a process that is gone
+    out = tmp_path / "killed" / "m"
+    armed, dead = [], []
+    real_replace, real_rmtree = os.replace, atomic.shutil.rmtree
+
+    def replace(src, dst):  # killed as epoch 2's checkpoint is renamed into place
+        if dead or (armed and Path(dst) == out):
+            dead.append(True)
+            raise Killed
+        real_replace(src, dst)
+
+    def rmtree(path, *args, **kwargs):
+        if dead:
+            raise Killed
+        real_rmtree(path, *args, **kwargs)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(os, "getpid", lambda: ended.pid)
+        patch.setattr(atomic.os, "replace", replace)
+        patch.setattr(atomic.shutil, "rmtree", rmtree)
+        with pytest.raises(Killed):
+            Trainer(config, callbacks=[lambda info: armed.append(info.epoch)]).fit(
+                train, None, qrels, out, space=space
+            )
+    assert not out.exists() and len(os.listdir(out.parent)) == 2  # the new epoch 2 and the old epoch 1
+
+    epochs: list[int] = []
+    with pytest.warns(UserWarning, match=r"m: a save of it was killed as it swapped the new checkpoint in"):
+        Trainer(config, callbacks=[lambda info: epochs.append(info.epoch)]).fit(
+            train, None, qrels, out, space=space, resume=True
+        )
+    assert epochs == [3]  # epochs 1 and 2 were not trained again
+    assert os.listdir(out.parent) == ["m"]
+    for name in ("model/model.safetensors", "last/model.safetensors"):
+        a, b = load_file(str(full / name)), load_file(str(out / name))
+        assert all(torch.equal(a[key], b[key]) for key in a), name
+
+
 def test_a_damaged_checkpoint_is_never_resumed_nor_scored(tmp_path):
     space = make_space()
     train, qrels = make_data(n_queries=12, seed=3)
@@ -515,6 +574,83 @@ def test_damaged_descriptions_of_a_checkpoint_or_ensemble_are_named(tmp_path):
         ensemble.write_text(text)
         with pytest.raises(FormatError, match=r"ensemble\.json: "):
             rerank(tmp_path, train, space=space)
+
+
+def test_a_checkpoint_edited_by_hand_without_its_manifest_is_an_error_naming_the_file(tmp_path):
+    """A checkpoint without manifest.json (an older clir's, or one whose manifest was removed)
+    is read unverified: an edit of it was a raw TypeError or SafetensorError naming no file, and
+    a ``"finished": "no"`` ended the resumed training at once, silently."""
+    import shutil
+
+    from safetensors.torch import load_file, save_file
+
+    space = make_space()
+    train, qrels = make_data(n_queries=12, seed=3)
+    config = tiny_config(epochs=2, patience=0)
+
+    def stop(info):
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        Trainer(config, callbacks=[stop]).fit(train, None, qrels, tmp_path / "base", space=space)
+    (tmp_path / "base" / "manifest.json").unlink()
+
+    def edit(name, **values):
+        def change(path):
+            meta = json.loads((path / name).read_text())
+            meta.update(values)
+            (path / name).write_text(json.dumps(meta))
+
+        return change
+
+    def truncate(name):
+        return lambda path: (path / name).write_bytes((path / name).read_bytes()[:100])
+
+    def widen(name, key):
+        def change(path):
+            tensors = load_file(str(path / name))
+            first = sorted(k for k in tensors if k.endswith(key))[0]
+            tensors[first] = torch.zeros(tensors[first].numel() + 1)
+            save_file(tensors, str(path / name))
+
+        return change
+
+    edits = {
+        "finished": (
+            edit("checkpoint.json", finished="no"),
+            r"checkpoint\.json: finished is 'no', not true or false",
+        ),
+        "epoch": (edit("checkpoint.json", epoch="1"), r"checkpoint\.json: epoch is '1', not an integer"),
+        "features": (
+            edit("checkpoint.json", info={"feature_names": 3}),
+            r"checkpoint\.json: info\.feature_names is 3",
+        ),
+        "last": (
+            truncate("last/model.safetensors"),
+            r"last/model\.safetensors: unreadable, not a whole safetensors",
+        ),
+        "best": (truncate("model/model.safetensors"), r"model/model\.safetensors: unreadable, not a whole"),
+        "optimizer": (truncate("last/optimizer.json"), r"last/optimizer\.json: unreadable"),
+        "moments": (
+            widen("last/optimizer.safetensors", "exp_avg"),
+            r"last/optimizer\.safetensors: its exp_avg has shape",
+        ),
+        "rng": (truncate("last/rng.safetensors"), r"last/rng\.safetensors: unreadable"),
+        "weights": (widen("model/model.safetensors", "bias"), r"model/model\.safetensors: .*has shape"),
+        "curve": (
+            lambda path: (path / "curve.json").write_text("[1]"),
+            r"curve\.json: is not a list of epochs",
+        ),
+    }
+    for name, (change, message) in edits.items():
+        path = tmp_path / name
+        shutil.copytree(tmp_path / "base", path)
+        change(path)
+        with pytest.raises(FormatError, match=message):
+            Trainer(config).fit(train, None, qrels, path, space=space, resume=True)
+        if name in ("features", "best", "weights"):  # what scoring reads
+            with pytest.raises(FormatError, match=message):
+                load_models(path)
 
 
 def test_resume_on_other_data_or_config_names_what_differs(tmp_path):
@@ -641,6 +777,49 @@ def test_ensemble_and_cross_validation(tmp_path):
     config.optim.init_from = str(tmp_path / "cv")
     with pytest.raises(ConfigError, match="is a cross-validation ensemble: its fold models saw the queries"):
         cross_validate(config, train, qrels, tmp_path / "cv2", space=space, metric=map_metric)
+
+
+def test_an_ensemble_retrained_and_killed_mid_way_is_refused_not_averaged_with_its_old_members(
+    tmp_path, monkeypatch
+):
+    """Retraining into an ensemble directory replaces its members one by one, and ensemble.json
+    is rewritten at the end: a kill in between left it listing the new seed 0, one epoch into
+    another config, beside the old seed 1, and rerank averaged the two, silently."""
+    from clir.training import cv as cv_module
+
+    space = make_space()
+    train, qrels = make_data(n_queries=12, seed=3)
+    config = tiny_config(epochs=1)
+    config.ensemble.seeds = [0, 1]
+    out = train_ensemble(config, train, None, qrels, tmp_path / "ens", space=space)
+    expected = rerank(out, train, space=space)
+
+    class Killed(Trainer):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs, callbacks=[self.die])
+
+        def die(self, info):
+            raise KeyboardInterrupt
+
+    other = tiny_config(epochs=2, lr=0.5)
+    other.ensemble.seeds = [0, 1]
+    with monkeypatch.context() as patch:
+        patch.setattr(cv_module, "Trainer", Killed)
+        with pytest.raises(KeyboardInterrupt):
+            train_ensemble(other, train, None, qrels, out, space=space)
+    for read in (load_models, lambda path: rerank(path, train, space=space)):
+        with pytest.raises(FormatError, match=r"ensemble\.json: member seed0 is not the model it lists"):
+            read(out)
+    with pytest.raises(ConfigError, match=r"seed1 was trained with another config"):
+        train_ensemble(other, train, None, qrels, out, space=space, resume=True)
+    train_ensemble(other, train, None, qrels, out, space=space)
+    assert [m.config.optim.lr for m in load_models(out)] == [0.5, 0.5]
+    # an ensemble.json written before the models were recorded still loads
+    train_ensemble(config, train, None, qrels, out, space=space)
+    meta = json.loads((out / "ensemble.json").read_text())
+    del meta["models"]
+    (out / "ensemble.json").write_text(json.dumps(meta))
+    assert rerank(out, train, space=space) == expected
 
 
 def test_cross_validation_never_chooses_an_epoch_on_the_queries_it_scores(tmp_path, monkeypatch):

@@ -9,6 +9,11 @@ raises :class:`~clir.errors.OutputExistsError` (with ``force=True`` such a direc
 aside to a new name, never deleted). Loading never needs the marker, so artefacts saved by an
 older clir still load. A file output (a run, a PNG) replaces only a file of its own format.
 
+A directory is built as ``.<name>.<pid>.<random>.tmp`` beside its final name, and one it
+replaces is moved aside to ``.<name>.<pid>.<random>.old`` until the new one is in place: a save
+killed on the way (``kill -9``, a power cut) leaves them behind, which the next save of the same
+directory (and a resumed training) finishes or removes (:func:`tidy_interrupted`).
+
 Files and directories written get the usual permissions (``0o666`` / ``0o777`` less the umask),
 whatever the writer used: ``tempfile`` makes ``0o600`` / ``0o700`` and safetensors ``0o600``.
 """
@@ -17,6 +22,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import tempfile
 import warnings
@@ -350,6 +356,74 @@ def _usual_permissions(root: Path) -> None:
                 os.chmod(os.path.join(parent, name), 0o666 & ~umask)
 
 
+def _scratch(path: Path, role: str) -> Path:
+    """A new empty directory beside ``path``, named ``.<name>.<pid>.<random>.<role>`` so that
+    :func:`tidy_interrupted` knows it for a save's own (``tmp``: the directory being built;
+    ``old``: the one it replaces, until removed) and which process made it."""
+    return Path(tempfile.mkdtemp(prefix=f".{path.name}.{os.getpid()}.", suffix=f".{role}", dir=path.parent))
+
+
+def _running(pid: int) -> bool:
+    """Whether process ``pid`` exists (this one included; another user's too)."""
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    except (OverflowError, ValueError):  # no such process can exist
+        return False
+    return True
+
+
+def tidy_interrupted(path: str | Path, kind: str) -> None:
+    """Finish or clear what a save of the directory ``path`` left beside it when it was killed.
+
+    :func:`atomic_directory` builds ``.<name>.<pid>.<random>.tmp`` and, over a directory of the
+    same kind, first moves that one to ``.<name>.<pid>.<random>.old``: a kill between the two
+    renames leaves no ``path`` at all (a resumed training had started again from its first
+    epoch), and a kill at any other moment leaves one of them behind, to pile up. Of the
+    leftovers of processes that are gone (never those of a running one): a complete ``tmp`` with
+    its ``old`` where ``path`` is missing is renamed into place, with a warning (the save it
+    finishes); every other one is removed. Nothing else is touched: only directories (not links)
+    of those names, which clir made.
+
+    Args:
+        path: The directory a save writes.
+        kind: Its kind (see :func:`atomic_directory`); only a ``tmp`` of that kind is put in place.
+    """
+    path = Path(os.path.abspath(path))
+    name = re.compile(rf"\.{re.escape(path.name)}\.(\d+)\.[a-z0-9_]{{8}}\.(tmp|old)")
+    left: dict[int, dict[str, Path]] = {}  # by process
+    try:
+        with os.scandir(path.parent) as entries:
+            for entry in entries:
+                match = name.fullmatch(entry.name)
+                if match and entry.is_dir(follow_symlinks=False) and not _running(int(match[1])):
+                    left.setdefault(int(match[1]), {})[match[2]] = Path(entry.path)
+    except OSError:  # no parent yet: nothing left there
+        return
+    for pid in sorted(left):
+        tmp, old = left[pid].get("tmp"), left[pid].get("old")
+        swapping = tmp is not None and old is not None and not os.path.lexists(path)
+        if swapping and artefact_kind(tmp) == kind and artefact_kind(old) == kind:
+            try:
+                _usual_permissions(tmp)
+                os.replace(tmp, path)
+            except OSError:  # put in place meanwhile (another run tidying), or not ours to move
+                pass
+            else:
+                warnings.warn(
+                    f"{path}: a save of it was killed as it swapped the new {kind} in; that one is in "
+                    "place now (the one it replaced is removed)",
+                    stacklevel=2,
+                )
+        for leftover in left[pid].values():
+            shutil.rmtree(leftover, ignore_errors=True)
+
+
 @contextmanager
 def atomic_directory(path: str | Path, *, kind: str = "directory", force: bool = False) -> Iterator[Path]:
     """Build a directory under a temporary name; swap it into place only on success.
@@ -367,6 +441,9 @@ def atomic_directory(path: str | Path, *, kind: str = "directory", force: bool =
     - the filesystem root, the home directory, or the working directory or one of its parents
       (``--out .``): never replaced, even when empty, of the same kind or with ``force``.
 
+    What a killed save of ``path`` left beside it is finished or removed first
+    (:func:`tidy_interrupted`).
+
     Args:
         path: The final directory name.
         kind: What the directory holds (``"collection"``, ``"checkpoint"``, ...), recorded in its
@@ -381,9 +458,10 @@ def atomic_directory(path: str | Path, *, kind: str = "directory", force: bool =
     """
     given = path
     path = Path(os.path.abspath(path))  # "." has no name to build a sibling from
+    tidy_interrupted(path, kind)
     _replaceable(path, kind, force)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent))
+    tmp = _scratch(path, "tmp")
     try:
         yield tmp
         marker = {"kind": kind, "clir_version": __version__}
@@ -391,11 +469,7 @@ def atomic_directory(path: str | Path, *, kind: str = "directory", force: bool =
         _usual_permissions(tmp)
         if _replaceable(path, kind, force):
             ours = artefact_kind(path) == kind  # else forced: kept under a new name
-            old = (
-                Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".old", dir=path.parent))
-                if ours
-                else kept_name(path)
-            )
+            old = _scratch(path, "old") if ours else kept_name(path)
             os.replace(path, old)  # onto a fresh empty directory or a free name: never a user's
             try:
                 os.replace(tmp, path)

@@ -23,12 +23,14 @@ from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
 import torch
+from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 from torch import Tensor, nn
 
 from clir._version import __version__
-from clir.errors import ConfigError, DataNotFoundError
+from clir.errors import ConfigError, DataNotFoundError, FormatError
 from clir.formats.atomic import atomic_directory
+from clir.formats.jsonfile import read_json_file
 from clir.rerankers.batch import PairBatch
 from clir.rerankers.encoding import EncodedPair, EncodedView, FrozenEmbedding
 
@@ -127,14 +129,27 @@ def restore(
 
     Raises:
         ConfigError: If the weights do not fit the config.
+        FormatError: If the config builds no ``model_cls`` or a tensor has another shape, naming
+            the file.
     """
     saved = tensors.pop(EMBEDDING_KEY, None)
-    model = model_cls(embeddings=embeddings if embeddings is not None else saved, **config["config"])
-    expected = set(model.state_dict()) - {EMBEDDING_KEY}
+    try:
+        model = model_cls(embeddings=embeddings if embeddings is not None else saved, **config["config"])
+    except TypeError as error:  # an argument it does not take, or of another type
+        raise FormatError(
+            Path(path) / CONFIG_FILE, None, f"its config does not build a {model_cls.__name__} ({error})"
+        ) from None
+    own = model.state_dict()
+    expected = set(own) - {EMBEDDING_KEY}
     if expected != set(tensors):
         raise ConfigError(
             f"{path}: weights do not fit the config (missing {sorted(expected - set(tensors))}, "
             f"unexpected {sorted(set(tensors) - expected)})"
+        )
+    if (wrong := next((k for k in sorted(expected) if tensors[k].shape != own[k].shape), None)) is not None:
+        shapes = f"{tuple(tensors[wrong].shape)}, not {tuple(own[wrong].shape)}"
+        raise FormatError(
+            Path(path) / WEIGHTS_FILE, None, f"weights do not fit the config: {wrong} has shape {shapes}"
         )
     model.load_state_dict(tensors, strict=False)
     return model.to(device) if device is not None else model
@@ -176,18 +191,41 @@ class SavedModule:
             self.train(was_training)  # type: ignore[attr-defined]
 
 
+def read_tensors(path: str | Path, advice: str = "") -> dict[str, Tensor]:
+    """The tensors of a safetensors file, on the CPU.
+
+    Args:
+        path: The file.
+        advice: What to do about a missing or unreadable one, appended to the message.
+
+    Raises:
+        DataNotFoundError: If it does not exist.
+        FormatError: Naming it, if it is no whole safetensors file (truncated, edited).
+    """
+    try:
+        return load_file(str(path), device="cpu")
+    except FileNotFoundError:
+        raise DataNotFoundError(f"{path} is missing{advice}") from None
+    except (SafetensorError, OSError) as error:  # a raw error that named no file
+        raise FormatError(path, None, f"unreadable, not a whole safetensors file ({error}){advice}") from None
+
+
 def read_model_dir(path: str | Path) -> tuple[dict[str, Any], dict[str, Tensor]]:
     """Read what :func:`write_model_dir` wrote: (config, tensors on CPU).
 
     Raises:
         DataNotFoundError: If ``path`` or one of its two files is missing.
+        FormatError: Naming the file, if ``config.json`` is not a saved model's (unreadable, no
+            ``config`` object) or the weights are no whole safetensors file.
     """
     path = Path(path)
     for name in (CONFIG_FILE, WEIGHTS_FILE):
         if not (path / name).is_file():
             raise DataNotFoundError(f"{path / name} not found: {path} is not a saved clir reranker")
-    config = json.loads((path / CONFIG_FILE).read_text(encoding="utf-8"))
-    return config, load_file(str(path / WEIGHTS_FILE), device="cpu")
+    config = read_json_file(path / CONFIG_FILE)
+    if not isinstance(config, dict) or not isinstance(config.get("config"), dict):
+        raise FormatError(path / CONFIG_FILE, None, "is not a saved model's config (no 'config' object)")
+    return config, read_tensors(path / WEIGHTS_FILE)
 
 
 # -------------------------------------------------------------------------------------- the base

@@ -24,24 +24,28 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 import torch
-from safetensors.torch import load_file, save_file
+from safetensors.torch import save_file
 from torch import Tensor, nn
 
 from clir._version import __version__
 from clir.errors import ConfigError, DataNotFoundError, FormatError
 from clir.formats import atomic_directory
+from clir.formats.atomic import tidy_interrupted
 from clir.formats.jsonfile import read_json_file, read_typed_json
 from clir.formats.manifest import file_manifest, is_manifest, manifest_problem
-from clir.rerankers.base import read_model_dir
+from clir.rerankers.base import read_model_dir, read_tensors
 from clir.rerankers.encoding import FrozenEmbedding
 from clir.training.config import TrainConfig, load_config, save_config
 
 CHECKPOINT_TYPE = "reranker_checkpoint"
+ARTEFACT_KIND = "checkpoint"
+"""The kind in a checkpoint directory's marker (:mod:`clir.formats.atomic`)."""
 CHECKPOINT_FILE = "checkpoint.json"
 CONFIG_FILE = "train_config.yaml"
 CURVE_FILE = "curve.json"
@@ -90,18 +94,27 @@ def trainable_state(model: nn.Module) -> dict[str, Tensor]:
     return {k: v.detach().to("cpu").clone() for k, v in model.state_dict().items() if k not in skip}
 
 
+def _misfit(model: nn.Module, state: dict[str, Tensor]) -> str | None:
+    """How a state written by :func:`trainable_state` does not fit ``model`` (``None``: it does)."""
+    own = model.state_dict()
+    expected = set(own) - frozen_keys(model)
+    missing, unexpected = expected - set(state), set(state) - expected
+    if missing or unexpected:
+        return f"missing {sorted(missing)}, unexpected {sorted(unexpected)}"
+    wrong = next((k for k in sorted(expected) if state[k].shape != own[k].shape), None)
+    if wrong is None:
+        return None
+    return f"{wrong} has shape {tuple(state[wrong].shape)}, not {tuple(own[wrong].shape)}"
+
+
 def load_trainable_state(model: nn.Module, state: dict[str, Tensor]) -> None:
     """Load a state written by :func:`trainable_state` (every other key must be present).
 
     Raises:
-        ConfigError: If keys are missing or unexpected.
+        ConfigError: If keys are missing or unexpected, or a tensor has another shape.
     """
-    expected = set(model.state_dict()) - frozen_keys(model)
-    missing, unexpected = expected - set(state), set(state) - expected
-    if missing or unexpected:
-        raise ConfigError(
-            f"weights do not fit the model: missing {sorted(missing)}, unexpected {sorted(unexpected)}"
-        )
+    if (misfit := _misfit(model, state)) is not None:
+        raise ConfigError(f"weights do not fit the model: {misfit}")
     model.load_state_dict(state, strict=False)
 
 
@@ -173,7 +186,7 @@ def save_checkpoint(
     path = Path(path)
     last = trainable_state(model)
     tensors, optim_meta = _optimizer_to_files(optimizer)
-    with atomic_directory(path, kind="checkpoint") as tmp:
+    with atomic_directory(path, kind=ARTEFACT_KIND) as tmp:
         (tmp / LAST_DIR).mkdir()
         save_file(last, str(tmp / LAST_DIR / "model.safetensors"), metadata={"clir_version": __version__})
         save_file(tensors, str(tmp / LAST_DIR / "optimizer.safetensors"))
@@ -199,6 +212,13 @@ def save_checkpoint(
     return path
 
 
+def tidy_checkpoint(path: str | Path) -> None:
+    """Finish or clear what a :func:`save_checkpoint` of ``path`` that was killed left beside it,
+    before ``path`` is read for a resume (:func:`~clir.formats.atomic.tidy_interrupted`: killed
+    between its two renames, it had left no checkpoint at ``path``)."""
+    tidy_interrupted(path, ARTEFACT_KIND)
+
+
 def checkpoint_problem(path: str | Path) -> str | None:
     """What is wrong with a checkpoint's files against its manifest (``None``: intact, or saved by
     a clir that wrote no manifest)."""
@@ -219,6 +239,24 @@ def is_checkpoint(path: str | Path) -> bool:
     return (Path(path) / CHECKPOINT_FILE).is_file()
 
 
+def _count(value: Any) -> bool:
+    return type(value) is int and value >= 0
+
+
+_STATE_TYPES: dict[str, tuple[str, Callable[[Any], bool]]] = {
+    "epoch": ("an integer >= 0", _count),
+    "best_epoch": ("an integer >= 0", _count),
+    "bad_epochs": ("an integer >= 0", _count),
+    "best_score": (
+        "a number or null",
+        lambda v: v is None or (type(v) in (int, float) and math.isfinite(v)),
+    ),
+    "finished": ("true or false", lambda v: type(v) is bool),
+    "info": ("an object", lambda v: isinstance(v, dict)),
+}
+"""What :func:`read_state` accepts of each key of ``checkpoint.json``: (in words, test)."""
+
+
 def read_state(path: str | Path, curve: bool = True) -> TrainingState:
     """The counters and curve of a checkpoint.
 
@@ -235,13 +273,19 @@ def read_state(path: str | Path, curve: bool = True) -> TrainingState:
     if not is_checkpoint(path):
         raise DataNotFoundError(f"{path / CHECKPOINT_FILE} not found: {path} is not a reranker checkpoint")
     meta = read_typed_json(path / CHECKPOINT_FILE, CHECKPOINT_TYPE, _RETRAIN)
-    keys = ("epoch", "best_epoch", "best_score", "bad_epochs", "finished", "info")
+    keys = tuple(_STATE_TYPES)
     missing = [k for k in keys if k not in meta]
-    if missing or not isinstance(meta["info"], dict):
-        what = f"lacks {missing}" if missing else "has an 'info' that is no object"
-        raise FormatError(path / CHECKPOINT_FILE, None, f"{what}; train it again")
+    if missing:
+        raise FormatError(path / CHECKPOINT_FILE, None, f"lacks {missing}; train it again")
+    names = meta["info"].get("feature_names", []) if isinstance(meta["info"], dict) else []
+    wrong = [(k, meta[k], expected) for k, (expected, fits) in _STATE_TYPES.items() if not fits(meta[k])]
+    if not (isinstance(names, list) and all(isinstance(name, str) for name in names)):
+        wrong.append(("info.feature_names", names, "a list of names"))
+    if wrong:  # a "finished": "no" had ended a resumed training at once, silently
+        key, value, expected = wrong[0]
+        raise FormatError(path / CHECKPOINT_FILE, None, f"{key} is {value!r}, not {expected}; train it again")
     points = read_json_file(path / CURVE_FILE, _RETRAIN) if curve else []
-    if not isinstance(points, list):
+    if not isinstance(points, list) or not all(isinstance(point, dict) for point in points):
         raise FormatError(path / CURVE_FILE, None, "is not a list of epochs; train the checkpoint again")
     return TrainingState(curve=points, **{k: meta[k] for k in keys})
 
@@ -265,15 +309,46 @@ def restore_training(
 
     Returns:
         ``(state, best weights)``.
+
+    Raises:
+        DataNotFoundError: If a file of it is missing.
+        FormatError: Naming the file, if one is unreadable or does not fit ``model`` or
+            ``optimizer`` (one edited by hand, or left without its manifest).
     """
     path = Path(path)
     state = read_state(path)
-    load_trainable_state(model, load_file(str(path / LAST_DIR / "model.safetensors")))
-    tensors = load_file(str(path / LAST_DIR / "optimizer.safetensors"))
-    meta = json.loads((path / LAST_DIR / "optimizer.json").read_text(encoding="utf-8"))
-    optimizer.load_state_dict(_optimizer_from_files(tensors, meta))
-    _restore_rng(load_file(str(path / LAST_DIR / "rng.safetensors")))
+    last = path / LAST_DIR
+    weights = read_tensors(last / "model.safetensors", _RETRAIN)
+    if (misfit := _misfit(model, weights)) is not None:
+        raise FormatError(last / "model.safetensors", None, f"does not fit the model: {misfit}{_RETRAIN}")
+    load_trainable_state(model, weights)
+    tensors = read_tensors(last / "optimizer.safetensors", _RETRAIN)
+    meta = read_json_file(last / "optimizer.json", _RETRAIN)
+    try:
+        optimizer.load_state_dict(_optimizer_from_files(tensors, meta))
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError) as error:
+        what = f"{type(error).__name__}: {error}"
+        raise FormatError(
+            last / "optimizer.json", None, f"not the optimiser's state ({what}){_RETRAIN}"
+        ) from None
+    for group in optimizer.param_groups:  # else its first step fails, naming no file
+        for param in group["params"]:
+            for key, value in optimizer.state.get(param, {}).items():
+                if isinstance(value, Tensor) and value.dim() and value.shape != param.shape:
+                    shapes = f"{tuple(value.shape)}, not the weights' {tuple(param.shape)}"
+                    raise FormatError(
+                        last / "optimizer.safetensors", None, f"its {key} has shape {shapes}{_RETRAIN}"
+                    )
+    rng = last / "rng.safetensors"
+    try:
+        _restore_rng(read_tensors(rng, _RETRAIN))
+    except (KeyError, TypeError, RuntimeError) as error:
+        raise FormatError(rng, None, f"not the random generators' states ({error}){_RETRAIN}") from None
     _, best = read_model_dir(path / MODEL_DIR)
+    if (misfit := _misfit(model, best)) is not None:
+        raise FormatError(
+            path / MODEL_DIR / "model.safetensors", None, f"does not fit the model: {misfit}{_RETRAIN}"
+        )
     return state, best
 
 

@@ -192,6 +192,6 @@ def cross_validate(
         members.extend(fold_members)
     oof_run = scores_to_run(data, [oof_scores[q] for q in data.qids])
     meta = {"folds": folds, "seeds": list(config.ensemble.seeds), "stopped_on": stopped_on or "dev"}
-    write_ensemble(out_dir, members, meta)
     write_run(out_dir / "oof.run", oof_run, "clir-cv-oof")
+    write_ensemble(out_dir, members, meta)  # last: it makes the directory an ensemble
     return CVResult(out_dir, members, folds, oof_run)

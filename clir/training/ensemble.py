@@ -6,8 +6,11 @@ averages them (Zhang et al. 2019 report that ensembles help clearly). Documents 
 reranking depth keep their first-stage order beneath the reranked ones.
 
 On disk an ensemble is a directory with ``ensemble.json`` (``type``, ``clir_version``,
-``members``: checkpoint directories relative to it) and the member checkpoints; a single
-checkpoint directory is an ensemble of one.
+``members``: checkpoint directories relative to it, ``models``: the SHA-256 of each member's
+``model/model.safetensors``) and the member checkpoints; a single checkpoint directory is an
+ensemble of one. ``ensemble.json`` is written once every member is trained: a member whose model
+is not the one it lists (a training into the directory started again and did not finish) is
+refused, not averaged with the others.
 """
 
 from __future__ import annotations
@@ -28,8 +31,17 @@ from clir._version import __version__
 from clir.errors import ConfigError, DataNotFoundError, FormatError
 from clir.formats import RunArrays, atomic_write
 from clir.formats.jsonfile import read_json_file
+from clir.formats.manifest import sha256_of
+from clir.rerankers.base import WEIGHTS_FILE
 from clir.rerankers.bilingual import BilingualReranker
-from clir.training.checkpoint import checkpoint_problem, is_checkpoint, model_dir, read_config, read_state
+from clir.training.checkpoint import (
+    MODEL_DIR,
+    checkpoint_problem,
+    is_checkpoint,
+    model_dir,
+    read_config,
+    read_state,
+)
 from clir.training.config import TrainConfig
 from clir.training.data import PairIndex, RerankData, Tensorizer, Vocabulary, normalise_scores
 from clir.training.pooled import PooledCache
@@ -97,7 +109,24 @@ def ensemble_meta(path: str | Path) -> dict[str, Any]:
         raise FormatError(path / ENSEMBLE_FILE, None, expected)
     if any(Path(m).is_absolute() or ".." in Path(m).parts for m in members):
         raise FormatError(path / ENSEMBLE_FILE, None, "names a member outside its directory")
+    models = meta.get("models", {})  # absent: written by a clir before it was recorded
+    if not (
+        isinstance(models, dict) and set(models) <= set(members) and all(map(_is_digest, models.values()))
+    ):
+        raise FormatError(path / ENSEMBLE_FILE, None, "has a 'models' that is no {member: SHA-256} object")
     return meta
+
+
+def _is_digest(value: Any) -> bool:
+    return isinstance(value, str) and len(value) == 64
+
+
+def _model_digest(member: Path) -> str | None:
+    """The SHA-256 of a member's best model (``None``: it has none, which loading it names)."""
+    try:
+        return sha256_of(model_dir(member) / WEIGHTS_FILE)
+    except OSError:
+        return None
 
 
 def member_paths(path: str | Path) -> list[Path]:
@@ -105,9 +134,19 @@ def member_paths(path: str | Path) -> list[Path]:
 
     Raises:
         DataNotFoundError: If ``path`` is neither.
+        FormatError: If a member's model is not the one ``ensemble.json`` lists.
     """
     path = Path(path)
     if meta := ensemble_meta(path):
+        for member, digest in meta.get("models", {}).items():
+            if (found := _model_digest(path / member)) is not None and found != digest:
+                raise FormatError(
+                    path / ENSEMBLE_FILE,
+                    None,
+                    f"member {member} is not the model it lists (its {MODEL_DIR}/{WEIGHTS_FILE} has "
+                    f"changed): a training into {path} started again and did not finish; finish it "
+                    "(clir train --resume with its config) or train it again",
+                )
         return [path / member for member in meta["members"]]
     if is_checkpoint(path):
         return [path]
@@ -126,10 +165,18 @@ def load_models(path: str | Path, device: torch.device | str | None = None) -> l
 def write_ensemble(
     path: str | Path, members: Sequence[str | Path], meta: dict[str, Any] | None = None
 ) -> Path:
-    """Write ``ensemble.json`` listing member checkpoints (stored relative to ``path``)."""
+    """Write ``ensemble.json`` listing member checkpoints (stored relative to ``path``) and the
+    SHA-256 of each one's model."""
     path = Path(path)
     relative = [str(Path(m).resolve().relative_to(path.resolve())) for m in members]
-    info = {"type": ENSEMBLE_TYPE, "clir_version": __version__, "members": relative, **(meta or {})}
+    models = {member: _model_digest(path / member) for member in relative}
+    info = {
+        "type": ENSEMBLE_TYPE,
+        "clir_version": __version__,
+        "members": relative,
+        "models": {member: digest for member, digest in models.items() if digest is not None},
+        **(meta or {}),
+    }
     with atomic_write(path / ENSEMBLE_FILE) as handle:
         json.dump(info, handle, indent=1)
         handle.write("\n")

@@ -39,6 +39,7 @@ from clir.training.checkpoint import (
     read_config,
     restore_training,
     save_checkpoint,
+    tidy_checkpoint,
     trainable_state,
 )
 from clir.training.config import TrainConfig
@@ -317,6 +318,8 @@ class Trainer:
             }
         )
         best_state = trainable_state(model)
+        if resume:
+            tidy_checkpoint(out_dir)
         if resume and is_checkpoint(out_dir) and (problem := checkpoint_problem(out_dir)) is not None:
             warnings.warn(f"{out_dir}: damaged checkpoint ({problem}); training from the start", stacklevel=2)
         elif resume and is_checkpoint(out_dir):
