@@ -790,6 +790,7 @@ def _train(args: argparse.Namespace) -> int:
     from clir.pipeline.features import train_reranker
     from clir.pipeline.tables import learn_tables
     from clir.training import load_config
+    from clir.training.cv import check_member_dirs
 
     config = load_config(args.config)
     if args.init_from is not None:
@@ -803,6 +804,7 @@ def _train(args: argparse.Namespace) -> int:
             setattr(config, key, value)
     config.validate(f"{args.config} with the command line's options")
     _check_out(args, "reranker")  # before --force marks the directory as clir's
+    check_member_dirs(config, args.out)  # a seed0/ of the user's: its save refused it after an epoch
     _check_tables(args)
     if args.force:
         output_directory(args.out, kind="reranker", force=True)

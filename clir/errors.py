@@ -66,21 +66,27 @@ class OutputExistsError(ClirError, FileExistsError):
         force_helps: Whether ``--force`` (``force=True``) would write there (a directory
             replaced whole is moved aside first, one filled file by file keeps its files).
         option: The option that named ``path`` (``--out``, ``--png``, ...), for the remedy.
+        remedy: What to do, in place of "choose another ``option``" and the ``--force`` advice
+            (for a path that no option names, e.g. a member directory inside ``--out``).
     """
 
     def __init__(
-        self, path: str | Path, found: str, *, force_helps: bool = True, option: str = "--out"
+        self,
+        path: str | Path,
+        found: str,
+        *,
+        force_helps: bool = True,
+        option: str = "--out",
+        remedy: str | None = None,
     ) -> None:
         self.path = str(path)
-        remedy = (
-            ", or pass --force to write there anyway (nothing of it is deleted)"
-            if force_helps
-            else " (--force never replaces it)"
-        )
-        super().__init__(
-            f"{self.path} is {found}; choose another {option}{remedy}; "
-            "clir never deletes what it did not create"
-        )
+        if remedy is None:
+            remedy = f"choose another {option}" + (
+                ", or pass --force to write there anyway (nothing of it is deleted)"
+                if force_helps
+                else " (--force never replaces it)"
+            )
+        super().__init__(f"{self.path} is {found}; {remedy}; clir never deletes what it did not create")
 
 
 class OutputLockedError(ClirError, RuntimeError):

@@ -99,6 +99,62 @@ def test_bundle_layout_and_model_card(trained, tmp_path):
         Bundle.from_pretrained("nobody/no-such-clir-bundle")
 
 
+def _files(root):
+    return sorted(p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file())
+
+
+def test_a_bundle_copies_the_model_and_nothing_else_of_its_directory(trained, tmp_path):
+    """save_pretrained copied the whole reranker directory: the whole checkpoints that saves
+    killed as they swapped a member in had left beside it, old members no longer listed and
+    whatever else lay there went into the bundle (and a hub upload)."""
+    import subprocess
+
+    from clir.training.ensemble import write_ensemble
+
+    root, model, _, _, bundle = trained
+    child = subprocess.Popen(["true"])
+    child.wait()  # a process that is gone: its saves were killed
+    source = tmp_path / "model"
+    shutil.copytree(model, source)
+    wanted = _files(source)
+    for stray in (
+        f".seed0.{child.pid}.abcd_123.tmp",
+        f".seed0.{child.pid}.x1y2z3w4.old",
+        ".seed0.k2j3h4g5.tmp",
+    ):
+        shutil.copytree(source / "seed0", source / stray)
+    (source / ".ensemble.json.q8w7e6r5.tmp").write_text("{")
+    (source / "seed0" / ".first_stage_settings.json.a1b2c3d4.tmp").write_text("{")
+    shutil.copytree(source / "seed0", source / "seed5")  # a member of an earlier, larger ensemble
+    (source / "oof.run").write_text("q1 Q0 d1 1 1.0 cv\n")
+    (source / "notes").mkdir()
+    (source / "notes" / "mine.txt").write_text("mine")
+    argv = [
+        "--space",
+        str(root / "space"),
+        "--tables",
+        str(root / "tables"),
+        "--collection",
+        str(root / "sw"),
+    ]
+    assert main(["bundle", "--model", str(source), *argv, "--out", str(tmp_path / "b")]) == 0
+    assert _files(tmp_path / "b" / "reranker") == wanted
+    # a cross-validation's fold<f>/seed<s> members are copied, not what lies beside them
+    (source / "fold0").mkdir()
+    (source / "seed0").rename(source / "fold0" / "seed0")
+    (source / "seed5").rename(source / "fold0" / f".seed0.{child.pid}.abcd_123.old")
+    write_ensemble(source, [source / "fold0" / "seed0"])
+    assert main(["bundle", "--model", str(source), *argv, "--out", str(tmp_path / "cv")]) == 0
+    assert _files(tmp_path / "cv" / "reranker") == [name.replace("seed0/", "fold0/seed0/") for name in wanted]
+    # and the bundles answer as the one of the clean directory does
+    collection = Collection.load(root / "sw")
+    queries = collection.split("test")
+    expected = Bundle.from_pretrained(bundle).search(collection, queries, log=lambda line: None)
+    for made in ("b", "cv"):
+        found = Bundle.from_pretrained(tmp_path / made).search(collection, queries, log=lambda line: None)
+        assert found == expected
+
+
 def test_tables_of_another_pair_or_a_space_of_another_size_are_refused(trained, tmp_path, capsys):
     """bundle and explain --tables used en-tl tables on a Swahili collection silently (rerank and
     search refused them), and rerank scored with a space of another dimension."""
@@ -199,6 +255,42 @@ def test_rerank_tells_an_ensemble_from_one_of_its_seeds(trained, tmp_path, capsy
     )
     assert main([*argv, "--model", str(model / "seed0"), "--out", str(tmp_path / "b.run")]) == 0
     assert f"reranked by the single checkpoint {model / 'seed0'}" in capsys.readouterr().out
+
+
+def test_train_refuses_a_user_directory_where_a_member_goes_before_any_work(
+    trained, tmp_path, capsys, monkeypatch
+):
+    """clir train --out X with a seed0/ of the user's in X failed after an epoch, saying to pass
+    --force, which did not help: it is refused before the features are built, with a remedy."""
+    from clir.formats.atomic import artefact_kind, output_directory
+    from clir.pipeline.features import CollectionFeatures
+    from clir.training import save_config
+
+    root = trained[0]
+
+    def no_work(*args, **kwargs):
+        raise AssertionError("features were built")
+
+    monkeypatch.setattr(CollectionFeatures, "build", no_work)
+    save_config(tiny_reranker_config(), tmp_path / "train.yaml")
+    out, user = tmp_path / "out", tmp_path / "out" / "seed0"
+    user.mkdir(parents=True)
+    (user / "notes.txt").write_text("mine")
+    argv = ["train", "--config", str(tmp_path / "train.yaml"), "--collection", str(root / "sw")]
+    argv += ["--space", str(root / "space"), "--tables", str(root / "tables"), "--out", str(out)]
+    expected = (
+        f"clir: error: {user} is a directory that clir did not write, where this training writes the "
+        "checkpoint of its member seed0; move or rename it, or choose another --out (--force does not "
+        "write over it); clir never deletes what it did not create\n"
+    )
+    assert main([*argv, "--force"]) == 2  # a user's --out claimed by --force, but not its seed0
+    assert capsys.readouterr().err == expected
+    assert artefact_kind(out) is None  # refused before --force marked it
+    output_directory(out, kind="reranker", force=True)  # a clir reranker directory, with a user's seed0
+    for force in ([], ["--force"]):
+        assert main([*argv, *force]) == 2
+        assert capsys.readouterr().err == expected
+    assert [p.name for p in user.iterdir()] == ["notes.txt"]
 
 
 def test_rerank_keeps_the_documents_id_tables_in_the_index_cache(trained, tmp_path, monkeypatch):

@@ -822,6 +822,122 @@ def test_an_ensemble_retrained_and_killed_mid_way_is_refused_not_averaged_with_i
     assert rerank(out, train, space=space) == expected
 
 
+def test_a_user_directory_where_a_member_goes_is_refused_before_any_training(tmp_path, monkeypatch):
+    """A user's own seed1/ inside an ensemble directory was refused only when seed1's first
+    checkpoint was saved: after seed0 was trained again (replacing the finished one) and a whole
+    epoch of seed1, with a message that suggested --force, which does not reach the members."""
+    from clir.errors import OutputExistsError
+    from clir.formats.atomic import MARKER
+
+    space = make_space()
+    train, qrels = make_data(n_queries=12, seed=3)
+    config = tiny_config(epochs=1)
+    config.ensemble.seeds = [0, 1]
+    out = train_ensemble(config, train, None, qrels, tmp_path / "ens", space=space)
+    finished = (out / "seed0" / "model" / "model.safetensors").read_bytes()
+    (out / "seed1").rename(tmp_path / "kept")
+
+    def no_epoch(*args, **kwargs):
+        raise AssertionError("an epoch was trained")
+
+    monkeypatch.setattr(Trainer, "_epoch", no_epoch)
+    user, folds = out / "seed1", out / "fold1"
+    user.mkdir()
+    (user / "notes.txt").write_text("mine")
+    cv_config = tiny_config(epochs=1)
+    cv_config.cv.folds = 2
+    for setup, path, what in (
+        (lambda: None, user, "a directory that clir did not write"),
+        (lambda: (user / MARKER).write_text('{"kind": "collection"}'), user, "a clir 'collection' output"),
+        (lambda: folds.write_text("mine"), folds, "a file"),
+    ):
+        setup()
+        run_config, member = (cv_config, "fold1/seed0") if path == folds else (config, "seed1")
+        for resume in (False, True):
+            with pytest.raises(OutputExistsError) as error:
+                train_ensemble(
+                    run_config, train, None, qrels, out, space=space, resume=resume, metric=map_metric
+                )
+            message = str(error.value)
+            assert message.startswith(
+                f"{path} is {what}, where this training writes the checkpoint of its member {member}; "
+                "move or rename it, or choose another --out (--force does not write over it); "
+                "clir never deletes what it did not create"
+            )
+            assert "pass --force" not in message
+    assert (user / "notes.txt").read_text() == "mine" and folds.read_text() == "mine"
+    assert (out / "seed0" / "model" / "model.safetensors").read_bytes() == finished  # not trained again
+    assert sorted(p.name for p in out.iterdir() if p.name.startswith(".seed")) == []
+    # a file, a link, and every directory an ensemble writes are checked, not the first only
+    user.rename(tmp_path / "user")
+    user.write_text("mine")
+    with pytest.raises(OutputExistsError, match=r"seed1 is a file, where this training writes"):
+        train_ensemble(config, train, None, qrels, out, space=space)
+    user.unlink()
+    user.symlink_to(tmp_path / "kept")
+    with pytest.raises(OutputExistsError, match=r"seed1 is a symbolic link, where this training writes"):
+        train_ensemble(config, train, None, qrels, out, space=space, resume=True)
+    # an empty directory and a clir checkpoint pass: the finished ensemble resumes as it is
+    user.unlink()
+    (tmp_path / "kept").rename(user)
+    monkeypatch.undo()
+    assert load_models(train_ensemble(config, train, None, qrels, out, space=space, resume=True))
+    user.rename(tmp_path / "kept")
+    user.mkdir()
+    train_ensemble(config, train, None, qrels, out, space=space, resume=True)
+    assert len(load_models(out)) == 2
+
+
+def test_an_ensemble_of_members_trained_on_other_candidates_or_features_is_refused(tmp_path):
+    """An ensemble.json listing members trained with other data.depth, first stages, feature
+    normalisation, ... was reranked with the first member's candidates and features for all of
+    them, without a word."""
+    import shutil
+
+    from clir.training.ensemble import write_ensemble
+
+    space = make_space()
+    train, qrels = make_data(n_queries=12, seed=3)
+    config = tiny_config(epochs=1)
+    out = train_ensemble(config, train, None, qrels, tmp_path / "ens", space=space)
+    expected = rerank(out, train, space=space)
+
+    def other(name, seed, **data):
+        changed = tiny_config(epochs=1)
+        changed.ensemble.seeds = [seed]
+        for key, value in data.items():
+            setattr(changed.data, key, value)
+        shutil.copytree(
+            train_ensemble(changed, train, None, qrels, tmp_path / name, space=space) / f"seed{seed}",
+            out / f"seed{seed}",
+        )
+
+    other("a", 1, depth=7, feature_norm="minmax")
+    other("b", 2, first_stage=["psq-ql", "qt-bm25"])
+    write_ensemble(out, [out / "seed0", out / "seed1", out / "seed2"])
+    message = (
+        rf"{out / 'ensemble.json'}: its members seed0, seed1, seed2 were trained with different data "
+        r"settings, which decide the candidates and features a model reads: "
+        r'data\.first_stage \(seed0 "psq-ql", seed1 "psq-ql", seed2 \["psq-ql", "qt-bm25"\]\); '
+        r"data\.depth \(seed0 20, seed1 7, seed2 20\); "
+        r'data\.feature_norm \(seed0 "zscore", seed1 "minmax", seed2 "zscore"\)\. '
+        r".* train the members with the same data settings, or rerank with one member's directory"
+    )
+    for read in (load_models, lambda path: rerank(path, train, space=space)):
+        with pytest.raises(FormatError, match=message):
+            read(out)
+    for member in ("seed1", "seed2"):  # each member alone reranks as before
+        assert rerank(out / member, train, space=space)
+    # a list of one first stage is that stage, and each member keeps the lengths it was trained with
+    shutil.rmtree(out / "seed1")
+    shutil.rmtree(out / "seed2")
+    other("c", 1, first_stage=["psq-ql"], max_doc_len=config.data.max_doc_len // 2)
+    write_ensemble(out, [out / "seed0", out / "seed1"])
+    assert len(load_models(out)) == 2
+    write_ensemble(out, [out / "seed0"])
+    assert rerank(out, train, space=space) == expected
+
+
 def test_cross_validation_never_chooses_an_epoch_on_the_queries_it_scores(tmp_path, monkeypatch):
     from clir.training import cv as cv_module
 

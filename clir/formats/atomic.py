@@ -363,6 +363,18 @@ def _scratch(path: Path, role: str) -> Path:
     return Path(tempfile.mkdtemp(prefix=f".{path.name}.{os.getpid()}.", suffix=f".{role}", dir=path.parent))
 
 
+SCRATCH_NAME = re.compile(r"\..+\.(?:\d+\.)?[a-z0-9_]{8}\.(?:tmp|old)")
+"""The names of what a save builds or moves aside beside its output, which only a killed save
+leaves behind: :func:`atomic_directory`'s ``.<name>.<pid>.<random>.tmp`` / ``.old`` (without the
+PID before clir recorded it) and :func:`atomic_write`'s ``.<name>.<random>.tmp``."""
+
+
+def is_scratch(name: str) -> bool:
+    """Whether a file or directory name is one of :data:`SCRATCH_NAME` (a killed save's
+    leftover, never part of an artefact: a copy of the artefact leaves it out)."""
+    return SCRATCH_NAME.fullmatch(name) is not None
+
+
 def _running(pid: int) -> bool:
     """Whether process ``pid`` exists (this one included; another user's too)."""
     if pid == os.getpid():

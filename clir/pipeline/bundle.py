@@ -8,7 +8,9 @@ top, weights as safetensors)::
     config.json          type, clir version, languages, analyzer settings, first-stage settings,
                          the members' candidate stages and features, the training data, scores
     README.md            the model card (hub front matter, training data, scores, usage)
-    reranker/            the checkpoint or ensemble (model.safetensors + config.json per member)
+    reranker/            the checkpoint or ensemble: ensemble.json, the first-stage settings
+                         and each member's checkpoint (model.safetensors + config.json ...),
+                         nothing else of the directory (no leftover of a killed save)
     space/               the shared embedding space (.npy arrays, JSON)
     tables/en-doc/, tables/doc-en/   IBM Model 1 tables of the training language pair
 
@@ -35,13 +37,15 @@ from clir.datasets import Collection
 from clir.embeddings import SharedSpace
 from clir.errors import ConfigError, DataNotFoundError, FormatError
 from clir.formats import atomic_directory, atomic_write, ranked
+from clir.formats.atomic import MARKER, is_scratch
 from clir.formats.jsonfile import read_typed_json
 from clir.pipeline.baselines import BaselineConfig
 from clir.pipeline.features import rerank_collection
 from clir.pipeline.tables import learn_tables, load_tables
-from clir.pipeline.trained_with import model_baseline
+from clir.pipeline.trained_with import TRAINED_WITH_FILE, model_baseline
 from clir.text import get_analyzer
 from clir.training import load_models
+from clir.training.ensemble import ENSEMBLE_FILE, ensemble_meta
 from clir.translation import TranslationTable, analyzer_config
 from clir.types import Query, Run
 
@@ -222,7 +226,7 @@ def save_pretrained(
         "scores": {pair: dict(systems) for pair, systems in (scores or {}).items()},
     }
     with atomic_directory(out, kind="bundle", force=force) as tmp:
-        shutil.copytree(reranker, tmp / "reranker")
+        copy_reranker(reranker, tmp / "reranker")
         shutil.copytree(space, tmp / "space")
         for direction in ("en-doc", "doc-en"):
             shutil.copytree(Path(tables) / direction, tmp / "tables" / direction)
@@ -232,6 +236,34 @@ def save_pretrained(
         with atomic_write(tmp / "README.md") as handle:
             handle.write(model_card(config))
     return Path(out)
+
+
+def copy_reranker(source: str | Path, target: str | Path) -> Path:
+    """Copy what loading a checkpoint or ensemble directory reads to the new directory
+    ``target``: an ensemble's ``ensemble.json``, its first-stage settings and marker, and the
+    member checkpoints it lists (a checkpoint directory: the whole of it), less what killed
+    saves left (:func:`~clir.formats.atomic.is_scratch`). Nothing else of an ensemble directory
+    goes: not the directories of saves killed as they swapped a member in (whole checkpoints),
+    old members no longer listed, a cross-validation's ``oof.run`` nor the user's files.
+
+    Returns:
+        ``target`` as a :class:`~pathlib.Path`.
+    """
+    source, target = Path(source), Path(target)
+
+    def scratch(directory: str, names: list[str]) -> list[str]:
+        return [name for name in names if is_scratch(name)]
+
+    meta = ensemble_meta(source)
+    if not meta:
+        return Path(shutil.copytree(source, target, ignore=scratch))
+    target.mkdir(parents=True)
+    for name in (ENSEMBLE_FILE, TRAINED_WITH_FILE, MARKER):
+        if (source / name).is_file():
+            shutil.copy2(source / name, target / name)
+    for member in meta["members"]:
+        shutil.copytree(source / member, target / member, ignore=scratch)
+    return target
 
 
 def read_scores(path: str | Path) -> dict[str, dict[str, dict[str, float]]]:

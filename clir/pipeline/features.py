@@ -77,6 +77,7 @@ from clir.training import (
     rerank_parts,
     train_ensemble,
 )
+from clir.training.cv import check_member_dirs
 from clir.training.ensemble import check_depth
 from clir.translation import SpellingMatcher, TranslationTable, translate_query_qt, translate_tokens_top1
 from clir.translation.mt import MTTranslation
@@ -946,8 +947,14 @@ def train_reranker(
 
     Returns:
         ``out_dir`` (load with :func:`clir.training.load_models`).
+
+    Raises:
+        OutputExistsError: Before the features are built, if a member's directory in
+            ``out_dir`` holds what its checkpoint's save would not replace
+            (:func:`~clir.training.cv.check_member_dirs`).
     """
     config.validate()
+    check_member_dirs(config, out_dir)
     space = space if isinstance(space, SharedSpace) else SharedSpace.load(space)
     stage_names = [*config.data.first_stages, *stage_features(feature_names)]
     baseline = baseline or BaselineConfig()

@@ -13,6 +13,7 @@ scores optimistic (``stop_on_held_out=True`` reproduces those numbers).
 
 from __future__ import annotations
 
+import os
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -21,9 +22,10 @@ from typing import Any
 
 import numpy as np
 
-from clir.errors import ConfigError
+from clir.errors import ConfigError, OutputExistsError
 from clir.formats import write_run
-from clir.formats.atomic import output_directory
+from clir.formats.atomic import artefact_kind, output_directory
+from clir.training.checkpoint import ARTEFACT_KIND, is_checkpoint
 from clir.training.config import TrainConfig
 from clir.training.data import RerankData
 from clir.training.ensemble import TrainedReranker, combine, ensemble_meta, member_scores, write_ensemble
@@ -63,6 +65,51 @@ def kfold_qids(qids: Sequence[str], folds: int, seed: int = 0) -> list[list[str]
     return [sorted(qids[i] for i in part) for part in np.array_split(order, folds)]
 
 
+def member_dirs(config: TrainConfig, out_dir: str | Path) -> list[Path]:
+    """The checkpoint directories a training of ``config`` writes in ``out_dir``
+    (:func:`train_ensemble`): ``seed<s>/`` for each of ``ensemble.seeds``, or ``fold<f>/seed<s>/``
+    when cross-validated."""
+    out_dir = Path(out_dir)
+    seeds = [f"seed{seed}" for seed in config.ensemble.seeds]
+    if config.cv.folds > 1:
+        return [out_dir / f"fold{fold}" / seed for fold in range(config.cv.folds) for seed in seeds]
+    return [out_dir / seed for seed in seeds]
+
+
+def check_member_dirs(config: TrainConfig, out_dir: str | Path) -> None:
+    """Refuse, before any training, what lies where a training of ``config`` writes a member's
+    checkpoint in ``out_dir`` (:func:`member_dirs`) and that checkpoint's save would not replace:
+    a user's directory (say a ``seed0/`` of their own), a file, a symbolic link or another kind
+    of clir output. The save refused it only after a whole epoch, and its message suggested
+    ``--force``, which does not reach the members. Nothing, an empty directory and a clir
+    checkpoint (replaced, or resumed) pass.
+
+    Raises:
+        OutputExistsError: Naming the directory and the member, and saying to move it away or
+            choose another ``--out``.
+    """
+    out_dir = Path(out_dir)
+    remedy = "move or rename it, or choose another --out (--force does not write over it)"
+    for path in member_dirs(config, out_dir):
+        member = path.relative_to(out_dir).as_posix()
+        where = f"where this training writes the checkpoint of its member {member}"
+        if path.parent != out_dir and os.path.lexists(path.parent) and not path.parent.is_dir():
+            raise OutputExistsError(path.parent, f"a file, {where}", remedy=remedy)
+        if not os.path.lexists(path):
+            continue
+        if path.is_symlink():
+            what = "a symbolic link"
+        elif not path.is_dir():
+            what = "a file"
+        elif not any(path.iterdir()) or (kind := artefact_kind(path)) == ARTEFACT_KIND:
+            continue
+        elif kind is None and is_checkpoint(path):
+            continue  # saved by a clir before the marker: its save decides, as before
+        else:
+            what = "a directory that clir did not write" if kind is None else f"a clir {kind!r} output"
+        raise OutputExistsError(path, f"{what}, {where}", remedy=remedy)
+
+
 def train_ensemble(
     config: TrainConfig,
     train: RerankData,
@@ -91,6 +138,10 @@ def train_ensemble(
     Returns:
         ``out_dir`` as a :class:`~pathlib.Path` (load it with
         :func:`~clir.training.ensemble.load_models`).
+
+    Raises:
+        OutputExistsError: Before any training, if a member's directory holds what its
+            checkpoint's save would not replace (:func:`check_member_dirs`).
     """
     if config.cv.folds > 1:
         return cross_validate(
@@ -102,6 +153,7 @@ def train_ensemble(
             f"{list(config.ensemble.seeds)} (set ensemble.seeds: [{config.optim.seed}] for that seed)",
             stacklevel=2,
         )
+    check_member_dirs(config, out_dir)
     out_dir = output_directory(out_dir, kind="reranker")
     members = []
     for seed in config.ensemble.seeds:
@@ -150,6 +202,7 @@ def cross_validate(
             for the folds (and their inner folds), or with an
             ``optim.init_from`` that was itself cross-validated: its members were trained on
             queries that these folds hold out, so the out-of-fold scores would leak.
+        OutputExistsError: Before any training, as :func:`train_ensemble`.
     """
     if metric is None:
         raise ConfigError("cross-validation needs metric=(run, qrels) -> float for early stopping")
@@ -161,6 +214,7 @@ def cross_validate(
         )
     if dev is not None and stop_on_held_out:
         raise ConfigError("cross-validation early-stops on dev or on the held-out fold, not both")
+    check_member_dirs(config, out_dir)
     out_dir = output_directory(out_dir, kind="reranker")
     folds = kfold_qids(data.qids, config.cv.folds, config.optim.seed)
     members: list[Path] = []

@@ -10,7 +10,9 @@ On disk an ensemble is a directory with ``ensemble.json`` (``type``, ``clir_vers
 ``model/model.safetensors``) and the member checkpoints; a single checkpoint directory is an
 ensemble of one. ``ensemble.json`` is written once every member is trained: a member whose model
 is not the one it lists (a training into the directory started again and did not finish) is
-refused, not averaged with the others.
+refused, not averaged with the others. So is an ensemble whose members were trained on other
+candidates or features (:data:`DATA_SETTINGS`, :func:`check_same_data`): reranking builds one set
+of candidates and features for all of them.
 """
 
 from __future__ import annotations
@@ -158,8 +160,67 @@ def load_models(path: str | Path, device: torch.device | str | None = None) -> l
 
     Raises:
         DataNotFoundError: If ``path`` is neither.
+        FormatError: If a member is damaged or not the model ``ensemble.json`` lists, or the
+            members were trained with other data settings (:func:`check_same_data`).
     """
-    return [TrainedReranker.load(member, device) for member in member_paths(path)]
+    members = [TrainedReranker.load(member, device) for member in member_paths(path)]
+    check_same_data(members, Path(path))
+    return members
+
+
+DATA_SETTINGS: tuple[str, ...] = ("first_stage", "depth", "feature_norm", "qt_k", "spelling")
+"""The ``data`` keys of a training config that decide which candidates a model reranks and what
+its inputs hold: its first stages and their depth (the candidates), the normalisation of the
+feature columns, the translations per query word and spelling matching (the translated query).
+The lengths kept (``max_query_len``, ``max_doc_len``) are each member's own when it scores, and
+``negatives_per_positive`` is training's alone."""
+
+
+def _data_setting(config: TrainConfig, key: str) -> Any:
+    """A :data:`DATA_SETTINGS` value of ``config``, one first stage given as a list or a name alike."""
+    if key == "first_stage":
+        stages = config.data.first_stages
+        return stages[0] if len(stages) == 1 else stages
+    return getattr(config.data, key)
+
+
+def check_same_data(members: Sequence[TrainedReranker], path: str | Path) -> None:
+    """Refuse the members of the ensemble directory ``path`` when their training configs differ
+    in a :data:`DATA_SETTINGS` key: reranking (``clir rerank``, a bundle, the PyTerrier stage)
+    builds the candidates and features of the first member's settings for all of them, so the
+    others would score candidates and features unlike those they learnt from, and the average
+    would be silently wrong.
+
+    Raises:
+        FormatError: Naming ``ensemble.json``, each differing key and every member's value.
+    """
+    if len(members) < 2:
+        return
+    path = Path(path)
+
+    def name(member: TrainedReranker) -> str:
+        if member.path is None:
+            return "?"
+        try:
+            return member.path.relative_to(path).as_posix()
+        except ValueError:
+            return str(member.path)
+
+    differ = []
+    for key in DATA_SETTINGS:
+        values = [_data_setting(member.config, key) for member in members]
+        if any(value != values[0] for value in values[1:]):
+            shown = ", ".join(f"{name(m)} {json.dumps(v)}" for m, v in zip(members, values, strict=True))
+            differ.append(f"data.{key} ({shown})")
+    if differ:
+        raise FormatError(
+            path / ENSEMBLE_FILE,
+            None,
+            f"its members {', '.join(map(name, members))} were trained with different data settings, "
+            f"which decide the candidates and features a model reads: {'; '.join(differ)}. An ensemble "
+            "reranks one set of candidates and features with all its members, so their average would be "
+            "wrong; train the members with the same data settings, or rerank with one member's directory",
+        )
 
 
 def write_ensemble(
