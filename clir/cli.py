@@ -606,7 +606,10 @@ def _index(args: argparse.Namespace) -> int:
 
 def _index_shards(args: argparse.Namespace, config) -> int:
     """``clir index --shard-docs N``: stream documents.jsonl into shards, never loading it whole."""
+    import itertools
+
     from clir.datasets import read_collection_info
+    from clir.errors import FormatError
     from clir.formats import iter_documents
     from clir.pipeline.baselines import baseline_stage
     from clir.pipeline.tables import load_tables
@@ -614,8 +617,12 @@ def _index_shards(args: argparse.Namespace, config) -> int:
     _info, doc_lang, query_lang = read_collection_info(args.collection, doc_lang=args.doc_lang)
     tables = load_tables(args.tables, (query_lang, doc_lang))
     stage = baseline_stage(args.mode, args.model, query_lang, doc_lang, tables, config, not args.quiet)
-    documents = iter_documents(args.collection / "documents.jsonl")
-    stage.index_shards(documents, args.out, args.shard_docs, force=args.force)
+    path = args.collection / "documents.jsonl"
+    documents = iter_documents(path)
+    first = next(documents, None)  # named here: index_shards only sees an empty stream
+    if first is None:
+        raise FormatError(path, None, "holds no document")
+    stage.index_shards(itertools.chain([first], documents), args.out, args.shard_docs, force=args.force)
     index = stage.retriever.index_
     what = f"{args.mode}-{args.model} over {index.n_docs} documents in {len(index.shards)} shards"
     print(f"wrote {args.out}: {what}")

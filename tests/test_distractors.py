@@ -128,3 +128,15 @@ def test_cli_pad(sw, tmp_path, capsys):
         == 2
     )
     assert "bigram must be a weight in [0, 1], got 2.0" in capsys.readouterr().err
+
+
+def test_padding_a_padded_collection_keeps_its_counts_and_first_padding(tmp_path):
+    """A padded collection padded again recorded the distractors of the first padding as original
+    documents and only the second padding's count of distractors (20 + 5 reported as 5 of 30)."""
+    texts = ["mwanga wa jua ni mzuri", "maji ya mto ni baridi", "nyumba ya mfalme", "mtoto na mbwa"]
+    pad_collection(tiny(texts), tmp_path / "p20", 20, progress=False)
+    stats = pad_collection(tmp_path / "p20", tmp_path / "p25", 5, seed=1, progress=False)
+    assert (stats["original_documents"], stats["distractors"], stats["documents"]) == (4, 25, 29)
+    padding = json.loads((tmp_path / "p25" / "collection.json").read_text())["distractors"]
+    assert (padding["n"], padding["seed"], padding["docnos"]) == (5, 1, "Z1..Z5")
+    assert padding["previous"] == {"n": 20, "seed": 0, "bigram": 0.5, "docnos": "Z01..Z20", "model": "bigram"}

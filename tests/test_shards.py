@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from clir.cli import main
-from clir.datasets import build_bible_collection
+from clir.datasets import Collection, build_bible_collection
 from clir.datasets.distractors import sample_distractors
 from clir.errors import ConfigError, FormatError
 from clir.formats import write_run
@@ -307,3 +307,20 @@ def test_build_streams_each_shard_to_disk_before_reading_on(tmp_path):
 
     ShardedIndex.build(tmp_path / "idx", documents(), shard_docs=3, progress=False)
     assert written_when_pulled == [i // 3 for i in range(10)]  # 0, 0, 0, 1, 1, 1, 2, ...
+
+
+def test_cli_index_in_shards_of_no_document_names_the_file(tmp_path, capsys):
+    """``clir index --shard-docs`` of an empty documents.jsonl said "cannot index an empty
+    collection (no documents given)", naming no file (the single index names it)."""
+    Collection("c", "sw", "en", [Document("d1", "Mungu")], {"test": [Query("q", "God")]}, {}).save(
+        tmp_path / "c"
+    )
+    (tmp_path / "c" / "documents.jsonl").write_text("")
+    (mungu,) = get_analyzer("sw").analyze("Mungu")
+    (god,) = get_analyzer("en").analyze("God")
+    TranslationTable([god], [mungu], sp.csr_matrix(np.ones((1, 1))), "en", "sw").save(tmp_path / "t" / EN_DOC)
+    TranslationTable([mungu], [god], sp.csr_matrix(np.ones((1, 1))), "sw", "en").save(tmp_path / "t" / DOC_EN)
+    argv = ["index", "--collection", str(tmp_path / "c"), "--tables", str(tmp_path / "t"), "--mode", "qt"]
+    assert main([*argv, "--out", str(tmp_path / "i"), "--shard-docs", "2", "-q"]) == 2
+    assert f"{tmp_path / 'c' / 'documents.jsonl'}: holds no document" in capsys.readouterr().err
+    assert not (tmp_path / "i").exists()

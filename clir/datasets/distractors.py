@@ -220,8 +220,19 @@ def pad_collection(
         "docnos": f"{docnos[0]}..{docnos[-1]}",
         "model": "bigram",
     }
+    before = collection.stats or {}
+    earlier = 0  # a padded collection padded again: its distractors are no original documents
+    if "distractors" in collection.metadata:
+        padding["previous"] = collection.metadata["distractors"]
+        counted = before.get("distractors")
+        if (
+            isinstance(counted, int)
+            and not isinstance(counted, bool)
+            and 0 <= counted <= len(collection.documents)
+        ):
+            earlier = counted
     metadata = {**collection.metadata, "distractors": padding}
-    stats = {**(collection.stats or {}), "original_documents": len(collection.documents), "distractors": n}
+    stats = {**before, "original_documents": len(collection.documents) - earlier, "distractors": earlier + n}
     return save_collection(
         out,
         name=f"{collection.name}+{n}",
