@@ -222,9 +222,15 @@ def write_html_report(
     return path
 
 
+def seconds_text(value: float | None) -> str:
+    """Seconds as the timings tables show them: one decimal, blank for ``None`` (a step built in
+    this run has no earlier build time)."""
+    return "" if value is None else f"{value:.1f}"
+
+
 def _seconds(value: float | None) -> tuple[str, float | None]:
-    """A cell of seconds, to one decimal (blank for ``None``)."""
-    return ("", None) if value is None else (f"{value:.1f}", value)
+    """A sortable cell of seconds (:func:`seconds_text`)."""
+    return seconds_text(value), value
 
 
 def _table(table_id: str, header: Sequence[str], rows: Sequence[Sequence[tuple[str, Any]]]) -> str:

@@ -21,7 +21,7 @@ from clir.evaluation import (
     means,
 )
 from clir.formats import atomic_write
-from clir.pipeline.html_report import ExplorerViews, write_html_report
+from clir.pipeline.html_report import ExplorerViews, seconds_text, write_html_report
 from clir.types import Run
 
 BASELINE = re.compile(r"^(qt|psq|dt)-(bm25|ql)$")
@@ -235,15 +235,10 @@ def _markdown(config: Any, results: Mapping[str, Any], measures: Sequence[str], 
             )
     timings, reused = results["timings"], results.get("reused", {})
     lines += ["", "## Timings", "", "| step | seconds | reused: built in (s) |", "| --- | ---: | ---: |"]
-    lines += [f"| {step} | {took:.1f} | {_built(reused.get(step))} |" for step, took in timings.items()]
+    lines += [f"| {step} | {took:.1f} | {seconds_text(reused.get(step))} |" for step, took in timings.items()]
     if plots:
         lines += ["", "## Plots", ""] + [f"![{p}]({p})" for p in plots]
     return "\n".join(lines) + "\n"
-
-
-def _built(seconds: float | None) -> str:
-    """A reused step's build seconds as the timings table shows them (blank: built in this run)."""
-    return "" if seconds is None else f"{seconds:.1f}"
 
 
 _CORRECTION_NAMES = {

@@ -38,8 +38,8 @@ from clir.errors import ConfigError, DataNotFoundError, FormatError
 from clir.formats import atomic_directory
 from clir.formats.atomic import tidy_interrupted
 from clir.formats.jsonfile import read_json_file, read_typed_json
-from clir.formats.manifest import file_manifest, is_manifest, manifest_problem
-from clir.rerankers.base import read_model_dir, read_tensors
+from clir.formats.manifest import file_manifest, is_manifest, manifest_problem, sha256_of
+from clir.rerankers.base import WEIGHTS_FILE, read_model_dir, read_tensors
 from clir.rerankers.encoding import FrozenEmbedding
 from clir.training.config import TrainConfig, load_config, save_config
 
@@ -355,3 +355,12 @@ def restore_training(
 def model_dir(path: str | Path) -> Path:
     """The directory of a checkpoint's best model (loadable by the reranker's ``load``)."""
     return Path(path) / MODEL_DIR
+
+
+def model_sha256(path: str | Path) -> str:
+    """The SHA-256 of a checkpoint's best-model weights (``model/model.safetensors``).
+
+    Raises:
+        OSError: If the file cannot be read.
+    """
+    return sha256_of(model_dir(path) / WEIGHTS_FILE)

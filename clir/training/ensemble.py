@@ -33,7 +33,6 @@ from clir._version import __version__
 from clir.errors import ConfigError, DataNotFoundError, FormatError
 from clir.formats import RunArrays, atomic_write
 from clir.formats.jsonfile import read_json_file
-from clir.formats.manifest import sha256_of
 from clir.rerankers.base import WEIGHTS_FILE
 from clir.rerankers.bilingual import BilingualReranker
 from clir.training.checkpoint import (
@@ -41,6 +40,7 @@ from clir.training.checkpoint import (
     checkpoint_problem,
     is_checkpoint,
     model_dir,
+    model_sha256,
     read_config,
     read_state,
 )
@@ -126,7 +126,7 @@ def _is_digest(value: Any) -> bool:
 def _model_digest(member: Path) -> str | None:
     """The SHA-256 of a member's best model (``None``: it has none, which loading it names)."""
     try:
-        return sha256_of(model_dir(member) / WEIGHTS_FILE)
+        return model_sha256(member)
     except OSError:
         return None
 

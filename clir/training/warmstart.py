@@ -20,8 +20,8 @@ from typing import Any
 from torch import nn
 
 from clir.errors import ConfigError, FormatError
-from clir.rerankers.base import WEIGHTS_FILE, read_model_dir
-from clir.training.checkpoint import checkpoint_problem, model_dir, read_state
+from clir.rerankers.base import read_model_dir
+from clir.training.checkpoint import checkpoint_problem, model_dir, model_sha256, read_state
 from clir.training.ensemble import member_paths
 
 ARCHITECTURE: dict[str, str] = {
@@ -50,10 +50,6 @@ def init_member(path: str | Path, seed: int) -> Path:
     return next((m for m in members if read_state(m, curve=False).info.get("seed") == seed), members[0])
 
 
-def _weights_sha256(member: Path) -> str:
-    return hashlib.sha256((model_dir(member) / WEIGHTS_FILE).read_bytes()).hexdigest()
-
-
 def init_digest(path: str | Path) -> str:
     """SHA-256 over the best-model weights of every member of a checkpoint or ensemble: what a
     training step started from ``path`` is keyed by beside the path (retrained, it changes).
@@ -63,7 +59,7 @@ def init_digest(path: str | Path) -> str:
     """
     digest = hashlib.sha256()
     for member in member_paths(path):
-        digest.update(_weights_sha256(member).encode("ascii"))
+        digest.update(model_sha256(member).encode("ascii"))
     return digest.hexdigest()
 
 
@@ -118,4 +114,4 @@ def load_init_weights(model: nn.Module, path: str | Path, seed: int) -> dict[str
             f"{sorted(wanted - set(state))}, unexpected {sorted(set(state) - wanted)}"
         )
     model.load_state_dict(state, strict=False)
-    return {"path": str(member), "sha256": _weights_sha256(member), "fusion": fusion}
+    return {"path": str(member), "sha256": model_sha256(member), "fusion": fusion}
