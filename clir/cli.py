@@ -600,8 +600,13 @@ def _index(args: argparse.Namespace) -> int:
     with _engine(args) as engine:
         stage = first_stage(args.mode, args.model, collection, tables, config, not args.quiet, engine)
     stage.save(args.out, force=args.force)
-    print(f"wrote {args.out}: {args.mode}-{args.model} over {len(collection.documents)} documents")
+    print(f"wrote {args.out}: {args.mode}-{args.model} over {_count(len(collection.documents), 'document')}")
     return 0
+
+
+def _count(n: int, noun: str) -> str:
+    """``n`` and ``noun``, plural unless ``n`` is 1 (``"1 shard"``, ``"5 shards"``)."""
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 
 def _index_shards(args: argparse.Namespace, config) -> int:
@@ -624,7 +629,8 @@ def _index_shards(args: argparse.Namespace, config) -> int:
         raise FormatError(path, None, "holds no document")
     stage.index_shards(itertools.chain([first], documents), args.out, args.shard_docs, force=args.force)
     index = stage.retriever.index_
-    what = f"{args.mode}-{args.model} over {index.n_docs} documents in {len(index.shards)} shards"
+    counts = f"{_count(index.n_docs, 'document')} in {_count(len(index.shards), 'shard')}"
+    what = f"{args.mode}-{args.model} over {counts}"
     print(f"wrote {args.out}: {what}")
     return 0
 
@@ -942,6 +948,10 @@ def _explain(args: argparse.Namespace) -> int:
 
     if args.png is not None:
         _check_out(args, option="png")
+        if args.png.suffix.lower() != ".png":  # the heatmaps had been written as a PNG under any name
+            raise ConfigError(
+                f"--png {args.png}: the heatmaps are a PNG image; give a file name ending in .png"
+            )
     _check_tables(args)
     result = explain_pair(
         args.model,

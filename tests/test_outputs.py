@@ -17,7 +17,7 @@ import pytest
 import scipy.sparse as sp
 
 from clir.datasets import Collection
-from clir.errors import ClirError, OutputExistsError
+from clir.errors import ClirError, ConfigError, OutputExistsError
 from clir.formats import atomic, atomic_directory, atomic_write
 from clir.formats.atomic import MARKER, artefact_kind
 from clir.translation import TranslationTable
@@ -493,6 +493,22 @@ def test_explain_png_refusals_name_the_png_option(tmp_path, capsys):
         assert err.startswith("clir: error: ") and found in err
         assert "choose another --png (--force never replaces it)" in err and "--out" not in err
     assert blocker.read_text() == "mine" and list(directory.iterdir()) == []
+
+
+def test_explain_refuses_a_png_not_named_png_before_any_work(tmp_path, capsys):
+    """clir explain --png x.txt wrote the PNG heatmaps under the .txt name."""
+    from clir.cli import main
+    from clir.pipeline.explain import explain_pair
+
+    argv = ["explain", "--model", str(tmp_path / "m"), "--collection", str(tmp_path / "c"),
+            "--space", str(tmp_path / "s"), "--qid", "q1", "--docno", "d1"]  # fmt: skip
+    for name in ("x.txt", "heatmaps"):
+        assert main([*argv, "--png", str(tmp_path / name)]) == 2  # the model etc. do not exist
+        err = capsys.readouterr().err
+        assert err.startswith(f"clir: error: --png {tmp_path / name}: ") and "ending in .png" in err
+        assert "Traceback" not in err and not (tmp_path / name).exists()
+    with pytest.raises(ConfigError, match=r"png must be a file name ending in \.png"):
+        explain_pair(tmp_path / "m", None, tmp_path / "s", "q1", "d1", png=tmp_path / "x.txt")  # type: ignore[arg-type]
 
 
 def test_a_file_output_replaces_only_a_file_of_its_format(tmp_path, capsys):

@@ -8,7 +8,7 @@ import math
 import pytest
 import torch
 
-from clir.errors import ConfigError, DataNotFoundError
+from clir.errors import ConfigError, DataNotFoundError, FormatError
 from clir.rerankers import (
     COMPONENTS,
     INTERACTION_MODELS,
@@ -200,6 +200,34 @@ def test_bad_arguments_are_named() -> None:
 def test_load_missing_directory(tmp_path) -> None:
     with pytest.raises(DataNotFoundError, match=r"config\.json"):
         InteractionModel.load(tmp_path / "nothing")
+
+
+def test_weights_that_do_not_fit_name_the_weights_file(tmp_path) -> None:
+    """A saved model's weights are checked by the one function that checks a checkpoint's
+    (:func:`weights_misfit`): a tensor added by hand had raised a ConfigError naming no file,
+    while a tensor of another shape named it."""
+    from safetensors.torch import load_file, save_file
+
+    from clir.rerankers.base import weights_misfit
+    from clir.training import checkpoint
+
+    assert checkpoint.weights_misfit is weights_misfit
+    build_interaction_model("knrm", DIM, table()).save(tmp_path / "m")
+    weights = tmp_path / "m" / "model.safetensors"
+    good = load_file(str(weights))
+    name = next(k for k in sorted(good) if k != "embedding.weight")
+    for tensors, expected in (
+        ({**good, "extra": torch.zeros(1)}, r"missing \[\], unexpected \['extra'\]"),
+        (
+            {**good, name: torch.zeros(good[name].numel() + 1)},
+            rf"{name} has shape \({good[name].numel() + 1},\), not",
+        ),
+    ):
+        save_file(tensors, str(weights))
+        with pytest.raises(
+            FormatError, match=rf"model\.safetensors: weights do not fit the config: {expected}"
+        ):
+            InteractionModel.load(tmp_path / "m")
 
 
 # ------------------------------------------------------------------------ hand-computed cases

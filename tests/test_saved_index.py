@@ -231,6 +231,51 @@ def test_a_sharded_index_is_verified(tmp_path, monkeypatch):
         ShardedIndex.load(path)
 
 
+def cut_manifest(record: Path, keep) -> None:
+    """Leave in the manifest of ``record`` only the entries whose name ``keep`` accepts."""
+    meta = json.loads(record.read_text())
+    meta["files"] = {name: entry for name, entry in meta["files"].items() if keep(name)}
+    record.write_text(json.dumps(meta))
+
+
+@pytest.mark.parametrize(
+    ("keep", "first", "more"),
+    [
+        (lambda name: False, "df.npy", " and 17 more of its files: they"),  # "files": {}
+        (lambda name: "00001" not in name, "shards/00001/docnos.npy", " and 4 more of its files: they"),
+    ],
+    ids=["emptied", "one-shard-cut"],
+)
+def test_a_sharded_index_whose_manifest_was_cut_is_refused(tmp_path, keep, first, more):
+    """A manifest emptied or cut by hand is not leave to use the files it omits unverified (a
+    deleted ``files`` key warns; an edited one is refused, naming the file and the key)."""
+    docnos, docs = corpus()
+    path = tmp_path / "sharded"
+    ShardedIndex.build(path, zip(docnos, docs, strict=True), shard_docs=20, progress=False)
+    cut_manifest(path / "sharded.json", keep)
+    with pytest.raises(
+        FormatError,
+        match=rf"sharded\.json: 'files' does not list '{first}'{more} would be used unverified",
+    ):
+        ShardedIndex.load(path)
+
+
+def test_single_artefacts_whose_manifest_was_cut_are_refused(tmp_path, saved):
+    index, path = saved
+    cut_manifest(path / "index.json", lambda name: name != "tf.npy")
+    with pytest.raises(FormatError, match=r"index\.json: 'files' does not list 'tf\.npy': it would be used"):
+        SparseIndex.load(path)
+    retriever = BM25().use_index(index).save(tmp_path / "bm25")
+    cut_manifest(retriever / "retriever.json", lambda name: False)
+    with pytest.raises(FormatError, match=r"retriever\.json: 'files' does not list 'weights\.npy'"):
+        Retriever.load(retriever)
+    table = TranslationTable(["god"], ["mungu"], sp.csr_matrix(np.ones((1, 1))), "en", "sw")
+    table.save(tmp_path / "table")
+    cut_manifest(tmp_path / "table" / "meta.json", lambda name: name != "data.npy")
+    with pytest.raises(FormatError, match=r"meta\.json: 'files' does not list 'data\.npy'"):
+        TranslationTable.load(tmp_path / "table")
+
+
 @pytest.mark.parametrize(("key", "value"), [("avg_doc_len", 5.0), ("total_len", 1.0)])
 def test_a_sharded_index_s_statistics_are_checked_against_its_shards(tmp_path, key, value):
     """BM25's avgdl and QL's |C| come from ``sharded.json``, which no manifest covers: an edited
@@ -312,6 +357,32 @@ def test_edited_descriptions_of_a_first_stage_are_named(tmp_path):
     record.write_text(json.dumps({**json.loads(record.read_text()), "params": {"k9": 1}}))
     with pytest.raises(FormatError, match=r"retriever\.json: params: "):
         FirstStage.load(tmp_path / "stage")
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "expected"),
+    [
+        ("spelling", "abc", r"spelling must be a similarity in \(0, 1\] or None, got 'abc'"),
+        ("spelling", True, r"spelling must be a similarity in \(0, 1\] or None, got True"),
+        ("psq_cumulative", "abc", r"psq_cumulative must be in \(0, 1\] or None, got 'abc'"),
+        ("model_params", "abc", r"model_params is 'abc', expected an object of the retriever's parameters"),
+        ("model_params", {"k1": "abc"}, r"k1 must be a finite number >= 0, got 'abc'"),
+        ("index", "abc", r"index is 'abc', expected 'retriever' or 'shards'"),
+    ],
+    ids=["spelling-str", "spelling-bool", "psq_cumulative-str", "model_params-str", "k1-str", "index-str"],
+)
+def test_a_value_of_a_first_stage_edited_by_hand_is_named(tmp_path, key, value, expected):
+    """A value of the wrong kind in ``first_stage.json`` names the file, the key and what it may
+    be (not Python's "'<' not supported between instances of 'int' and 'str'")."""
+    table = TranslationTable(["god"], ["mungu"], sp.csr_matrix(np.ones((1, 1))), "en", "sw")
+    stage = FirstStage("qt", "bm25", doc_analyzer="sw", table_en_doc=table, progress=False)
+    stage.index([Document("s0", "Mungu ni upendo"), Document("s1", "nuru")]).save(tmp_path / "stage")
+    description = tmp_path / "stage" / "first_stage.json"
+    description.write_text(json.dumps({**json.loads(description.read_text()), key: value}))
+    with pytest.raises(
+        FormatError, match=rf"first_stage\.json: (does not describe a first stage: )?{expected}"
+    ):
+        FirstStage.load(tmp_path / "stage", progress=False)
 
 
 def test_clir_retrieve_names_a_damaged_translation_table(tmp_path, capsys):

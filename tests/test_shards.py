@@ -324,3 +324,28 @@ def test_cli_index_in_shards_of_no_document_names_the_file(tmp_path, capsys):
     assert main([*argv, "--out", str(tmp_path / "i"), "--shard-docs", "2", "-q"]) == 2
     assert f"{tmp_path / 'c' / 'documents.jsonl'}: holds no document" in capsys.readouterr().err
     assert not (tmp_path / "i").exists()
+
+
+def test_cli_index_in_shards_counts_in_the_singular(tmp_path, capsys):
+    """``clir index --shard-docs`` of one document printed "over 1 documents in 1 shards"."""
+    (mungu,) = get_analyzer("sw").analyze("Mungu")
+    (god,) = get_analyzer("en").analyze("God")
+    TranslationTable([god], [mungu], sp.csr_matrix(np.ones((1, 1))), "en", "sw").save(tmp_path / "t" / EN_DOC)
+    TranslationTable([mungu], [god], sp.csr_matrix(np.ones((1, 1))), "sw", "en").save(tmp_path / "t" / DOC_EN)
+    documents = [Document("d1", "Mungu"), Document("d2", "Mungu nuru")]
+    for n, expected in ((1, "over 1 document in 1 shard\n"), (2, "over 2 documents in 2 shards\n")):
+        qrels = {"q": {"d1": 1}}
+        Collection("c", "sw", "en", documents[:n], {"test": [Query("q", "God")]}, qrels).save(
+            tmp_path / f"c{n}"
+        )
+        argv = [
+            "index",
+            "--collection",
+            str(tmp_path / f"c{n}"),
+            "--tables",
+            str(tmp_path / "t"),
+            "--mode",
+            "qt",
+        ]
+        assert main([*argv, "--out", str(tmp_path / f"i{n}"), "--shard-docs", "1", "-q"]) == 0
+        assert capsys.readouterr().out.endswith(expected)

@@ -89,7 +89,9 @@ def find_damage(directory: Path, files: Manifest, hash_budget: int | None = None
     return None
 
 
-def check_manifest(directory: Path, files: object, record: Path, *, verify: bool = False) -> None:
+def check_manifest(
+    directory: Path, files: object, record: Path, *, verify: bool = False, required: Iterable[str] = ()
+) -> None:
     """Refuse a saved artefact whose files do not match the manifest that ``record`` holds.
 
     Args:
@@ -97,11 +99,13 @@ def check_manifest(directory: Path, files: object, record: Path, *, verify: bool
         files: The manifest as read from ``record``.
         record: The JSON file that holds it (named when the manifest itself is malformed).
         verify: Hash every file, not only the smallest :data:`HASH_BUDGET` bytes.
+        required: The files the reader will use: a manifest that omits one (emptied or cut by
+            hand) is refused, never taken as leave to use that file unverified.
 
     Raises:
         DataNotFoundError: If a file of the manifest is missing.
         FormatError: Naming the file whose size or SHA-256 differs, or ``record`` if ``files``
-            is no manifest (or names a path outside ``directory``).
+            is no manifest (or names a path outside ``directory``, or omits one of ``required``).
     """
     if not is_manifest(files):
         raise FormatError(record, None, "'files' is not a manifest ({path: {size, sha256}})")
@@ -110,6 +114,15 @@ def check_manifest(directory: Path, files: object, record: Path, *, verify: bool
         parts = PurePosixPath(name).parts
         if not parts or name.startswith("/") or ".." in parts or "\\" in name:
             raise FormatError(record, None, f"'files' names {name!r}, not a path inside {directory}")
+    unlisted = [name for name in required if name not in files]
+    if unlisted:
+        raise FormatError(
+            record,
+            None,
+            f"'files' does not list {unlisted[0]!r}"
+            + (f" and {len(unlisted) - 1} more of its files: they" if len(unlisted) > 1 else ": it")
+            + " would be used unverified (a manifest edited by hand?); build it again",
+        )
     damage = find_damage(directory, files, None if verify else HASH_BUDGET)
     if damage is None:
         return
@@ -119,10 +132,24 @@ def check_manifest(directory: Path, files: object, record: Path, *, verify: bool
     raise FormatError(directory / name, None, f"damaged file, {what} ({record.name}); build it again")
 
 
-def verify_files(directory: Path, meta: Mapping[str, Any], record: Path, verify: bool) -> None:
+def verify_files(
+    directory: Path, meta: Mapping[str, Any], record: Path, verify: bool, required: Iterable[str] = ()
+) -> None:
     """Check a saved directory's files against the manifest (``files``) of its description
     ``record`` (see :func:`check_manifest`); one saved by a clir that recorded none is used with
-    a warning."""
+    a warning.
+
+    Args:
+        directory: The saved directory.
+        meta: Its description, as read from ``record``.
+        record: The JSON file that holds ``meta``.
+        verify: Hash every file, not only the smallest :data:`HASH_BUDGET` bytes.
+        required: The files the reader will use (see :func:`check_manifest`).
+
+    Raises:
+        DataNotFoundError: If a file of the manifest is missing.
+        FormatError: As :func:`check_manifest` says.
+    """
     if "files" not in meta:
         warnings.warn(
             f"{directory}: saved by clir {meta.get('clir_version', '?')} without a manifest of its files, "
@@ -130,4 +157,4 @@ def verify_files(directory: Path, meta: Mapping[str, Any], record: Path, verify:
             stacklevel=3,
         )
         return
-    check_manifest(directory, meta["files"], record, verify=verify)
+    check_manifest(directory, meta["files"], record, verify=verify, required=required)

@@ -109,8 +109,12 @@ def explain_pair(
     :func:`~clir.pipeline.trained_with.model_baseline`, else the baselines').
 
     Raises:
-        ConfigError: For an unknown qid or docno.
+        ConfigError: For an unknown qid or docno, or a ``png`` not named ``*.png``.
     """
+    if png is not None and Path(png).suffix.lower() != ".png":
+        raise ConfigError(
+            f"png must be a file name ending in .png (the heatmaps are a PNG image), got {png!r}"
+        )
     member = load_models(model_dir)[0]
     baseline = model_baseline(model_dir, baseline)
     query = next((q for q in collection.all_queries() if q.qid == qid), None)

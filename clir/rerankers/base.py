@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Set
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
@@ -116,6 +116,31 @@ def write_model_dir(path: str | Path, config: dict[str, Any], tensors: dict[str,
         save_file(cpu, str(tmp / WEIGHTS_FILE), metadata={"clir_version": __version__})
 
 
+def weights_misfit(
+    model: nn.Module, tensors: Mapping[str, Tensor], skip: Set[str] = frozenset()
+) -> str | None:
+    """How saved weights do not fit ``model`` (``None``: they do), as a phrase for an error.
+
+    Args:
+        model: The model built to receive them.
+        tensors: The saved tensors, by state-dict key.
+        skip: Keys of ``model``'s state that are not saved (its frozen embedding matrices).
+
+    Returns:
+        ``"missing [...], unexpected [...]"`` (keys), or the first key whose tensor has another
+        shape (``"<key> has shape (2, 3), not (2, 4)"``), or ``None``.
+    """
+    own = model.state_dict()
+    expected = set(own) - skip
+    missing, unexpected = expected - set(tensors), set(tensors) - expected
+    if missing or unexpected:
+        return f"missing {sorted(missing)}, unexpected {sorted(unexpected)}"
+    wrong = next((k for k in sorted(expected) if tensors[k].shape != own[k].shape), None)
+    if wrong is None:
+        return None
+    return f"{wrong} has shape {tuple(tensors[wrong].shape)}, not {tuple(own[wrong].shape)}"
+
+
 def restore(
     model_cls: type[ModuleT],
     path: str | Path,
@@ -128,9 +153,8 @@ def restore(
     unless ``embeddings`` is given).
 
     Raises:
-        ConfigError: If the weights do not fit the config.
-        FormatError: If the config builds no ``model_cls`` or a tensor has another shape, naming
-            the file.
+        FormatError: Naming the file, if the config builds no ``model_cls`` or the weights do
+            not fit it (keys missing or unexpected, or a tensor of another shape).
     """
     saved = tensors.pop(EMBEDDING_KEY, None)
     try:
@@ -139,18 +163,8 @@ def restore(
         raise FormatError(
             Path(path) / CONFIG_FILE, None, f"its config does not build a {model_cls.__name__} ({error})"
         ) from None
-    own = model.state_dict()
-    expected = set(own) - {EMBEDDING_KEY}
-    if expected != set(tensors):
-        raise ConfigError(
-            f"{path}: weights do not fit the config (missing {sorted(expected - set(tensors))}, "
-            f"unexpected {sorted(set(tensors) - expected)})"
-        )
-    if (wrong := next((k for k in sorted(expected) if tensors[k].shape != own[k].shape), None)) is not None:
-        shapes = f"{tuple(tensors[wrong].shape)}, not {tuple(own[wrong].shape)}"
-        raise FormatError(
-            Path(path) / WEIGHTS_FILE, None, f"weights do not fit the config: {wrong} has shape {shapes}"
-        )
+    if (misfit := weights_misfit(model, tensors, {EMBEDDING_KEY})) is not None:
+        raise FormatError(Path(path) / WEIGHTS_FILE, None, f"weights do not fit the config: {misfit}")
     model.load_state_dict(tensors, strict=False)
     return model.to(device) if device is not None else model
 
@@ -323,6 +337,7 @@ class InteractionModel(SavedModule, nn.Module, ABC):
         Raises:
             DataNotFoundError: If ``path`` is not a saved model.
             ConfigError: If the saved type is unknown or not a ``cls``.
+            FormatError: Naming the file, if the weights do not fit the config.
         """
         config, tensors = read_model_dir(path)
         model_cls = get_interaction_model(config.get("type"))

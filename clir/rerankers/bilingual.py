@@ -470,7 +470,8 @@ class BilingualReranker(SavedModule, nn.Module):
 
         Raises:
             DataNotFoundError: If ``path`` is not a saved model.
-            ConfigError: If it holds another type or the weights do not fit the config.
+            ConfigError: If it holds another type.
+            FormatError: Naming the file, if the weights do not fit the config.
         """
         config, tensors = read_model_dir(path)
         if config.get("type") != cls.name:

@@ -573,7 +573,7 @@ class Retriever(Searcher):
             retriever = klass(**meta.get("params", {}))
         except (ConfigError, TypeError) as exc:  # a description edited or damaged by hand
             raise FormatError(path / "retriever.json", None, f"params: {exc}") from None
-        verify_files(path, meta, path / "retriever.json", verify)
+        verify_files(path, meta, path / "retriever.json", verify, required=["weights.npy"])
         index = SparseIndex.load(path / "index", mmap=mmap, verify=verify)
         weights = load_array(path / "weights.npy", mmap, "f")
         if weights.shape != index.postings.data.shape:

@@ -29,6 +29,8 @@ DocTerms = Sequence[str] | Mapping[str, float]
 """A document as index terms: a token list, or a weighted bag ``{term: weight}``."""
 
 _ARRAYS = ("docnos", "indptr", "doc_ids", "tf", "doc_len", "df", "cf")
+_FILES = (*(f"{name}.npy" for name in _ARRAYS), "vocab.json")
+"""The files a saved index's manifest lists (and its reader needs)."""
 _KINDS = {"docnos": "U", "indptr": "iu", "doc_ids": "iu", "tf": "f", "doc_len": "f", "df": "f", "cf": "f"}
 """The numpy dtype kinds each saved array may have."""
 
@@ -236,7 +238,7 @@ class SparseIndex:
             "n_docs": self.n_docs,
             "n_terms": self.n_terms,
             "nnz": int(self.postings.nnz),
-            "files": manifest_of(directory, [*(f"{name}.npy" for name in _ARRAYS), "vocab.json"]),
+            "files": manifest_of(directory, _FILES),
         }
         _write_json(directory / "index.json", meta)
 
@@ -282,7 +284,7 @@ class SparseIndex:
         path = Path(path)
         record = path / "index.json"
         meta = read_meta(record, "SparseIndex")
-        verify_files(path, meta, record, verify)
+        verify_files(path, meta, record, verify, required=_FILES)
         arrays = {name: load_array(path / f"{name}.npy", mmap, _KINDS[name]) for name in _ARRAYS}
         vocab, term_ids = read_vocab(path / "vocab.json")
         for key, value in (

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from numbers import Real
 from typing import Any
 
 import numpy as np
@@ -32,7 +33,7 @@ class QueryLikelihood(Retriever):
 
     def __init__(self, mu: float = 2500.0) -> None:
         super().__init__()
-        if not mu > 0:
+        if not (isinstance(mu, Real) and mu > 0):
             raise ConfigError(f"mu must be > 0, got {mu!r}")
         self.mu = float(mu)
         self._total = 1.0

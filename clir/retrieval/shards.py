@@ -61,6 +61,12 @@ from clir.retrieval.index import (
 _SHARD_ARRAYS = ("docnos", "indptr", "doc_ids", "tf", "doc_len")
 
 
+def _files(names: Sequence[str]) -> list[str]:
+    """The files of a sharded index with the shards ``names``, as its manifest lists them."""
+    shards = [f"shards/{name}/{key}.npy" for name in names for key in _SHARD_ARRAYS]
+    return ["df.npy", "cf.npy", "vocab.json", *shards]
+
+
 class ShardedIndex:
     """An index saved as shards with the collection's statistics (see the module docstring).
 
@@ -165,7 +171,6 @@ class ShardedIndex:
             np.save(tmp / "df.npy", df, allow_pickle=False)
             np.save(tmp / "cf.npy", cf, allow_pickle=False)
             write_json(tmp / "vocab.json", list(vocab))
-            files = [f"shards/{name}/{key}.npy" for name in names for key in _SHARD_ARRAYS]
             meta = {
                 "type": "ShardedIndex",
                 "clir_version": __version__,
@@ -175,7 +180,7 @@ class ShardedIndex:
                 "n_terms": len(vocab),
                 "shard_docs": shard_docs,
                 "shards": names,
-                "files": manifest_of(tmp, ["df.npy", "cf.npy", "vocab.json", *files]),
+                "files": manifest_of(tmp, _files(names)),
             }
             write_json(tmp / "sharded.json", meta)
         return cls.load(path)
@@ -210,7 +215,7 @@ class ShardedIndex:
             stats = CollectionStats(int(meta["n_docs"]), float(meta["total_len"]), float(meta["avg_doc_len"]))
         except (KeyError, TypeError, ValueError) as error:
             raise FormatError(record, None, f"no collection statistics ({error!r})") from None
-        verify_files(path, meta, record, verify)
+        verify_files(path, meta, record, verify, required=_files(names))
         vocab, term_ids = read_vocab(path / "vocab.json")
         df = load_array(path / "df.npy", mmap, _KINDS["df"])
         cf = load_array(path / "cf.npy", mmap, _KINDS["cf"])

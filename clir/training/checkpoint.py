@@ -39,7 +39,7 @@ from clir.formats import atomic_directory
 from clir.formats.atomic import tidy_interrupted
 from clir.formats.jsonfile import read_json_file, read_typed_json
 from clir.formats.manifest import file_manifest, is_manifest, manifest_problem, sha256_of
-from clir.rerankers.base import WEIGHTS_FILE, read_model_dir, read_tensors
+from clir.rerankers.base import WEIGHTS_FILE, read_model_dir, read_tensors, weights_misfit
 from clir.rerankers.encoding import FrozenEmbedding
 from clir.training.config import TrainConfig, load_config, save_config
 
@@ -96,15 +96,7 @@ def trainable_state(model: nn.Module) -> dict[str, Tensor]:
 
 def _misfit(model: nn.Module, state: dict[str, Tensor]) -> str | None:
     """How a state written by :func:`trainable_state` does not fit ``model`` (``None``: it does)."""
-    own = model.state_dict()
-    expected = set(own) - frozen_keys(model)
-    missing, unexpected = expected - set(state), set(state) - expected
-    if missing or unexpected:
-        return f"missing {sorted(missing)}, unexpected {sorted(unexpected)}"
-    wrong = next((k for k in sorted(expected) if state[k].shape != own[k].shape), None)
-    if wrong is None:
-        return None
-    return f"{wrong} has shape {tuple(state[wrong].shape)}, not {tuple(own[wrong].shape)}"
+    return weights_misfit(model, state, frozen_keys(model))
 
 
 def load_trainable_state(model: nn.Module, state: dict[str, Tensor]) -> None:

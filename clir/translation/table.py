@@ -312,7 +312,7 @@ class TranslationTable:
         if not isinstance(header, dict) or header.get("type") != "TranslationTable":
             kind = header.get("type") if isinstance(header, dict) else type(header).__name__
             raise FormatError(path / "meta.json", None, f"type is {kind!r}, expected 'TranslationTable'")
-        verify_files(path, header, path / "meta.json", verify)
+        verify_files(path, header, path / "meta.json", verify, required=_FILES)
         shape = header.get("shape")
         langs = (header.get("source_lang"), header.get("target_lang"))
         meta = header.get("meta", {})
