@@ -338,6 +338,36 @@ def test_a_saved_space_is_verified_against_its_manifest(tmp_path):
         SharedSpace.load(tmp_path / "s")
 
 
+def test_a_space_whose_manifest_was_emptied_or_cut_is_refused(tmp_path):
+    """A ``files`` of ``{}`` in space.json, or one cut by hand, passed the check: every file it
+    left out was loaded unverified. A space saved before manifests (no ``files``) still loads."""
+    parallel = {"sw": [(s, [w.upper() for w in s]) for s in TOY]}
+    config = EmbeddingConfig(method="fasttext", dim=10, min_count=1, epochs=1, bucket=3000, window=10)
+    space, _ = train_joint(parallel, {"en": TOY[:3]}, config, progress=False)
+    space.save(tmp_path / "s")
+    info = json.loads((tmp_path / "s" / "space.json").read_text())
+    assert {lang: sub["ngrams_file"] for lang, sub in info["subwords"].items()} == {
+        "en": "en.ngrams.npy",
+        "sw": "en.ngrams.npy",
+    }
+    for cut, unlisted in (
+        (list(info["files"]), r"'[a-z]+\.bin' and 4 more of its files: they"),
+        (["sw.bin"], r"'sw\.bin': it"),
+        (["en.ngrams.npy"], r"'en\.ngrams\.npy': it"),
+        (["sw.mean.npy"], r"'sw\.mean\.npy': it"),
+    ):
+        files = {k: v for k, v in info["files"].items() if k not in cut}
+        (tmp_path / "s" / "space.json").write_text(json.dumps({**info, "files": files}))
+        with pytest.raises(
+            FormatError, match=rf"space\.json: 'files' does not list {unlisted} would be used"
+        ):
+            SharedSpace.load(tmp_path / "s")
+    (tmp_path / "s" / "space.json").write_text(json.dumps({k: v for k, v in info.items() if k != "files"}))
+    with pytest.warns(UserWarning, match="without a manifest of its files, so it is used unverified"):
+        loaded = SharedSpace.load(tmp_path / "s")
+    np.testing.assert_array_equal(loaded.array("sw"), space.array("sw"))
+
+
 # --- BLI --------------------------------------------------------------------------------------
 
 

@@ -555,6 +555,67 @@ def test_a_damaged_checkpoint_is_never_resumed_nor_scored(tmp_path):
         )
 
 
+def test_a_checkpoint_whose_manifest_was_emptied_or_cut_is_damaged(tmp_path):
+    """A manifest.json of ``{}``, or one cut by hand, passed the check: every file it left out was
+    resumed from or scored with unverified. Now such a checkpoint is trained again on resume (as a
+    damaged one is) and refused for scoring and warm starts; a checkpoint without manifest.json
+    (clir wrote none before 2026-12-03) is still used, with a warning that says so."""
+    import shutil
+
+    space = make_space()
+    train, qrels = make_data(n_queries=12, seed=3)
+    config = tiny_config(epochs=2, patience=0)
+    base = Trainer(config).fit(train, None, qrels, tmp_path / "base", space=space)
+    files = json.loads((base / "manifest.json").read_text())
+    read = {"checkpoint.json", "train_config.yaml", "model/config.json", "model/model.safetensors"}
+    read |= {f"last/{name}.safetensors" for name in ("model", "optimizer", "rng")} | {"last/optimizer.json"}
+    assert read <= set(files)  # every file a resume reads
+    expected = rerank(base, train, space=space)
+
+    def copy(name, cut):
+        path = tmp_path / name
+        shutil.copytree(base, path)
+        kept = {k: v for k, v in files.items() if k not in cut}
+        (path / "manifest.json").write_text(json.dumps(kept))
+        return path
+
+    emptied = copy("emptied", files)
+    with pytest.raises(
+        FormatError, match=r"damaged checkpoint: manifest\.json does not list 'checkpoint\.json' "
+    ):
+        load_models(emptied)
+    with pytest.warns(
+        UserWarning, match=r"damaged checkpoint \(manifest\.json does not list .* training from"
+    ):
+        Trainer(config).fit(train, None, qrels, emptied, space=space, resume=True)
+    assert json.loads((emptied / "manifest.json").read_text()).keys() == files.keys()
+    assert rerank(emptied, train, space=space) == expected  # trained again, as from the start
+
+    weights = copy("weights", ["model/model.safetensors"])
+    unverified = r"does not list 'model/model\.safetensors': it would be used unverified"
+    with pytest.raises(FormatError, match=rf"damaged checkpoint: manifest\.json {unverified}"):
+        load_models(weights)
+    with pytest.raises(FormatError, match=unverified):  # a warm start from it
+        Trainer(tiny_config(epochs=1, init_from=str(weights))).fit(
+            train, None, qrels, tmp_path / "i", space=space
+        )
+    # a manifest cut of a file only a resume reads: scoring is unaffected, a resume trains again
+    optimizer = copy("optimizer", ["last/optimizer.json"])
+    assert rerank(optimizer, train, space=space) == expected
+    with pytest.warns(UserWarning, match=r"does not list 'last/optimizer\.json'.*training from the start"):
+        Trainer(config).fit(train, None, qrels, optimizer, space=space, resume=True)
+
+    old = tmp_path / "old"  # as a clir before 1e98a38 wrote it
+    shutil.copytree(base, old)
+    (old / "manifest.json").unlink()
+    legacy = r"old: a checkpoint without manifest\.json .* so it is used unverified"
+    with pytest.warns(UserWarning, match=legacy):
+        assert rerank(old, train, space=space) == expected
+    with pytest.warns(UserWarning, match=legacy):
+        Trainer(config).fit(train, None, qrels, old, space=space, resume=True)
+    assert not (old / "manifest.json").exists()  # a finished checkpoint is returned as it is
+
+
 def test_damaged_descriptions_of_a_checkpoint_or_ensemble_are_named(tmp_path):
     space = make_space()
     train, qrels = make_data(n_queries=12, seed=3)
@@ -594,6 +655,9 @@ def test_a_checkpoint_edited_by_hand_without_its_manifest_is_an_error_naming_the
     with pytest.raises(KeyboardInterrupt):
         Trainer(config, callbacks=[stop]).fit(train, None, qrels, tmp_path / "base", space=space)
     (tmp_path / "base" / "manifest.json").unlink()
+
+    def unverified():  # said, not silent (clir wrote checkpoints without a manifest until 1e98a38)
+        return pytest.warns(UserWarning, match=r"without manifest\.json .* used unverified")
 
     def edit(name, **values):
         def change(path):
@@ -646,10 +710,10 @@ def test_a_checkpoint_edited_by_hand_without_its_manifest_is_an_error_naming_the
         path = tmp_path / name
         shutil.copytree(tmp_path / "base", path)
         change(path)
-        with pytest.raises(FormatError, match=message):
+        with unverified(), pytest.raises(FormatError, match=message):
             Trainer(config).fit(train, None, qrels, path, space=space, resume=True)
         if name in ("features", "best", "weights"):  # what scoring reads
-            with pytest.raises(FormatError, match=message):
+            with unverified(), pytest.raises(FormatError, match=message):
                 load_models(path)
 
 

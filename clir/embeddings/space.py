@@ -34,6 +34,27 @@ def _unit(x: np.ndarray) -> np.ndarray:
     return x / np.maximum(norms, 1e-12)
 
 
+def _ngram_files(info: Mapping[str, Any], info_path: Path) -> dict[str, str]:
+    """Per subword language of a saved space, the n-gram array file its ``space.json`` names
+    (``<lang>.ngrams.npy`` where it names none).
+
+    Raises:
+        FormatError: Naming ``space.json``, if ``subwords`` is no ``{language: parameters}``
+            object or names a file outside the space's directory.
+    """
+    try:
+        names = {
+            lang: params.get("ngrams_file", f"{lang}.ngrams.npy")
+            for lang, params in info.get("subwords", {}).items()
+        }
+        for name in names.values():
+            if not isinstance(name, str) or Path(name).name != name:
+                raise ValueError(f"ngrams_file {name!r} is not a file of the space")
+    except (TypeError, ValueError, AttributeError) as error:
+        raise FormatError(info_path, None, f"a damaged space ({error}); train or align it again") from None
+    return names
+
+
 class SubwordVectors:
     """Vectors for unseen words composed from FastText character n-grams, mapped into the space.
 
@@ -332,7 +353,8 @@ class SharedSpace:
 
         Every file's size is compared with the manifest, and the SHA-256 of the smallest files up
         to :data:`~clir.formats.manifest.HASH_BUDGET` bytes (all of them with ``verify``); a
-        space saved before clir recorded manifests loads with a warning.
+        manifest that omits a file the space's other keys name (``languages``, ``subwords``) is
+        refused; a space saved before clir recorded manifests loads with a warning.
 
         Args:
             path: The directory.
@@ -341,19 +363,23 @@ class SharedSpace:
 
         Raises:
             DataNotFoundError: If the directory or a file is missing.
-            FormatError: If ``space.json`` is not a SharedSpace's, or naming a file that does not
-                match the manifest (truncated, edited, damaged).
+            FormatError: If ``space.json`` is not a SharedSpace's or its ``files`` omits a file
+                that is read (emptied or cut by hand), or naming a file that does not match the
+                manifest (truncated, edited, damaged).
         """
         path = Path(path)
         info_path = path / "space.json"
         if not info_path.is_file():
             raise DataNotFoundError(f"{info_path}: no saved SharedSpace here")
         info = read_typed_json(info_path, "SharedSpace")
-        verify_files(path, info, info_path, verify)
         languages = info.get("languages")
         if not isinstance(languages, list) or not all(isinstance(x, str) and x.isalpha() for x in languages):
             expected = f"'languages' must be a list of language codes, got {languages!r}"
             raise FormatError(info_path, None, expected)
+        ngram_files = _ngram_files(info, info_path)
+        read = [f"{lang}.bin" for lang in languages]  # a manifest that omits one is refused
+        read += [*dict.fromkeys(ngram_files.values()), *(f"{lang}.mean.npy" for lang in ngram_files)]
+        verify_files(path, info, info_path, verify, required=read)
         vectors = {lang: load_word2vec(path / f"{lang}.bin", binary=True) for lang in languages}
         for lang, kv in vectors.items():
             if not np.isfinite(kv.vectors).all():
@@ -362,9 +388,7 @@ class SharedSpace:
         arrays: dict[str, np.ndarray] = {}
         try:
             for lang, params in info.get("subwords", {}).items():
-                name = params.get("ngrams_file", f"{lang}.ngrams.npy")
-                if Path(name).name != name:
-                    raise ValueError(f"ngrams_file {name!r} is not a file of the space")
+                name = ngram_files[lang]
                 if name not in arrays:
                     arrays[name] = np.load(path / name, mmap_mode="r" if mmap else None, allow_pickle=False)
                 mean = np.load(path / f"{lang}.mean.npy", allow_pickle=False)

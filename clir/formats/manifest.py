@@ -89,6 +89,22 @@ def find_damage(directory: Path, files: Manifest, hash_budget: int | None = None
     return None
 
 
+def omission(files: Manifest, required: Iterable[str]) -> str | None:
+    """How a manifest omits files that its reader will use, as a phrase (``"does not list 'x':
+    it would be used unverified ..."``), or ``None`` when it lists every one of ``required``.
+
+    An omission is never leave to use a file unverified: the manifest was emptied or cut by hand.
+    """
+    unlisted = [name for name in required if name not in files]
+    if not unlisted:
+        return None
+    return (
+        f"does not list {unlisted[0]!r}"
+        + (f" and {len(unlisted) - 1} more of its files: they" if len(unlisted) > 1 else ": it")
+        + " would be used unverified (a manifest edited by hand?)"
+    )
+
+
 def check_manifest(
     directory: Path, files: object, record: Path, *, verify: bool = False, required: Iterable[str] = ()
 ) -> None:
@@ -114,15 +130,8 @@ def check_manifest(
         parts = PurePosixPath(name).parts
         if not parts or name.startswith("/") or ".." in parts or "\\" in name:
             raise FormatError(record, None, f"'files' names {name!r}, not a path inside {directory}")
-    unlisted = [name for name in required if name not in files]
-    if unlisted:
-        raise FormatError(
-            record,
-            None,
-            f"'files' does not list {unlisted[0]!r}"
-            + (f" and {len(unlisted) - 1} more of its files: they" if len(unlisted) > 1 else ": it")
-            + " would be used unverified (a manifest edited by hand?); build it again",
-        )
+    if (omitted := omission(files, required)) is not None:
+        raise FormatError(record, None, f"'files' {omitted}; build it again")
     damage = find_damage(directory, files, None if verify else HASH_BUDGET)
     if damage is None:
         return

@@ -13,7 +13,9 @@ every epoch, so an interruption leaves the previous epoch's checkpoint intact::
     last/optimizer.safetensors   the optimiser's tensors; last/optimizer.json its other state
     last/rng.safetensors         torch RNG states (CPU, and CUDA where present)
     manifest.json         size and SHA-256 of every other file but the curve: a damaged
-                          checkpoint is never resumed (training starts again) nor loaded for scoring
+                          checkpoint is never resumed (training starts again) nor loaded for scoring,
+                          and neither is one whose manifest omits a file the reader uses
+                          (:data:`RESUME_FILES`, :data:`SCORING_FILES`): emptied or cut by hand
 
 The frozen embedding matrix is not stored: it is rebuilt from the shared space for the
 vocabulary of whatever data the model is applied to, which also makes zero-shot transfer to
@@ -24,7 +26,8 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable
+import warnings
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -38,7 +41,8 @@ from clir.errors import ConfigError, DataNotFoundError, FormatError
 from clir.formats import atomic_directory
 from clir.formats.atomic import tidy_interrupted
 from clir.formats.jsonfile import read_json_file, read_typed_json
-from clir.formats.manifest import file_manifest, is_manifest, manifest_problem, sha256_of
+from clir.formats.manifest import file_manifest, is_manifest, manifest_problem, omission, sha256_of
+from clir.rerankers.base import CONFIG_FILE as MODEL_CONFIG_FILE
 from clir.rerankers.base import WEIGHTS_FILE, read_model_dir, read_tensors, weights_misfit
 from clir.rerankers.encoding import FrozenEmbedding
 from clir.training.config import TrainConfig, load_config, save_config
@@ -53,6 +57,18 @@ _RETRAIN = "; train the checkpoint again"
 MODEL_DIR = "model"
 LAST_DIR = "last"
 MANIFEST_FILE = "manifest.json"
+SCORING_FILES = (
+    CHECKPOINT_FILE,
+    CONFIG_FILE,
+    f"{MODEL_DIR}/{MODEL_CONFIG_FILE}",
+    f"{MODEL_DIR}/{WEIGHTS_FILE}",
+)
+"""The files of a checkpoint that scoring reads (a warm start, some of them): its manifest must
+list each (:func:`checkpoint_problem`)."""
+_LAST_FILES = ("model.safetensors", "optimizer.safetensors", "optimizer.json", "rng.safetensors")
+RESUME_FILES = (*SCORING_FILES, *(f"{LAST_DIR}/{name}" for name in _LAST_FILES))
+"""The files of a checkpoint that a resume reads, all but the curve (which the manifest leaves
+out: it records timings); its manifest must list each."""
 
 
 @dataclass
@@ -211,18 +227,32 @@ def tidy_checkpoint(path: str | Path) -> None:
     tidy_interrupted(path, ARTEFACT_KIND)
 
 
-def checkpoint_problem(path: str | Path) -> str | None:
+def checkpoint_problem(path: str | Path, required: Iterable[str] = RESUME_FILES) -> str | None:
     """What is wrong with a checkpoint's files against its manifest (``None``: intact, or saved by
-    a clir that wrote no manifest)."""
+    a clir that wrote no manifest, which is used unverified with a warning).
+
+    Args:
+        path: The checkpoint.
+        required: The files the reader will use (:data:`RESUME_FILES` or :data:`SCORING_FILES`):
+            a manifest that omits one (emptied or cut by hand) is a problem, never leave to use
+            that file unverified.
+    """
     path = Path(path)
     try:
         files = json.loads((path / MANIFEST_FILE).read_text(encoding="utf-8"))
-    except FileNotFoundError:
+    except FileNotFoundError:  # clir wrote checkpoints without one until 2026-12-03 (1e98a38)
+        warnings.warn(
+            f"{path}: a checkpoint without {MANIFEST_FILE} (saved by a clir before checkpoints had "
+            "one, or the file was removed), so it is used unverified; train it again to have it verified",
+            stacklevel=2,
+        )
         return None
     except (OSError, ValueError) as error:
         return f"{MANIFEST_FILE} is unreadable ({error})"
     if not is_manifest(files):
         return f"{MANIFEST_FILE} is not a manifest"
+    if (omitted := omission(files, required)) is not None:
+        return f"{MANIFEST_FILE} {omitted}"
     return manifest_problem(path, files)
 
 

@@ -37,6 +37,7 @@ from clir.rerankers.base import WEIGHTS_FILE
 from clir.rerankers.bilingual import BilingualReranker
 from clir.training.checkpoint import (
     MODEL_DIR,
+    SCORING_FILES,
     checkpoint_problem,
     is_checkpoint,
     model_dir,
@@ -86,10 +87,11 @@ class TrainedReranker:
 
         Raises:
             DataNotFoundError: If ``path`` is not a checkpoint.
-            FormatError: If its files do not match its manifest (a damaged checkpoint).
+            FormatError: If its files do not match its manifest, or it omits one that scoring
+                reads (a damaged checkpoint).
         """
         path = Path(path)
-        if is_checkpoint(path) and (problem := checkpoint_problem(path)) is not None:
+        if is_checkpoint(path) and (problem := checkpoint_problem(path, SCORING_FILES)) is not None:
             raise FormatError(path, None, f"damaged checkpoint: {problem}; train it again")
         state = read_state(path, curve=False)
         config = read_config(path)

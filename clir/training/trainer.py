@@ -252,9 +252,9 @@ class Trainer:
             out_dir: The checkpoint directory (see :mod:`clir.training.checkpoint`).
             space: The shared space (``.matrix(entries)``, ``.dim``) the embeddings come from.
             resume: Continue from the checkpoint in ``out_dir`` when there is one (a finished
-                one is returned as is; a damaged one, whose files do not match its manifest, is
-                trained again from the start with a warning). Without ``resume`` an existing
-                checkpoint is replaced.
+                one is returned as is; a damaged one, whose files do not match its manifest or
+                whose manifest omits one that a resume reads, is trained again from the start with
+                a warning). Without ``resume`` an existing checkpoint is replaced.
 
         Returns:
             ``out_dir`` as a :class:`~pathlib.Path`; its ``model/`` is the best epoch's model.

@@ -21,7 +21,7 @@ from torch import nn
 
 from clir.errors import ConfigError, FormatError
 from clir.rerankers.base import read_model_dir
-from clir.training.checkpoint import checkpoint_problem, model_dir, model_sha256, read_state
+from clir.training.checkpoint import SCORING_FILES, checkpoint_problem, model_dir, model_sha256, read_state
 from clir.training.ensemble import member_paths
 
 ARCHITECTURE: dict[str, str] = {
@@ -85,10 +85,11 @@ def load_init_weights(model: nn.Module, path: str | Path, seed: int) -> dict[str
     Raises:
         DataNotFoundError: If ``path`` is neither a checkpoint nor an ensemble directory.
         ConfigError: If the architectures differ (naming each difference).
-        FormatError: If the checkpoint's files do not match its manifest (a damaged checkpoint).
+        FormatError: If the checkpoint's files do not match its manifest, or it omits one that is
+            read (a damaged checkpoint).
     """
     member = init_member(path, seed)
-    if (problem := checkpoint_problem(member)) is not None:
+    if (problem := checkpoint_problem(member, SCORING_FILES)) is not None:
         raise FormatError(member, None, f"damaged checkpoint: {problem}; train it again")
     saved_dir, tensors = read_model_dir(model_dir(member))
     saved = saved_dir["config"]
