@@ -19,7 +19,7 @@ from functools import partial
 from pathlib import Path
 from typing import NoReturn
 
-from clir.errors import ClirError, ConfigError, DataNotFoundError
+from clir.errors import ClirError, ConfigError, DataNotFoundError, FormatError
 from clir.progress import DELAY, NORMAL, QUIET, VERBOSE, set_verbosity
 
 Handler = Callable[[argparse.Namespace], int]
@@ -38,23 +38,48 @@ def _inputs(args: argparse.Namespace, but: str | None = None) -> list[Path]:
 
 
 def _topics(args: argparse.Namespace, tsv_only: bool = False) -> list:
-    """The queries of ``--topics`` (a TSV file, or any layout :func:`sniff_format` knows).
+    """The queries of ``--topics`` (a TSV file, or any layout :func:`sniff_format` knows, its
+    fields named by ``--qid-field``, ``--query-field`` and ``--description-field`` where given).
 
     Raises:
         FormatError: If the file holds no topic (an empty run would follow, silently).
     """
-    from clir.errors import FormatError
     from clir.formats import read_topics
     from clir.formats.layouts import read_topics_as, sniff_format
 
+    fields = {name: getattr(args, name, None) for name in _TOPIC_FIELDS}
     queries = (
         read_topics(args.topics)
         if tsv_only
-        else read_topics_as(args.topics, sniff_format(args.topics, "topics"))
+        else read_topics_as(args.topics, sniff_format(args.topics, "topics"), **fields)
     )
     if not queries:
         raise FormatError(args.topics, None, "holds no topic")
     return queries
+
+
+_TOPIC_FIELDS = ("qid_field", "query_field", "description_field")
+"""The options naming a topics file's fields, which :func:`_topics` passes on."""
+
+
+def _topic_field_arguments(parser: _Parser) -> None:
+    """``--qid-field``, ``--query-field`` and ``--description-field`` of a command reading
+    ``--topics`` in any layout (the readers' errors name them: BEIR's ``_id`` had no option)."""
+    parser.add_argument("--qid-field", help="--topics JSON field of the qid (default qid; BEIR: _id)")
+    parser.add_argument(
+        "--query-field",
+        help="--topics' searched text: JSON field (default text) or TREC element (default title)",
+    )
+    parser.add_argument(
+        "--description-field",
+        help="--topics' long form: JSON field (default description) or TREC element (default "
+        "desc/description)",
+    )
+    for name in _TOPIC_FIELDS:
+        option = "--" + name.replace("_", "-")
+        parser.inapplicable(
+            option, lambda a: "without --topics: it names a field of that file" if a.topics is None else None
+        )
 
 
 def _check_out(
@@ -312,6 +337,11 @@ def _data_pseudo(args: argparse.Namespace) -> int:
         raise ConfigError(f"--doc-lang is needed when the source is a parallel.tsv file ({args.source})")
     else:
         pairs, doc_lang = read_parallel(args.source), args.doc_lang
+    if not pairs:  # the sizes' refusal ("lower the sizes or give more pairs") had named no file
+        if args.source.is_dir() and not (args.source / "parallel.tsv").exists():
+            raise DataNotFoundError(f"{args.source / 'parallel.tsv'}: the collection has no parallel side")
+        path = args.source / "parallel.tsv" if args.source.is_dir() else args.source
+        raise FormatError(path, None, "holds no parallel pair to make pseudo-queries from")
     names = ("passage_verses", "n_train", "n_dev", "holdout", "seed", "per_passage")
     options = {name: getattr(args, name) for name in names}
     options["layout"] = args.layout or ("bible" if _verse_keys(pairs) else "pairs")
@@ -407,7 +437,6 @@ def _data_irds(args: argparse.Namespace) -> int:
 
 def _data_check(args: argparse.Namespace) -> int:
     from clir.datasets import Collection
-    from clir.errors import FormatError
     from clir.formats import read_qrels
 
     collection = Collection.load(args.dir, doc_lang=args.doc_lang)
@@ -614,7 +643,6 @@ def _index_shards(args: argparse.Namespace, config) -> int:
     import itertools
 
     from clir.datasets import read_collection_info
-    from clir.errors import FormatError
     from clir.formats import iter_documents
     from clir.pipeline.baselines import baseline_stage
     from clir.pipeline.tables import load_tables
@@ -816,7 +844,10 @@ def _train(args: argparse.Namespace) -> int:
         if value is not None:
             setattr(config, key, value)
     config.validate(f"{args.config} with the command line's options")
-    _check_out(args, "reranker")  # before --force marks the directory as clir's
+    start = [Path(config.optim.init_from)] if config.optim.init_from is not None else []
+    # before --force marks the directory as clir's; the config's init_from is an input as
+    # --init-from is (a model trained into its own start had replaced it)
+    _check_out(args, "reranker", also=start)
     check_member_dirs(config, args.out)  # a seed0/ of the user's: its save refused it after an epoch
     _check_tables(args)
     if args.force:
@@ -841,7 +872,6 @@ def _check_run(run: dict, collection, args: argparse.Namespace) -> None:
     document (written without candidates)."""
     import warnings
 
-    from clir.errors import FormatError
     from clir.formats._lines import numbered_lines
 
     split = [query.qid for query in collection.split(args.split)]
@@ -1032,6 +1062,12 @@ def _search(args: argparse.Namespace) -> int:
     queries = [Query("query", args.query)] if args.query is not None else _topics(args)
     bundle = Bundle.from_pretrained(args.bundle)
     collection = _load_collection(args)
+    if args.parallel is not None and args.tables is None and collection.doc_lang == bundle.config["doc_lang"]:
+        raise ConfigError(  # the bundle's own tables were used, the parallel text ignored silently
+            f"--parallel {args.parallel} has no effect: the collection is in the bundle's training "
+            f"language ({collection.doc_lang}), searched with the bundle's tables; to learn tables from "
+            "the parallel text instead, add --tables DIR (a new directory)"
+        )
     k = args.k or (10 if args.query is not None else 1000)
     run = bundle.search(
         collection,
@@ -1116,7 +1152,6 @@ def _measures(args: argparse.Namespace, size: int | None) -> list[str]:
 def _read_qrels(path: Path):
     """The qrels of ``clir evaluate`` / ``compare``, refused (naming the file) when nothing in them
     can be evaluated."""
-    from clir.errors import FormatError
     from clir.evaluation import evaluated_queries
     from clir.formats import read_qrels
 
@@ -1918,6 +1953,7 @@ def build_parser() -> argparse.ArgumentParser:
     question.add_argument(
         "--topics", type=Path, help="a topics file (TSV, JSONL or TREC topics): write --out"
     )
+    _topic_field_arguments(search)
     search.add_argument("--out", type=Path, help="the TREC run written for --topics")
     search.add_argument(
         "--k", type=_positive, help="documents per query (default 10 for --query, 1000 for --topics)"
@@ -1959,6 +1995,7 @@ def build_parser() -> argparse.ArgumentParser:
     dense_queries = dense.add_mutually_exclusive_group()
     dense_queries.add_argument("--split", default="test", help="query split of --collection (default test)")
     dense_queries.add_argument("--topics", type=Path, help="a topics file (TSV, JSONL or TREC topics)")
+    _topic_field_arguments(dense)
     dense.add_argument("--out", required=True, type=Path, help="TREC run file to write")
     dense.add_argument("--k", type=_positive, default=1000, help="depth of the run (default 1000)")
     dense.add_argument(

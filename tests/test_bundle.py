@@ -238,6 +238,23 @@ def test_search_equals_its_pieces_and_goes_zero_shot(trained, tmp_path, capsys, 
     assert evaluate(expected, collection.qrels_of("test"), ["AP"])["AP"] > 0.25
 
 
+def test_search_refuses_parallel_text_it_would_not_learn_from(trained, tmp_path, capsys):
+    """A collection in the bundle's training language was searched with the bundle's tables, its
+    --parallel text ignored silently; with --tables DIR the tables are learned from it."""
+    root, _, _, _, bundle = trained
+    topics = tmp_path / "topics.tsv"
+    write_topics(topics, Collection.load(root / "sw").split("test"))
+    argv = ["search", "--bundle", str(bundle), "--collection", str(root / "sw"), "--no-index-cache"]
+    argv += ["--topics", str(topics), "--out", str(tmp_path / "sw.run"), "--quiet"]
+    assert main([*argv, "--parallel", str(root / "tl-parallel.tsv")]) == 2
+    assert capsys.readouterr().err == (
+        f"clir: error: --parallel {root / 'tl-parallel.tsv'} has no effect: the collection is in the "
+        "bundle's training language (sw), searched with the bundle's tables; to learn tables from the "
+        "parallel text instead, add --tables DIR (a new directory)\n"
+    )
+    assert not (tmp_path / "sw.run").exists()
+
+
 def test_rerank_tells_an_ensemble_from_one_of_its_seeds(trained, tmp_path, capsys):
     root, model, _, _, _ = trained
     argv = [

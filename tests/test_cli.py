@@ -511,6 +511,30 @@ def test_an_empty_topics_file_is_an_error_not_an_empty_run(command, tmp_path, ca
     assert not (tmp_path / "out.run").exists()
 
 
+@pytest.mark.parametrize("command", ["dense", "search"])
+def test_topics_fields_are_named_by_the_options_the_error_names(command, tmp_path, capsys):
+    """BEIR's queries.jsonl (``_id``) was refused with "name the field with --qid-field", an
+    option that neither clir search nor clir dense had."""
+    topics = tmp_path / "queries.jsonl"
+    topics.write_text('{"_id": "q1", "text": "water"}\n{"_id": "q2", "text": " "}\n')
+    collection = tmp_path / "c"
+    queries = {"test": [Query("q1", "water")]}
+    Collection("c", "sw", "en", [Document("d1", "maji")], queries, {"q1": {"d1": 1}}).save(collection)
+    given = {"dense": [], "search": ["--bundle", str(tmp_path / "b")]}[command]
+    argv = [command, *given, "--collection", str(collection), "--out", str(tmp_path / "out.run")]
+    assert main([*argv, "--topics", str(topics)]) == 2
+    assert "queries.jsonl:1: no field 'qid' (fields: _id, text); name the field with --qid-field" in (
+        capsys.readouterr().err
+    )
+    assert main([*argv, "--topics", str(topics), "--qid-field", "_id"]) == 2  # read: its line 2 is empty
+    assert "queries.jsonl:2: empty query text for qid 'q2'" in capsys.readouterr().err
+    instead = ["--query", "water"] if command == "search" else ["--split", "test", *argv[-2:]]
+    with pytest.raises(SystemExit):  # an option given where it cannot apply is refused
+        main([*argv[:-2], *instead, "--qid-field", "_id"])
+    assert "--qid-field has no effect without --topics" in capsys.readouterr().err
+    assert not (tmp_path / "out.run").exists()
+
+
 def test_retrieve_refuses_a_split_with_a_topics_file(tmp_path, capsys):
     """clir retrieve --topics FILE --split train searched the file's queries, the --split
     ignored silently (dense makes the two exclusive); a --collection's default split stays test."""

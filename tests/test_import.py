@@ -172,6 +172,29 @@ def test_trec_topics_merged_repeated_nested_or_unclosed(tmp_path):
         read_topics_as(path, "trec")
 
 
+def test_trec_xml_topics_skip_comments_and_read_cdata_as_text(tmp_path):
+    """A commented-out topic had been read as a topic (and scored against its qrels), a CDATA
+    section had put 'cdata' into the query, and a comment naming <topic> had been refused as a
+    topic whose closing tag is missing."""
+    path = tmp_path / "topics.xml"
+    body = (
+        '<topic number="1"><title><![CDATA[dogs & <cats>]]></title>\n'
+        "<description>pets <!-- to refine --> at home</description></topic>\n"
+        '<!-- dropped:\n<topic number="2"><title>old question</title></topic>\n-->\n'
+        '<topic number="3"><title>river fish</title></topic>\n'
+    )
+    path.write_text(f'<?xml version="1.0"?>\n<topics>\n{body}</topics>\n')
+    assert read_topics_as(path, "trec") == [
+        Query("1", "dogs & <cats>", "pets at home"),
+        Query("3", "river fish", ""),
+    ]
+    path.write_text(
+        f"<!-- the <topic> elements of the pilot -->\n<topics>\n{body}<topic number='4'>\n</topics>\n"
+    )
+    with pytest.raises(FormatError, match=r"topics\.xml:9: <topic> is not closed"):  # lines still hold
+        read_topics_as(path, "trec")
+
+
 def test_jsonl_records_with_a_key_written_twice_are_refused(tmp_path):
     path = tmp_path / "corpus.jsonl"
     path.write_text('{"_id": "d1", "text": "a", "metadata": {}}\n{"_id": "d2", "text": "b", "_id": "d7"}\n')

@@ -565,6 +565,27 @@ def test_every_path_argument_is_an_input_that_force_never_replaces(tmp_path, cap
     assert _tree(space) == before
 
 
+def test_train_refuses_an_out_holding_its_config_s_init_from(tmp_path, capsys):
+    """--init-from M --out M was refused, but the same start given as the config's
+    optim.init_from trained into M and replaced the pretrained model it started from."""
+    from clir.cli import main
+    from clir.formats.atomic import output_directory
+
+    pretrained = output_directory(tmp_path / "pretrained", kind="reranker")
+    output_directory(pretrained / "seed0", kind="checkpoint")  # a member that training replaces
+    (pretrained / "seed0" / "model.safetensors").write_bytes(b"weights")
+    before = _tree(pretrained)
+    tiny = (Path(__file__).parents[1] / "configs" / "reranker-tiny.yaml").read_text()
+    argv = ["train", "--collection", str(tmp_path / "c"), "--space", str(tmp_path / "s")]
+    for start, held in ((pretrained, "one of"), (pretrained / "seed0", "a directory holding one of")):
+        config = tmp_path / "train.yaml"
+        config.write_text(tiny.replace("  seed: 0\n", f"  seed: 0\n  init_from: {start}\n"))
+        for force in ([], ["--force"]):
+            assert main([*argv, "--config", str(config), "--out", str(pretrained), *force]) == 2
+            assert f"{pretrained} is {held} this command's inputs ({start})" in capsys.readouterr().err
+    assert _tree(pretrained) == before
+
+
 @pytest.mark.parametrize("seed", ["-1", "4294967296", "x"])
 def test_seed_options_take_what_numpy_and_gensim_take(seed, capsys):
     from clir.cli import main

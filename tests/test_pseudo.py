@@ -30,7 +30,7 @@ from clir.datasets import (
 from clir.errors import ConfigError
 from clir.formats import read_parallel, write_parallel
 from clir.text import get_analyzer
-from clir.types import ParallelPair
+from clir.types import Document, ParallelPair, Query
 
 PARALLEL_BOOKS = (31, 57, 59, 63, 64)  # Obadiah, Philemon, James, 2 John, 3 John: 9 chapters
 COLLECTION_BOOKS = (8, 61, 65)  # Ruth, 2 Peter, Jude
@@ -296,6 +296,29 @@ def test_cli_names_its_options_and_the_line_of_a_repeated_pair_id(tmp_path, caps
     assert f"clir: error: {path}:{len(PAIRS) + 1}: pair id {PAIRS[0].pair_id!r} is that of line 1" in (
         capsys.readouterr().err
     )
+    assert not (tmp_path / "p").exists()
+
+
+def test_cli_names_the_source_that_holds_no_pair(tmp_path, capsys):
+    """An empty parallel.tsv, or a collection without one, was refused with "--n-train (not
+    given) and --n-dev 200 ask for at least 201 queries but only 0 passages of 0 pairs ...;
+    lower the sizes or give more pairs", naming no file."""
+    from clir.cli import main
+
+    empty = tmp_path / "parallel.tsv"
+    empty.write_text("\n")
+    out = ["--out", str(tmp_path / "p"), "--quiet"]
+    assert main(["data", "pseudo", str(empty), "--doc-lang", "sw", *out]) == 2
+    assert (
+        capsys.readouterr().err
+        == f"clir: error: {empty}: holds no parallel pair to make pseudo-queries from\n"
+    )
+    collection = tmp_path / "c"
+    queries, qrels = {"test": [Query("q1", "water")]}, {"q1": {"d1": 1}}
+    Collection("c", "sw", "en", [Document("d1", "maji")], queries, qrels).save(collection)
+    assert main(["data", "pseudo", str(collection), *out]) == 2
+    err = capsys.readouterr().err
+    assert f"clir: error: {collection / 'parallel.tsv'}: the collection has no parallel side" in err
     assert not (tmp_path / "p").exists()
 
 

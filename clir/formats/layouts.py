@@ -189,6 +189,21 @@ _TAG = re.compile(r"<\s*(/?)\s*([\w.-]+)[^>]*>")
 _OPENING = re.compile(r"<(top|topic)\b", re.IGNORECASE)
 _NUMBER = re.compile(r"""\bnumber\s*=\s*["']([^"']*)["']""", re.IGNORECASE)
 _LABEL = re.compile(r"^\s*(number|topic|title|description|narrative)\s*:\s*", re.IGNORECASE)
+_COMMENT_OR_CDATA = re.compile(r"<!--.*?-->|<!\[CDATA\[(.*?)\]\]>", re.DOTALL)
+
+
+def _without_comments(text: str) -> str:
+    """``text`` with each XML comment blanked (its line breaks kept, so that line numbers hold)
+    and each CDATA section replaced by its text, escaped (decoded with the entities later):
+    a commented-out topic had been read as a topic, and ``<![CDATA[dogs]]>`` as the query
+    ``cdata dogs``."""
+
+    def replace(match: re.Match[str]) -> str:
+        if match.group(1) is not None:
+            return html.escape(match.group(1), quote=False)
+        return "\n" * match.group().count("\n")
+
+    return _COMMENT_OR_CDATA.sub(replace, text) if "<!" in text else text
 
 
 def _trec_topics(
@@ -198,12 +213,13 @@ def _trec_topics(
     runs to its closing tag, the text of elements nested in it included (``<title>god
     <b>earth</b></title>``); an unclosed one's to the next tag (SGML leaves ``<num>``,
     ``<title>``, ``<desc>`` unclosed). The labels ``Number:``, ``Topic:``, ``Description:`` are
-    dropped and XML entities decoded. A second ``<num>``, query or description element in one
-    topic (a lost ``</top><top>`` merges two topics) is an error at its line."""
+    dropped, XML entities decoded, XML comments skipped and CDATA sections read as text. A
+    second ``<num>``, query or description element in one topic (a lost ``</top><top>`` merges
+    two topics) is an error at its line."""
     lines: list[str] = []
     for number, line in numbered_lines(path):  # blank lines kept, so that line numbers hold
         lines += [""] * (number - 1 - len(lines)) + [line]
-    text = "".join(line + "\n" for line in lines)
+    text = _without_comments("".join(line + "\n" for line in lines))
     descriptions = {description_field.lower()} if description_field else {"desc", "description"}
     once = {"num", query_field.lower(), *descriptions}
     matches = list(_TOPIC.finditer(text))
