@@ -255,3 +255,15 @@ def test_stages_indexed_with_other_settings_than_the_model_s_are_refused(padded,
         assert load_stages(stages, [f"{mode}-bm25"], BaselineConfig(**changed), collection=collection)
     # the model's own settings (the defaults here): its stages are taken, QL scored from BM25's
     assert load_stages(root / "stages", ["qt-ql", "psq-bm25", "dt-bm25"], collection=collection)
+
+
+def test_a_collection_of_queries_in_another_language_is_refused(padded, tmp_path):
+    """The reranker reads queries as English: German queries had trained on features left empty
+    (``häuser`` untranslated by a table of ``haus``), with no error."""
+    collection, tables, *_ = padded
+    german = dataclasses.replace(collection, query_lang="de")
+    with pytest.raises(ConfigError, match="'de': the reranker reads queries as English"):
+        CollectionFeatures.build(german, stage_names=["qt-bm25"], tables=tables, progress=False)
+    whole = CollectionFeatures.build(collection, stage_names=["qt-bm25"], tables=tables, progress=False)
+    with pytest.raises(ConfigError, match="queries in 'de'"):
+        dataclasses.replace(whole, collection=german)

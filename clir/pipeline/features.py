@@ -648,6 +648,23 @@ def check_stage_documents(
     )
 
 
+def _check_english_queries(collection: Collection) -> None:
+    """Refuse a collection whose queries are not English: the reranker's data reads every query
+    with the English analyzer and compares it with the documents' English translation (Q_en,
+    D̂_en) in a space whose pivot is English, so other queries had trained and reranked on
+    features that were silently empty.
+
+    Raises:
+        ConfigError: Naming the collection and its query language.
+    """
+    if collection.query_lang != "en":
+        raise ConfigError(
+            f"collection {collection.name!r} has queries in {collection.query_lang!r}: the reranker "
+            "reads queries as English (its analyzer, the Q_en and D̂_en components and the space's "
+            "pivot); the first stages (clir retrieve, clir evaluate) take queries in any language"
+        )
+
+
 @dataclass
 class CollectionFeatures:
     """Everything :func:`collection_rerank_data` needs from one collection, built once.
@@ -669,6 +686,9 @@ class CollectionFeatures:
     stages: dict[str, FirstStage]
     mt: MTTranslation | None = None
     documents_key: str | None = None
+
+    def __post_init__(self) -> None:
+        _check_english_queries(self.collection)
 
     @classmethod
     def build(
@@ -703,6 +723,7 @@ class CollectionFeatures:
                 (:func:`collection_statistics`) come from the stages' indexes where they hold
                 the same terms, else from one streamed pass over the documents.
         """
+        _check_english_queries(collection)  # before any table is learned or stage indexed
         tables = tables or learn_tables(collection, tables_dir, progress=progress)
         baseline = baseline or BaselineConfig()
         mt = baseline.translation.mt(collection.doc_lang) if baseline.translation else None
