@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import itertools
+import json
 import math
 import re
+import subprocess
+import sys
 import tempfile
 import warnings
 from pathlib import Path
@@ -149,6 +152,53 @@ def test_counts_are_summed_over_queries_as_ir_measures_and_trec_eval_sum_them():
     assert (c["NumRet"].mean_a, c["NumRet"].mean_b, c["NumRet"].diff) == (5.0, 2.0, -3.0)
     assert (c["NumRet"].ci_low, c["NumRet"].ci_high) == (-4.0, -2.0)
     assert c["AP"].mean_a == values["AP"] and c["AP"].mean_b == 0.25  # (1/2 + 0) / 2
+
+
+_NOTHING_RETRIEVED_SCRIPT = """
+import json, warnings
+from clir.evaluation import evaluate_per_query
+warnings.simplefilter("ignore")
+qrels = {"q1": {"d1": 1, "d2": 2, "d3": 0, "d4": -1}, "q2": {"e1": 1}}
+run = {"q1": {}, "q2": {"e1": 1.0, "e2": 0.5}}
+names = ["NumQ", "NumRel", "NumRet", "AP", "IPrec@0.0"]
+print(json.dumps([evaluate_per_query(run, qrels, names) for _ in range(2)]))
+"""
+
+
+def test_a_query_that_retrieved_nothing_scores_as_with_trec_eval_c_in_a_fresh_process():
+    # q1 retrieved nothing: trec_eval -c counts it once and its 2 relevant documents, 0 elsewhere.
+    # pytrec_eval read an empty ranking's values from buffers not yet allocated in a process's
+    # first evaluation (NumRel 0: `clir evaluate` printed 2 here, trec_eval -c 3) and freed ones
+    # after (IPrec@0.0 NaN): such a query is never given to it. A fresh process, as the CLI's.
+    done = subprocess.run(
+        [sys.executable, "-c", _NOTHING_RETRIEVED_SCRIPT], capture_output=True, text=True, check=True
+    )
+    expected = {
+        "NumQ": {"q1": 1.0, "q2": 1.0},
+        "NumRel": {"q1": 2.0, "q2": 1.0},
+        "NumRet": {"q1": 0.0, "q2": 2.0},
+        "AP": {"q1": 0.0, "q2": 1.0},
+        "IPrec@0.0": {"q1": 0.0, "q2": 1.0},
+    }
+    assert json.loads(done.stdout) == [expected, expected]
+
+
+def test_a_query_named_no_query_is_evaluated_as_any_other():
+    # trec_eval caches a query's ranking under its qid and, once an evaluation ends, under the
+    # placeholder "no_query": a query of that name read the last query's counts (NumRel 3 here)
+    # and ranks from freed memory (nDCG@5 5e13), so pytrec_eval is given positions, not qids.
+    names = ["AP", "NumRel", "NumRet", "nDCG@5"]
+    evaluate_per_query({"a": {"x": 1.0, "w": 0.5}}, {"a": {"x": 1, "y": 1, "z": 1}}, names)  # ends one
+    qrels = {"no_query": {"d1": 1}, "a": {"x": 1, "y": 1, "z": 1}}
+    run = {"no_query": {"d1": 2.0, "d2": 1.0}, "a": {"x": 1.0}}
+    values = evaluate_per_query(run, qrels, names)
+    assert {name: values[name]["no_query"] for name in names} == {
+        "AP": 1.0,
+        "NumRel": 1.0,
+        "NumRet": 2.0,
+        "nDCG@5": 1.0,
+    }
+    assert values["AP"]["a"] == pytest.approx(1 / 3)
 
 
 # Ties as trec_eval breaks them: score read as float32 descending, then docno descending.

@@ -2,7 +2,8 @@
 
 A query counts when the qrels judge at least one of its documents relevant
 (``relevance >= RELEVANT``). A counted query that the run does not list retrieved nothing and
-scores 0 on every measure (``trec_eval -c``), with a warning that counts such queries. The
+scores 0 on every measure but trec_eval's counts of the qrels, ``NumQ`` and ``NumRel``
+(``trec_eval -c``), with a warning that counts such queries. The
 queries that do not count, the run's and the qrels' (judged, none relevant), are left out with a
 warning naming them.
 """

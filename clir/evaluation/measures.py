@@ -13,9 +13,12 @@ pytrec_eval aborts on ``P@0``.
 Which queries count (the same for every measure, so values are comparable and paired):
     Every query of the qrels with at least one relevant judged document (``relevance >= 1``),
     whether or not the run lists it. A query the run does not list retrieved nothing and scores
-    0, as with ``trec_eval -c``; plain pytrec_eval would skip it and inflate the mean. Such
+    0, as with ``trec_eval -c`` (except trec_eval's counts of the qrels: ``NumQ`` 1 and
+    ``NumRel`` its relevant documents); plain pytrec_eval would skip it and inflate the mean. Such
     queries are counted in a warning (qrels of every split against a run of one split is the
-    usual cause). Queries without a relevant judgement, the run's and those whose judgements
+    usual cause). Their values are set here, never asked of pytrec_eval: it reads an empty
+    ranking's from freed or unallocated buffers (``NumRel`` 0 in a process's first evaluation,
+    ``IPrec@0.0`` NaN). Queries without a relevant judgement, the run's and those whose judgements
     are all non-relevant, are not evaluated, with a warning naming them (trec_eval and
     ir_measures count a judged one 0).
 
@@ -42,7 +45,7 @@ import ir_measures
 import numpy as np
 
 from clir.errors import ConfigError
-from clir.evaluation._queries import evaluated_queries, warn_coverage
+from clir.evaluation._queries import RELEVANT, evaluated_queries, warn_coverage
 from clir.evaluation.aqwv import AQWVConfig, aqwv_values
 from clir.formats import GRADES
 from clir.types import Qrels, Run
@@ -153,13 +156,15 @@ def _per_query(
     run = {qid: _checked_scores(qid, run[qid]) for qid in qids if qid in run}
 
     standard = [spec for name, spec in parsed.items() if not _is_aqwv(name)]
-    computed: dict[str, dict[str, float]] = {}
-    if standard:
-        computed = {str(measure): dict.fromkeys(qids, 0.0) for measure in standard}
-        sub_qrels = {qid: dict(qrels[qid]) for qid in qids}
-        sub_run = {qid: run.get(qid, {}) for qid in qids}
+    computed = {str(m): {qid: _nothing_retrieved(m, qrels[qid]) for qid in qids} for m in standard}
+    retrieved = [qid for qid in qids if run.get(qid)]  # pytrec_eval gets no empty ranking
+    if standard and retrieved:
+        # Queries named by position: trec_eval caches a query's ranking under its qid, and under
+        # "no_query" once an evaluation ends, which a query of that name read back (nDCG@5 5e13).
+        sub_qrels = {str(i): dict(qrels[qid]) for i, qid in enumerate(retrieved)}
+        sub_run = {str(i): run[qid] for i, qid in enumerate(retrieved)}
         for metric in ir_measures.iter_calc(standard, sub_qrels, sub_run):
-            computed[str(metric.measure)][metric.query_id] = float(metric.value)
+            computed[str(metric.measure)][retrieved[int(metric.query_id)]] = float(metric.value)
 
     results: dict[str, dict[str, float]] = {}
     for name, spec in parsed.items():
@@ -169,6 +174,21 @@ def _per_query(
         config = _aqwv_config(spec, aqwv or AQWVConfig())
         results[name] = aqwv_values(run, qrels, qids, collection_size, config)
     return results
+
+
+_NOTHING_RETRIEVED = {
+    "NumQ": lambda judged: 1.0,
+    "NumRel": lambda judged: float(sum(grade >= RELEVANT for grade in judged.values())),
+}
+"""trec_eval's value of a measure for a query that retrieved nothing, where it is not 0: its
+counts of the qrels (``NumRel`` takes no ``rel`` but 1 in ir_measures' pytrec_eval provider)."""
+
+
+def _nothing_retrieved(measure: object, judged: Mapping[str, int]) -> float:
+    """The value of ``measure`` (an ir_measures measure) for a query with ``judged`` documents
+    that retrieved nothing (see :data:`_NOTHING_RETRIEVED`; 0 for every other measure)."""
+    rule = _NOTHING_RETRIEVED.get(measure.NAME)  # type: ignore[attr-defined]
+    return rule(judged) if rule else 0.0
 
 
 def _checked_qrels(qrels: Qrels) -> Qrels:
