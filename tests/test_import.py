@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import warnings
 from pathlib import Path
 
 import pytest
@@ -131,7 +132,12 @@ def test_qrels_tsv_first_line_is_a_header_only_when_its_relevance_is_no_number(t
     with pytest.raises(FormatError, match=r"qrels\.tsv:1: relevance must be an integer, got '1\.0'"):
         read_qrels_as(qrels, "tsv")
     qrels.write_text("\nquery-id\tcorpus-id\tscore\nq1\td1\t2\n")  # a blank line before the header
-    assert read_qrels_as(qrels, "tsv") == {"q1": {"d1": 2}}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a header that names its relevance column: no warning
+        assert read_qrels_as(qrels, "tsv") == {"q1": {"d1": 2}}
+    qrels.write_text("q1\td1\tl\nq2\td2\t1\n")  # a letter l for a 1: skipped, and said so
+    with pytest.warns(UserWarning, match=r"qrels\.tsv:1: skipped as a header \('q1' 'd1' 'l'\)"):
+        assert read_qrels_as(qrels, "tsv") == {"q2": {"d2": 1}}
 
 
 @pytest.mark.parametrize(

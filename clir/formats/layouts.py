@@ -15,6 +15,7 @@ from __future__ import annotations
 import html
 import json
 import re
+import warnings
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -306,6 +307,10 @@ def _is_number(text: str) -> bool:
     return True
 
 
+_HEADER_GRADES = frozenset({"score", "relevance", "rel", "label", "grade", "judgment", "judgement", "qrel"})
+"""Names of a TSV qrels header's relevance column, whose line is skipped without a warning."""
+
+
 def read_qrels_as(path: str | Path, layout: str = "trec") -> Qrels:
     """Read qrels: TREC (``qid iter docno relevance``) or TSV (``qid<TAB>docno<TAB>relevance``;
     a first line whose relevance is no number at all, e.g. ``score``, is a header and skipped).
@@ -321,6 +326,12 @@ def read_qrels_as(path: str | Path, layout: str = "trec") -> Qrels:
     for i, (number, line) in enumerate(numbered_lines(path)):
         qid, docno, grade = fields_of(path, number, line, "\t", 3, "qid, docno, relevance")
         if i == 0 and not _is_number(grade):  # a header (BEIR's "query-id corpus-id score")
+            if grade.strip().lower() not in _HEADER_GRADES:  # a judgement with a typo is lost
+                warnings.warn(
+                    f"{path}:{number}: skipped as a header ({qid!r} {docno!r} {grade!r}); if it is a "
+                    "judgement, its relevance is no number: correct it",
+                    stacklevel=2,
+                )
             continue
         judged = qrels.setdefault(check_identifier(qid, "qid", path, number), {})
         if check_identifier(docno, "docno", path, number) in judged:
