@@ -1269,7 +1269,7 @@ def _compare(args: argparse.Namespace) -> int:
                     f"{c.mean_b:.4f}",
                     f"{c.diff:+.4f}",
                     "-" if math.isnan(c.ci_low) else f"[{c.ci_low:+.4f}, {c.ci_high:+.4f}]",
-                    format_p(c.p_randomization_corrected) + mark,
+                    format_p(c.p_randomization_corrected, alpha=config.alpha) + mark,
                     format_p(c.p_randomization),
                     format_p(c.p_ttest_corrected),
                     format_p(c.p_ttest),

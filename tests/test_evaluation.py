@@ -627,6 +627,10 @@ def test_format_p():
         "<0.0001", "<0.0001", "0.0001", "0.0312", "1.0000",
     ]  # fmt: skip
     assert format_p(0.004, digits=2) == "<0.01" and format_p(math.nan) == format_p(None) == "-"
+    # beside a mark of significance a p below alpha never reads as alpha ("0.0500" had been marked)
+    assert [format_p(p, alpha=0.05) for p in (0.04996, 0.049999, 0.05, 0.05004, 0.0312)] == [
+        "0.04996", "0.049999", "0.0500", "0.0500", "0.0312",
+    ]  # fmt: skip
 
 
 # ---------------------------------------------------------------- tables
@@ -670,6 +674,11 @@ def test_in_memory_runs_and_qrels_are_checked_as_the_file_readers_check_them():
         with pytest.raises(ConfigError, match=r"qrels: the grade of 'q1' / 'd1' must be an integer"):
             evaluate(run, {"q1": {"d1": grade}}, ["AP"])
     assert evaluate(run, {"q1": {"d1": 2**15 - 1}}, ["AP", "P@1"]) == {"AP": 0.5, "P@1": 0.0}
+    # a NUL in a docno: trec_eval read "d1\0x" as "d1", judged relevant (AP 1 for a wrong run)
+    with pytest.raises(ConfigError, match=r"run: docno 'd1\\x00x' of 'q1' holds a NUL character"):
+        evaluate({"q1": {"d1\0x": 1.0}}, qrels, ["AP"])
+    with pytest.raises(ConfigError, match=r"qrels: docno 'd3\\x00' of 'q1' holds a NUL character"):
+        evaluate(run, {"q1": {"d3\0": 1}}, ["AP"])
     with pytest.raises(ConfigError, match="qrels: qids and docnos must be strings, got 1 / 'd1'"):
         evaluate(run, {1: {"d1": 1}}, ["AP"])
     # a run's qid or docno that is not a string (an integer qid scored 0 with two warnings; an

@@ -191,19 +191,25 @@ def _nothing_retrieved(measure: object, judged: Mapping[str, int]) -> float:
     return rule(judged) if rule else 0.0
 
 
+_NUL = "trec_eval reads a docno up to it, so another document's judgement would count"
+
+
 def _checked_qrels(qrels: Qrels) -> Qrels:
     """``qrels`` with string qids and docnos and integer grades (a whole float such as pandas
     gives, ``1.0``, read as ``1``), as pytrec_eval wants them: within the grades a qrels file
     may hold (-32768 to 32767; pytrec_eval reads larger ones wrongly, without a word).
 
     Raises:
-        ConfigError: On another key or grade (a NaN, ``1.5``, ``"1"``, ``2**32``), naming it.
+        ConfigError: On another key or grade (a NaN, ``1.5``, ``"1"``, ``2**32``) or a docno
+            holding a NUL character, naming it.
     """
     checked: Qrels = {}
     for qid, judged in qrels.items():
         for docno, grade in judged.items():
             if not isinstance(qid, str) or not isinstance(docno, str):
                 raise ConfigError(f"qrels: qids and docnos must be strings, got {qid!r} / {docno!r}")
+            if "\0" in docno:
+                raise ConfigError(f"qrels: docno {docno!r} of {qid!r} holds a NUL character ({_NUL})")
             whole = isinstance(grade, (int, np.integer)) or (
                 isinstance(grade, (float, np.floating)) and float(grade).is_integer()
             )
@@ -220,17 +226,20 @@ def _checked_scores(qid: str, scores: Mapping[str, float]) -> dict[str, float]:
     """A query's scores as Python floats (numpy's float32 included).
 
     Raises:
-        ConfigError: On a docno that is not a string or a score that is not a finite number (a
-            NaN has no rank), naming it.
+        ConfigError: On a docno that is not a string or holds a NUL character, or a score that
+            is not a finite number (a NaN has no rank), naming it.
     """
     values = list(scores.values())
     strings = all(type(docno) is str for docno in scores)
-    if strings and all(type(value) is float for value in values) and np.isfinite(values).all():
-        return dict(scores)  # the usual run: string docnos, Python floats, all finite
+    floats = all(type(value) is float for value in values) and np.isfinite(values).all()
+    if strings and floats and "\0" not in "".join(scores):
+        return dict(scores)  # the usual run: string docnos without NUL, Python floats, all finite
     checked = {}
     for docno, score in scores.items():
         if not isinstance(docno, str):
             raise ConfigError(f"run: docnos must be strings, got {docno!r} in query {qid!r}")
+        if "\0" in docno:
+            raise ConfigError(f"run: docno {docno!r} of {qid!r} holds a NUL character ({_NUL})")
         value = (
             float(score)
             if isinstance(score, (int, float, np.number)) and not isinstance(score, bool)

@@ -82,18 +82,26 @@ def markdown_table(
     return "\n".join(lines)
 
 
-def format_p(p: float | None, digits: int = 4) -> str:
+def format_p(p: float | None, digits: int = 4, alpha: float | None = None) -> str:
     """A p-value as text: ``digits`` decimals, ``<0.0001`` (for 4 digits) below what they show,
     ``-`` for one that could not be computed (``None`` or NaN).
 
     Args:
         p: The p-value.
         digits: Decimals shown.
+        alpha: The significance level the p-value is marked by: a p below it that would round up
+            to it (``0.04996`` to ``0.0500``, beside a mark of significance) gets more decimals.
 
     Returns:
-        The text, e.g. ``0.0312``, ``<0.0001`` or ``1.0000``.
+        The text, e.g. ``0.0312``, ``<0.0001``, ``1.0000`` or ``0.04996``.
     """
     if p is None or math.isnan(p):
         return "-"
     smallest = 10.0**-digits
-    return f"<{smallest:.{digits}f}" if p < smallest else f"{p:.{digits}f}"
+    if p < smallest:
+        return f"<{smallest:.{digits}f}"
+    text = f"{p:.{digits}f}"
+    while alpha is not None and p < alpha <= float(text) and digits < 12:
+        digits += 1
+        text = f"{p:.{digits}f}"
+    return text

@@ -187,7 +187,7 @@ def significance_table(results: Mapping[str, Any], pair: str, reference: str, me
             test = tests[measure]
             low, high = test["ci"]
             interval = "" if low is None else f" [{low:+.3f}, {high:+.3f}]"
-            p = format_p(test["p_randomization_corrected"])
+            p = format_p(test["p_randomization_corrected"], alpha=alpha)
             if test["p_randomization_corrected"] < alpha:
                 p = f"**{p}**"
             cells.append(f"{test['diff']:+.3f}{interval} p {p} ({format_p(test['p_randomization'])})")
