@@ -156,6 +156,8 @@ def write_html_report(
     split: str,
     plots: Sequence[str],
     views: Mapping[str, ExplorerViews] | None = None,
+    marks: Mapping[str, Mapping[str, Mapping[str, str]]] | None = None,
+    legend: str = "",
 ) -> Path:
     """Write ``out/report.html``.
 
@@ -167,25 +169,24 @@ def write_html_report(
         split: The evaluated split; the explorer lists its judged queries.
         plots: File names of PNG plots in ``out``, inlined in this order.
         views: ``pair -> translations and heatmaps`` for the explorer (none: texts only).
+        marks: ``pair -> system -> measure -> marks`` of significance, shown after the value
+            (as the Markdown report's results tables show them).
+        legend: What the marks say, shown above the first table.
 
     Returns:
         The path written.
     """
     title = escape(results["config"]["name"])
-    parts = [f"<h1>{title}</h1>"]
+    parts = [f"<h1>{title}</h1>"] + ([f"<p>{escape(legend)}</p>"] if legend else [])
     for pair, rows in results["systems"].items():
         measures = list(next(iter(rows.values()), {}))
+        marked = (marks or {}).get(pair, {})
+        table = [
+            [(name, None), *((f"{row[m]:.4f}{marked.get(name, {}).get(m, '')}", row[m]) for m in measures)]
+            for name, row in rows.items()
+        ]
         parts.append(f"<h2>{escape(pair)}</h2>")
-        parts.append(
-            _table(
-                f"results-{pair}",
-                ["system", *measures],
-                [
-                    [(name, None), *((f"{row[m]:.4f}", row[m]) for m in measures)]
-                    for name, row in rows.items()
-                ],
-            )
-        )
+        parts.append(_table(f"results-{pair}", ["system", *measures], table))
     if plots:
         parts.append("<h2>Plots</h2>")
         for name in plots:

@@ -131,7 +131,15 @@ def write_report(
     with atomic_write(out / "report.md") as handle:
         handle.write(_markdown(config, results, measures, plots))
     write_html_report(
-        out, results, runs, collections=collections, split=config.split, plots=plots, views=views
+        out,
+        results,
+        runs,
+        collections=collections,
+        split=config.split,
+        plots=plots,
+        views=views,
+        marks={pair: significance_marks(results, pair) for pair in results["systems"]},
+        legend=_legend(config.significance),
     )
     return results
 
@@ -152,23 +160,28 @@ def _test_record(c: Comparison) -> dict[str, Any]:
     }
 
 
-def results_table(results: Mapping[str, Any], pair: str, measures: Sequence[str]) -> str:
-    """The Markdown table of one pair with significant improvements marked: ``*`` better than
-    the best lexical baseline, ``†`` better than the lexical fusion (paired randomization test,
-    corrected p below the config's alpha). Significant losses are not marked; ``results.json``
-    holds every p-value."""
-    rows = results["systems"][pair]
+def significance_marks(results: Mapping[str, Any], pair: str) -> dict[str, dict[str, str]]:
+    """The marks of one pair's significant improvements, ``system -> measure -> marks``: ``*``
+    better than the best lexical baseline, ``†`` better than the lexical fusion (paired
+    randomization test, corrected p below the config's alpha). Significant losses are not
+    marked; ``results.json`` holds every p-value."""
     sig = results["significance"][pair]
     alpha = results["config"]["significance"]["alpha"]
     markers: dict[str, dict[str, str]] = {}
-    for name in rows:
+    for name in results["systems"][pair]:
         for reference, mark in ((sig["best_baseline"], "*"), (LEXICAL_FUSION, "†")):
             tests = sig.get(name, {}).get(reference, {})
             for measure, test in tests.items():
                 if test["p_randomization_corrected"] < alpha and test["diff"] > 0:
                     markers.setdefault(name, {})
                     markers[name][measure] = markers[name].get(measure, "") + mark
-    return markdown_table(rows, list(measures), markers=markers)
+    return markers
+
+
+def results_table(results: Mapping[str, Any], pair: str, measures: Sequence[str]) -> str:
+    """The Markdown table of one pair with significant improvements marked
+    (:func:`significance_marks`)."""
+    return markdown_table(results["systems"][pair], list(measures), markers=significance_marks(results, pair))
 
 
 def significance_table(results: Mapping[str, Any], pair: str, reference: str, measures: Sequence[str]) -> str:
@@ -195,6 +208,17 @@ def significance_table(results: Mapping[str, Any], pair: str, reference: str, me
     return "\n".join(lines)
 
 
+def _legend(test: Any, quote: str = "") -> str:
+    """What the marks of the results tables say (``test``: the config's significance section;
+    ``quote`` around each mark, e.g. Markdown's backtick)."""
+    return (
+        f"{quote}*{quote}: significantly better than the best lexical baseline, {quote}†{quote}: than "
+        "the lexical fusion "
+        f"(paired randomization test, p < {test.alpha:g} after {_CORRECTION_NAMES[test.correction]} "
+        "over every system compared with that reference on that measure, per language pair)."
+    )
+
+
 def _markdown(config: Any, results: Mapping[str, Any], measures: Sequence[str], plots: list[str]) -> str:
     test = config.significance
     correction = _CORRECTION_NAMES[test.correction]
@@ -202,10 +226,7 @@ def _markdown(config: Any, results: Mapping[str, Any], measures: Sequence[str], 
     lines = [f"# {config.name}", ""]
     lines.append(
         f"Reranker trained on **{config.train_pair}** ({config.split} queries evaluated); "
-        f"zero-shot on {', '.join(config.zero_shot_pairs) or 'no other pair'}. "
-        "`*`: significantly better than the best lexical baseline, `†`: than the lexical fusion "
-        f"(paired randomization test, p < {test.alpha:g} after {correction} over every system "
-        "compared with that reference on that measure, per language pair)."
+        f"zero-shot on {', '.join(config.zero_shot_pairs) or 'no other pair'}. " + _legend(test, quote="`")
     )
     for pair in results["systems"]:
         best = results["significance"][pair]["best_baseline"]
