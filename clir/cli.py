@@ -829,7 +829,6 @@ def _embed_eval(args: argparse.Namespace) -> int:
 def _train(args: argparse.Namespace) -> int:
     from clir.formats.atomic import output_directory
     from clir.pipeline.features import train_reranker
-    from clir.pipeline.tables import learn_tables
     from clir.training import load_config
     from clir.training.cv import check_member_dirs
 
@@ -854,12 +853,7 @@ def _train(args: argparse.Namespace) -> int:
         output_directory(args.out, kind="reranker", force=True)
     collection = _load_collection(args)
     path = train_reranker(
-        config,
-        collection,
-        args.space,
-        args.out,
-        tables=learn_tables(collection, args.tables),
-        resume=args.resume,
+        config, collection, args.space, args.out, tables_dir=args.tables, resume=args.resume
     )
     print(f"wrote {path}: {_models_of(Path(path))}; a member directory alone reranks with that seed only")
     return 0

@@ -267,3 +267,13 @@ def test_a_collection_of_queries_in_another_language_is_refused(padded, tmp_path
     whole = CollectionFeatures.build(collection, stage_names=["qt-bm25"], tables=tables, progress=False)
     with pytest.raises(ConfigError, match="queries in 'de'"):
         dataclasses.replace(whole, collection=german)
+
+
+def test_training_names_a_missing_split_before_building_anything(padded, tmp_path):
+    """A collection with no dev split (an import of test topics only) had been refused only
+    after its tables, indexes and features were built (11-30 s on a small one)."""
+    collection, _, space, *_ = padded
+    no_dev = dataclasses.replace(collection, queries={"train": collection.split("train")})
+    with pytest.raises(ConfigError, match=r"has no split 'dev'; splits: \['train'\]"):
+        train_reranker(tiny_reranker_config(), no_dev, space, tmp_path / "m", tables_dir=tmp_path / "t")
+    assert not (tmp_path / "t").exists() and not (tmp_path / "m").exists()

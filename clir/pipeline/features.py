@@ -973,9 +973,14 @@ def train_reranker(
         OutputExistsError: Before the features are built, if a member's directory in
             ``out_dir`` holds what its checkpoint's save would not replace
             (:func:`~clir.training.cv.check_member_dirs`).
+        ConfigError: Before the features are built, if the collection lacks ``train_split`` or
+            ``dev_split``.
     """
     config.validate()
     check_member_dirs(config, out_dir)
+    for split in (train_split, dev_split):  # before the tables, indexes and features are built
+        if split is not None:
+            collection.split(split)
     space = space if isinstance(space, SharedSpace) else SharedSpace.load(space)
     stage_names = [*config.data.first_stages, *stage_features(feature_names)]
     baseline = baseline or BaselineConfig()
