@@ -338,6 +338,20 @@ def test_user_collection_loads_with_warnings(tmp_path):
         collection.split("train")
 
 
+def test_a_docno_in_another_unicode_normalisation_is_named_so(tmp_path):
+    """A docno written NFC in the documents and NFD in the qrels ("café") had been reported only
+    as a docno not in documents.jsonl: two strings that print alike."""
+    root = tmp_path / "mine"
+    root.mkdir()
+    (root / "documents.jsonl").write_text(json.dumps({"docno": "caf\u00e9", "text": "kahawa"}) + "\n")
+    (root / "topics.tsv").write_text("q1\tcoffee\n")
+    (root / "qrels.txt").write_text("q1 0 cafe\u0301 1\n", encoding="utf-8")
+    with pytest.warns(
+        UserWarning, match=r"1 of them differ from a docno of documents\.jsonl only in Unicode"
+    ):
+        Collection.load(root, doc_lang="sw")
+
+
 def test_collection_json_with_a_bom_loads(tmp_path):
     root = write_user_collection(tmp_path / "mine", "q1\tsleeping child\n")
     (root / "collection.json").write_text('\ufeff{"name": "mine", "doc_lang": "sw"}\n', encoding="utf-8")

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 import re
+import unicodedata
 import warnings
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -496,9 +497,17 @@ def _check_judgements(path: Path, docnos: set[str], queries: dict[str, list[Quer
     unknown_docs = [(q, d) for q, judged in qrels.items() for d in judged if d not in docnos]
     if unknown_docs:
         names = sorted({d for _q, d in unknown_docs})
+        normal = {unicodedata.normalize("NFC", d) for d in docnos}
+        alike = [d for d in names if unicodedata.normalize("NFC", d) in normal]
+        hint = (
+            f"; {len(alike)} of them differ from a docno of documents.jsonl only in Unicode "
+            f"normalisation (e.g. {alike[0]!r}): write both in one form, e.g. NFC"
+            if alike
+            else ""
+        )
         warnings.warn(
             f"{path / 'qrels.txt'}: {len(unknown_docs)} judgement(s) name {len(names)} docno(s) not in "
-            f"documents.jsonl, e.g. {names[:3]}",
+            f"documents.jsonl, e.g. {names[:3]}{hint}",
             stacklevel=3,
         )
     unknown_qids = sorted(q for q in qrels if q not in qids)
