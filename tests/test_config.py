@@ -285,6 +285,8 @@ def _with(path: str, value: Any) -> dict[str, Any]:
         ("reranker.modle", {}, r"unknown key\(s\) \['reranker.modle'\] in reranker"),
         ("systems.full.optim", {"lr": math.inf}, "systems.full.optim.lr must be a finite number"),
         ("systems.full.data", {"depth": 5}, "systems.full.data: system 'full' overrides 'data'"),
+        # full's seeds are ensemble_seeds: an override of them had been replaced by those, silently
+        ("systems.full.ensemble", {"seeds": [3, 4]}, r"systems.full.ensemble: the seeds of system"),
         ("systems.full.with_dense", True, "systems.full.with_dense=True is invalid; expected false, as"),
         ("systems.full.with_dense", 1, "systems.full.with_dense=1 is invalid; expected true or false"),
         ("systems.full", 3, "systems.full must be a mapping, got int 3"),
@@ -304,6 +306,20 @@ def test_bad_experiment_configs_fail_at_load_naming_file_and_key(tmp_path, path,
     config_file = _write(tmp_path, _with(path, value))
     with pytest.raises(ConfigError, match=rf"^{re.escape(str(tmp_path))}/exp\.yaml: {message}"):
         load_experiment(config_file)
+
+
+def test_a_space_of_unaligned_vectors_is_refused_for_components_across_languages(tmp_path):
+    """``embeddings.joint: false`` trains each language's vectors alone and no step aligns them:
+    en_src and src_en had compared an English vector with a Swahili one of another space."""
+    values = _with("embeddings.joint", False)
+    assert not load_experiment(_write(tmp_path, values)).embeddings.joint  # en_en, src_src: one language each
+    values["systems"]["full"] = {"model": {"components": ["en_en", "en_src"]}}
+    message = (
+        r"exp\.yaml: embeddings\.joint=False is invalid; expected true while system 'full' compares "
+        r"languages \(model\.components \['en_src'\]\)"
+    )
+    with pytest.raises(ConfigError, match=message):
+        load_experiment(_write(tmp_path, values))
 
 
 def test_a_bad_override_in_the_last_system_is_reported_at_load(tmp_path):

@@ -31,6 +31,7 @@ from clir.errors import ConfigError, DataNotFoundError
 from clir.evaluation import SignificanceConfig
 from clir.pipeline.baselines import BaselineConfig, BaselineOptions, TranslationConfig
 from clir.pipeline.engine import EngineConfig
+from clir.rerankers import COMPONENTS
 from clir.training.config import TrainConfig, check_first_stages, load_config
 from clir.training.ensemble import member_paths
 from clir.training.warmstart import NOT_ARCHITECTURE
@@ -61,7 +62,8 @@ class SpaceConfig(EmbeddingConfig):
     """The shared embedding space: the fields of :class:`~clir.embeddings.EmbeddingConfig` plus
 
     Attributes:
-        joint: Train one space over the pseudo-bilingual corpus (else monolingual vectors).
+        joint: Train one space over the pseudo-bilingual corpus (else monolingual vectors, which
+            no step aligns: only for systems whose components each stay in one language).
         copies: Shuffled copies of each verse pair in the joint corpus.
         centre: Centre each language of a joint space.
     """
@@ -227,7 +229,14 @@ class ExperimentConfig(Section):
                     expected = f"MT models of {lang!r} ({key}={pair!r}) with translation.mode 'mt'"
                     raise where.error("translation.models", sorted(self.translation.models), expected)
         for system in self.systems:
-            self._train_config(system, where)
+            components = self._train_config(system, where).model.components
+            crossing = [name for name in components if len(set(COMPONENTS[name])) > 1]
+            if crossing and not self.embeddings.joint:  # a space of unaligned vectors had been used
+                expected = (
+                    f"true while system {system!r} compares languages (model.components {crossing}): "
+                    "joint false trains each language's vectors alone and no step aligns them"
+                )
+                raise where.error("embeddings.joint", False, expected)
         for system in self._training_order(where):
             self._check_pretrain(system, where)
 
@@ -328,6 +337,11 @@ class ExperimentConfig(Section):
             raise ConfigError(
                 f"{where.source}: {where.prefix}{key}data: system {system!r} overrides 'data'; every system "
                 "reranks the same candidates, so set data in the base reranker config"
+            )
+        if system == "full" and "ensemble" in overrides:  # it had been replaced by ensemble_seeds, silently
+            raise ConfigError(
+                f"{where.source}: {where.prefix}{key}ensemble: the seeds of system 'full' are the "
+                f"experiment's ensemble_seeds ({list(self.ensemble_seeds)}); set ensemble_seeds instead"
             )
         merged = _merge(self.reranker.to_dict(), overrides)
         if system == "full":
