@@ -152,3 +152,11 @@ def test_a_document_judged_twice_is_refused(tmp_path):
         (root / "qrels.txt").write_text("401 0 d1 1\n")
         with pytest.raises(ConfigError, match=expected):
             Collection.from_ir_datasets(register(f"clir-test/{name}", root))
+
+
+def test_a_field_that_is_none_is_empty_text():
+    """A record's field that is None (a document without a title) had become the word "None"."""
+    from clir.datasets.irds import _text
+
+    assert _text(TitledDoc("d1", None, "paka"), ["title", "text"], "documents", "--field") == "paka"
+    assert _text(TitledDoc("d1", "Paka", "paka"), ["title", "text"], "documents", "--field") == "Paka paka"

@@ -76,7 +76,8 @@ def _text(record: Any, fields: Sequence[str] | None, what: str, option: str) -> 
             f"{option}: {what} of this dataset have no field {missing[0]!r}; their fields: "
             f"{', '.join(record._fields)}"
         )
-    return " ".join(str(getattr(record, name)) for name in fields if str(getattr(record, name)).strip())
+    values = (getattr(record, name) for name in fields)  # a None field is empty, not the word "None"
+    return " ".join(str(value) for value in values if value is not None and str(value).strip())
 
 
 def ir_dataset_parts(
