@@ -257,12 +257,13 @@ def _engine_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _engine_config(args: argparse.Namespace):
-    """The :class:`~clir.pipeline.engine.EngineConfig` of ``--engine``, ``--workers`` and ``--address``."""
+def _engine_config(args: argparse.Namespace, default: str = "local"):
+    """The :class:`~clir.pipeline.engine.EngineConfig` of ``--engine``, ``--workers`` and
+    ``--address`` (without ``--engine``: the engine ``default``, e.g. an experiment config's)."""
     from clir.config import build
     from clir.pipeline.engine import EngineConfig
 
-    values = {"name": args.engine or "local", "workers": args.workers, "address": args.address}
+    values = {"name": args.engine or default, "workers": args.workers, "address": args.address}
     return build(EngineConfig, values, "the command line's --engine, --workers and --address")
 
 
@@ -1095,7 +1096,8 @@ def _experiment(args: argparse.Namespace) -> int:
 
     config = load_experiment(args.config)
     if (args.engine, args.workers, args.address) != (None, None, None):  # else the config's engine
-        config = dataclasses.replace(config, engine=_engine_config(args))
+        # --workers alone on a config of the ray engine had been refused as "the local engine's"
+        config = dataclasses.replace(config, engine=_engine_config(args, default=config.engine.name))
     results = run_experiment(
         config,
         args.out,

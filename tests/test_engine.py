@@ -117,6 +117,19 @@ def test_engine_config_and_its_errors():
             ExperimentConfig.from_dict({"engine": values}, "x.yaml")
 
 
+def test_workers_on_the_command_line_keep_the_config_s_ray_engine(tmp_path, monkeypatch):
+    """``clir experiment`` of a config on Ray with ``--workers 4`` alone had been refused as
+    workers given to the local engine."""
+    from clir.pipeline import experiment
+
+    config = tmp_path / "x.yaml"
+    config.write_text("engine: {name: ray, workers: 2}\n")
+    seen = []
+    monkeypatch.setattr(experiment, "run_experiment", lambda config, *a, **k: seen.append(config) or {})
+    main(["experiment", str(config), "--out", str(tmp_path / "out"), "--workers", "4", "--quiet"])
+    assert seen[0].engine == EngineConfig("ray", 4)
+
+
 def test_a_missing_ray_names_the_extra(monkeypatch):
     monkeypatch.setitem(sys.modules, "ray", None)
     with pytest.raises(MissingDependencyError, match=r"pip install 'clir-lowres\[ray\]'"):
