@@ -814,12 +814,11 @@ def _embed_eval(args: argparse.Namespace) -> int:
             f"{args.space}: no test dictionary for {', '.join(args.languages or ['its languages'])}: "
             "held-out pairs come from 'clir embed align'; FreeDict needs apt packages"
         )
-    table = {
-        f"{r['dictionary']} {r['source']}->{r['target']} {r['method']} (n={r['queries']})": {
-            "P@1": r["p_at_1"], "P@5": r["p_at_5"],
-        }
+    table = {  # n: the dictionary's words the space holds, of all its words
+        f"{r['dictionary']} {r['source']}->{r['target']} {r['method']} "
+        f"(n={r['queries']} of {r['gold_words']})": {"P@1": r["p_at_1"], "P@5": r["p_at_5"]}
         for r in rows
-    }  # fmt: skip
+    }
     print(format_table(table, ["P@1", "P@5"], digits=3))
     return 0
 

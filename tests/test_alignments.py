@@ -98,9 +98,9 @@ def test_read_table_at_the_ends_of_the_float_range_and_refusing_what_was_lost(tm
     translation, with a numpy warning at most), 1e-320 underflowed its inverse (an error naming no
     file); a JSON key written twice kept its last value, an integer past float's range was an
     'unexpected OverflowError', and '1_000' was read as 1000 (Python's float(), not C's)."""
-    for big in ("1e308", "1e-320"):
-        (tmp_path / "t.tsv").write_text(f"dog\tmbwa\t{big}\ndog\tpaka\t{big}\ndog\tpaka\t{big}\n")
-        assert _probs(read_table(tmp_path / "t.tsv", "en", "sw")) == pytest.approx(
+    for big in ("1e308", "1e-320"):  # "Dog" and "dog" share the term dog: their weights add up
+        (tmp_path / "t.tsv").write_text(f"dog\tmbwa\t{big}\ndog\tpaka\t{big}\nDog\tpaka\t{big}\n")
+        assert _probs(read_table(tmp_path / "t.tsv", "en", "sw", source_analyzer=_Lower())) == pytest.approx(
             {("dog", "mbwa"): 1 / 3, ("dog", "paka"): 2 / 3}
         )
     for text, expected in (
@@ -114,6 +114,32 @@ def test_read_table_at_the_ends_of_the_float_range_and_refusing_what_was_lost(tm
     (tmp_path / "bad.tsv").write_text("dog\tmbwa\t1_000\ndog\tpaka\t1000\n")
     with pytest.raises(FormatError, match=r"bad\.tsv:1: probability must be .*, got '1_000'"):
         read_table(tmp_path / "bad.tsv", "en", "sw")
+
+
+def test_read_table_refuses_a_tsv_pair_written_twice_and_empty_json_words(tmp_path):
+    """A TSV line repeated (a pair given two probabilities) had its weights added up before the
+    renormalisation, silently (dog -> mbwa 2/3 here), as a JSON key written twice is refused; a
+    JSON entry's empty word was kept (or, analyzed, dropped with its mass), as a TSV's is refused."""
+    for text, word in (
+        ('{"dog": {"mbwa": 1, " ": 1}}', "'dog' -> ' '"),
+        ('{"": {"mbwa": 1}}', "'' -> 'mbwa'"),
+    ):
+        (tmp_path / "t.json").write_text(text)
+        with pytest.raises(FormatError, match=rf"t\.json: entry {word}: an empty word"):
+            read_table(tmp_path / "t.json", "en", "sw", source_analyzer=_Lower())
+    (tmp_path / "t.tsv").write_text("dog\tmbwa\t0.5\ndog\tpaka\t0.5\n\ndog \tmbwa\t0.5\n")
+    with pytest.raises(
+        FormatError, match=r"t\.tsv:4: pair 'dog' -> 'mbwa' is written twice \(first on line 1\)"
+    ):
+        read_table(tmp_path / "t.tsv", "en", "sw")
+    # a line ends at "\n" only (splitlines() had ended one at "\x0c": line 3 was named, not 2)
+    (tmp_path / "t.tsv").write_bytes("dog\tmbwa\t0.5\x0c\r\nfish\tsa\u2028maki\tx\r\n".encode())
+    with pytest.raises(FormatError, match=r"t\.tsv:2: probability must be .*, got 'x'"):
+        read_table(tmp_path / "t.tsv", "en", "sw")
+    # surface words that share a term still add up: only the same pair of words is refused
+    (tmp_path / "t.tsv").write_text("dog\tmbwa\t0.5\ndog\tpaka\t0.5\nDog\tmbwa\t0.5\n")
+    table = read_table(tmp_path / "t.tsv", "en", "sw", source_analyzer=_Lower())
+    assert _probs(table) == {("dog", "mbwa"): 2 / 3, ("dog", "paka"): 1 / 3}
 
 
 def _user_collection(tmp_path, capsys) -> tuple[dict[str, Path], Path]:

@@ -384,6 +384,7 @@ def test_bli_precision_on_a_hand_made_space():
     assert rows[0].to_dict() == {
         "dictionary": "toy", "source": "xx", "target": "en", "method": "nn",
         "queries": 3, "p_at_1": pytest.approx(2 / 3), "p_at_5": 1.0,
+        "gold_words": 4,  # "missing" is skipped, and the row says so (it had said nothing of it)
     }  # fmt: skip
     bins = precision_by_frequency(pred, bins=(0, 1, 3), k=1)
     assert bins == [
@@ -509,6 +510,15 @@ def test_word2vec_non_finite_component_is_an_error_naming_the_file(tmp_path, val
         load_word2vec(path)
     with pytest.raises(FormatError, match=r"v\.vec: holds a NaN"):
         SharedSpace.from_word2vec({"sw": path})
+
+
+def test_word2vec_files_of_other_dimensions_are_named(tmp_path):
+    # the error had named the languages only ("dim=3 but these languages have other dimensions")
+    (tmp_path / "sw.vec").write_text("2 3\nmbwa 1 0 0\npaka 0 1 0\n")
+    (tmp_path / "en.vec").write_text("2 2\ndog 1 0\ncat 0 1\n")
+    paths = {"sw": tmp_path / "sw.vec", "en": tmp_path / "en.vec"}
+    with pytest.raises(FormatError, match=r"en\.vec: holds 2-dimensional vectors \(en\), .*sw\.vec 3-dim"):
+        SharedSpace.from_word2vec(paths)
 
 
 def test_word2vec_missing_file(tmp_path):

@@ -463,6 +463,12 @@ def test_tsv_lexicon(tmp_path: Path) -> None:
         ("# c\nhouse\tnyumba\tmany\n", r"lex\.tsv:2: weight 'many' is not a number"),
         ("house\tnyumba\t-1\n", r"lex\.tsv:1: weight must be"),
         ("house\t \n", r"lex\.tsv:1: empty source or target"),
+        # a repeated pair had doubled its weight (house -> nyumba 2/3 beside jengo), silently
+        (
+            "house\tnyumba\nhouse\tjengo\n\nhouse \tnyumba\n",
+            r"lex\.tsv:4: pair 'house' -> 'nyumba' .* line 1\)",
+        ),
+        ("house\tnyumba\t1_000\n", r"lex\.tsv:1: weight must be .*, got '1_000'"),  # was read as 1000
     ],
 )
 def test_tsv_lexicon_malformed(tmp_path: Path, content: str, message: str) -> None:

@@ -25,9 +25,12 @@ class BLIResult:
         source: Source language.
         target: Target language.
         method: ``"nn"`` or ``"csls"``.
-        queries: Source words evaluated (in the space, with a gold translation in the space).
+        queries: Source words evaluated (in the space, with a gold translation in the space):
+            the denominator of the precisions.
         p_at_1: Precision@1.
         p_at_5: Precision@5.
+        gold_words: Source words of the dictionary, ``queries`` of them evaluated (the others,
+            absent from the space, are skipped, not counted as misses).
     """
 
     dictionary: str
@@ -37,6 +40,7 @@ class BLIResult:
     queries: int
     p_at_1: float
     p_at_5: float
+    gold_words: int
 
     def to_dict(self) -> dict[str, object]:
         """The row as a dict (JSON, table printing)."""
@@ -161,7 +165,14 @@ def evaluate_bli(
         pred = bli_predictions(space, source, target, gold_dict, method=method, k=5, csls_k=csls_k)
         rows.append(
             BLIResult(
-                dictionary, source, target, method, len(pred.words), pred.precision(1), pred.precision(5)
+                dictionary,
+                source,
+                target,
+                method,
+                len(pred.words),
+                pred.precision(1),
+                pred.precision(5),
+                len(gold_dict),
             )
         )
     return rows

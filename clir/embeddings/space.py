@@ -417,12 +417,24 @@ class SharedSpace:
             binary: Force the format (``None``: guess per file).
             limit: Read only the most frequent ``limit`` words of each file.
             normalize: Length-normalise the vectors (cosine = dot product).
+
+        Raises:
+            FormatError: Naming a file that cannot be read, or whose dimension differs from the
+                first file's (the files cannot hold one space).
         """
         vectors = {}
+        first = next(iter(paths), None)
         for lang, file in paths.items():
             kv = load_word2vec(file, binary=binary, limit=limit)
             if normalize:
                 kv = make_keyed_vectors(kv.index_to_key, _unit(kv.vectors))
+            if kv.vector_size != vectors.get(first, kv).vector_size:  # was a ConfigError naming no file
+                raise FormatError(
+                    file,
+                    None,
+                    f"holds {kv.vector_size}-dimensional vectors ({lang}), {paths[first]} "
+                    f"{vectors[first].vector_size}-dimensional ones ({first}): not one shared space",
+                )
             vectors[lang] = kv
         return cls(vectors, meta={"method": "word2vec-files", "paths": {k: str(v) for k, v in paths.items()}})
 

@@ -385,7 +385,8 @@ def evaluate_embeddings(
         csls_k: CSLS neighbourhood size.
 
     Returns:
-        Table rows: ``{"dictionary", "source", "target", "method", "queries", "p_at_1", "p_at_5"}``.
+        Table rows: ``{"dictionary", "source", "target", "method", "queries", "p_at_1", "p_at_5",
+        "gold_words"}`` (``queries``: the dictionary's ``gold_words`` that the space holds).
 
     Raises:
         ConfigError: If a language of ``languages`` is not in the space.

@@ -9,7 +9,8 @@ probabilistic tables of other toolkits, as alternatives to IBM Model 1.
 * **Tables** as TSV (``source<TAB>target<TAB>probability``) or JSON (``{"source": {"target":
   probability, ...}, ...}``, Patapsco's PSQ tables), renormalised per source word. Surface words
   are mapped to the index's terms by the analyzers when given (the weights of words that share a
-  term add up); words that analyze to nothing (stopwords) are dropped.
+  term add up); words that analyze to nothing (stopwords) are dropped. A pair written twice (a
+  TSV line repeated, a JSON key twice in one object) is refused, not summed.
 """
 
 from __future__ import annotations
@@ -131,9 +132,10 @@ def read_table(
 
     Raises:
         DataNotFoundError: If the file does not exist.
-        FormatError: On a malformed line or entry, or a probability that is not a finite
-            number >= 0 (naming the file, and the line of a TSV); or when no entry is left
-            (an empty file, or the analyzers dropped every word: such a table translates nothing).
+        FormatError: On a malformed line or entry (an empty word included), a ``source target``
+            pair written twice (a TSV line or a JSON key), or a probability that is not a finite
+            number >= 0 (naming the file, and the line of a TSV); or when no entry is left (an
+            empty file, or the analyzers dropped every word: such a table translates nothing).
     """
     path = Path(path)
     if not path.is_file():
@@ -188,13 +190,25 @@ def _weight(path: Path, line: int | None, value: Any) -> float:
 
 
 def _tsv_entries(path: Path, text: str) -> Iterator[tuple[str, str, float]]:
-    for number, line in enumerate(text.splitlines(), start=1):
+    first_line: dict[tuple[str, str], int] = {}
+    # lines end at "\n" only, as every clir reader's: splitlines() also ends them at "\x0c",
+    # "\x85", "\u2028" ..., which cut a word and shifted every later line number
+    for number, line in enumerate(text.split("\n"), start=1):
+        line = line.removesuffix("\r")
         if not line.strip():
             continue
         parts = line.split("\t")
         if len(parts) != 3 or not parts[0].strip() or not parts[1].strip():
             raise FormatError(path, number, f"expected source<TAB>target<TAB>probability, got {line!r}")
-        yield parts[0].strip(), parts[1].strip(), _weight(path, number, parts[2].strip())
+        pair = (parts[0].strip(), parts[1].strip())
+        if (first := first_line.setdefault(pair, number)) != number:  # summed silently before
+            raise FormatError(
+                path,
+                number,
+                f"pair {pair[0]!r} -> {pair[1]!r} is written twice (first on line {first}); a table "
+                "holds one probability per pair",
+            )
+        yield *pair, _weight(path, number, parts[2].strip())
 
 
 def _json_entries(path: Path, text: str) -> Iterator[tuple[str, str, float]]:
@@ -217,6 +231,8 @@ def _json_entries(path: Path, text: str) -> Iterator[tuple[str, str, float]]:
                 path, None, f"entry {source!r} must map target words to probabilities, got {row!r}"
             )
         for target, value in row.items():
+            if not (source.strip() and target.strip()):  # as a TSV line's empty field
+                raise FormatError(path, None, f"entry {source!r} -> {target!r}: an empty word")
             yield source, target, _weight(path, None, value)
 
 

@@ -131,10 +131,12 @@ def read_tsv_lexicon(path: str | Path, source_lang: str, target_lang: str) -> Le
 
     Raises:
         DataNotFoundError: If the file does not exist.
-        FormatError: On a line without 2 or 3 fields, with an empty field or a weight that is
-            not a finite number >= 0 (naming the file and line).
+        FormatError: On a line without 2 or 3 fields, with an empty field, a pair written
+            twice (its weights would add up) or a weight that is not a finite number >= 0
+            (naming the file and line).
     """
     entries: list[tuple[str, str, float]] = []
+    first_line: dict[tuple[str, str], int] = {}
     for number, line in numbered_lines(path):
         if line.lstrip().startswith("#"):
             continue
@@ -149,10 +151,17 @@ def read_tsv_lexicon(path: str | Path, source_lang: str, target_lang: str) -> Le
         source, target = parts[0].strip(), parts[1].strip()
         if not source or not target:
             raise FormatError(path, number, f"empty source or target: {line!r}")
+        if (first := first_line.setdefault((source, target), number)) != number:  # summed silently
+            raise FormatError(
+                path,
+                number,
+                f"pair {source!r} -> {target!r} is written twice (first on line {first}); a second "
+                "line would double its weight",
+            )
         weight = 1.0
         if len(parts) == 3:
-            try:
-                weight = float(parts[2])
+            try:  # as C reads numbers: no "1_000" (Python's float() reads 1000)
+                weight = float(parts[2]) if "_" not in parts[2] else math.nan
             except ValueError:
                 raise FormatError(path, number, f"weight {parts[2]!r} is not a number") from None
             if not (math.isfinite(weight) and weight >= 0):
