@@ -843,6 +843,26 @@ def test_ensemble_and_cross_validation(tmp_path):
         cross_validate(config, train, qrels, tmp_path / "cv2", space=space, metric=map_metric)
 
 
+def test_a_fold_model_of_a_cross_validation_named_as_the_start_is_refused_too(tmp_path):
+    """``optim.init_from`` naming one member of a cross-validation (``cv/fold0/seed0``) was let
+    through as any checkpoint: fold 0's model was trained on the other folds' queries, which
+    the new folds hold out, so the out-of-fold scores leaked silently."""
+    space = make_space()
+    train, qrels = make_data(n_queries=8, seed=5)
+    config = tiny_config(epochs=1, patience=0)
+    config.cv.folds = 2
+    cross_validate(config, train, qrels, tmp_path / "cv", space=space, metric=map_metric)
+    config.optim.init_from = str(tmp_path / "cv" / "fold0" / "seed0")
+    with pytest.raises(ConfigError, match=r"seed0' is a fold model of .*cv, a cross-validation ensemble"):
+        cross_validate(config, train, qrels, tmp_path / "cv2", space=space, metric=map_metric)
+    assert not (tmp_path / "cv2").exists()  # refused before any training
+    # a checkpoint of no cross-validation still starts one
+    Trainer(tiny_config(epochs=1, patience=0)).fit(train, None, qrels, tmp_path / "one", space=space)
+    config.optim.init_from = str(tmp_path / "one")
+    result = cross_validate(config, train, qrels, tmp_path / "cv3", space=space, metric=map_metric)
+    assert len(result.members) == 2
+
+
 def test_an_ensemble_retrained_and_killed_mid_way_is_refused_not_averaged_with_its_old_members(
     tmp_path, monkeypatch
 ):

@@ -65,6 +65,21 @@ def kfold_qids(qids: Sequence[str], folds: int, seed: int = 0) -> list[list[str]
     return [sorted(qids[i] for i in part) for part in np.array_split(order, folds)]
 
 
+def cross_validation_of(path: str | Path) -> Path | None:
+    """The cross-validation ensemble that ``path`` is, or holds as a member (a fold model named
+    directly, ``DIR/fold0/seed0``: it was let through as any checkpoint); ``None`` for any other
+    directory."""
+    path = Path(path)
+    target = path.resolve()
+    for directory in (path, path.parent, path.parent.parent):
+        meta = ensemble_meta(directory)
+        if "folds" in meta and (
+            directory == path or any((directory / m).resolve() == target for m in meta["members"])
+        ):
+            return directory
+    return None
+
+
 def member_dirs(config: TrainConfig, out_dir: str | Path) -> list[Path]:
     """The checkpoint directories a training of ``config`` writes in ``out_dir``
     (:func:`train_ensemble`): ``seed<s>/`` for each of ``ensemble.seeds``, or ``fold<f>/seed<s>/``
@@ -206,10 +221,11 @@ def cross_validate(
     """
     if metric is None:
         raise ConfigError("cross-validation needs metric=(run, qrels) -> float for early stopping")
-    if config.optim.init_from and "folds" in ensemble_meta(config.optim.init_from):
+    if config.optim.init_from and (ensemble := cross_validation_of(config.optim.init_from)) is not None:
+        what = "" if ensemble == Path(config.optim.init_from) else f"a fold model of {ensemble}, "
         raise ConfigError(
-            f"optim.init_from={config.optim.init_from!r} is a cross-validation ensemble: its fold models "
-            "saw the queries that these folds hold out; start from a model trained without "
+            f"optim.init_from={config.optim.init_from!r} is {what}a cross-validation ensemble: its fold "
+            "models saw the queries that these folds hold out; start from a model trained without "
             "cross-validation (cv.folds: 1), e.g. on pseudo-queries"
         )
     if dev is not None and stop_on_held_out:
