@@ -20,6 +20,7 @@ from clir.pipeline.baselines import BaselineConfig, baseline_stage
 from clir.pipeline.features import (
     DEFAULT_FEATURES,
     CollectionFeatures,
+    build_rerank_data,
     collection_rerank_data,
     load_stages,
     rerank_collection,
@@ -277,3 +278,27 @@ def test_training_names_a_missing_split_before_building_anything(padded, tmp_pat
     with pytest.raises(ConfigError, match=r"has no split 'dev'; splits: \['train'\]"):
         train_reranker(tiny_reranker_config(), no_dev, space, tmp_path / "m", tables_dir=tmp_path / "t")
     assert not (tmp_path / "t").exists() and not (tmp_path / "m").exists()
+
+
+def test_rerank_data_refuses_a_repeated_qid():
+    """Two queries under one qid had both taken that qid's candidates, and their score features
+    the last query's terms (the stage looks terms up by qid), silently."""
+    import scipy.sparse as sp
+
+    from clir.pipeline.features import DocumentTokens
+    from clir.text import get_analyzer
+    from clir.translation import TranslationTable
+    from clir.types import Query
+
+    en_doc = TranslationTable(["water", "fish"], ["maji", "samaki"], sp.csr_matrix(np.eye(2)), "en", "sw")
+    doc_en = TranslationTable(["maji", "samaki"], ["water", "fish"], sp.csr_matrix(np.eye(2)), "sw", "en")
+    docs = [Document("d1", "maji maji"), Document("d2", "samaki"), Document("d3", "maji samaki")]
+    sw = get_analyzer("sw")
+    tokens = DocumentTokens.build(docs, sw, doc_en, progress=False)
+    stage = FirstStage("qt", "bm25", doc_analyzer=sw, table_en_doc=en_doc, progress=False).index(docs)
+    queries = [Query("q1", "water"), Query("q1", "fish")]
+    with pytest.raises(ConfigError, match="duplicate qid 'q1'"):
+        build_rerank_data(
+            queries, {"q1": {"d1": 2.0, "d2": 1.0}}, documents=tokens, table_en_doc=en_doc, doc_lang="sw",
+            stages={"qt-bm25": stage}, features=("overlap_src",), progress=False,
+        )  # fmt: skip

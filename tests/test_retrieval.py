@@ -462,6 +462,19 @@ def test_first_stage_modes(tmp_path, bilingual, mode, model):
     assert loaded.search(queries, k=4) == run
 
 
+def test_candidate_scores_refuse_a_repeated_qid(bilingual):
+    """Each query's terms are looked up by qid: two queries under one qid had both been scored
+    with the last one's terms, silently (a reranker feature of another query)."""
+    en, sw, en_sw, _, documents, _ = bilingual
+    stage = FirstStage("qt", "bm25", en_analyzer=en, doc_analyzer=sw, table_en_doc=en_sw, progress=False)
+    stage.index(documents)
+    god, love = Query("q1", "God"), Query("q2", "love")
+    alone = [stage.candidate_scores([q], [["s1", "s4"]])[0].tolist() for q in (god, love)]
+    assert alone[0] != alone[1]
+    with pytest.raises(ConfigError, match="duplicate qid 'q1'"):
+        stage.candidate_scores([god, Query("q1", "love")], [["s1", "s4"], ["s1", "s4"]])
+
+
 def test_first_stage_terms_and_errors(bilingual):
     en, sw, en_sw, sw_en, _, _ = bilingual
     psq = FirstStage("psq", "bm25", en_analyzer=en, doc_analyzer=sw, table_en_doc=en_sw, progress=False)

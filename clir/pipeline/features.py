@@ -63,7 +63,7 @@ from clir.pipeline.tables import learn_tables
 from clir.pipeline.trained_with import model_baseline, record_first_stage
 from clir.progress import progress_bar
 from clir.retrieval import FirstStage, get_retriever
-from clir.retrieval.search import DocumentsDigest
+from clir.retrieval.search import DocumentsDigest, check_qids
 from clir.text import Analyzer, get_analyzer
 from clir.training import (
     DataConfig,
@@ -387,9 +387,10 @@ def build_rerank_data(
         candidates.
 
     Raises:
-        ConfigError: On a feature name that is neither an overlap nor a given stage, or a
-            candidate docno that is not a document.
+        ConfigError: On a feature name that is neither an overlap nor a given stage, a
+            candidate docno that is not a document, or duplicate qids.
     """
+    check_qids(queries)  # a repeated qid's candidates and score features would be another query's
     stages = dict(stages or {})
     unknown = [f for f in stage_features(features) if f not in stages]
     if unknown:

@@ -369,8 +369,10 @@ class FirstStage:
             One float64 array per query, in the order of its candidates.
 
         Raises:
-            ConfigError: Before :meth:`index`, or for a docno that is not indexed.
+            ConfigError: Before :meth:`index`, on duplicate qids (each query's terms are looked
+                up by qid), or for a docno that is not indexed.
         """
+        check_qids(queries)
         retriever = self.retriever
         parts = retriever.parts_ if isinstance(retriever, ShardedRetriever) else [retriever]
         if retriever.index_ is None or not parts:
