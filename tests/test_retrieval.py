@@ -591,3 +591,24 @@ def test_retrieve_paths_match_dense_scores_and_full_sort(monkeypatch, model, pat
         queries.append([{vocab[0]: 0.4, vocab[-1]: 0.6}])
         for pad in (False, True):
             _check_retrieve(retriever, queries, (1, 3, max(1, n_docs - 1), n_docs, n_docs + 5), pad)
+
+
+def test_the_dense_retriever_refuses_a_repeated_qid_and_names_a_docno_not_indexed():
+    """A repeated qid had replaced the other query's ranking silently; a candidate that is not
+    indexed had been a bare KeyError."""
+    from clir.retrieval.dense import DenseRetriever
+
+    class Encoder:  # any encoder: one unit vector per text, by its length
+        def encode(self, texts, role):
+            return np.asarray([[1.0, 0.0] if len(t) % 2 else [0.0, 1.0] for t in texts])
+
+    documents = [Document("d1", "a"), Document("d2", "bb")]
+    retriever = DenseRetriever(Encoder()).index(documents, vectors=np.asarray([[1.0, 0.0], [0.0, 1.0]]))
+    assert retriever.search([Query("q1", "x"), Query("q2", "yy")]) == {
+        "q1": {"d1": 1.0, "d2": 0.0},
+        "q2": {"d2": 1.0, "d1": 0.0},
+    }
+    with pytest.raises(ConfigError, match="duplicate qid 'q1'"):
+        retriever.search([Query("q1", "x"), Query("q1", "yy")])
+    with pytest.raises(ConfigError, match=r"docno 'd9' is not in the index \(1 candidates are not\)"):
+        retriever.candidate_scores([Query("q1", "x")], [["d1", "d9"]])

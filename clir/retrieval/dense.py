@@ -22,6 +22,7 @@ from clir.errors import ConfigError, DataNotFoundError, MissingDependencyError
 from clir.formats import atomic_directory, atomic_write, ranked
 from clir.progress import progress_bar
 from clir.retrieval.index import read_meta
+from clir.retrieval.search import check_qids
 from clir.types import Document, Query, Run
 
 MODEL_FILE = "e5-small-q4.bin"
@@ -183,7 +184,13 @@ class DenseRetriever:
 
     def search(self, queries: Sequence[Query], k: int = 1000) -> Run:
         """The ``k`` best documents per query by cosine, in :func:`~clir.formats.ranked` order
-        (trec_eval's: ties broken by docno descending, which also decides the cut at ``k``)."""
+        (trec_eval's: ties broken by docno descending, which also decides the cut at ``k``).
+
+        Raises:
+            ConfigError: Before :meth:`index`, or on duplicate qids (one had replaced the other's
+                ranking in the run, silently).
+        """
+        check_qids(queries)
         scores = self._scores(queries)
         return {
             query.qid: dict(ranked(dict(zip(self.docnos, row.tolist(), strict=True)))[:k])
@@ -193,8 +200,16 @@ class DenseRetriever:
     def candidate_scores(
         self, queries: Sequence[Query], candidates: Sequence[Sequence[str]]
     ) -> list[np.ndarray]:
-        """Each query's score of the given docnos (retrieved or not): a reranker feature."""
+        """Each query's score of the given docnos (retrieved or not): a reranker feature.
+
+        Raises:
+            ConfigError: Before :meth:`index`, or for a docno that is not indexed (it had been a
+                bare ``KeyError``), as :meth:`~clir.retrieval.search.FirstStage.candidate_scores`.
+        """
         position = {docno: i for i, docno in enumerate(self.docnos)}
+        missing = [d for docnos in candidates for d in docnos if d not in position]
+        if missing:
+            raise ConfigError(f"docno {missing[0]!r} is not in the index ({len(missing)} candidates are not)")
         scores = self._scores(queries)
         return [
             np.asarray([row[position[d]] for d in docnos])
