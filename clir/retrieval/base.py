@@ -39,6 +39,7 @@ import math
 import warnings
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
+from numbers import Real
 from pathlib import Path
 from typing import Any, ClassVar, NamedTuple, TypeVar
 
@@ -68,6 +69,12 @@ R = TypeVar("R", bound="Retriever")
 
 _CHUNK_WORK = 1 << 23
 """Postings entries gathered per batch of queries (bounds the memory of one sparse product)."""
+
+
+def is_real(value: object) -> bool:
+    """Whether ``value`` is a real number, numpy's included, and not a bool (which JSON's
+    ``true`` and YAML's ``yes`` would give): the check of every numeric retriever setting."""
+    return isinstance(value, Real) and not isinstance(value, bool)
 
 
 class Results(NamedTuple):

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import math
-from numbers import Real
 from typing import Any
 
 import numpy as np
 
 from clir.errors import ConfigError
-from clir.retrieval.base import Retriever, register
+from clir.retrieval.base import Retriever, is_real, register
 from clir.retrieval.index import SparseIndex
 
 IDF_VARIANTS = ("lucene", "okapi")
@@ -40,11 +39,11 @@ class BM25(Retriever):
 
     def __init__(self, k1: float = 1.5, b: float = 0.75, idf: str = "okapi", epsilon: float = 0.25) -> None:
         super().__init__()
-        if not (isinstance(k1, Real) and 0 <= k1 < math.inf):
+        if not (is_real(k1) and 0 <= k1 < math.inf):
             raise ConfigError(f"k1 must be a finite number >= 0, got {k1!r}")
-        if not (isinstance(epsilon, Real) and 0 <= epsilon < math.inf):
+        if not (is_real(epsilon) and 0 <= epsilon < math.inf):
             raise ConfigError(f"epsilon must be a finite number >= 0, got {epsilon!r}")
-        if not (isinstance(b, Real) and 0 <= b <= 1):
+        if not (is_real(b) and 0 <= b <= 1):
             raise ConfigError(f"b must be in [0, 1], got {b!r}")
         if idf not in IDF_VARIANTS:
             raise ConfigError(f"unknown idf variant {idf!r}; expected one of {sorted(IDF_VARIANTS)}")

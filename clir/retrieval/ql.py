@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from numbers import Real
 from typing import Any
 
 import numpy as np
 
 from clir.errors import ConfigError
-from clir.retrieval.base import Retriever, register
+from clir.retrieval.base import Retriever, is_real, register
 from clir.retrieval.index import SparseIndex
 
 
@@ -33,7 +32,7 @@ class QueryLikelihood(Retriever):
 
     def __init__(self, mu: float = 2500.0) -> None:
         super().__init__()
-        if not (isinstance(mu, Real) and mu > 0):
+        if not (is_real(mu) and mu > 0):
             raise ConfigError(f"mu must be > 0, got {mu!r}")
         self.mu = float(mu)
         self._total = 1.0

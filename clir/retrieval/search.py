@@ -16,7 +16,7 @@ from clir._version import __version__
 from clir.errors import ConfigError, FormatError
 from clir.formats import atomic_directory
 from clir.progress import progress_bar
-from clir.retrieval.base import QueryTerms, Retriever, get_retriever
+from clir.retrieval.base import QueryTerms, Retriever, get_retriever, is_real
 from clir.retrieval.index import DocTerms, read_meta, write_json
 from clir.retrieval.shards import ShardedIndex, ShardedRetriever
 from clir.text import Analyzer, analyzer_from_config, get_analyzer
@@ -131,13 +131,13 @@ class FirstStage:
             raise ConfigError(f"unknown dt variant {dt!r}; expected one of {sorted(DT_VARIANTS)}")
         if mode in ("qt", "psq") and table_en_doc is None:
             raise ConfigError(f"mode {mode!r} needs table_en_doc (p(document term | English term))")
-        if spelling is not None and not (_is_real(spelling) and 0 < spelling <= 1):
+        if spelling is not None and not (is_real(spelling) and 0 < spelling <= 1):
             raise ConfigError(f"spelling must be a similarity in (0, 1] or None, got {spelling!r}")
         for name, value in (("qt_k", qt_k), ("psq_top_k", psq_top_k)):
             whole = isinstance(value, int | np.integer) and not isinstance(value, bool)
             if not (value is None and name == "psq_top_k") and (not whole or value < 1):
                 raise ConfigError(f"{name} must be a whole number >= 1, got {value!r}")
-        if psq_cumulative is not None and not (_is_real(psq_cumulative) and 0 < psq_cumulative <= 1):
+        if psq_cumulative is not None and not (is_real(psq_cumulative) and 0 < psq_cumulative <= 1):
             raise ConfigError(f"psq_cumulative must be in (0, 1] or None, got {psq_cumulative!r}")
         self.mode = mode
         self.model = model
@@ -562,11 +562,6 @@ class FirstStage:
         stage.retriever = saved if saved_model else described.use_index(saved._require_index())
         stage.documents_digest = documents_digest
         return stage
-
-
-def _is_real(value: object) -> bool:
-    """Whether ``value`` is a real number (not a bool, which JSON's ``true`` would give)."""
-    return isinstance(value, int | float | np.integer | np.floating) and not isinstance(value, bool)
 
 
 def _model_digest(model: str, params: dict[str, Any] | None) -> str:
