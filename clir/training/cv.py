@@ -80,15 +80,18 @@ def cross_validation_of(path: str | Path) -> Path | None:
     return None
 
 
+def member_dir(out_dir: str | Path, seed: int, fold: int | None = None) -> Path:
+    """Where a training writes the checkpoint of its member of ``seed``: ``seed<s>/``, or
+    ``fold<f>/seed<s>/`` in a cross-validation."""
+    return (Path(out_dir) if fold is None else Path(out_dir) / f"fold{fold}") / f"seed{seed}"
+
+
 def member_dirs(config: TrainConfig, out_dir: str | Path) -> list[Path]:
     """The checkpoint directories a training of ``config`` writes in ``out_dir``
-    (:func:`train_ensemble`): ``seed<s>/`` for each of ``ensemble.seeds``, or ``fold<f>/seed<s>/``
-    when cross-validated."""
-    out_dir = Path(out_dir)
-    seeds = [f"seed{seed}" for seed in config.ensemble.seeds]
-    if config.cv.folds > 1:
-        return [out_dir / f"fold{fold}" / seed for fold in range(config.cv.folds) for seed in seeds]
-    return [out_dir / seed for seed in seeds]
+    (:func:`train_ensemble`, :func:`cross_validate`: :func:`member_dir` of each seed of
+    ``ensemble.seeds``, and of each fold when cross-validated)."""
+    folds: list[int | None] = list(range(config.cv.folds)) if config.cv.folds > 1 else [None]
+    return [member_dir(out_dir, seed, fold) for fold in folds for seed in config.ensemble.seeds]
 
 
 def check_member_dirs(config: TrainConfig, out_dir: str | Path) -> None:
@@ -173,7 +176,7 @@ def train_ensemble(
     members = []
     for seed in config.ensemble.seeds:
         trainer = Trainer(config, metric=metric, seed=seed)
-        members.append(trainer.fit(train, dev, qrels, out_dir / f"seed{seed}", space=space, resume=resume))
+        members.append(trainer.fit(train, dev, qrels, member_dir(out_dir, seed), space=space, resume=resume))
     return write_ensemble(out_dir, members, {"seeds": list(config.ensemble.seeds)})
 
 
@@ -252,7 +255,7 @@ def cross_validate(
         for seed in config.ensemble.seeds:
             trainer = Trainer(config, metric=metric, seed=seed)
             path = trainer.fit(
-                train_part, stop_data, qrels, out_dir / f"fold{f}" / f"seed{seed}", space=space,
+                train_part, stop_data, qrels, member_dir(out_dir, seed, f), space=space,
                 resume=resume,
             )  # fmt: skip
             fold_members.append(path)
