@@ -61,6 +61,19 @@ def test_read_links_names_the_line_that_is_not_utf8(tmp_path):
     assert read_links(tmp_path / "links") == [[(0, 0), (1, 1)], [], [(1, 0)]]
 
 
+def test_a_link_written_twice_on_a_line_is_refused_not_counted_twice(tmp_path):
+    # "0-0 0-0" counted dog-mbwa twice in that pair, doubling its weight against eat-mbwa
+    en, sw = [["dog", "eat"]], [["mbwa"]]
+    (tmp_path / "links").write_text("0-0 1-0 0-0\n")
+    with pytest.raises(FormatError, match=r"links:1: link 0-0 is written twice"):
+        read_links(tmp_path / "links")
+    with pytest.raises(FormatError, match=r"given:1: link 0-0 is written twice"):
+        tables_from_links(en, sw, [("given", [[(0, 0), (1, 0), (0, 0)]])], "en", "sw")
+    (tmp_path / "links").write_text("0-0 1-0\n")  # each link once: equal counts
+    forward, _ = tables_from_links(en, sw, [(tmp_path / "links", read_links(tmp_path / "links"))], "en", "sw")
+    assert _probs(forward) == {("dog", "mbwa"): 1.0, ("eat", "mbwa"): 1.0}
+
+
 class _Lower:
     """An analyzer that lowercases and drops 'the'."""
 

@@ -1091,6 +1091,41 @@ class _Sha256:
 ANY_SHA256 = _Sha256()
 
 
+def test_init_from_a_damaged_member_names_it_a_damaged_checkpoint(tmp_path):
+    """The members' checkpoint.json were read (for their seeds) before the chosen member's manifest
+    was checked: a cut one was "unreadable (Expecting property name ...)". A cut member's
+    model.safetensors was "not the model it lists ... a training started again and did not
+    finish". Both are now named a damaged checkpoint, the member named."""
+    import shutil
+
+    from clir.training import build_reranker, load_init_weights
+
+    space = make_space()
+    data, qrels = make_data(n_queries=8, seed=3)
+    config = tiny_config(epochs=1)
+    config.ensemble.seeds = [0, 1]
+    ensemble = train_ensemble(config, data, None, qrels, tmp_path / "ens", space=space)
+    matrix = Vocabulary.build([data]).embedding_matrix(space)
+
+    def cut(name: str, file: str) -> Path:
+        copy = tmp_path / name
+        shutil.copytree(ensemble, copy)
+        (copy / file).write_bytes((copy / file).read_bytes()[:100])
+        return copy
+
+    def init(path: Path, seed: int) -> dict:
+        return load_init_weights(build_reranker(config, matrix, 1, seed, data.feature_names), path, seed)
+
+    state = cut("state", "seed0/checkpoint.json")
+    for path, seed in ((state, 1), (state / "seed0", 0)):  # seed0 is read to find seed 1
+        with pytest.raises(FormatError, match=r"seed0: damaged checkpoint: checkpoint\.json has 100 bytes"):
+            init(path, seed)
+    weights = cut("weights", "seed1/model/model.safetensors")
+    with pytest.raises(FormatError, match=r"seed1: damaged checkpoint: model/model\.safetensors has 100"):
+        init(weights, 1)
+    assert init(ensemble, 1)["path"] == str(ensemble / "seed1")  # the intact one still starts
+
+
 def test_init_from_an_ensemble_takes_the_member_of_the_same_seed_and_checks_the_architecture(tmp_path):
     from clir.errors import DataNotFoundError
     from clir.training import build_reranker, init_digest, load_init_weights

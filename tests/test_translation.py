@@ -517,9 +517,11 @@ FREEDICT_ENTRIES = [
 ]
 
 
-def write_freedict(directory: Path, pair: str = "swh-eng") -> Path:
+def write_freedict(
+    directory: Path, pair: str = "swh-eng", entries: list[tuple[str, str]] = FREEDICT_ENTRIES
+) -> Path:
     data, index_lines = b"", []
-    for headword, text in FREEDICT_ENTRIES:
+    for headword, text in entries:
         raw = text.encode("utf-8")
         index_lines.append(f"{headword}\t{b64(len(data))}\t{b64(len(raw))}")
         data += raw
@@ -571,6 +573,26 @@ def test_read_freedict_fixture(tmp_path: Path) -> None:
         target_analyzer=en,
     )
     assert translator.translate(["Abudu mto 7"]) == ["adore river 7"]
+
+
+def test_freedict_homographs_count_a_shared_translation_once(tmp_path: Path) -> None:
+    # two entries "bank" both listing "benki": it had weight 2 of 4 (1/2), the others 1/4 each
+    entries = [
+        ("bank", "bank /bæŋk/ <n>\n\nukingo, benki\n"),  # of a river
+        ("bank", "bank /bæŋk/ <n>\n\nbenki, hazina\n"),  # of money
+        ("river", "river /ˈrɪvə/ <n>\n\nmto\n"),
+    ]
+    lexicon = read_freedict(write_freedict(tmp_path, "eng-swh", entries))
+    assert sorted(lexicon.entries) == [
+        ("bank", "benki", 1.0),
+        ("bank", "hazina", 1.0),
+        ("bank", "ukingo", 1.0),
+        ("river", "mto", 1.0),
+    ]
+    assert lexicon.meta["headwords"] == 2
+    assert dict(lexicon.to_table().translations("bank")) == pytest.approx(
+        {"ukingo": 1 / 3, "benki": 1 / 3, "hazina": 1 / 3}
+    )
 
 
 def test_read_freedict_bad_index(tmp_path: Path) -> None:

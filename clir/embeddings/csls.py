@@ -23,20 +23,40 @@ def _f32(x: np.ndarray) -> np.ndarray:
 def knn(queries: np.ndarray, base: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
     """Exact top-``k`` inner products of each query row against ``base`` (faiss IndexFlatIP).
 
+    Ties are broken by row of ``base``, lower first, both in the order and in which rows make the
+    top ``k``: two rows of equal score (e.g. duplicate vectors) come out in vocabulary order, the
+    most frequent word first. (faiss alone orders ties by its heap: rows 77, 42, 10, 3 of seven
+    duplicates, of which 3, 10, 42, 77 are the first four.)
+
     Args:
         queries: ``(n, d)``.
         base: ``(m, d)``.
         k: Neighbours per query (capped at ``m``).
 
     Returns:
-        ``(scores (n, k), indices (n, k))``, best first.
+        ``(scores (n, k), indices (n, k))``, best first, equal scores by ascending index.
     """
     if queries.shape[1] != base.shape[1]:
         raise ConfigError(f"queries have dim {queries.shape[1]} but base has dim {base.shape[1]}")
-    k = min(k, base.shape[0])
+    m = base.shape[0]
+    k = min(k, m)
     index = faiss.IndexFlatIP(base.shape[1])
     index.add(_f32(base))
-    scores, indices = index.search(_f32(queries), k)
+    queries = _f32(queries)
+    if k < 1:
+        return index.search(queries, k)
+    scores = np.empty((len(queries), k), np.float32)
+    indices = np.empty((len(queries), k), np.int64)
+    rows, wide = np.arange(len(queries)), min(k + 1, m)
+    while rows.size:
+        found, at = index.search(queries[rows], wide)
+        order = np.lexsort((at, -found), axis=-1)[:, :k]  # by score, then by index
+        scores[rows] = np.take_along_axis(found, order, axis=1)
+        indices[rows] = np.take_along_axis(at, order, axis=1)
+        if wide == m:
+            break
+        # where the k-th score equals the last one fetched, rows of that score may lie beyond
+        rows, wide = rows[found[:, k - 1] == found[:, -1]], min(2 * wide, m)
     return scores, indices
 
 
@@ -96,7 +116,8 @@ def translate(
             whole source vocabulary, as in MUSE); defaults to ``source``.
 
     Returns:
-        ``(scores (n, k), indices (n, k))``, best first.
+        ``(scores (n, k), indices (n, k))``, best first; equal scores by ascending target index
+        (vocabulary order), as :func:`knn` breaks ties.
 
     Raises:
         ConfigError: On an unknown method.

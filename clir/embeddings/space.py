@@ -34,14 +34,24 @@ def _unit(x: np.ndarray) -> np.ndarray:
     return x / np.maximum(norms, 1e-12)
 
 
-def _ngram_files(info: Mapping[str, Any], info_path: Path) -> dict[str, str]:
+def _ngram_files(info: Mapping[str, Any], info_path: Path, languages: Sequence[str]) -> dict[str, str]:
     """Per subword language of a saved space, the n-gram array file its ``space.json`` names
     (``<lang>.ngrams.npy`` where it names none).
 
     Raises:
         FormatError: Naming ``space.json``, if ``subwords`` is no ``{language: parameters}``
-            object or names a file outside the space's directory.
+            object, has a key that is not one of ``languages`` (checked before any file that the
+            key names, ``<key>.mean.npy``, is read: a key ``../x`` named a file outside the
+            space), or names a file outside the space's directory.
     """
+    subwords = info.get("subwords", {})
+    if isinstance(subwords, dict) and (unknown := sorted(set(subwords) - set(languages))):
+        raise FormatError(
+            info_path,
+            None,
+            f"'subwords' has the key {unknown[0]!r}, which is not one of the space's languages "
+            f"{list(languages)}; train or align it again",
+        )
     try:
         names = {
             lang: params.get("ngrams_file", f"{lang}.ngrams.npy")
@@ -284,7 +294,8 @@ class SharedSpace:
             csls_k: CSLS neighbourhood size.
 
         Returns:
-            Per word, ``[(target word, score), ...]`` best first.
+            Per word, ``[(target word, score), ...]`` best first; words of equal score in
+            vocabulary order (see :func:`~clir.embeddings.csls.knn`).
         """
         queries, oov = self.lookup(source, list(words))
         target_vocab = self.vocabulary(target)
@@ -376,7 +387,7 @@ class SharedSpace:
         if not isinstance(languages, list) or not all(isinstance(x, str) and x.isalpha() for x in languages):
             expected = f"'languages' must be a list of language codes, got {languages!r}"
             raise FormatError(info_path, None, expected)
-        ngram_files = _ngram_files(info, info_path)
+        ngram_files = _ngram_files(info, info_path, languages)
         read = [f"{lang}.bin" for lang in languages]  # a manifest that omits one is refused
         read += [*dict.fromkeys(ngram_files.values()), *(f"{lang}.mean.npy" for lang in ngram_files)]
         verify_files(path, info, info_path, verify, required=read)

@@ -39,6 +39,11 @@ def make_keyed_vectors(words: Sequence[str], vectors: np.ndarray) -> KeyedVector
     return kv
 
 
+def _starts_with_bom(path: Path) -> bool:
+    with open(path, "rb") as handle:
+        return handle.read(len(codecs.BOM_UTF8)) == codecs.BOM_UTF8
+
+
 def _is_binary(path: Path, binary: bool | None) -> bool:
     if binary is not None:
         return binary
@@ -48,7 +53,8 @@ def _is_binary(path: Path, binary: bool | None) -> bool:
         header = handle.readline()
         sample = handle.read(4096)
     try:
-        header.decode("ascii")
+        # a byte-order mark (Windows editors write one) starts a text file, not a binary one
+        header.removeprefix(codecs.BOM_UTF8).decode("ascii")
         # incremental: the sample may end inside a character that the next bytes complete
         codecs.getincrementaldecoder("utf-8")().decode(sample, final=False)
     except UnicodeDecodeError:
@@ -60,7 +66,8 @@ def load_word2vec(path: str | Path, binary: bool | None = None, limit: int | Non
     """Read vectors in the word2vec text or binary format.
 
     Args:
-        path: The file (MUSE/fastText ``.vec`` text, or ``.bin`` binary).
+        path: The file (MUSE/fastText ``.vec`` text, or ``.bin`` binary). A text file may start
+            with a UTF-8 byte-order mark, which is skipped.
         binary: Force the format; ``None`` guesses from the suffix (``.bin``) or the content.
         limit: Read only the first ``limit`` vectors (the files are sorted by frequency).
 
@@ -81,7 +88,17 @@ def load_word2vec(path: str | Path, binary: bool | None = None, limit: int | Non
         raise DataNotFoundError(f"{path}: no such word-vector file")
     is_binary = _is_binary(path, binary)
     try:
-        kv = KeyedVectors.load_word2vec_format(str(path), binary=is_binary, limit=limit)
+        if not is_binary and _starts_with_bom(path):
+            # gensim reads the header with int(), which a byte-order mark fails: skip the mark.
+            # gensim's opener (smart_open) takes a path or a descriptor, not a file object.
+            fd = os.open(path, os.O_RDONLY)
+            try:
+                os.lseek(fd, len(codecs.BOM_UTF8), os.SEEK_SET)
+                kv = KeyedVectors.load_word2vec_format(fd, binary=False, limit=limit)
+            finally:
+                os.close(fd)
+        else:
+            kv = KeyedVectors.load_word2vec_format(str(path), binary=is_binary, limit=limit)
     except (ValueError, EOFError, UnicodeDecodeError) as exc:
         kind = "binary" if is_binary else "text"
         raise FormatError(path, None, f"not a word2vec {kind} file: {exc}") from None

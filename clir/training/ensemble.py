@@ -138,12 +138,16 @@ def member_paths(path: str | Path) -> list[Path]:
 
     Raises:
         DataNotFoundError: If ``path`` is neither.
-        FormatError: If a member's model is not the one ``ensemble.json`` lists.
+        FormatError: If a member's model is not the one ``ensemble.json`` lists (named a damaged
+            checkpoint when its files do not match its own manifest either).
     """
     path = Path(path)
     if meta := ensemble_meta(path):
         for member, digest in meta.get("models", {}).items():
             if (found := _model_digest(path / member)) is not None and found != digest:
+                if (problem := checkpoint_problem(path / member, SCORING_FILES)) is not None:
+                    # a file cut or changed since it was saved, not a training that began again
+                    raise FormatError(path / member, None, f"damaged checkpoint: {problem}; train it again")
                 raise FormatError(
                     path / ENSEMBLE_FILE,
                     None,

@@ -43,11 +43,26 @@ def init_member(path: str | Path, seed: int) -> Path:
     """The checkpoint that a model of ``seed`` starts from: of an ensemble, the member trained
     with that seed, else the first; a checkpoint directory itself.
 
+    Each member read on the way (its ``checkpoint.json`` holds its seed) is checked against its
+    manifest first, the chosen one included, so a damaged file is named as such rather than met
+    as a file that does not parse.
+
     Raises:
         DataNotFoundError: If ``path`` is neither a checkpoint nor an ensemble directory.
+        FormatError: If a member read is damaged (its files do not match its manifest, or it
+            omits one that scoring reads).
     """
     members = member_paths(path)
-    return next((m for m in members if read_state(m, curve=False).info.get("seed") == seed), members[0])
+    for member in members:
+        _check_intact(member)
+        if read_state(member, curve=False).info.get("seed") == seed:
+            return member
+    return members[0]  # checked in the loop
+
+
+def _check_intact(member: Path) -> None:
+    if (problem := checkpoint_problem(member, SCORING_FILES)) is not None:
+        raise FormatError(member, None, f"damaged checkpoint: {problem}; train it again")
 
 
 def init_digest(path: str | Path) -> str:
@@ -88,9 +103,7 @@ def load_init_weights(model: nn.Module, path: str | Path, seed: int) -> dict[str
         FormatError: If the checkpoint's files do not match its manifest, or it omits one that is
             read (a damaged checkpoint).
     """
-    member = init_member(path, seed)
-    if (problem := checkpoint_problem(member, SCORING_FILES)) is not None:
-        raise FormatError(member, None, f"damaged checkpoint: {problem}; train it again")
+    member = init_member(path, seed)  # checked against its manifest
     saved_dir, tensors = read_model_dir(model_dir(member))
     saved = saved_dir["config"]
     ours = model.get_config()  # type: ignore[operator]

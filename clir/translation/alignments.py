@@ -5,7 +5,8 @@ probabilistic tables of other toolkits, as alternatives to IBM Model 1.
   pair (an empty line for a pair with no link), each link ``i-j`` joining the ``i``-th source
   token to the ``j``-th target token (0-based). The tables are the relative frequencies of the
   links, as Moses's lexical tables: p(t | s) = c(s, t) / c(s), p(s | t) = c(s, t) / c(t), summed
-  over every file given (e.g. eflomal's forward and reverse links).
+  over every file given (e.g. eflomal's forward and reverse links). A link written twice on one
+  line is refused, not counted twice: aligners write each link once per pair.
 * **Tables** as TSV (``source<TAB>target<TAB>probability``) or JSON (``{"source": {"target":
   probability, ...}, ...}``, Patapsco's PSQ tables), renormalised per source word. Surface words
   are mapped to the index's terms by the analyzers when given (the weights of words that share a
@@ -37,8 +38,8 @@ def read_links(path: str | Path) -> list[Links]:
 
     Raises:
         DataNotFoundError: If the file does not exist.
-        FormatError: On a line that is not UTF-8 text or a link that is not ``i-j`` with
-            non-negative integers (naming the line).
+        FormatError: On a line that is not UTF-8 text, a link that is not ``i-j`` with
+            non-negative integers, or a link written twice on one line (naming the line).
     """
     path = Path(path)
     if not path.is_file():
@@ -58,8 +59,23 @@ def read_links(path: str | Path) -> list[Links]:
                 ):
                     raise FormatError(path, number, f"link {link!r} is not 'i-j' (0-based token positions)")
                 links.append((int(source), int(target)))
+            _check_unique(path, number, links)
             sentences.append(links)
     return sentences
+
+
+def _check_unique(path: str | Path, line: int, links: Links) -> None:
+    """Refuse a link written twice on one line: eflomal, fast_align and the symmetrisers
+    (atools) write each link once, so a repeat means lines were merged (e.g. ``paste`` of the
+    forward and reverse files, which should be given as two files) and would count twice."""
+    if len(set(links)) < len(links):
+        repeated = next(link for link, n in Counter(links).items() if n > 1)
+        raise FormatError(
+            path,
+            line,
+            f"link {repeated[0]}-{repeated[1]} is written twice; an aligner writes each link once "
+            "per sentence pair (give forward and reverse links as separate files)",
+        )
 
 
 def tables_from_links(
@@ -81,8 +97,9 @@ def tables_from_links(
         meta: Kept in both tables' meta (with ``method: "alignments"`` and the files).
 
     Raises:
-        FormatError: If a file's line count differs from the pairs', or a link points past a
-            sentence's tokens (the aligner saw other tokens).
+        FormatError: If a file's line count differs from the pairs', a link points past a
+            sentence's tokens (the aligner saw other tokens), or a pair holds a link twice
+            (it would count twice).
     """
     triples: list[tuple[str, str]] = []
     for path, sentences in alignments:
@@ -95,6 +112,7 @@ def tables_from_links(
         for number, (links, source, target) in enumerate(
             zip(sentences, source_tokens, target_tokens, strict=True)
         ):
+            _check_unique(path, number + 1, links)
             for i, j in links:
                 if i >= len(source) or j >= len(target):
                     raise FormatError(

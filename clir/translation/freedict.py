@@ -82,7 +82,11 @@ def parse_entry(text: str) -> tuple[str, list[str]]:
 
 
 def read_freedict(index_path: str | Path, dict_path: str | Path | None = None) -> Lexicon:
-    """Read a dictd dictionary as a lexicon (each translation of an entry with weight 1).
+    """Read a dictd dictionary as a lexicon (each translation of a headword with weight 1).
+
+    A headword may have several entries (homographs: two index lines ``bank``, the river's and
+    the money's); their translations are pooled, and one that both list is entered once, so it
+    weighs as much as any other translation of the headword, not twice as much.
 
     Args:
         index_path: The ``.index`` file, e.g. ``/usr/share/dictd/freedict-swh-eng.index``.
@@ -90,7 +94,8 @@ def read_freedict(index_path: str | Path, dict_path: str | Path | None = None) -
 
     Returns:
         The lexicon; languages from a ``freedict-<src>-<tgt>`` file name (ISO 639-3 codes mapped
-        to clir's: ``swh`` -> ``sw``), else ``"src"``/``"tgt"``.
+        to clir's: ``swh`` -> ``sw``), else ``"src"``/``"tgt"``; ``meta["headwords"]`` counts
+        distinct headwords (homographs once).
 
     Raises:
         DataNotFoundError: If a file is missing.
@@ -112,7 +117,8 @@ def read_freedict(index_path: str | Path, dict_path: str | Path | None = None) -
     except (gzip.BadGzipFile, EOFError, zlib.error) as exc:  # truncated or damaged
         raise FormatError(dict_path, None, f"not a complete dictd data file ({exc})") from None
     entries: list[tuple[str, str, float]] = []
-    headwords = 0
+    seen: set[tuple[str, str]] = set()  # (headword, translation) pairs already entered
+    headwords: set[str] = set()
     for number, line in numbered_lines(index_path):
         parts = line.split("\t")
         if len(parts) != 3:
@@ -135,10 +141,15 @@ def read_freedict(index_path: str | Path, dict_path: str | Path | None = None) -
         except UnicodeDecodeError:
             raise FormatError(index_path, number, f"entry {headword!r} is not valid UTF-8") from None
         _, translations = parse_entry(text)
-        headwords += 1
-        entries.extend((headword, translation, 1.0) for translation in translations)
+        headwords.add(headword)
+        for translation in translations:
+            if (headword, translation) not in seen:  # a homograph's repeat: counted once
+                seen.add((headword, translation))
+                entries.append((headword, translation, 1.0))
     source_lang, target_lang = _langs_of(index_path.name)
-    return Lexicon(entries, source_lang, target_lang, name=str(index_path), meta={"headwords": headwords})
+    return Lexicon(
+        entries, source_lang, target_lang, name=str(index_path), meta={"headwords": len(headwords)}
+    )
 
 
 def find_freedict(pair: str, dirs: Sequence[str | Path] = DICTD_DIRS) -> tuple[Path, Path]:
