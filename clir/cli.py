@@ -1165,7 +1165,7 @@ def _aqwv_config(args: argparse.Namespace):
 
 
 def _evaluate(args: argparse.Namespace) -> int:
-    from clir.evaluation import evaluate_per_query, format_table, means
+    from clir.evaluation import evaluate_per_query, format_table, means, natural_order
     from clir.formats import read_run
 
     run, qrels = read_run(args.run), _read_qrels(args.qrels)
@@ -1183,9 +1183,8 @@ def _evaluate(args: argparse.Namespace) -> int:
         print(json.dumps(payload, indent=2))
         return 0
     if args.per_query:
-        rows = {
-            qid: {name: per_query[name][qid] for name in values} for qid in next(iter(per_query.values()))
-        }
+        qids = natural_order(next(iter(per_query.values())))  # q2 before q10
+        rows = {qid: {name: per_query[name][qid] for name in values} for qid in qids}
         print(format_table(rows, list(values)))
         print()
     print(format_table({Path(args.run).name: values}, list(values)))

@@ -36,6 +36,7 @@ from clir.pipeline.baselines import BaselineConfig
 from clir.pipeline.features import CollectionFeatures, collection_rerank_data, stage_features
 from clir.pipeline.trained_with import model_baseline
 from clir.training import load_models, rerank
+from clir.training.ensemble import check_depth
 from clir.translation import TranslationTable
 from clir.types import Qrels, Query, Run
 
@@ -163,8 +164,9 @@ class Retriever(pt.Transformer):
 class Reranker(pt.Transformer):
     """The bilingual reranker (one trained model or an ensemble) as results -> results.
 
-    Each query's results are its candidates, all reranked (their first-stage scores are the
-    model's candidate scores, as in ``clir rerank --run``); the output holds the same documents.
+    As ``clir rerank --run``: the top ``depth`` of each query's results (in trec_eval's order)
+    are its candidates, reranked (their first-stage scores are the model's candidate scores);
+    the rest follow beneath in their order. The output holds the same documents.
 
     Args:
         model: A checkpoint or ensemble directory.
@@ -175,6 +177,11 @@ class Reranker(pt.Transformer):
         baseline: First-stage settings of the score features (default: those the model was
             trained with, :func:`~clir.pipeline.trained_with.model_baseline`, else the
             baselines').
+        depth: Results reranked per query (default: the model's ``data.depth``, as
+            ``clir rerank``; pass the retriever's ``k`` to rerank every result).
+
+    Raises:
+        ConfigError: On a ``depth`` that is not a positive integer.
     """
 
     def __init__(
@@ -186,10 +193,13 @@ class Reranker(pt.Transformer):
         tables: tuple[TranslationTable, TranslationTable] | None = None,
         tables_dir: str | Path | None = None,
         baseline: BaselineConfig | None = None,
+        depth: int | None = None,
     ) -> None:
         super().__init__()
+        check_depth(depth)
         self.model = model
         self.models = load_models(model)
+        self.depth = depth or self.models[0].config.data.depth
         self.baseline = model_baseline(model, baseline)
         self.space = space if isinstance(space, SharedSpace) else SharedSpace.load(space)
         config = self.models[0].config
@@ -205,7 +215,6 @@ class Reranker(pt.Transformer):
     def transform(self, results: pd.DataFrame) -> pd.DataFrame:
         queries = queries_of(results)
         run = frame_run(results)
-        depth = max((len(docs) for docs in run.values()), default=0)
         config = self.models[0].config
         data = collection_rerank_data(
             self.features,
@@ -213,11 +222,12 @@ class Reranker(pt.Transformer):
             candidates=run,
             feature_names=self.models[0].feature_names,
             data=config.data,
-            depth=depth,
+            depth=self.depth,
             progress=config.progress,
         )
+        depth = max((len(query.docnos) for query in data.queries), default=0) or 1  # as clir rerank
         reranked = rerank(self.models, data, space=self.space, run=run, depth=depth, progress=config.progress)
         return run_frame(reranked, queries)
 
     def __repr__(self) -> str:
-        return f"clir.Reranker({self.model})"
+        return f"clir.Reranker({self.model}, depth={self.depth})"

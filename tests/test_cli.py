@@ -810,3 +810,13 @@ def test_options_where_they_have_an_effect_and_defaults_pass():
     search = ["search", "--bundle", "b", "--collection", "c"]
     assert parser.parse_args([*search, "--query", "sheep", "--snippet", "20"]).snippet == 20
     assert parser.parse_args([*search, "--topics", "t.tsv", "--out", "r", "--tag", "mine"]).tag == "mine"
+
+
+def test_evaluate_per_query_table_lists_queries_in_natural_order(tmp_path, capsys):
+    """Qrels files are sorted as text (q1, q10, q2); the per-query table had listed them so."""
+    run, qrels = tmp_path / "a.run", tmp_path / "a.qrels"
+    qrels.write_text("".join(f"{q} 0 d1 1\n" for q in ("q1", "q10", "q2")))
+    run.write_text("".join(f"{q} Q0 d1 1 1.0 x\n" for q in ("q1", "q10", "q2")))
+    assert main(["evaluate", str(run), str(qrels), "--metrics", "AP", "--per-query"]) == 0
+    first_column = [line.split()[0] for line in capsys.readouterr().out.splitlines() if line.strip()]
+    assert first_column[first_column.index("q1") : first_column.index("q1") + 3] == ["q1", "q2", "q10"]

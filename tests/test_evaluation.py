@@ -121,6 +121,23 @@ def test_relevance_threshold_is_passed_to_ir_measures():
     assert values == {"AP(rel=2)": pytest.approx(1 / 6)}
 
 
+def test_numrel_with_a_relevance_threshold_counts_the_qrels_as_trec_eval():
+    # ir_measures' pytrec_eval provider takes NumRel(rel=1) only, so clir refused NumRel(rel=2)
+    # as "not one of trec_eval's"; trec_eval's num_rel at -l 2 counts the grades >= 2.
+    import pytrec_eval
+
+    qrels = {"q1": {"a": 2, "b": 1, "c": 0, "d": 3}, "q2": {"x": 1, "y": 2}, "q3": {"z": 2}}
+    run = {"q1": {"a": 1.0, "b": 0.5, "e": 0.2}, "q2": {"x": 1.0}}  # q3 retrieved nothing
+    per_query = evaluate_per_query(run, qrels, ["NumRel(rel=2)", "NumRel", "NumRet(rel=2)"])
+    assert per_query["NumRel(rel=2)"] == {"q1": 2.0, "q2": 1.0, "q3": 1.0}  # a, d; y; z
+    assert per_query["NumRel"] == {"q1": 3.0, "q2": 2.0, "q3": 1.0}
+    assert per_query["NumRet(rel=2)"] == {"q1": 1.0, "q2": 0.0, "q3": 0.0}  # a; -; -
+    strict = pytrec_eval.RelevanceEvaluator(qrels, {"num_rel"}, relevance_level=2).evaluate(run)
+    assert {qid: values["num_rel"] for qid, values in strict.items()} == {"q1": 2.0, "q2": 1.0}
+    assert evaluate(run, qrels, ["NumRel(rel=2)"]) == {"NumRel(rel=2)": 4.0}  # summed
+    assert measure_name("NumRel(rel=3)") == "NumRel(rel=3)"
+
+
 def test_agrees_with_ir_measures_when_every_query_is_retrieved():
     rng = np.random.default_rng(3)
     qrels = {f"q{i}": {f"d{j}": int(rng.integers(0, 3)) for j in range(30)} for i in range(8)}

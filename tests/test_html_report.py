@@ -293,3 +293,47 @@ def test_significance_marks_are_the_markdown_report_s(tmp_path):
     assert parser.tables["results-en-sw"][1:] == rows
     assert "| full | 1.0000* | 1.0000* |" in (tmp_path / "report.md").read_text()
     assert "*: significantly better than the best lexical baseline" in (tmp_path / "report.html").read_text()
+
+
+def test_queries_are_listed_and_sorted_in_natural_qid_order(tmp_path):
+    """The explorer had listed the split's order (q1, q10, q2 where it came sorted as text) and
+    the page's script sorted the qid column as text (q10 before q2): numbers now count as numbers,
+    in the rows and in the position the script sorts the column by."""
+    from clir.evaluation import natural_key, natural_order
+
+    assert natural_order(["q10", "q2", "q1", "Q1.10", "Q1.9", "q01"]) == [
+        "Q1.9",
+        "Q1.10",
+        "q01",
+        "q1",
+        "q2",
+        "q10",
+    ]
+    assert natural_key("q2") < natural_key("q10") and natural_key("10") > natural_key("9")
+    qids = ["q1", "q10", "q2", "q21", "q3"]
+    documents = [Document(f"d{q}", f"passage {q}") for q in qids]
+    collection = Collection(
+        "c",
+        "sw",
+        "en",
+        documents,
+        {"test": [Query(q, f"word {q}") for q in qids]},
+        {q: {f"d{q}": 1} for q in qids},
+    )
+    run = {q: {f"d{q}": 1.0} for q in qids}
+    runs = {"en-sw": {"qt-bm25": run, "full": run}}
+    config = ExperimentConfig(systems={"full": {}}, significance=SignificanceConfig(bootstrap_samples=200))
+    write_report(
+        tmp_path, config, runs, collections={"en-sw": collection}, curves={}, bli={}, timings={},
+        measures=["AP"],
+    )  # fmt: skip
+    page = (tmp_path / "report.html").read_text()
+    parser = _Tables()
+    parser.feed(page)
+    parser.close()
+    assert [row[0] for row in parser.tables["queries-en-sw"][1:]] == ["q1", "q2", "q3", "q10", "q21"]
+    # the script sorts a cell by its data-value where given: the qid's position in natural order
+    cells = re.findall(r'<td class="text" data-value="(\d+)">(q\d+)</td>', page)
+    assert sorted(cells, key=lambda cell: int(cell[0])) == [
+        (str(i), q) for i, q in enumerate(natural_order(qids))
+    ]

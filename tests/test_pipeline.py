@@ -467,3 +467,63 @@ def test_report_plots_curves_per_system_and_n_per_bli_bin(tmp_path):
     report = (out / "report.md").read_text()
     for plot in ("training_curves.png", "bli_frequency.png"):
         assert f"![{plot}]({plot})" in report and (out / plot).read_bytes()[:4] == b"\x89PNG"
+
+
+def test_the_rerank_step_scores_with_the_reranker_s_precision_and_batch_size(monkeypatch):
+    """``reranker.precision`` and ``reranker.score_batch_size`` reached training's dev scoring
+    but not the rerank step, which scored with the defaults. Each system scores with its own
+    (a system may override them); precision is in the step's key, the batch size is not (nor in
+    the train steps' keys, which the rerank step's key includes): it changes no score."""
+    from test_weak import plan
+
+    from clir.training import ScoringOptions
+
+    base = load_experiment(CONFIGS / "experiment-fast.yaml")
+    config = dataclasses.replace(
+        base,
+        reranker=dataclasses.replace(base.reranker, precision="fp32", score_batch_size=64),
+        systems={"lexical-fusion": {"model": {"components": []}, "score_batch_size": 8}, "full": {}},
+    )
+    calls: list[tuple[int, ScoringOptions | None]] = []
+
+    def spy(members, data, *, options=None, **kwargs):
+        calls.append((len(members), options))
+        return [[np.zeros(1)] for _ in members]
+
+    class Now:
+        def run(self, name, params, build, inputs=(), *, resumable=False):
+            build(Path("/nowhere"))
+
+    for name, value in {
+        "member_scores": spy,
+        "load_models": lambda path: ["seed0", "seed1"] if path.name == "full" else ["seed0"],
+        "read_run": lambda path: {},
+        "scores_to_run": lambda data, scores, full: {},
+        "write_run": lambda path, run, tag: None,
+        "_system_data": lambda config, system, data: data,
+    }.items():
+        monkeypatch.setattr(experiment_module, name, value)
+    monkeypatch.setattr(experiment_module.SharedSpace, "load", staticmethod(lambda path: None))
+    monkeypatch.setattr(experiment_module.RerankData, "load", staticmethod(lambda path: None))
+    steps = {s: experiment_module.StepResult(s, s, Path(s), True, 0.0) for s in ("lexical-fusion", "full")}
+    step = steps["full"]
+    experiment_module._rerank_step(Now(), config, "en-sw", step, step, steps, False, experiment_module.LOCAL)
+    assert sorted(calls, key=lambda call: call[0]) == [
+        (1, ScoringOptions(batch_size=8, precision="fp32")),  # lexical-fusion's override
+        (2, ScoringOptions(batch_size=64, precision="fp32")),  # full's two seeds
+    ]
+
+    monkeypatch.undo()
+    keys = {
+        name: plan(
+            dataclasses.replace(base, reranker=dataclasses.replace(base.reranker, **values)), monkeypatch
+        )
+        for name, values in {
+            "default": {},
+            "batch": {"score_batch_size": 64},
+            "fp32": {"precision": "fp32"},
+        }.items()
+    }
+    rerank = {name: steps["rerank-en-sw"]["key"] for name, steps in keys.items()}
+    assert rerank["batch"] == rerank["default"] != rerank["fp32"]
+    assert keys["fp32"]["rerank-en-sw"]["params"]["precision"] == {"lexical-fusion": "fp32", "full": "fp32"}

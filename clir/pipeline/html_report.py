@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from clir.datasets import Collection
+from clir.evaluation import natural_order
 from clir.formats import atomic_write, ranked
 from clir.types import Qrels, Run
 
@@ -236,10 +237,11 @@ def _seconds(value: float | None) -> tuple[str, float | None]:
 
 def _table(table_id: str, header: Sequence[str], rows: Sequence[Sequence[tuple[str, Any]]]) -> str:
     """A sortable table; each cell is ``(html, sort value)``. The first column is plain text
-    (escaped here); other cells' html is written as given, left-aligned when sorted as text."""
+    (escaped here), sorted by its sort value where given, else as text; other cells' html is
+    written as given, left-aligned when sorted as text."""
     head = f"<th{_TEXT}>{escape(header[0])}</th>" + "".join(f"<th>{escape(h)}</th>" for h in header[1:])
     lines = [f'<table class="sortable" id="{escape(table_id)}"><thead><tr>{head}</tr></thead><tbody>']
-    for (first, _), *cells in rows:
+    for (first, order), *cells in rows:
         tds = "".join(
             (
                 "<td>"
@@ -249,7 +251,8 @@ def _table(table_id: str, header: Sequence[str], rows: Sequence[Sequence[tuple[s
             + f"{html}</td>"
             for html, value in cells
         )
-        lines.append(f"<tr><td{_TEXT}>{escape(first)}</td>{tds}</tr>")
+        value = "" if order is None else f' data-value="{escape(str(order))}"'
+        lines.append(f"<tr><td{_TEXT}{value}>{escape(first)}</td>{tds}</tr>")
     lines.append("</tbody></table>")
     return "\n".join(lines)
 
@@ -257,16 +260,17 @@ def _table(table_id: str, header: Sequence[str], rows: Sequence[Sequence[tuple[s
 def explorer_passages(
     runs: Mapping[str, Run], collection: Collection, split: str
 ) -> dict[str, tuple[str, str | None]]:
-    """The passages the explorer shows of each judged query of ``split``, in the split's order:
+    """The passages the explorer shows of each judged query of ``split``, in natural qid order
+    (:func:`clir.evaluation.natural_order`: ``q2`` before ``q10``):
     ``qid -> (its most relevant passage, the passage TOP_SYSTEM ranked first or None)``."""
     qrels: Qrels = collection.qrels_of(split)
     shown: dict[str, tuple[str, str | None]] = {}
-    for query in collection.split(split):
-        judged = qrels.get(query.qid, {})
+    for qid in natural_order(query.qid for query in collection.split(split)):
+        judged = qrels.get(qid, {})
         relevant = sorted((d for d, grade in judged.items() if grade > 0), key=lambda d: (-judged[d], d))
         if relevant:
-            top = runs.get(TOP_SYSTEM, {}).get(query.qid, {})
-            shown[query.qid] = (relevant[0], ranked(top)[0][0] if top else None)
+            top = runs.get(TOP_SYSTEM, {}).get(qid, {})
+            shown[qid] = (relevant[0], ranked(top)[0][0] if top else None)
     return shown
 
 
@@ -278,12 +282,13 @@ def _explorer(
     split: str,
     views: ExplorerViews,
 ) -> str:
-    """The per-query table of one pair: query (with its passages on click) and every rank."""
+    """The per-query table of one pair: query (with its passages on click) and every rank, in
+    natural qid order; the qid column sorts by that order (its position, as ``data-value``)."""
     qrels: Qrels = collection.qrels_of(split)
     texts = {document.docno: document.text for document in collection.documents}
     queries = {query.qid: query for query in collection.split(split)}
     rows = []
-    for qid, (relevant, best) in explorer_passages(runs, collection, split).items():
+    for position, (qid, (relevant, best)) in enumerate(explorer_passages(runs, collection, split).items()):
         query = queries[qid]
         details = [_passage("relevant", relevant, texts, views.translations)]
         if best is not None:
@@ -294,7 +299,7 @@ def _explorer(
         judged = qrels[qid]
         ranks = [relevant_rank(runs[name].get(qid, {}), judged) for name in systems]
         rows.append(
-            [(qid, None), (cell, query.text)]
+            [(qid, position), (cell, query.text)]
             + [
                 ("" if rank is None else str(rank), _NOT_RETRIEVED if rank is None else rank)
                 for rank in ranks
