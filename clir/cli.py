@@ -1048,6 +1048,8 @@ def _search(args: argparse.Namespace) -> int:
 
     if (args.topics is None) != (args.out is None):
         raise ConfigError("clir search: --topics FILE needs --out RUN, and --out only goes with --topics")
+    if args.query is not None and not args.query.strip():  # had searched, warning of "no term"
+        raise ConfigError(f"clir search: --query {args.query!r} is empty; give the words to search for")
     bundle_dir = [Path(args.bundle)] if Path(args.bundle).exists() else []  # else a hub id
     if args.out is not None:
         _check_out(args, also=bundle_dir)
@@ -1208,9 +1210,8 @@ def _compare(args: argparse.Namespace) -> int:
         baseline, rest = args.runs[0], args.runs[1:]
     else:
         baseline, rest = args.baseline, [path for path in args.runs if not same(path, args.baseline)]
-    given = rest if args.baseline is not None else args.runs  # the first RUN is the baseline
-    for i, path in enumerate(given):
-        if any(same(path, earlier) for earlier in given[:i]):
+    for i, path in enumerate(args.runs):  # with --baseline too: it had been dropped from them all
+        if any(same(path, earlier) for earlier in args.runs[:i]):
             raise ConfigError(f"RUN {path} is given twice")
     others = [str(path) for path in rest]
     if not others:
@@ -1250,16 +1251,22 @@ def _compare(args: argparse.Namespace) -> int:
         print(json.dumps(payload, indent=2))
         return 0
     first = next(iter(result.values()))
+    # Each run by its file name, or by its path as given where two share a name (two rows read
+    # "bm25.run", the baseline's and another's); the coverage in full ("98% CI" had been 0.975).
+    label = {str(path): Path(path).name for path in [baseline, *others]}
+    if len(set(label.values())) < len(label):
+        label = {path: path for path in label}
+    coverage = f"{config.confidence * 100:.10g}% CI"
     for measure in first:
-        header = ["run", "sum" if summed(measure) else "mean", "diff", f"{config.confidence:.0%} CI"]
+        header = ["run", "sum" if summed(measure) else "mean", "diff", coverage]
         header += ["p(rand)", "uncorr.", "p(t)", "uncorr."]
-        rows = [[baseline.name, f"{first[measure].mean_a:.4f}", "", "", "", "", "", ""]]
+        rows = [[label[str(baseline)], f"{first[measure].mean_a:.4f}", "", "", "", "", "", ""]]
         for name, by_measure in result.items():
             c = by_measure[measure]
             mark = "*" if c.p_randomization_corrected < config.alpha else ""
             rows.append(
                 [
-                    Path(name).name,
+                    label[name],
                     f"{c.mean_b:.4f}",
                     f"{c.diff:+.4f}",
                     "-" if math.isnan(c.ci_low) else f"[{c.ci_low:+.4f}, {c.ci_high:+.4f}]",

@@ -445,6 +445,22 @@ def test_bundle_scores_of_a_baselines_results_json_say_what_is_expected(tmp_path
     assert not (tmp_path / "b").exists()
 
 
+@pytest.mark.parametrize("name", ["", " ", "two\nlines"])
+def test_bundle_refuses_a_name_that_is_no_title(name, tmp_path, capsys):
+    """clir bundle --name "" wrote a model card headed "# " (and "a\\nb" one whose title ran into
+    its text), before any check."""
+    collection = tmp_path / "c"
+    queries, qrels = {"test": [Query("q1", "water")]}, {"q1": {"d1": 1}}
+    Collection("c", "sw", "en", [Document("d1", "maji")], queries, qrels).save(collection)
+    argv = ["bundle", "--model", str(tmp_path / "m"), "--space", str(tmp_path / "s"), "--tables"]
+    argv += [str(tmp_path / "t"), "--collection", str(collection), "--out", str(tmp_path / "b")]
+    assert main([*argv, "--name", name]) == 2
+    assert capsys.readouterr().err == (
+        f"clir: error: name={name!r}: the model card's title must be one line of text\n"
+    )
+    assert not (tmp_path / "b").exists()
+
+
 def test_bundle_scores_of_a_results_json(tmp_path):
     scores = tmp_path / "results.json"
     scores.write_bytes(b'\xef\xbb\xbf{"systems": {"en-sw": {"full": {"AP": 0.5, "P@10": 1}}}, "timings": {}}')

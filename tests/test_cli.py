@@ -535,6 +535,17 @@ def test_topics_fields_are_named_by_the_options_the_error_names(command, tmp_pat
     assert not (tmp_path / "out.run").exists()
 
 
+@pytest.mark.parametrize("query", ["", "   "])
+def test_search_refuses_an_empty_query(query, tmp_path, capsys):
+    """clir search --query "" searched, warning that the query "has no term in the index", and
+    exited 0 with nothing printed (a topics file's empty query text is an error)."""
+    argv = ["search", "--bundle", str(tmp_path / "b"), "--collection", str(tmp_path / "c")]
+    assert main([*argv, "--query", query]) == 2
+    assert capsys.readouterr().err == (
+        f"clir: error: clir search: --query {query!r} is empty; give the words to search for\n"
+    )
+
+
 def test_retrieve_refuses_a_split_with_a_topics_file(tmp_path, capsys):
     """clir retrieve --topics FILE --split train searched the file's queries, the --split
     ignored silently (dense makes the two exclusive); a --collection's default split stays test."""

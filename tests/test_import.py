@@ -503,3 +503,92 @@ def test_a_lone_surrogate_in_imported_jsonl_names_the_file_line_and_field(tmp_pa
     err = capsys.readouterr().err
     assert err.startswith(f"clir: error: {topics}:2: field 'text'") and "lone surrogate" in err
     assert "Traceback" not in err and not (tmp_path / "c").exists()
+
+
+def test_a_json_array_or_trec_documents_are_named_not_read_as_tsv(tmp_path, capsys):
+    """A JSON array of documents (json.dump's output) was read as TSV: "expected 2 fields (docno,
+    text), found 1", quoting the whole file (230 KB for 300 documents); TREC <DOC> files too."""
+    array, pretty, trec = tmp_path / "corpus.json", tmp_path / "pretty.json", tmp_path / "docs.trec"
+    rows = [{"_id": f"d{i}", "text": "neno " * 100} for i in range(50)]
+    array.write_text(json.dumps(rows))
+    pretty.write_text(json.dumps(rows, indent=2))
+    trec.write_text("<DOC>\n<DOCNO> d1 </DOCNO>\n<TEXT>\nmbwa\n</TEXT>\n</DOC>\n")
+    for path in (array, pretty):
+        with pytest.raises(FormatError, match=r"is a JSON array, not JSON Lines: write one object per line"):
+            sniff_format(path, "documents")
+        with pytest.raises(FormatError, match=r"is a JSON array"):
+            sniff_format(path, "topics")
+    with pytest.raises(FormatError, match=r"docs\.trec: holds TREC <DOC> documents, which are not read"):
+        sniff_format(trec, "documents")
+    topics, qrels = tmp_path / "t.tsv", tmp_path / "q.txt"
+    topics.write_text("q1\tmbwa\n")
+    qrels.write_text("q1 0 d1 1\n")
+    argv = ["data", "import", "--documents", str(array), "--topics", str(topics), "--qrels", str(qrels)]
+    assert main([*argv, "--doc-lang", "sw", "--out", str(tmp_path / "c"), "-q"]) == 2
+    err = capsys.readouterr().err
+    assert err == f"clir: error: {array}: is a JSON array, not JSON Lines: write one object per line " + (
+        "(e.g. jq -c '.[]' FILE)\n"
+    )
+
+
+def test_a_bad_tsv_line_is_quoted_short_and_a_line_without_tabs_is_named(tmp_path):
+    """A bad TSV line was quoted whole (a 10 MB document in the message), and a TREC qrels line
+    of 5 columns, or one separated by spaces, was said to hold "1 field" with no word of tabs."""
+    docs, qrels = tmp_path / "docs.tsv", tmp_path / "qrels.txt"
+    docs.write_text("d1\tmbwa\nd2\t" + "neno\t" * 10_000 + "\n")
+    with pytest.raises(FormatError, match=r"docs\.tsv:2: expected 2 fields") as error:
+        list(iter_documents_as(docs, "tsv"))
+    assert len(str(error.value)) < 300 and "(50003 characters)" in str(error.value)
+    qrels.write_text("q1 0 d1 1 extra\n")
+    assert sniff_format(qrels, "qrels") == "tsv"
+    match = (
+        r"qrels\.txt:1: expected 3 fields \(qid, docno, relevance\), found 1: 'q1 0 d1 1 extra' "
+        r"\(no tab: its 5 fields are separated by spaces\)$"
+    )
+    with pytest.raises(FormatError, match=match):
+        read_qrels_as(qrels, "tsv")
+
+
+@pytest.mark.parametrize(
+    ("content", "hint"),
+    [
+        (gzip.compress(b'{"docno": "d1", "text": "a"}\n'), "a gzip file: name it \\*\\.gz"),
+        (b"BZh91AY&SY\x8a\x00", "a bzip2 file: decompress it first"),
+        ('{"docno": "d1"}\n'.encode("utf-16"), r"UTF-16 text: convert it to UTF-8 first"),
+    ],
+)
+def test_a_compressed_or_utf16_file_says_so(tmp_path, content, hint):
+    """They were "not valid UTF-8 (invalid start byte)" alone (a .GZ or .bz2 corpus, a
+    Windows editor's UTF-16)."""
+    path = tmp_path / "corpus.jsonl"
+    path.write_bytes(content)
+    with pytest.raises(FormatError, match=rf"corpus\.jsonl:1: not valid UTF-8 \(.*\); it starts like {hint}"):
+        list(iter_documents_as(path))
+
+
+def test_an_empty_documents_file_is_named_as_the_input(tmp_path, capsys):
+    """It was "OUT/documents.jsonl: not written: no document", naming the output."""
+    docs, topics, qrels = tmp_path / "docs.jsonl", tmp_path / "t.tsv", tmp_path / "q.txt"
+    docs.write_text("\n\n")
+    topics.write_text("q1\tmbwa\n")
+    qrels.write_text("q1 0 d1 1\n")
+    argv = ["data", "import", "--documents", str(docs), "--topics", str(topics), "--qrels", str(qrels)]
+    assert main([*argv, "--doc-lang", "sw", "--out", str(tmp_path / "c"), "-q"]) == 2
+    assert capsys.readouterr().err == f"clir: error: {docs}: holds no document\n"
+    assert not (tmp_path / "c").exists()
+
+
+def test_a_collection_of_beir_documents_names_the_missing_docno_field(tmp_path):
+    """A BEIR corpus.jsonl copied in as documents.jsonl said "field 'docno' must be a string,
+    got None": the field is missing, and clir data import reads other names."""
+    root = tmp_path / "mine"
+    root.mkdir()
+    (root / "documents.jsonl").write_text('{"_id": "d1", "title": "", "text": "mbwa"}\n')
+    (root / "topics.test.tsv").write_text("q1\tdog\n")
+    (root / "qrels.txt").write_text("q1 0 d1 1\n")
+    match = (
+        r"documents\.jsonl:1: no field 'docno' \(fields: _id, text, title\); a document needs 'docno' "
+        r"and 'text' \('clir data import --docno-field --text-field' reads other names\)"
+    )
+    with pytest.raises(FormatError, match=match):
+        Collection.load(root, doc_lang="sw")

@@ -13,7 +13,7 @@ named; documents are streamed, never all held in memory.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
@@ -24,7 +24,7 @@ from clir.datasets.irds import ir_dataset_parts
 from clir.errors import FormatError
 from clir.formats import read_parallel
 from clir.formats.layouts import iter_documents_as, read_qrels_as, read_topics_as, sniff_format
-from clir.types import Qrels, Query
+from clir.types import Document, Qrels, Query
 
 
 @dataclass(frozen=True)
@@ -148,14 +148,15 @@ def import_collection(
     source["qrels"] = [str(p) for p in qrels]
     if parallel is not None:
         source["parallel"] = str(parallel)
+    rows = iter_documents_as(
+        documents, layout, docno_field=config.docno_field, text_fields=config.text_fields
+    )
     return save_collection(
         out,
         name=name or Path(out).name,
         doc_lang=doc_lang,
         query_lang=query_lang,
-        documents=iter_documents_as(
-            documents, layout, docno_field=config.docno_field, text_fields=config.text_fields
-        ),
+        documents=_not_empty(rows, documents),
         queries=read_topic_files(topics, config),
         qrels=read_qrels_files(qrels, config),
         parallel=read_parallel(parallel) if parallel is not None else [],
@@ -163,6 +164,17 @@ def import_collection(
         xml=xml,
         force=force,
     )
+
+
+def _not_empty(documents: Iterator[Document], path: str | Path) -> Iterator[Document]:
+    """``documents``, then an error naming ``path`` if there were none (the error had named the
+    output, ``OUT/documents.jsonl: not written: no document``)."""
+    empty = True
+    for document in documents:
+        empty = False
+        yield document
+    if empty:
+        raise FormatError(path, None, "holds no document")
 
 
 def save_ir_dataset(

@@ -41,6 +41,7 @@ from clir.config import OneOf, PositiveInt, Range, Section, Seed
 from clir.errors import ConfigError
 from clir.evaluation.aqwv import AQWVConfig
 from clir.evaluation.measures import DEFAULT_MEASURES, _per_query, aggregate, summed
+from clir.evaluation.table import natural_order
 from clir.types import Qrels, Run
 
 EXACT_MAX_QUERIES = 16
@@ -326,7 +327,10 @@ def compare_per_query(
         config: Tests, interval and correction (default :class:`SignificanceConfig`).
 
     Returns:
-        As :func:`compare_runs`.
+        As :func:`compare_runs`. The queries are paired by qid and taken in their natural order
+        (:func:`~clir.evaluation.natural_order`), not in the order of the mappings: the Monte
+        Carlo p-value and the bootstrap interval draw their signs and resamples by position, so
+        the same values in another order (qrels sorted otherwise) gave other numbers.
 
     Raises:
         ConfigError: If a run was evaluated on other measures or queries than the reference
@@ -349,7 +353,7 @@ def compare_per_query(
                 )
     raw: dict[str, dict[str, Comparison]] = {name: {} for name in runs}
     for measure, per_query_a in reference.items():
-        qids = list(per_query_a)
+        qids = natural_order(per_query_a)  # the same numbers whatever the qrels' order
         a = np.array([per_query_a[qid] for qid in qids])
         scale = len(qids) if summed(measure) else 1  # a sum's difference is n times the mean's
         for name in runs:

@@ -44,13 +44,46 @@ def numbered_lines(path: str | Path) -> Iterator[tuple[int, str]]:
                 try:
                     line = raw.decode("utf-8").rstrip("\r\n")
                 except UnicodeDecodeError as exc:
-                    raise FormatError(path, number, f"not valid UTF-8 ({exc.reason})") from None
+                    hint = _binary_hint(raw) if number == 1 else ""
+                    raise FormatError(path, number, f"not valid UTF-8 ({exc.reason}){hint}") from None
                 if number == 1:
                     line = line.removeprefix(BOM)
                 if line.strip():
                     yield number, line
         except (gzip.BadGzipFile, EOFError) as exc:
             raise FormatError(path, None, f"not a complete gzip file ({exc})") from None
+
+
+_MAGIC = (
+    (b"\x1f\x8b", "a gzip file: name it *.gz to have it read decompressed"),
+    (b"BZh", "a bzip2 file: decompress it first"),
+    (b"\xfd7zXZ\x00", "an xz file: decompress it first"),
+    (b"\x28\xb5\x2f\xfd", "a zstd file: decompress it first"),
+    (b"PK\x03\x04", "a zip archive: extract it first"),
+    (b"\xff\xfe", "UTF-16 text: convert it to UTF-8 first (iconv -f UTF-16 -t UTF-8)"),
+    (b"\xfe\xff", "UTF-16 text: convert it to UTF-8 first (iconv -f UTF-16 -t UTF-8)"),
+)
+"""Starts of files that are no UTF-8 text, and what to do about them."""
+
+
+def _binary_hint(first: bytes) -> str:
+    """``"; it starts like ..."`` for a first line of a compressed or UTF-16 file (they had been
+    reported as "not valid UTF-8 (invalid start byte)" alone), else ``""``; after a UTF-8 byte
+    order mark as without one."""
+    first = first.removeprefix(BOM.encode())
+    return next((f"; it starts like {what}" for magic, what in _MAGIC if first.startswith(magic)), "")
+
+
+_SHOWN = 120
+"""The characters of a bad line quoted in an error (a JSON array on one line had been quoted
+whole: a message of 230 KB)."""
+
+
+def shown(line: str) -> str:
+    """``line`` quoted for an error message, cut to its first characters when long."""
+    if len(line) <= _SHOWN:
+        return repr(line)
+    return f"{line[:_SHOWN]!r}... ({len(line)} characters)"
 
 
 def fields_of(path: str | Path, number: int, line: str, sep: str | None, count: int, what: str) -> list[str]:
@@ -67,7 +100,10 @@ def fields_of(path: str | Path, number: int, line: str, sep: str | None, count: 
     else:
         parts = _TREC_SPACE.split(line.strip(" \t\v\f\r"))
     if len(parts) != count:
-        raise FormatError(path, number, f"expected {count} fields ({what}), found {len(parts)}: {line!r}")
+        problem = f"expected {count} fields ({what}), found {len(parts)}: {shown(line)}"
+        if sep == "\t" and len(parts) == 1 and len(line.split()) > 1:  # a TREC line, or spaces for tabs
+            problem += f" (no tab: its {len(line.split())} fields are separated by spaces)"
+        raise FormatError(path, number, problem)
     return parts
 
 

@@ -38,6 +38,13 @@ def iter_documents(path: str | Path) -> Iterator[Document]:
             raise FormatError(path, number, f"expected a JSON object, got {type(json.loads(line)).__name__}")
         obj = unique_keys(path, number)(pairs)  # json.loads keeps the last of a repeated key, silently
         for key in ("docno", "text"):  # a refused value is named as json reads it (objects as dicts)
+            if key not in obj:  # had been "must be a string, got None" (BEIR's "_id" copied in)
+                raise FormatError(
+                    path,
+                    number,
+                    f"no field {key!r} (fields: {', '.join(sorted(obj))}); a document needs 'docno' "
+                    "and 'text' ('clir data import --docno-field --text-field' reads other names)",
+                )
             if not isinstance(obj.get(key), str):
                 got = json.loads(line).get(key)
                 raise FormatError(path, number, f"field {key!r} must be a string, got {got!r}")

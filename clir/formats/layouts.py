@@ -32,6 +32,10 @@ FORMATS = ("jsonl", "tsv", "trec")
 """File layouts: ``trec`` is TREC topic SGML / XML for topics and TREC qrels for qrels."""
 
 
+_JSON_ARRAY = re.compile(r"\[\s*(\{|\]|$)")
+_TREC_DOC = re.compile(r"<doc[\s>]", re.IGNORECASE)
+
+
 def sniff_format(path: str | Path, kind: str) -> str:
     """The layout of a documents, topics or qrels file, from its first non-blank line.
 
@@ -41,8 +45,25 @@ def sniff_format(path: str | Path, kind: str) -> str:
     Args:
         path: The file.
         kind: ``"documents"``, ``"topics"`` or ``"qrels"``.
+
+    Raises:
+        FormatError: For documents or topics in one JSON array (not JSON Lines), or for TREC
+            ``<DOC>`` documents.
     """
     line = next((line for _, line in numbered_lines(path)), "").lstrip()
+    if kind != "qrels" and _JSON_ARRAY.match(line):  # had been read as TSV: "expected 2 fields"
+        raise FormatError(
+            path,
+            None,
+            "is a JSON array, not JSON Lines: write one object per line (e.g. jq -c '.[]' FILE)",
+        )
+    if kind == "documents" and _TREC_DOC.match(line):
+        raise FormatError(
+            path,
+            None,
+            "holds TREC <DOC> documents, which are not read: convert them to JSON Lines "
+            '({"docno": ..., "text": ...}) or docno<TAB>text',
+        )
     if kind == "qrels":
         return "trec" if len(line.split()) == 4 else "tsv"
     if line.startswith("{"):

@@ -198,7 +198,13 @@ def save_pretrained(
 
     Returns:
         ``out``.
+
+    Raises:
+        ConfigError: On a ``name`` that is empty or of several lines, tables of another pair or
+            a space without the collection's languages.
     """
+    if not name.strip() or "\n" in name or "\r" in name:  # the card's "# NAME" heading had broken
+        raise ConfigError(f"name={name!r}: the model card's title must be one line of text")
     members = load_models(reranker)
     baseline = model_baseline(reranker, baseline)
     space_languages = SharedSpace.load(space).languages
