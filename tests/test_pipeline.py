@@ -527,3 +527,22 @@ def test_the_rerank_step_scores_with_the_reranker_s_precision_and_batch_size(mon
     rerank = {name: steps["rerank-en-sw"]["key"] for name, steps in keys.items()}
     assert rerank["batch"] == rerank["default"] != rerank["fp32"]
     assert keys["fp32"]["rerank-en-sw"]["params"]["precision"] == {"lexical-fusion": "fp32", "full": "fp32"}
+
+
+def test_significance_table_prints_a_small_difference_beside_its_mark_not_as_zero():
+    """A significant +0.0004 had printed as "+0.000" beside a bold p; three decimals stay the
+    rule, a first digit only where they would show a non-zero difference as zero."""
+    from clir.pipeline.report import signed, significance_table
+
+    assert [signed(x) for x in (0.0123, -0.0004, 0.0004, 0.0, 4e-6)] == [
+        "+0.012", "-0.0004", "+0.0004", "+0.000", "+4e-06",
+    ]  # fmt: skip
+    test = {"diff": 0.0004, "ci": [0.0001, 0.0007], "p_randomization": 0.001}
+    test["p_randomization_corrected"] = 0.002
+    results = {
+        "config": {"significance": {"alpha": 0.05}},
+        "systems": {"en-sw": {"qt-bm25": {"AP": 0.3}, "full": {"AP": 0.3004}}},
+        "significance": {"en-sw": {"full": {"qt-bm25": {"AP": test}}}},
+    }
+    row = significance_table(results, "en-sw", "qt-bm25", ["AP"]).splitlines()[-1]
+    assert row.startswith("| full | +0.0004 [+0.000, +0.001] p **0.0020**"), row

@@ -280,6 +280,11 @@ def read_collection_info(
             ``doc_lang``.
     """
     path = Path(path)
+    if path.is_file():
+        raise DataNotFoundError(
+            f"{path}: is a file, not a collection directory (one holding documents.jsonl, topics and "
+            "qrels; 'clir data import' makes one from your files)"
+        )
     if not path.is_dir():
         raise DataNotFoundError(f"{path}: no such collection directory")
     info: dict[str, Any] = {}

@@ -184,6 +184,13 @@ def results_table(results: Mapping[str, Any], pair: str, measures: Sequence[str]
     return markdown_table(results["systems"][pair], list(measures), markers=significance_marks(results, pair))
 
 
+def signed(diff: float) -> str:
+    """A difference with its sign and three decimals, or its first digit where three decimals
+    would print a non-zero difference as 0 (``+0.0004``, not ``+0.000`` beside a mark)."""
+    text = f"{diff:+.3f}"
+    return f"{diff:+.1g}" if diff != 0 and float(text) == 0 else text
+
+
 def significance_table(results: Mapping[str, Any], pair: str, reference: str, measures: Sequence[str]) -> str:
     """The Markdown table of every system's difference from ``reference``: per measure the
     difference, its confidence interval, and the corrected randomization-test p-value with the
@@ -203,7 +210,7 @@ def significance_table(results: Mapping[str, Any], pair: str, reference: str, me
             p = format_p(test["p_randomization_corrected"], alpha=alpha)
             if test["p_randomization_corrected"] < alpha:
                 p = f"**{p}**"
-            cells.append(f"{test['diff']:+.3f}{interval} p {p} ({format_p(test['p_randomization'])})")
+            cells.append(f"{signed(test['diff'])}{interval} p {p} ({format_p(test['p_randomization'])})")
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
