@@ -4,6 +4,7 @@ language it was not trained on (zero-shot) once that collection's tables can be 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import shutil
@@ -17,7 +18,7 @@ from test_union import EN, N_CONCEPTS, tiny_reranker_config, tiny_world
 from clir.cli import main
 from clir.datasets import Collection
 from clir.embeddings import SharedSpace
-from clir.errors import DataNotFoundError, FormatError
+from clir.errors import ConfigError, DataNotFoundError, FormatError
 from clir.evaluation import evaluate
 from clir.formats import ranked, read_parallel, read_run, write_topics
 from clir.pipeline.baselines import BaselineConfig
@@ -649,3 +650,27 @@ def test_queries_that_retrieve_nothing_give_empty_rankings_in_search_and_rerank(
     run = tmp_path / "nothing.run"
     assert main([*argv, "--topics", str(topics), "--out", str(run)]) == 0
     assert run.read_text() == ""
+
+
+def test_bundle_refuses_a_collection_of_another_language_than_the_model_was_trained_on(trained, tmp_path):
+    """The card, the bundle's doc_lang and its own tables came from --collection alone: the en-sw
+    model bundled with the Tagalog collection (and en-tl tables) became a "Tagalog" bundle whose
+    card called that collection its training data."""
+    root, model, _, tables, _ = trained
+    for table, name in ((tables[0], "en-doc"), (tables[1], "doc-en")):
+        langs = ("en", "tl") if name == "en-doc" else ("tl", "en")
+        TranslationTable(table.source_vocab, table.target_vocab, table.probs, *langs).save(
+            tmp_path / "tl-tables" / name
+        )
+    args = {"reranker": model, "space": root / "space", "tables": tmp_path / "tl-tables"}
+    with pytest.raises(
+        ConfigError, match="trained on 'sw' documents, the collection 'tiny-en-tl' is in 'tl'"
+    ):
+        save_pretrained(tmp_path / "b", collection=Collection.load(root / "tl"), **args)
+    assert not (tmp_path / "b").exists()
+    sw = Collection.load(root / "sw")
+    fewer = dataclasses.replace(sw, queries={**sw.queries, "train": sw.split("train")[:-1]})
+    with pytest.warns(
+        UserWarning, match="trained on \\d+ queries, the collection .* has \\d+ in its train split"
+    ):
+        save_pretrained(tmp_path / "c", **{**args, "tables": root / "tables"}, collection=fewer)

@@ -45,6 +45,7 @@ from clir.pipeline.tables import learn_tables, load_tables
 from clir.pipeline.trained_with import TRAINED_WITH_FILE, model_baseline
 from clir.text import get_analyzer
 from clir.training import load_models
+from clir.training.checkpoint import read_state
 from clir.training.ensemble import ENSEMBLE_FILE, ensemble_meta
 from clir.translation import TranslationTable, analyzer_config
 from clir.types import Query, Run
@@ -164,6 +165,33 @@ class Bundle:
         return {qid: dict(ranked(docs)[:k]) for qid, docs in run.items()}
 
 
+def _check_trained_on(member: Path, collection: Collection) -> None:
+    """Refuse a collection of another document language than the model was trained on, and warn
+    when its training split is not as large as the model's: the card describes ``collection``
+    as the training data (an en-tl collection had given an en-sw model a card, tables and
+    ``doc_lang`` of Tagalog)."""
+    info = read_state(member, curve=False).info
+    trained = info.get("doc_lang")
+    if isinstance(trained, str) and trained != collection.doc_lang:
+        raise ConfigError(
+            f"{member} was trained on {trained!r} documents, the collection {collection.name!r} is in "
+            f"{collection.doc_lang!r}: give the collection it was trained on (the model card describes "
+            "it); 'clir search --bundle' searches collections of other languages"
+        )
+    queries = info.get("train_qids")
+    if (
+        isinstance(queries, int)
+        and "train" in collection.queries
+        and queries != len(collection.split("train"))
+    ):
+        warnings.warn(
+            f"{member} was trained on {queries} queries, the collection {collection.name!r} has "
+            f"{len(collection.split('train'))} in its train split: is it the collection it was trained on? "
+            "(the model card describes it as the training data)",
+            stacklevel=3,
+        )
+
+
 def save_pretrained(
     out: str | Path,
     *,
@@ -200,12 +228,14 @@ def save_pretrained(
         ``out``.
 
     Raises:
-        ConfigError: On a ``name`` that is empty or of several lines, tables of another pair or
-            a space without the collection's languages.
+        ConfigError: On a ``name`` that is empty or of several lines, a model trained on
+            documents of another language than ``collection``'s, tables of another pair or a
+            space without the collection's languages.
     """
     if not name.strip() or "\n" in name or "\r" in name:  # the card's "# NAME" heading had broken
         raise ConfigError(f"name={name!r}: the model card's title must be one line of text")
     members = load_models(reranker)
+    _check_trained_on(members[0].path, collection)
     baseline = model_baseline(reranker, baseline)
     space_languages = SharedSpace.load(space).languages
     load_tables(tables, (collection.query_lang, collection.doc_lang))  # of the collection's pair
