@@ -399,7 +399,9 @@ def test_topics_of_several_splits_and_the_python_api(tmp_path):
     collection = Collection.load(tmp_path / "c")
     assert collection.qrels_of("train") == {"t1": {"d3": 1}} and len(collection.parallel) == 6
     assert (tmp_path / "c" / "qrels.train.txt").read_text() == "t1 0 d3 1\n"
-    with pytest.raises(FormatError, match=r"qid '401' is also in"):
+    with pytest.raises(
+        FormatError, match=r"qid '401' of split 'test' is also in .*topics.txt \(split 'dev'\)"
+    ):
         import_collection(tmp_path / "d", documents=files["corpus.jsonl"], qrels=[files["qrels.tsv"]],
                           topics={"dev": files["topics.txt"], "test": files["topics.txt"]}, doc_lang="sw",
                           config=ImportConfig(docno_field="_id"))  # fmt: skip

@@ -71,7 +71,7 @@ def read_topic_files(
         FormatError: On a bad file, or a qid in two splits' files.
     """
     queries: dict[str, list[Query]] = {}
-    owner: dict[str, Path] = {}
+    owner: dict[str, tuple[str, Path]] = {}
     for split, path in topics.items():
         path = Path(path)
         queries[split] = read_topics_as(
@@ -85,8 +85,13 @@ def read_topic_files(
             raise FormatError(path, None, "holds no topic")
         for query in queries[split]:
             if query.qid in owner:
-                raise FormatError(path, None, f"qid {query.qid!r} is also in {owner[query.qid]}")
-            owner[query.qid] = path
+                other_split, other = owner[query.qid]
+                raise FormatError(
+                    path,
+                    None,
+                    f"qid {query.qid!r} of split {split!r} is also in {other} (split {other_split!r})",
+                )
+            owner[query.qid] = (split, path)
     return queries
 
 
