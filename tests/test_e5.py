@@ -133,6 +133,10 @@ def test_batches_are_padded_without_effect_and_deterministic():
         np.testing.assert_array_equal(first, second)
     vectors, oov = encoder.lookup("sw", ["Mungu", "", "\x01", "ni"])  # no piece: zero and OOV
     assert oov.tolist() == [False, True, True, False] and not vectors[1:3].any()
+    # last, such a word had owned the lone ``▁`` that joining the words leaves at the end
+    vectors, oov = encoder.lookup("sw", ["Mungu", "ni", "", "\u200b"])
+    assert oov.tolist() == [False, False, True, True] and not vectors[2:].any()
+    assert encoder.pieces(["Mungu", ""])[1].tolist()[-1] == -1
     assert isinstance(encoder, TokenVectors)
 
 

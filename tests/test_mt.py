@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 
@@ -58,7 +59,8 @@ def save_tiny_marian(path: Path, words: list[str], seed: int = 0) -> Path:
 
 @pytest.fixture(scope="module")
 def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    words = [w for s in SENTENCES for w in s.split()] + ["god", "king", "son", "water", "day", "swh_Latn"]
+    words = [w for s in SENTENCES for w in s.split()] + ["god", "king", "son", "water", "day"]
+    words += ["swh_Latn", "eng_Latn"]  # the NLLB codes of sw and en, as NLLB's vocabulary has them
     return save_tiny_marian(tmp_path_factory.mktemp("tiny_marian"), words)
 
 
@@ -81,6 +83,7 @@ def test_translate_end_to_end(tiny_model: Path) -> None:
         "water",
         "day",
         "swh_Latn",
+        "eng_Latn",
     }
     assert all(set(text.split()) <= vocab_words for text in out)
 
@@ -102,6 +105,18 @@ def test_translate_records(tiny_model: Path) -> None:
     assert [q.text for q in queries] == expected
     assert queries[0].description == expected[1] and queries[1].description == ""
     assert translator.translate([]) == []
+
+
+def test_an_empty_text_translates_to_nothing(tiny_model: Path) -> None:
+    """A blank document or query had gone to the model, which made words up from nothing (an
+    empty passage indexed with invented English terms by the dt first stages)."""
+    from clir.translation import MarianTranslator
+
+    translator = MarianTranslator(tiny_model, batch_size=2, max_length=12)
+    expected = translator.translate(SENTENCES[:3])
+    out = translator.translate(["", SENTENCES[0], " \n", SENTENCES[1], SENTENCES[2], "\t"])
+    assert out == ["", expected[0], "", expected[1], expected[2], ""]
+    assert translator.translate(["", " "]) == ["", ""]
 
 
 def test_missing_model_directory(tmp_path: Path) -> None:
@@ -133,6 +148,26 @@ def test_a_multilingual_tokenizer_gets_nllb_language_codes(tiny_model: Path) -> 
     assert translator.tokenizer.src_lang == "eng_Latn"
     assert all(text.split()[0] == "swh_Latn" for text in forced)  # the target code's token first
     assert not all(text.split()[:1] == ["swh_Latn"] for text in plain)
+
+
+@pytest.mark.parametrize(
+    ("source", "target", "missing"),
+    [("en", "yo", "'yo' (target_lang 'yo')"), ("xh", "en", "'xh' (source_lang 'xh')")],
+)
+def test_a_language_code_the_multilingual_tokenizer_lacks_is_refused(
+    tiny_model: Path, source: str, target: str, missing: str
+) -> None:
+    """A code with no token in the vocabulary had been looked up as the unknown token and forced
+    as the first generated one (or set as ``src_lang``): output in no named language, silently."""
+    from clir.errors import ConfigError
+    from clir.translation import MarianTranslator
+
+    translator = MarianTranslator(tiny_model, max_length=12, source_lang=source, target_lang=target)
+    translator.tokenizer.src_lang = None  # as NLLB's tokenizer has
+    with pytest.raises(
+        ConfigError, match=r"tiny_marian\d*: the tokenizer has no language token " + re.escape(missing)
+    ):
+        translator.translate(SENTENCES[:1])
 
 
 def test_mt_mode_feeds_the_first_stages_and_the_reranker_views(tmp_path: Path) -> None:

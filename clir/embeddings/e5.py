@@ -503,11 +503,18 @@ class E5TokenEncoder(WordEncoder):
                 owner[k] = 0
         normalized, source = self.tokenizer.normalize(prefix + " ".join(words))
         char_owner = [owner[k] if k >= 0 else -1 for k in source]
-        ids, word_ids = [], []
+        ids, word_ids, spaces_only = [], [], []
         for piece, start, end in self.tokenizer.segment(normalized):
             inside = [k for k in range(start, end) if normalized[k] != META]
             ids.append(piece)
             word_ids.append(char_owner[inside[-1] if inside else start])
+            spaces_only.append(not inside)
+        # a word with no character of its own (empty, or spaces after normalisation) owns no
+        # piece: the trailing ``▁`` that joining left before it would have given it a vector
+        written = {word for word, blank in zip(word_ids, spaces_only, strict=True) if not blank}
+        word_ids = [
+            w if not blank or w in written else -1 for w, blank in zip(word_ids, spaces_only, strict=True)
+        ]
         return ids, np.asarray(word_ids, dtype=np.int64)
 
     def encode(

