@@ -992,11 +992,13 @@ def _explain(args: argparse.Namespace) -> int:
         where = (
             f"not among the {result.candidates} candidates of the first stages; scored as if added to them"
         )
-    print(f"{result.qid} / {result.docno}: score {result.score:.4f}, {where}")
-    width = max(len(name) for name in result.inputs)
-    print(f"{'fusion input':<{width}}     value   share")
+    print(f"{result.qid} / {result.docno}: score {result.score:.4f} (raw: a run holds it z-scored), {where}")
+    width = max(len(name) for name in [*result.inputs, "bias"])
+    print(f"{'fusion input':<{width}}     value  contribution   share")
     for name, value in result.inputs.items():
-        print(f"{name:<{width}}  {value:8.4f}  {result.shares[name]:6.1%}")
+        contribution = result.contributions[name]
+        print(f"{name:<{width}}  {value:8.4f}  {contribution:+12.4f}  {result.shares[name]:+6.1%}")
+    print(f"{'bias':<{width}}  {'':8}  {result.bias:+12.4f}   (bias + contributions = score)")
     if result.heatmap is not None:
         print(f"similarity heatmaps: {result.heatmap}")
     return 0

@@ -674,3 +674,30 @@ def test_bundle_refuses_a_collection_of_another_language_than_the_model_was_trai
         UserWarning, match="trained on \\d+ queries, the collection .* has \\d+ in its train split"
     ):
         save_pretrained(tmp_path / "c", **{**args, "tables": root / "tables"}, collection=fewer)
+
+
+def test_explain_prints_signed_contributions_and_a_bias_that_add_up_to_the_score(trained, capsys):
+    """explain printed unsigned shares alone: an input that lowered the score read as one that
+    raised it, and the score could not be rebuilt from what was printed."""
+    root, model, _, _, _ = trained
+    collection = Collection.load(root / "sw")
+    argv = [
+        "explain",
+        "--model",
+        str(model),
+        "--collection",
+        str(root / "sw"),
+        "--space",
+        str(root / "space"),
+    ]
+    argv += ["--tables", str(root / "tables"), "--qid", collection.split("test")[0].qid]
+    assert main([*argv, "--docno", collection.documents[0].docno]) == 0
+    first, header, *rows = capsys.readouterr().out.splitlines()
+    score = float(re.search(r": score (-?\d+\.\d+) \(raw", first).group(1))
+    assert header.split() == ["fusion", "input", "value", "contribution", "share"]
+    contributions = [float(row.split()[2]) for row in rows[:-1]]
+    shares = [float(row.split()[3].rstrip("%")) / 100 for row in rows[:-1]]
+    bias = float(rows[-1].split()[1])
+    assert rows[-1].startswith("bias") and abs(bias + sum(contributions) - score) < 1e-3 * len(rows)
+    total = sum(abs(c) for c in contributions)
+    assert all(abs(s - c / total) < 1e-3 for s, c in zip(shares, contributions, strict=True))

@@ -337,3 +337,69 @@ def test_queries_are_listed_and_sorted_in_natural_qid_order(tmp_path):
     assert sorted(cells, key=lambda cell: int(cell[0])) == [
         (str(i), q) for i, q in enumerate(natural_order(qids))
     ]
+
+
+def test_page_names_the_best_lexical_baseline_the_marks_refer_to(report):
+    """The legend's ``*`` is "better than the best lexical baseline": report.md names it for each
+    pair, the page had not (a reader could not tell which of the six lexical runs it was)."""
+    _, page, _ = report
+    section = page[page.index("<h2>en-sw</h2>") : page.index('id="results-en-sw"')]
+    assert "Best lexical baseline: <code>qt-bm25</code>." in section
+
+
+def test_reports_say_the_aqwv_beta_and_returned_set_and_that_intervals_are_uncorrected(tmp_path):
+    """AQWV's value depends on beta and the returned set; neither report said which (40, top 10).
+    The bootstrap intervals are not corrected for multiple comparisons while the p-values are:
+    the heading says so (runs/default's en-ny full vs lexical-fusion P@10 [+0.001, +0.008] beside
+    a corrected p of 0.0502 and no mark had read as a contradiction)."""
+    n = 30
+    documents = [Document(f"d{i}", f"passage {i}") for i in range(n)] + [Document("x", "other")]
+    queries = {"test": [Query(f"q{i}", f"word{i}") for i in range(n)]}
+    collection = Collection(
+        "bible-en-sw", "sw", "en", documents, queries, {f"q{i}": {f"d{i}": 1} for i in range(n)}
+    )
+    runs = {
+        "en-sw": {
+            "qt-bm25": {f"q{i}": {"x": 2.0, f"d{i}": 1.0} for i in range(n)},
+            "full": {f"q{i}": {f"d{i}": 2.0, "x": 1.0} for i in range(n)},
+        }
+    }
+    config = ExperimentConfig(systems={"full": {}}, significance=SignificanceConfig(bootstrap_samples=200))
+    write_report(
+        tmp_path, config, runs, collections={"en-sw": collection}, curves={}, bli={}, timings={},
+        measures=["AP", "AQWV"],
+    )  # fmt: skip
+    note = (
+        "AQWV: the mean over queries of 1 - P_miss - beta * P_FA (MATERIAL), beta = 40, each "
+        "query's returned set the top 10 documents."
+    )
+    markdown = (tmp_path / "report.md").read_text()
+    assert note in markdown and html.escape(note) in (tmp_path / "report.html").read_text()
+    assert "[95% paired bootstrap interval, not corrected for the other comparisons" in markdown
+
+
+def test_training_curves_name_each_system_s_loss(tmp_path, monkeypatch):
+    """The left plot's axis had said "training hinge loss" for every system while the default
+    config trains weak-full and full on the softmax loss (other values, another scale)."""
+    import clir.pipeline.report as report_module
+
+    for system in ("lexical-fusion", "full"):
+        (tmp_path / system / "seed0").mkdir(parents=True)
+        curve = [{"epoch": 1, "loss": 1.0, "dev": 0.5}, {"epoch": 2, "loss": 0.5, "dev": 0.6}]
+        (tmp_path / system / "seed0" / "curve.json").write_text(json.dumps(curve))
+    drawn = {}
+
+    def keep(fig, path):
+        if path.name == "training_curves.png":
+            axis = fig.axes[0]
+            drawn["ylabel"] = axis.get_ylabel()
+            drawn["labels"] = [line.get_label() for line in axis.get_lines()]
+
+    monkeypatch.setattr(report_module, "_save", keep)
+    config = ExperimentConfig(
+        systems={"lexical-fusion": {"model": {"components": []}}, "full": {"optim": {"loss": "softmax"}}}
+    )
+    curves = {system: tmp_path / system for system in ("lexical-fusion", "full")}
+    report_module._plots(tmp_path, config, {}, {}, curves, {})
+    assert "hinge" not in drawn["ylabel"]
+    assert drawn["labels"] == ["lexical-fusion, hinge loss", "full, softmax loss"]

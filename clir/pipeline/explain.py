@@ -9,7 +9,7 @@ matrices, :func:`term_matrices`).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -65,13 +65,20 @@ class PairExplanation:
         docno: The document.
         rank: The document's rank among the reranked candidates (1-based); meaningful only when
             ``candidate`` (a document the first stages missed is scored as if added to them).
-        score: The model's score.
+        score: The model's raw score (``clir rerank`` writes it z-scored per query; the ranks are
+            the same).
         inputs: Fusion input name -> value (component scores, then features).
-        shares: Fusion input name -> share of the score (absolute contributions sum to 1).
+        shares: Fusion input name -> signed share of its contribution to the score
+            (:func:`signed_shares`: negative where the input lowers the score; the absolute
+            shares sum to 1).
         matrices: Component name -> its similarity matrix (none for the lexical-fusion model).
         heatmap: The PNG written, if any.
         candidate: Whether the first stages returned the document among the query's candidates.
         candidates: How many candidates the first stages returned for the query.
+        contributions: Fusion input name -> its additive contribution to the score (linear
+            fusion: weight times value, exactly; MLP fusion: gradient times input).
+        bias: ``score`` minus the sum of ``contributions`` (the fusion's bias for linear fusion),
+            so that ``bias + sum(contributions.values()) == score``.
     """
 
     qid: str
@@ -84,6 +91,20 @@ class PairExplanation:
     heatmap: Path | None
     candidate: bool = True
     candidates: int = 0
+    contributions: dict[str, float] = field(default_factory=dict)
+    bias: float = 0.0
+
+
+def signed_shares(contributions: Sequence[float]) -> list[float]:
+    """Each contribution over the sum of their absolute values: the share of the score an input
+    moves, with its direction (``[2.0, -1.0, 1.0]`` gives ``[0.5, -0.25, 0.25]``; all zero: zeros).
+
+    The model's ``Explanation.shares`` are unsigned, ``|c| / sum |c|``: shown alone they had made
+    an input that lowers the score (a positive value times a negative weight) read as one that
+    raises it.
+    """
+    total = sum(abs(c) for c in contributions)
+    return [c / total if total > 0 else 0.0 for c in contributions]
 
 
 def explain_pair(
@@ -158,17 +179,21 @@ def explain_pair(
     names = explanation.input_names
     matrices = _matrices(explanation, 0, data, 0, docno, data_config)
     heatmap = _heatmaps(Path(png), matrices) if png is not None and matrices else None
+    contributions = explanation.contributions[0].double().tolist()
+    score = float(explanation.score[0])
     return PairExplanation(
         qid,
         docno,
         rank,
-        float(explanation.score[0]),
+        score,
         dict(zip(names, explanation.inputs[0].tolist(), strict=True)),
-        dict(zip(names, explanation.shares[0].tolist(), strict=True)),
+        dict(zip(names, signed_shares(contributions), strict=True)),
         matrices,
         heatmap,
         candidate,
         n_candidates,
+        dict(zip(names, contributions, strict=True)),
+        score - sum(contributions),
     )
 
 

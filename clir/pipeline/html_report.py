@@ -187,6 +187,9 @@ def write_html_report(
             for name, row in rows.items()
         ]
         parts.append(f"<h2>{escape(pair)}</h2>")
+        best = results.get("significance", {}).get(pair, {}).get("best_baseline")
+        if best is not None:  # what the legend's "best lexical baseline" is, as report.md says
+            parts.append(f"<p>Best lexical baseline: <code>{escape(best)}</code>.</p>")
         parts.append(_table(f"results-{pair}", ["system", *measures], table))
     if plots:
         parts.append("<h2>Plots</h2>")

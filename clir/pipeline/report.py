@@ -12,6 +12,7 @@ from typing import Any
 
 from clir.datasets import Collection
 from clir.evaluation import (
+    AQWVConfig,
     Comparison,
     CoverageWarning,
     compare_per_query,
@@ -139,7 +140,7 @@ def write_report(
         plots=plots,
         views=views,
         marks={pair: significance_marks(results, pair) for pair in results["systems"]},
-        legend=_legend(config.significance),
+        legend=_legend(config.significance) + _aqwv_note(measures),
     )
     return results
 
@@ -226,6 +227,22 @@ def _legend(test: Any, quote: str = "") -> str:
     )
 
 
+def _aqwv_note(measures: Sequence[str], config: AQWVConfig | None = None) -> str:
+    """What the AQWV column is (its beta and returned set, which the value depends on), or
+    nothing when the report has no AQWV column. ``config``: the one the report evaluated with
+    (:func:`~clir.evaluation.evaluate_per_query`'s default)."""
+    if "AQWV" not in measures:
+        return ""
+    config = config or AQWVConfig()
+    returned = "every retrieved document" if config.cutoff is None else f"the top {config.cutoff} documents"
+    if config.threshold is not None:
+        returned += f" scoring at least {config.threshold:g}"
+    return (
+        " AQWV: the mean over queries of 1 - P_miss - beta * P_FA (MATERIAL), beta = "
+        f"{config.beta:g}, each query's returned set {returned}."
+    )
+
+
 def _markdown(config: Any, results: Mapping[str, Any], measures: Sequence[str], plots: list[str]) -> str:
     test = config.significance
     correction = _CORRECTION_NAMES[test.correction]
@@ -233,7 +250,9 @@ def _markdown(config: Any, results: Mapping[str, Any], measures: Sequence[str], 
     lines = [f"# {config.name}", ""]
     lines.append(
         f"Reranker trained on **{config.train_pair}** ({config.split} queries evaluated); "
-        f"zero-shot on {', '.join(config.zero_shot_pairs) or 'no other pair'}. " + _legend(test, quote="`")
+        f"zero-shot on {', '.join(config.zero_shot_pairs) or 'no other pair'}. "
+        + _legend(test, quote="`")
+        + _aqwv_note(measures)
     )
     for pair in results["systems"]:
         best = results["significance"][pair]["best_baseline"]
@@ -245,7 +264,9 @@ def _markdown(config: Any, results: Mapping[str, Any], measures: Sequence[str], 
                 continue
             lines += [
                 "",
-                f"Difference from `{reference}` [{test.confidence:.0%} {interval} interval], "
+                f"Difference from `{reference}` [{test.confidence:.0%} {interval} interval, not "
+                "corrected for the other comparisons: it may exclude 0 where the corrected p is not "
+                "below alpha], "
                 f"randomization-test p after {correction} (uncorrected in brackets):",
                 "",
                 table,
@@ -313,7 +334,8 @@ def _plots(
         palette = plt.get_cmap("tab10" if len(by_system) <= 10 else "tab20").colors
         for i, (system, seeds) in enumerate(by_system.items()):
             style = {"color": palette[i % len(palette)], "linestyle": ("-", "--", ":")[i // len(palette) % 3]}
-            label = system if len(seeds) == 1 else f"{system} (mean ± sd, {len(seeds)} seeds)"
+            label = f"{system}, {_loss_of(config, system)} loss"
+            label += "" if len(seeds) == 1 else f" (mean ± sd, {len(seeds)} seeds)"
             for ax, column in zip(axes, ("loss", "dev"), strict=True):
                 epochs, mean, sd = _over_seeds(seeds, column)
                 ax.plot(epochs, mean, label=label, **style)
@@ -321,7 +343,7 @@ def _plots(
                     ax.fill_between(
                         epochs, mean - sd, mean + sd, color=style["color"], alpha=0.2, linewidth=0
                     )
-        axes[0].set(xlabel="epoch", ylabel="training hinge loss")
+        axes[0].set(xlabel="epoch", ylabel="training loss (each system's, see legend)")
         axes[1].set(xlabel="epoch", ylabel="dev MAP")
         axes[1].legend(fontsize=7, loc="center left", bbox_to_anchor=(1.02, 0.5))
         _save(fig, out / "training_curves.png")
@@ -365,6 +387,14 @@ def _plots(
         _save(fig, out / "bli_frequency.png")
         names.append("bli_frequency.png")
     return names
+
+
+def _loss_of(config: Any, system: str) -> str:
+    """The training loss a system's curve shows (``optim.loss``, hinge when unset): the systems
+    of one experiment may train on different losses, whose values are not on one scale (a system
+    the config does not list trains as its base reranker)."""
+    train = config.train_config(system) if system in config.systems else config.reranker
+    return train.optim.loss or "hinge"
 
 
 def _over_seeds(seeds: Sequence[Sequence[Mapping[str, Any]]], column: str) -> tuple[Any, Any, Any]:
