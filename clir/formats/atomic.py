@@ -20,6 +20,7 @@ whatever the writer used: ``tempfile`` makes ``0o600`` / ``0o700`` and safetenso
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import re
@@ -27,7 +28,7 @@ import shutil
 import tempfile
 import warnings
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import IO
 
@@ -104,6 +105,13 @@ def _protected(path: Path) -> bool:
     return path.resolve() in (Path.home().resolve(), cwd, *cwd.parents)  # the root is a parent
 
 
+def _writing_marker(name: str) -> bool:
+    """Whether a file name is :func:`atomic_write`'s temporary file of a :data:`MARKER`: a
+    directory that holds only that is being claimed by another process right now (two runs
+    started at once on a new ``--out``), not a user's directory."""
+    return name.startswith(f".{MARKER}.") and name.endswith(".tmp")
+
+
 def _replaceable(path: Path, kind: str, force: bool, option: str = "--out") -> bool:
     """Check what lies at ``path`` before a directory of ``kind`` is written there.
 
@@ -130,7 +138,8 @@ def _replaceable(path: Path, kind: str, force: bool, option: str = "--out") -> b
             option=option,
         )
     with os.scandir(path) as entries:
-        if next(entries, None) is None:
+        # only the marker that another process's claim is writing (its temporary file): as empty
+        if all(_writing_marker(entry.name) for entry in entries):
             return False
     found = artefact_kind(path)
     if found == kind or force:
@@ -437,6 +446,27 @@ def tidy_interrupted(path: str | Path, kind: str) -> None:
 
 
 @contextmanager
+def _swap_lock(parent: Path) -> Iterator[None]:
+    """Hold an exclusive ``flock`` on the directory ``parent`` itself (no lock file is left
+    behind) while a save swaps its new directory in: two processes saving the same directory at
+    once take turns, so neither finds the other's half-done swap (no directory at ``path``
+    between its two renames, which made the other's rename in fail, or its new directory moved
+    aside as a user's). Where the filesystem has no ``flock``, the swap runs unlocked."""
+    try:
+        fd = os.open(parent, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError:
+        fd = None
+    try:
+        if fd is not None:
+            with suppress(OSError):
+                fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        if fd is not None:
+            os.close(fd)  # closing releases the lock
+
+
+@contextmanager
 def atomic_directory(path: str | Path, *, kind: str = "directory", force: bool = False) -> Iterator[Path]:
     """Build a directory under a temporary name; swap it into place only on success.
 
@@ -471,7 +501,8 @@ def atomic_directory(path: str | Path, *, kind: str = "directory", force: bool =
     given = path
     path = Path(os.path.abspath(path))  # "." has no name to build a sibling from
     tidy_interrupted(path, kind)
-    _replaceable(path, kind, force)
+    with _swap_lock(path.parent):  # not amid another save's swap (no marker to read)
+        _replaceable(path, kind, force)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = _scratch(path, "tmp")
     try:
@@ -479,24 +510,25 @@ def atomic_directory(path: str | Path, *, kind: str = "directory", force: bool =
         marker = {"kind": kind, "clir_version": __version__}
         (tmp / MARKER).write_text(json.dumps(marker) + "\n", encoding="utf-8")
         _usual_permissions(tmp)
-        if _replaceable(path, kind, force):
-            ours = artefact_kind(path) == kind  # else forced: kept under a new name
-            old = _scratch(path, "old") if ours else kept_name(path)
-            os.replace(path, old)  # onto a fresh empty directory or a free name: never a user's
-            try:
-                os.replace(tmp, path)
-            except BaseException:
-                os.replace(old, path)
-                raise
-            if ours:
-                shutil.rmtree(old, ignore_errors=True)
+        with _swap_lock(path.parent):  # one save at a time swaps a directory in here
+            if _replaceable(path, kind, force):
+                ours = artefact_kind(path) == kind  # else forced: kept under a new name
+                old = _scratch(path, "old") if ours else kept_name(path)
+                os.replace(path, old)  # onto a fresh empty directory or a free name: never a user's
+                try:
+                    os.replace(tmp, path)
+                except BaseException:
+                    os.replace(old, path)
+                    raise
+                if ours:
+                    shutil.rmtree(old, ignore_errors=True)
+                else:
+                    warnings.warn(
+                        f"{path} was not a clir {kind!r} output: it was moved to {old} (nothing deleted)",
+                        stacklevel=3,
+                    )
             else:
-                warnings.warn(
-                    f"{path} was not a clir {kind!r} output: it was moved to {old} (nothing deleted)",
-                    stacklevel=3,
-                )
-        else:
-            os.replace(tmp, path)
+                os.replace(tmp, path)
     except BaseException as error:
         shutil.rmtree(tmp, ignore_errors=True)
         if isinstance(error, ClirError) and len(error.args) == 1 and str(tmp) in str(error.args[0]):

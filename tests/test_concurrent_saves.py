@@ -1,0 +1,69 @@
+"""Two processes saving the same output at once: each save completes, none breaks the other's.
+
+The interleavings are forced (an in-progress save held open, or a second process run while the
+first is halfway through its swap), not left to timing.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+
+import pytest
+
+from clir.formats import atomic_directory, atomic_write
+from clir.formats.atomic import MARKER, artefact_kind, output_directory
+
+
+def test_a_directory_another_run_is_claiming_is_not_taken_for_a_users(tmp_path):
+    # two `clir experiment --out X --wait` started at once on a new X: the first has created X and
+    # is writing its marker (a temporary file, not yet renamed) when the second checks X
+    out = tmp_path / "x"
+    out.mkdir()
+    with atomic_write(out / MARKER) as handle:
+        handle.write('{"kind": "experiment", "clir_version": "0"}\n')
+        assert output_directory(out, kind="experiment") == out  # was: "a directory that clir did not write"
+    assert artefact_kind(out) == "experiment"
+
+
+def _save(path: str, text: str, moved=None, done=None) -> None:
+    """Save ``path`` holding ``text``; with ``moved``, stop halfway through the swap (the old
+    directory moved aside, the new one not yet in) until ``done`` is set or half a second passed."""
+    if moved is not None:
+        rename = os.replace
+
+        def halfway(src, dst):
+            rename(src, dst)
+            if os.fspath(src) == path:  # the old directory moved aside
+                moved.set()
+                done.wait(0.5)  # a second save of the same directory runs meanwhile
+
+        os.replace = halfway  # this process only
+    with atomic_directory(path, kind="checkpoint") as tmp:
+        (tmp / "weights").write_text(text)
+    if done is not None and moved is None:
+        done.set()
+
+
+@pytest.mark.skipif("fork" not in multiprocessing.get_all_start_methods(), reason="needs fork")
+def test_two_saves_of_one_directory_at_once_both_complete(tmp_path):
+    # two `clir train --out M` (or a --resume beside a training) checkpoint M/seed0 at once; one
+    # save came in while the other had moved the old checkpoint aside: its rename found no
+    # directory and went in, and the first one's failed (OSError: Directory not empty), with its
+    # old checkpoint left beside as .seed0.<pid>.<random>.old
+    path = tmp_path / "seed0"
+    with atomic_directory(path, kind="checkpoint") as tmp:
+        (tmp / "weights").write_text("epoch 1")
+    context = multiprocessing.get_context("fork")
+    moved, done = context.Event(), context.Event()
+    first = context.Process(target=_save, args=(str(path), "first", moved, done))
+    first.start()
+    assert moved.wait(10)
+    second = context.Process(target=_save, args=(str(path), "second", None, done))
+    second.start()
+    first.join(20)
+    second.join(20)
+    assert (first.exitcode, second.exitcode) == (0, 0)
+    assert (path / "weights").read_text() == "second"  # the later swap, whole
+    assert artefact_kind(path) == "checkpoint"
+    assert sorted(os.listdir(tmp_path)) == ["seed0"]  # nothing left beside
