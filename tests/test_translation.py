@@ -755,3 +755,40 @@ def test_tables_of_another_language_pair_are_refused(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=message):
         load_tables(tmp_path / "en-tl", ("en", "sw"))
     assert load_tables(tmp_path / "en-tl", ("en", "tl"))[0].target_lang == "tl"
+
+
+def test_tables_killed_between_their_two_saves_are_refused_and_learned_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`clir tables --out T` over T, killed after saving en-doc and before doc-en, left the new
+    en-doc beside the old doc-en: `clir index --tables T` (and train, rerank, ...) used the two
+    saves' tables together, silently."""
+    from clir.datasets import Collection
+    from clir.pipeline.tables import learn_tables, load_tables
+
+    pairs = [ParallelPair(f"p{i}", f"the water {w}", f"maji {w}") for i, w in enumerate(["a", "b", "c", "a"])]
+    collection = Collection("c", "sw", "en", [Document("d1", "maji")], {"test": [Query("q1", "water")]},
+                            {"q1": {"d1": 1}}, parallel=pairs)  # fmt: skip
+    learn_tables(collection, tmp_path / "t", iterations=2, progress=False)
+    real_save = TranslationTable.save
+
+    def killed_at_the_second(table: TranslationTable, path: Path, **kwargs: bool) -> Path:
+        if path.name == "doc-en":
+            raise KeyboardInterrupt  # kill -9 between the two saves
+        return real_save(table, path, **kwargs)
+
+    monkeypatch.setattr(TranslationTable, "save", killed_at_the_second)
+    with pytest.raises(KeyboardInterrupt):
+        learn_tables(collection, tmp_path / "t", iterations=3, progress=False)
+    monkeypatch.setattr(TranslationTable, "save", real_save)
+    halves = [
+        TranslationTable.load(tmp_path / "t" / name).meta["iterations"] for name in ("en-doc", "doc-en")
+    ]
+    assert halves == [3, 2]  # one table of each save
+    with pytest.raises(FormatError, match=r"pair\.json.*interrupted.*two different saves"):
+        load_tables(tmp_path / "t", ("en", "sw"))
+    with pytest.raises(FormatError, match="interrupted"):  # --tables T: never taken as it is
+        learn_tables(collection, tmp_path / "t", progress=False)
+    again = learn_tables(collection, tmp_path / "t", iterations=3, progress=False)  # clir tables again
+    assert [t.meta["iterations"] for t in again] == [3, 3]
+    assert [t.meta["iterations"] for t in load_tables(tmp_path / "t", ("en", "sw"))] == [3, 3]

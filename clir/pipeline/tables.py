@@ -4,6 +4,7 @@ from an outside aligner's links over the same tokens, or imported from another t
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Sequence
 from contextlib import nullcontext
 from pathlib import Path
@@ -19,6 +20,10 @@ from clir.translation.alignments import read_links, read_table, tables_from_link
 from clir.types import ParallelPair
 
 EN_DOC, DOC_EN = "en-doc", "doc-en"
+PAIR = "pair.json"
+"""Written last by a save of both tables: the SHA-256 of each table's ``meta.json`` (which lists
+its files' hashes), so that a directory holding one table of a save killed midway and one of an
+earlier save is known for it (absent: tables saved before clir wrote it, taken as they are)."""
 
 
 def holds_tables(path: str | Path) -> bool:
@@ -64,7 +69,7 @@ def learn_tables(
     """
     keep = iterations is None and seed is None  # tables given as they are
     iterations, seed = 10 if iterations is None else iterations, seed or 0
-    if out is not None and holds_tables(out):
+    if out is not None and holds_tables(out) and (keep or _pair_problem(out) is None):
         tables = load_tables(out, (collection.query_lang, collection.doc_lang))
         if keep:
             return tables
@@ -130,6 +135,13 @@ def load_tables(
     """
     if not Path(path).is_dir():
         raise DataNotFoundError(f"{path}: no translation tables directory (one written by 'clir tables')")
+    if (problem := _pair_problem(path)) is not None:
+        raise FormatError(
+            Path(path) / PAIR,
+            None,
+            f"{problem}: en-doc and doc-en may come from two different saves (one killed between "
+            "them); learn the tables again ('clir tables --out')",
+        )
     tables = TranslationTable.load(Path(path) / EN_DOC), TranslationTable.load(Path(path) / DOC_EN)
     found = (tables[0].source_lang, tables[0].target_lang)
     if languages is not None and found != tuple(languages):
@@ -227,8 +239,39 @@ def _need_parallel(collection: Collection) -> None:
 def _saved(
     tables: tuple[TranslationTable, TranslationTable], out: str | Path | None
 ) -> tuple[TranslationTable, TranslationTable]:
-    if out is not None:
+    if out is not None:  # pair.json first marks a save under way, last records the pair saved
         output_directory(out, kind="tables")
+        _write_pair(out, {"saving": True})
         tables[0].save(Path(out) / EN_DOC)
         tables[1].save(Path(out) / DOC_EN)
+        _write_pair(out, {name: _sha256(Path(out) / name / "meta.json") for name in (EN_DOC, DOC_EN)})
     return tables
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _write_pair(out: str | Path, value: dict) -> None:
+    with atomic_write(Path(out) / PAIR) as handle:
+        handle.write(json.dumps(value, indent=1) + "\n")
+
+
+def _pair_problem(path: str | Path) -> str | None:
+    """What is wrong with the tables directory's :data:`PAIR` record, in words (``None``: nothing,
+    or no record: tables saved before clir wrote one)."""
+    try:
+        pair = json.loads((Path(path) / PAIR).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as error:
+        return f"not readable ({error})"
+    if not isinstance(pair, dict) or pair.get("saving"):
+        return "the save that wrote these tables was interrupted"
+    for name in (EN_DOC, DOC_EN):
+        try:
+            if pair.get(name) != _sha256(Path(path) / name / "meta.json"):
+                return f"{name}/meta.json is not the one saved with the other table"
+        except OSError:
+            return f"{name}/meta.json is missing"
+    return None
