@@ -156,29 +156,28 @@ def test_a_bundle_copies_the_model_and_nothing_else_of_its_directory(trained, tm
         assert found == expected
 
 
+def _explain_argv(root, model):
+    return ["explain", "--model", str(model), "--collection", str(root / "sw"), "--space", f"{root}/space"]
+
+
+def _as_tagalog_tables(tables, out):
+    """The en-sw tables saved as if they translated en-tl (a pair the model was not trained on)."""
+    for table, name in ((tables[0], "en-doc"), (tables[1], "doc-en")):
+        langs = ("en", "tl") if name == "en-doc" else ("tl", "en")
+        TranslationTable(table.source_vocab, table.target_vocab, table.probs, *langs).save(out / name)
+
+
 def test_tables_of_another_pair_or_a_space_of_another_size_are_refused(trained, tmp_path, capsys):
     """bundle and explain --tables used en-tl tables on a Swahili collection silently (rerank and
     search refused them), and rerank scored with a space of another dimension."""
     root, model, _, tables, _ = trained
-    for table, name in ((tables[0], "en-doc"), (tables[1], "doc-en")):
-        langs = ("en", "tl") if name == "en-doc" else ("tl", "en")
-        TranslationTable(table.source_vocab, table.target_vocab, table.probs, *langs).save(
-            tmp_path / "tl" / name
-        )
+    _as_tagalog_tables(tables, tmp_path / "tl")
     argv = ["bundle", "--model", str(model), "--space", str(root / "space"), "--collection", str(root / "sw")]
     assert main([*argv, "--tables", str(tmp_path / "tl"), "--out", str(tmp_path / "b")]) == 2
     assert "translation tables of en-tl" in capsys.readouterr().err and not (tmp_path / "b").exists()
     collection = Collection.load(root / "sw")
     query, docno = collection.split("test")[0], collection.documents[0].docno
-    argv = [
-        "explain",
-        "--model",
-        str(model),
-        "--collection",
-        str(root / "sw"),
-        "--space",
-        str(root / "space"),
-    ]
+    argv = _explain_argv(root, model)
     argv += ["--qid", query.qid, "--docno", docno, "--tables", str(tmp_path / "tl")]
     assert main(argv) == 2
     assert "translation tables of en-tl" in capsys.readouterr().err
@@ -501,8 +500,7 @@ def test_explain_gives_no_rank_to_a_document_the_first_stages_missed(trained, ca
 
         return search
 
-    argv = ["explain", "--model", str(model), "--collection", str(root / "sw")]
-    argv += ["--space", str(root / "space"), "--tables", str(root / "tables"), "--qid", query.qid]
+    argv = [*_explain_argv(root, model), "--tables", str(root / "tables"), "--qid", query.qid]
     monkeypatch.setattr(explain_module, "search_candidates", missing(set()))
     docno = collection.documents[0].docno
     assert main([*argv, "--docno", docno]) == 0
@@ -657,11 +655,7 @@ def test_bundle_refuses_a_collection_of_another_language_than_the_model_was_trai
     model bundled with the Tagalog collection (and en-tl tables) became a "Tagalog" bundle whose
     card called that collection its training data."""
     root, model, _, tables, _ = trained
-    for table, name in ((tables[0], "en-doc"), (tables[1], "doc-en")):
-        langs = ("en", "tl") if name == "en-doc" else ("tl", "en")
-        TranslationTable(table.source_vocab, table.target_vocab, table.probs, *langs).save(
-            tmp_path / "tl-tables" / name
-        )
+    _as_tagalog_tables(tables, tmp_path / "tl-tables")
     args = {"reranker": model, "space": root / "space", "tables": tmp_path / "tl-tables"}
     with pytest.raises(
         ConfigError, match="trained on 'sw' documents, the collection 'tiny-en-tl' is in 'tl'"
@@ -681,15 +675,7 @@ def test_explain_prints_signed_contributions_and_a_bias_that_add_up_to_the_score
     raised it, and the score could not be rebuilt from what was printed."""
     root, model, _, _, _ = trained
     collection = Collection.load(root / "sw")
-    argv = [
-        "explain",
-        "--model",
-        str(model),
-        "--collection",
-        str(root / "sw"),
-        "--space",
-        str(root / "space"),
-    ]
+    argv = _explain_argv(root, model)
     argv += ["--tables", str(root / "tables"), "--qid", collection.split("test")[0].qid]
     assert main([*argv, "--docno", collection.documents[0].docno]) == 0
     first, header, *rows = capsys.readouterr().out.splitlines()

@@ -267,9 +267,8 @@ def test_rank_and_first_passage_follow_the_evaluation_s_float32_order():
     assert explorer_passages({"full": {"q1": run}}, collection, "test") == {"q1": ("c", "b")}
 
 
-def test_significance_marks_are_the_markdown_report_s(tmp_path):
-    """The page marks a significant improvement as report.md does (it had shown the values
-    alone). 30 queries: qt-bm25 ranks each relevant passage second, full first (p < 0.0001)."""
+def _write_thirty_query_report(out, measures):
+    """A report of 30 queries: qt-bm25 ranks each relevant passage second, full first."""
     n = 30
     documents = [Document(f"d{i}", f"passage {i}") for i in range(n)] + [Document("x", "other")]
     queries = {"test": [Query(f"q{i}", f"word{i}") for i in range(n)]}
@@ -283,9 +282,14 @@ def test_significance_marks_are_the_markdown_report_s(tmp_path):
     }
     config = ExperimentConfig(systems={"full": {}}, significance=SignificanceConfig(bootstrap_samples=200))
     write_report(
-        tmp_path, config, runs, collections={"en-sw": collection}, curves={}, bli={}, timings={},
-        measures=["AP", "RR"],
-    )  # fmt: skip
+        out, config, runs, collections={"en-sw": collection}, curves={}, bli={}, timings={}, measures=measures
+    )
+
+
+def test_significance_marks_are_the_markdown_report_s(tmp_path):
+    """The page marks a significant improvement as report.md does (it had shown the values
+    alone). 30 queries: qt-bm25 ranks each relevant passage second, full first (p < 0.0001)."""
+    _write_thirty_query_report(tmp_path, ["AP", "RR"])
     parser = _Tables()
     parser.feed((tmp_path / "report.html").read_text())
     parser.close()
@@ -352,23 +356,7 @@ def test_reports_say_the_aqwv_beta_and_returned_set_and_that_intervals_are_uncor
     The bootstrap intervals are not corrected for multiple comparisons while the p-values are:
     the heading says so (runs/default's en-ny full vs lexical-fusion P@10 [+0.001, +0.008] beside
     a corrected p of 0.0502 and no mark had read as a contradiction)."""
-    n = 30
-    documents = [Document(f"d{i}", f"passage {i}") for i in range(n)] + [Document("x", "other")]
-    queries = {"test": [Query(f"q{i}", f"word{i}") for i in range(n)]}
-    collection = Collection(
-        "bible-en-sw", "sw", "en", documents, queries, {f"q{i}": {f"d{i}": 1} for i in range(n)}
-    )
-    runs = {
-        "en-sw": {
-            "qt-bm25": {f"q{i}": {"x": 2.0, f"d{i}": 1.0} for i in range(n)},
-            "full": {f"q{i}": {f"d{i}": 2.0, "x": 1.0} for i in range(n)},
-        }
-    }
-    config = ExperimentConfig(systems={"full": {}}, significance=SignificanceConfig(bootstrap_samples=200))
-    write_report(
-        tmp_path, config, runs, collections={"en-sw": collection}, curves={}, bli={}, timings={},
-        measures=["AP", "AQWV"],
-    )  # fmt: skip
+    _write_thirty_query_report(tmp_path, ["AP", "AQWV"])
     note = (
         "AQWV: the mean over queries of 1 - P_miss - beta * P_FA (MATERIAL), beta = 40, each "
         "query's returned set the top 10 documents."
