@@ -792,3 +792,43 @@ def test_tables_killed_between_their_two_saves_are_refused_and_learned_again(
     again = learn_tables(collection, tmp_path / "t", iterations=3, progress=False)  # clir tables again
     assert [t.meta["iterations"] for t in again] == [3, 3]
     assert [t.meta["iterations"] for t in load_tables(tmp_path / "t", ("en", "sw"))] == [3, 3]
+
+
+def test_two_tables_saves_at_once_leave_one_whole_pair(tmp_path: Path) -> None:
+    """Two `clir tables --out T` at once with other settings: the second saved its pair between
+    the first's en-doc and doc-en, and the first's pair.json then recorded the mix (en-doc of one
+    run, doc-en of the other) as a pair. The saves now take turns."""
+    import multiprocessing
+    import time
+
+    from clir.datasets import Collection
+    from clir.pipeline.tables import learn_tables, load_tables
+
+    pairs = [ParallelPair(f"p{i}", f"the water {w}", f"maji {w}") for i, w in enumerate(["a", "b", "c", "a"])]
+    collection = Collection("c", "sw", "en", [Document("d1", "maji")], {"test": [Query("q1", "water")]},
+                            {"q1": {"d1": 1}}, parallel=pairs)  # fmt: skip
+    learn_tables(collection, tmp_path / "t", iterations=1, progress=False)  # T exists, claimed
+
+    def slow_save(iterations: int, pause: float) -> None:
+        real_save = TranslationTable.save
+
+        def save(table: TranslationTable, path: Path, **kwargs: bool) -> Path:
+            saved = real_save(table, path, **kwargs)
+            if path.name == "en-doc":
+                time.sleep(pause)  # the other run's whole save fits here
+            return saved
+
+        TranslationTable.save = save  # type: ignore[method-assign]  (in the forked child only)
+        learn_tables(collection, tmp_path / "t", iterations=iterations, progress=False)
+
+    context = multiprocessing.get_context("fork")
+    first = context.Process(target=slow_save, args=(2, 1.5))
+    first.start()
+    time.sleep(0.5)  # the first is inside its save: en-doc written, doc-en not
+    second = context.Process(target=slow_save, args=(3, 0.0))
+    second.start()
+    first.join(30)
+    second.join(30)
+    assert (first.exitcode, second.exitcode) == (0, 0)
+    iterations = [t.meta["iterations"] for t in load_tables(tmp_path / "t", ("en", "sw"))]
+    assert iterations in ([2, 2], [3, 3]), iterations

@@ -446,12 +446,13 @@ def tidy_interrupted(path: str | Path, kind: str) -> None:
 
 
 @contextmanager
-def _swap_lock(parent: Path) -> Iterator[None]:
+def directory_lock(parent: str | Path) -> Iterator[None]:
     """Hold an exclusive ``flock`` on the directory ``parent`` itself (no lock file is left
-    behind) while a save swaps its new directory in: two processes saving the same directory at
-    once take turns, so neither finds the other's half-done swap (no directory at ``path``
-    between its two renames, which made the other's rename in fail, or its new directory moved
-    aside as a user's). Where the filesystem has no ``flock``, the swap runs unlocked."""
+    behind; processes take turns). :func:`atomic_directory` holds it on the parent while it swaps
+    a new directory in, so that two saves of the same directory at once do not find each other's
+    half-done swap (no directory at ``path`` between its two renames, which made the other's
+    rename in fail, or its new directory moved aside as a user's). Where the directory cannot be
+    opened or the filesystem has no ``flock``, it runs unlocked."""
     try:
         fd = os.open(parent, os.O_RDONLY | os.O_DIRECTORY)
     except OSError:
@@ -501,7 +502,7 @@ def atomic_directory(path: str | Path, *, kind: str = "directory", force: bool =
     given = path
     path = Path(os.path.abspath(path))  # "." has no name to build a sibling from
     tidy_interrupted(path, kind)
-    with _swap_lock(path.parent):  # not amid another save's swap (no marker to read)
+    with directory_lock(path.parent):  # not amid another save's swap (no marker to read)
         _replaceable(path, kind, force)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = _scratch(path, "tmp")
@@ -510,7 +511,7 @@ def atomic_directory(path: str | Path, *, kind: str = "directory", force: bool =
         marker = {"kind": kind, "clir_version": __version__}
         (tmp / MARKER).write_text(json.dumps(marker) + "\n", encoding="utf-8")
         _usual_permissions(tmp)
-        with _swap_lock(path.parent):  # one save at a time swaps a directory in here
+        with directory_lock(path.parent):  # one save at a time swaps a directory in here
             if _replaceable(path, kind, force):
                 ours = artefact_kind(path) == kind  # else forced: kept under a new name
                 old = _scratch(path, "old") if ours else kept_name(path)

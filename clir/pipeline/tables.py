@@ -12,7 +12,7 @@ from pathlib import Path
 from clir.datasets import Collection
 from clir.errors import ConfigError, DataNotFoundError, FormatError
 from clir.formats import atomic_directory, atomic_write
-from clir.formats.atomic import claimed_directory, output_directory
+from clir.formats.atomic import claimed_directory, directory_lock, output_directory
 from clir.progress import progress_bar
 from clir.text import get_analyzer
 from clir.translation import TranslationTable, train_ibm1_both
@@ -241,10 +241,13 @@ def _saved(
 ) -> tuple[TranslationTable, TranslationTable]:
     if out is not None:  # pair.json first marks a save under way, last records the pair saved
         output_directory(out, kind="tables")
-        _write_pair(out, {"saving": True})
-        tables[0].save(Path(out) / EN_DOC)
-        tables[1].save(Path(out) / DOC_EN)
-        _write_pair(out, {name: _sha256(Path(out) / name / "meta.json") for name in (EN_DOC, DOC_EN)})
+        # two runs at once save one pair after the other, not a mix of both (the lock is on the
+        # parent: each table's own save locks ``out`` while it swaps itself in)
+        with directory_lock(Path(out).resolve().parent):
+            _write_pair(out, {"saving": True})
+            tables[0].save(Path(out) / EN_DOC)
+            tables[1].save(Path(out) / DOC_EN)
+            _write_pair(out, {name: _sha256(Path(out) / name / "meta.json") for name in (EN_DOC, DOC_EN)})
     return tables
 
 
