@@ -717,6 +717,29 @@ def test_a_checkpoint_edited_by_hand_without_its_manifest_is_an_error_naming_the
                 load_models(path)
 
 
+def test_a_model_whose_weights_hold_a_nan_is_refused_naming_the_file(tmp_path):
+    """Reranked, its scores were NaN ("the model diverged: lower optim.lr", naming no file);
+    started from (``optim.init_from``), training stopped at its first batch blaming
+    ``optim.lr``."""
+    from safetensors.torch import load_file, save_file
+
+    space = make_space()
+    train, qrels = make_data(n_queries=12, seed=3)
+    path = tmp_path / "m"
+    Trainer(tiny_config(epochs=1)).fit(train, None, qrels, path, space=space)
+    (path / "manifest.json").unlink()  # as saved by a clir without manifests (read unverified)
+    weights = path / "model" / "model.safetensors"
+    tensors = load_file(str(weights))
+    tensors["fusion.net.bias"] = torch.full_like(tensors["fusion.net.bias"], float("nan"))
+    save_file(tensors, str(weights))
+    message = r"model/model\.safetensors: weight 'fusion\.net\.bias' holds 1 NaN or infinite value"
+    with pytest.warns(UserWarning, match="unverified"), pytest.raises(FormatError, match=message):
+        load_models(path)
+    config = tiny_config(epochs=1, init_from=str(path))
+    with pytest.warns(UserWarning, match="unverified"), pytest.raises(FormatError, match=message):
+        Trainer(config).fit(train, None, qrels, tmp_path / "warm", space=space)
+
+
 def test_resume_on_other_data_or_config_names_what_differs(tmp_path):
     space = make_space()
     train, qrels = make_data(n_queries=12, seed=3)
@@ -797,6 +820,36 @@ def test_a_dev_set_with_no_relevant_judgement_is_refused_before_training_naming_
     one = {**unjudged, dev.qids[0]: {dev.queries[0].docnos[0]: 1}}
     with pytest.warns(UserWarning, match=r"5 query\(ies\) have no relevant document"):  # one is enough
         assert trainer.fit(train, dev, one, tmp_path / "m", space=make_space()).is_dir()
+
+
+def test_a_dev_set_with_no_relevant_candidate_is_refused_before_training(tmp_path):
+    """Judged but never retrieved (a first stage that misses them, a depth too small): the dev
+    score was 0 at every epoch, and epoch 1 was kept (patience then stopped training), silently."""
+    train, qrels = make_data(n_queries=12, seed=3)
+    dev, dev_qrels = make_data(n_queries=6, seed=4)
+    outside = {qid: {f"unretrieved{qid}": 1} for qid in dev_qrels}  # relevant, among no candidates
+    dev.meta["split"] = "dev"
+    trainer = Trainer(tiny_config(epochs=4, patience=2), metric=map_metric)
+    with pytest.raises(ConfigError) as error:
+        trainer.fit(train, dev, {**qrels, **outside}, tmp_path / "m", space=make_space())
+    assert str(error.value).startswith(
+        "none of the 6 dev queries of split 'dev' has a relevant candidate among its first 20 "
+        "(data.first_stage 'psq-ql' retrieved none of their relevant documents)"
+    )
+    assert not (tmp_path / "m").exists()  # before any epoch
+    one = {**outside, dev.qids[0]: {dev.queries[0].docnos[-1]: 1}}  # one is enough
+    assert trainer.fit(train, dev, {**qrels, **one}, tmp_path / "m", space=make_space()).is_dir()
+
+
+def test_a_space_holding_a_nan_vector_is_named_not_blamed_on_the_learning_rate(tmp_path):
+    """A space built in memory (one loaded is checked): training stopped at its first batch with
+    "the training loss is nan (optim.lr=...); lower optim.lr"."""
+    train, qrels = make_data(n_queries=12, seed=3)
+    space = make_space()
+    space.vectors["xx"].vectors[space.vectors["xx"].key_to_index["x7"]] = np.nan
+    with pytest.raises(NonFiniteError, match=r"^the shared space's vector of xx 'x7' \(and 0 more"):
+        Trainer(tiny_config(epochs=1)).fit(train, None, qrels, tmp_path / "m", space=space)
+    assert not (tmp_path / "m").exists()
 
 
 def test_an_overflowing_update_stops_naming_the_learning_rate(tmp_path):

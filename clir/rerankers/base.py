@@ -230,7 +230,8 @@ def read_model_dir(path: str | Path) -> tuple[dict[str, Any], dict[str, Tensor]]
     Raises:
         DataNotFoundError: If ``path`` or one of its two files is missing.
         FormatError: Naming the file, if ``config.json`` is not a saved model's (unreadable, no
-            ``config`` object) or the weights are no whole safetensors file.
+            ``config`` object) or the weights are no whole safetensors file or hold a NaN or an
+            infinity.
     """
     path = Path(path)
     for name in (CONFIG_FILE, WEIGHTS_FILE):
@@ -239,7 +240,17 @@ def read_model_dir(path: str | Path) -> tuple[dict[str, Any], dict[str, Tensor]]
     config = read_json_file(path / CONFIG_FILE)
     if not isinstance(config, dict) or not isinstance(config.get("config"), dict):
         raise FormatError(path / CONFIG_FILE, None, "is not a saved model's config (no 'config' object)")
-    return config, read_tensors(path / WEIGHTS_FILE)
+    tensors = read_tensors(path / WEIGHTS_FILE)
+    for key, tensor in tensors.items():  # else scores are NaN, blamed on the learning rate
+        if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
+            bad = int((~torch.isfinite(tensor)).sum())
+            raise FormatError(
+                path / WEIGHTS_FILE,
+                None,
+                f"weight {key!r} holds {bad} NaN or infinite value(s): the model was saved diverged; "
+                "train it again",
+            )
+    return config, tensors
 
 
 # -------------------------------------------------------------------------------------- the base

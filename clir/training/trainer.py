@@ -261,13 +261,14 @@ class Trainer:
 
         Raises:
             ConfigError: If the data has no training pair, a dev set comes without a metric
-                or with no query judged relevant in ``qrels`` (before the first epoch), the
+                or with no query judged relevant in ``qrels`` or none with a relevant candidate
+                among its first ``data.max_candidates`` (before the first epoch), the
                 feature names of train and dev differ, ``resume`` finds a checkpoint made with
                 another config, seed, data (its queries, candidates and features) or space, or
                 ``optim.init_from`` names a model of another architecture.
             DataNotFoundError: If ``optim.init_from`` is neither a checkpoint nor an ensemble.
             NonFiniteError: If the training loss, an update or the dev score is NaN or infinite
-                (naming the seed and epoch).
+                (naming the seed and epoch), or a vector of the space that the data reads is.
         """
         cfg = self.config
         out_dir = Path(out_dir)
@@ -287,12 +288,30 @@ class Trainer:
                 "(relevance >= 1) in the qrels, so no epoch can be chosen by them: judge them, "
                 "early-stop on another split or train without a dev set"
             )
+        depth = cfg.data.max_candidates
+        if dev is not None and not any(
+            qrels.get(q.qid, {}).get(docno, 0) >= 1 for q in dev.queries for docno in q.docnos[:depth]
+        ):  # the dev score would be 0 at every epoch, and the first one kept, silently
+            split = dev.meta.get("split")
+            of_split = f" of split {split!r}" if isinstance(split, str) else ""
+            raise ConfigError(
+                f"none of the {len(dev.queries)} dev queries{of_split} has a relevant candidate among "
+                f"its first {depth} (data.first_stage {cfg.data.first_stage!r} retrieved none of "
+                "their relevant documents), so the dev score would be 0 at every epoch and choose "
+                "none: check the first stage, early-stop on another split or train without a dev set"
+            )
         train, dev = self._strip(train), self._strip(dev)
         assert train is not None
         dev_qrels = {q: dict(qrels[q]) for q in (dev.qids if dev else []) if q in qrels}
 
         vocab = Vocabulary.build([train] + ([dev] if dev is not None else []))
         embeddings = vocab.embedding_matrix(space)
+        if (bad := np.flatnonzero(~np.isfinite(embeddings).all(axis=1))).size:  # else "lower optim.lr"
+            lang, word = vocab.entries[int(bad[0])]
+            raise NonFiniteError(
+                f"the shared space's vector of {lang} {word!r} (and {bad.size - 1} more of the data's "
+                "words) holds a NaN or an infinity; give a space of finite vectors"
+            )
         tensorizer = Tensorizer(vocab, train, cfg.data.max_query_len, cfg.data.max_doc_len)
         dev_tensorizer = Tensorizer(vocab, dev, cfg.data.max_query_len, cfg.data.max_doc_len) if dev else None
 
