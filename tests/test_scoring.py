@@ -564,7 +564,10 @@ def test_cli_refuses_bf16_on_a_cpu(tmp_path, capsys):
     assert main([*argv, "--device", "cpu", "--precision", "bf16"]) == 2
     err = capsys.readouterr().err
     # it said "precision='bf16', compile=None, fused=None need CUDA": settings never given
-    assert err.startswith("clir: error: precision='bf16' (--precision bf16) needs CUDA, got device 'cpu'")
+    assert err.startswith(
+        "clir: error: precision='bf16' (--precision bf16, or precision: bf16 in a config) needs CUDA, "
+        "got device 'cpu'"
+    )
     assert "compile=" not in err and "fused=" not in err
 
 

@@ -327,9 +327,12 @@ def test_diverging_training_stops_naming_seed_epoch_and_lr(tmp_path):
         query.features[:] = np.inf  # a broken feature: the scores and the loss are no longer finite
     trainer = Trainer(tiny_config(epochs=3, patience=0, seed=7))
     with pytest.raises(
-        NonFiniteError, match=r"seed 7, epoch 1, batch 1: the training loss is nan.*optim.lr="
+        NonFiniteError, match=r"seed 7, epoch 1, batch 1: the training loss is nan.*optim.lr=.*optim.margin="
     ):
         trainer.fit(train, None, qrels, tmp_path / "ckpt", space=space)
+    softmax = Trainer(tiny_config(epochs=3, patience=0, seed=7, loss="softmax"))
+    with pytest.raises(NonFiniteError, match=r"the training loss is nan \(optim.lr=[^,]*\); lower"):
+        softmax.fit(train, None, qrels, tmp_path / "ckpt2", space=space)  # no margin: softmax has none
 
 
 def test_an_epoch_off_a_terminal_writes_no_line_a_batch(tmp_path, monkeypatch, capsys):

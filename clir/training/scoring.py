@@ -123,14 +123,19 @@ class ScoringOptions:
         wrong = [  # each with the CLI's option where it has one
             setting
             for setting, bad in (
-                ("precision='bf16' (--precision bf16)", self.precision == "bf16"),
+                (
+                    "precision='bf16' (--precision bf16, or precision: bf16 in a config)",
+                    self.precision == "bf16",
+                ),
                 ("compile=True", bool(self.compile)),
                 ("fused=True", bool(self.fused)),
             )
             if bad
         ]
         if wrong:
-            hint = " (--precision fp32 or auto)" if self.precision == "bf16" else ""
+            hint = (
+                " (--precision or the config's precision: fp32 or auto)" if self.precision == "bf16" else ""
+            )
             raise ConfigError(
                 f"{' and '.join(wrong)} {'needs' if len(wrong) == 1 else 'need'} CUDA, got device 'cpu'; "
                 f"on a CPU scoring runs in fp32, uncompiled{hint}"

@@ -470,8 +470,9 @@ class Trainer:
             where = f"seed {self.seed}, epoch {epoch}, batch {start // size + 1}"
             if not math.isfinite(value):
                 raise NonFiniteError(
-                    f"{where}: the training loss is {value} (optim.lr={cfg.optim.lr}, "
-                    f"optim.margin={cfg.optim.margin}); lower optim.lr or check the input features"
+                    f"{where}: the training loss is {value} (optim.lr={cfg.optim.lr}"
+                    + ("" if listwise else f", optim.margin={cfg.optim.margin}")  # softmax has none
+                    + "); lower optim.lr or check the input features"
                 )
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
