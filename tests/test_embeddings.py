@@ -761,3 +761,21 @@ def test_train_align_eval_steps_over_a_collection(tmp_path, monkeypatch):
     assert aligned.meta["alignment"]["ny"]["seed_pairs"] == len(NOUNS)  # IBM1 finds every noun pair
     with pytest.raises(ConfigError, match="needs IBM Model 1 tables"):
         align_embeddings(tmp_path / "mono", tmp_path / "x", AlignConfig(seed_source="ibm1"), progress=False)
+
+
+def test_a_space_with_a_nan_vector_is_not_saved(tmp_path):
+    """``SharedSpace.save`` wrote a NaN vector that :meth:`SharedSpace.load` then refused: the
+    save seemed to succeed (a user's directory replaced by a space that cannot be read)."""
+    good = SharedSpace({lang: make_keyed_vectors(["a", "b"], np.eye(2)) for lang in ("en", "sw")})
+    good.save(tmp_path / "s")
+    bad = SharedSpace(
+        {
+            "en": make_keyed_vectors(["a", "b"], np.eye(2)),
+            "sw": make_keyed_vectors(["a", "b"], [[1, 0], [np.inf, 0]]),
+        }
+    )
+    with pytest.raises(
+        ConfigError, match=r"vector of sw 'b' \(and 0 more\) holds a NaN or an infinity: not saved"
+    ):
+        bad.save(tmp_path / "s")
+    np.testing.assert_array_equal(SharedSpace.load(tmp_path / "s").array("sw"), np.eye(2))  # kept

@@ -326,8 +326,18 @@ class SharedSpace:
 
         Returns:
             ``path``.
+
+        Raises:
+            ConfigError: If a vector holds a NaN or an infinity (a space :meth:`load` would
+                refuse), before anything is written.
         """
         path = Path(path)
+        for lang, kv in self.vectors.items():  # :meth:`load` refuses them: never write one
+            if (bad := np.flatnonzero(~np.isfinite(kv.vectors).all(axis=1))).size:
+                raise ConfigError(
+                    f"the space's vector of {lang} {kv.index_to_key[int(bad[0])]!r} (and {bad.size - 1} "
+                    "more) holds a NaN or an infinity: not saved"
+                )
         with atomic_directory(path, kind="space", force=force) as tmp:
             files = []
             for lang, kv in self.vectors.items():
