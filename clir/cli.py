@@ -109,7 +109,7 @@ def _check_cache(
     them), or, with a ``kind``, a non-empty directory that is not a clir output of that kind, a
     link or a directory clir never writes into (each refusal naming the option)."""
     from clir.errors import OutputExistsError
-    from clir.formats.atomic import artefact_kind, check_not_input, check_output
+    from clir.formats.atomic import artefact_kind, check_not_input, check_output, writing_marker
 
     path, name = getattr(args, option), "--" + option.replace("_", "-")
     if path is None:
@@ -117,7 +117,10 @@ def _check_cache(
     check_not_input(path, [*_inputs(args, but=option), *also], name)
     if path.exists() and not path.is_dir():
         raise OutputExistsError(path, "a file (the cache is a directory)", force_helps=False, option=name)
-    if kind is not None and path.is_dir() and any(path.iterdir()) and artefact_kind(path) != kind:
+    # a cache holding only its marker's temporary file is as empty: a run killed as it claimed
+    # the cache left it, and every later run had refused the cache as a user's directory
+    held = path.is_dir() and any(not writing_marker(entry.name) for entry in path.iterdir())
+    if kind is not None and held and artefact_kind(path) != kind:
         raise OutputExistsError(
             path,
             f"a directory that clir did not write (expected nothing, or a clir {kind!r} cache)",

@@ -726,3 +726,20 @@ def test_a_failed_command_unclaims_the_directory_it_created(tmp_path, capsys):
     with pytest.raises(KeyError), claimed_directory(other, kind="baselines", force=True):
         raise KeyError
     assert (other / MARKER).read_bytes() == marker and _tree(other) == {"data.txt": "x"}
+
+
+def test_a_cache_holding_only_its_markers_temporary_file_is_taken_as_empty(tmp_path, capsys):
+    """A search or rerank killed as it claimed a new --index-cache (inside the atomic write of
+    its marker) left only ``.clir-artefact.json.<random>.tmp`` there, and every later run refused
+    the cache as "a directory that clir did not write" (the default search cache included)."""
+    from clir.cli import main
+
+    collection = _collection_with_parallel(tmp_path / "c")
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    (cache / f".{MARKER}.k1ll3d_x.tmp").write_text('{"kind": "exp')  # cut by the kill
+    argv = ["rerank", "--model", str(tmp_path / "m"), "--collection", str(collection), "--space",
+            str(tmp_path / "s"), "--out", str(tmp_path / "r.run"), "--index-cache", str(cache)]  # fmt: skip
+    assert main(argv) == 2  # no model: the cache is not what is refused
+    err = capsys.readouterr().err
+    assert "--index-cache" not in err and "did not write" not in err and str(tmp_path / "m") in err

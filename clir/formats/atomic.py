@@ -105,7 +105,7 @@ def _protected(path: Path) -> bool:
     return path.resolve() in (Path.home().resolve(), cwd, *cwd.parents)  # the root is a parent
 
 
-def _writing_marker(name: str) -> bool:
+def writing_marker(name: str) -> bool:
     """Whether a file name is :func:`atomic_write`'s temporary file of a :data:`MARKER`: a
     directory that holds only that is being claimed by another process right now (two runs
     started at once on a new ``--out``), not a user's directory."""
@@ -139,7 +139,7 @@ def _replaceable(path: Path, kind: str, force: bool, option: str = "--out") -> b
         )
     with os.scandir(path) as entries:
         # only the marker that another process's claim is writing (its temporary file): as empty
-        if all(_writing_marker(entry.name) for entry in entries):
+        if all(writing_marker(entry.name) for entry in entries):
             return False
     found = artefact_kind(path)
     if found == kind or force:

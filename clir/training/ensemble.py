@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import time
+import warnings
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
@@ -63,6 +64,7 @@ from clir.types import Run
 
 ENSEMBLE_FILE = "ensemble.json"
 ENSEMBLE_TYPE = "reranker_ensemble"
+_UNFINISHED_TOLD: set[Path] = set()  # checkpoints of unfinished trainings warned of
 
 
 @dataclass
@@ -140,6 +142,10 @@ def member_paths(path: str | Path) -> list[Path]:
         DataNotFoundError: If ``path`` is neither.
         FormatError: If a member's model is not the one ``ensemble.json`` lists (named a damaged
             checkpoint when its files do not match its own manifest either).
+
+    Warns:
+        UserWarning: For a checkpoint directory of a training that did not finish (killed, or
+            still running): its model is the best of the epochs run so far.
     """
     path = Path(path)
     if meta := ensemble_meta(path):
@@ -157,6 +163,19 @@ def member_paths(path: str | Path) -> list[Path]:
                 )
         return [path / member for member in meta["members"]]
     if is_checkpoint(path):
+        try:
+            state = read_state(path, curve=False)
+        except (DataNotFoundError, FormatError):  # named by whatever reads the checkpoint
+            return [path]
+        if not state.finished and path.resolve() not in _UNFINISHED_TOLD:
+            # a killed training's member: it had been scored as a trained model, silently
+            _UNFINISHED_TOLD.add(path.resolve())  # once a process, however many readers look
+            warnings.warn(
+                f"{path}: the checkpoint of a training that did not finish (stopped after epoch "
+                f"{state.epoch}): its model is the best of those epochs only; finish it with "
+                "'clir train --resume' (the same config and --out)",
+                stacklevel=2,
+            )
         return [path]
     raise DataNotFoundError(f"{path} holds neither {ENSEMBLE_FILE} nor a reranker checkpoint")
 
