@@ -526,7 +526,9 @@ def test_scoring_options_defaults_and_errors():
     assert (cpu.device, cpu.batch_size, cpu.precision, cpu.compile) == ("cpu", 256, "fp32", False)
     assert ScoringOptions(batch_size=64).resolve("cpu").batch_size == 64
     with pytest.raises(
-        ConfigError, match=r"^precision='bf16' \(--precision bf16\) needs CUDA, got device 'cpu'"
+        ConfigError,
+        match=r"^precision='bf16' \(--precision bf16, or precision: bf16 in a config\) needs CUDA, got "
+        r"device 'cpu'",
     ):
         ScoringOptions(device="cpu", precision="bf16")
     with pytest.raises(ConfigError, match=r"^compile=True and fused=True need CUDA, got device 'cpu'"):
@@ -536,7 +538,10 @@ def test_scoring_options_defaults_and_errors():
     with pytest.raises(ConfigError, match="batch_size must be a positive integer, got 0"):
         ScoringOptions(batch_size=0)
     if not torch.cuda.is_available():
-        with pytest.raises(ConfigError, match=r"precision='bf16' \(--precision bf16\) needs CUDA"):
+        with pytest.raises(
+            ConfigError,
+            match=r"precision='bf16' \(--precision bf16, or precision: bf16 in a config\) needs CUDA",
+        ):
             ScoringOptions(precision="bf16").resolve("auto")
 
 
