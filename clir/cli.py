@@ -1110,7 +1110,8 @@ def _experiment(args: argparse.Namespace) -> int:
     config = load_experiment(args.config)
     if (args.engine, args.workers, args.address) != (None, None, None):  # else the config's engine
         # --workers alone on a config of the ray engine had been refused as "the local engine's"
-        config = dataclasses.replace(config, engine=_engine_config(args, default=config.engine.name))
+        default = config.engine.name if config.engine else "local"
+        config = dataclasses.replace(config, engine=_engine_config(args, default=default))
     results = run_experiment(
         config,
         args.out,

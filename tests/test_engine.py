@@ -5,11 +5,15 @@ is one ``clir: error:`` line."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import itertools
 import os
+import signal
+import socket
 import subprocess
 import sys
+import threading
 import warnings
 from pathlib import Path
 from types import SimpleNamespace
@@ -23,10 +27,11 @@ from test_union import tiny_reranker_config, tiny_world
 from clir.cli import main
 from clir.errors import ConfigError, MissingDependencyError
 from clir.formats import write_run
+from clir.pipeline import engine as engine_module
 from clir.pipeline import parallel
 from clir.pipeline.baselines import BaselineConfig, first_stage
 from clir.pipeline.config import ExperimentConfig
-from clir.pipeline.engine import EngineConfig, LocalEngine, RayEngine, chunk_bounds
+from clir.pipeline.engine import EngineConfig, EngineError, LocalEngine, RayEngine, chunk_bounds
 from clir.pipeline.features import DocumentTokens, rerank_collection, train_reranker
 from clir.pipeline.parallel import index_stage, pair_scorer, search_stage
 from clir.text import get_analyzer
@@ -104,6 +109,70 @@ def test_ray_map_keeps_input_order_and_brings_back_warnings_and_errors(ray_engin
         ray_engine.map(_squares, [1, 2], shared=-1)
 
 
+def _die(shared: int, chunk):
+    if chunk[0] >= shared:
+        os.kill(os.getpid(), signal.SIGKILL)
+    return list(chunk)
+
+
+def test_a_killed_worker_is_an_engine_error(ray_engine):
+    """A worker killed mid-task (e.g. for memory) had surfaced as "unexpected WorkerCrashedError
+    ... (a bug in clir ...)"."""
+    from ray import cloudpickle
+
+    cloudpickle.register_pickle_by_value(sys.modules[__name__])  # the workers cannot import tests/
+    with pytest.raises(
+        EngineError, match=r"^a Ray task of _die failed, not by an error of its own \(The worker"
+    ):
+        ray_engine.map(_die, list(range(4)), shared=2)
+    assert ray_engine.map(_die, list(range(4)), shared=9) == [[0, 1], [2, 3]]  # the engine still works
+
+
+def _listener(answer: bytes | None) -> tuple[socket.socket, str]:
+    """A TCP server on localhost that answers every connection with ``answer`` (None: silence)."""
+    server = socket.create_server(("127.0.0.1", 0))
+
+    def serve():
+        with contextlib.suppress(OSError):
+            while True:
+                connection, _ = server.accept()
+                connection.recv(64)
+                if answer is not None:
+                    connection.sendall(answer)
+                    connection.close()
+
+    threading.Thread(target=serve, daemon=True).start()
+    return server, f"127.0.0.1:{server.getsockname()[1]}"
+
+
+def test_an_address_where_something_else_answers_is_refused_at_once(monkeypatch):
+    """An address whose server is not Ray's (the dashboard's port, 8265, for the GCS's 6379) had
+    passed the check and left ``ray.init`` retrying for minutes."""
+    monkeypatch.setattr(engine_module, "ADDRESS_TIMEOUT", 0.5)
+    for answer, reason in [(b"HTTP/1.1 400 Bad Request\r\n\r\n", "not a Ray cluster"), (None, "timed out")]:
+        server, address = _listener(answer)
+        with server, pytest.raises(EngineError, match=rf"^--address '{address}': .*{reason}"):
+            engine_module._check_address(address)
+
+
+def test_a_ray_cluster_s_address_passes_the_check(ray_engine):
+    import ray
+
+    engine_module._check_address(ray.get_runtime_context().gcs_address)
+
+
+def test_a_local_instance_has_at_most_the_machine_s_cpus(monkeypatch):
+    """``--workers 1000000000000`` had asked Ray for that many CPUs (33 s, then "The current node
+    timed out during startup"), ``--workers 64`` on two cores a process per chunk (~0.4 GB each)."""
+    ray = pytest.importorskip("ray", reason="the ray extra is not installed (make test installs it)")
+    seen = []
+    monkeypatch.setattr(ray, "is_initialized", lambda: False)
+    monkeypatch.setattr(ray, "init", lambda **options: seen.append(options))
+    for workers, cpus in [(10**12, os.cpu_count()), (1, 1)]:
+        assert RayEngine(workers=workers).workers == workers  # the chunks: as many as asked
+        assert seen.pop()["num_cpus"] == cpus
+
+
 def test_engine_config_and_its_errors():
     assert ExperimentConfig.from_dict({"engine": {"name": "ray", "workers": 2}}).engine == EngineConfig(
         "ray", 2
@@ -128,6 +197,23 @@ def test_workers_on_the_command_line_keep_the_config_s_ray_engine(tmp_path, monk
     monkeypatch.setattr(experiment, "run_experiment", lambda config, *a, **k: seen.append(config) or {})
     main(["experiment", str(config), "--out", str(tmp_path / "out"), "--workers", "4", "--quiet"])
     assert seen[0].engine == EngineConfig("ray", 4)
+
+
+def test_engine_on_the_command_line_of_a_config_without_one(tmp_path, monkeypatch):
+    """``clir experiment configs/experiment-fast.yaml --engine ray`` (a config with no ``engine``)
+    had failed with "unexpected AttributeError: 'NoneType' object has no attribute 'name'"."""
+    from clir.pipeline import experiment
+
+    config = tmp_path / "x.yaml"
+    config.write_text("name: x\n")
+    seen = []
+    fake = lambda config, *a, **k: seen.append(config) or {"systems": {}}  # noqa: E731
+    monkeypatch.setattr(experiment, "run_experiment", fake)
+    argv = ["experiment", str(config), "--out", str(tmp_path / "out"), "--quiet"]
+    assert main([*argv, "--engine", "ray", "--workers", "2"]) == 0
+    assert seen.pop().engine == EngineConfig("ray", 2)
+    assert main([*argv, "--workers", "2"]) == 2  # the local engine's: refused
+    assert not seen
 
 
 def test_a_missing_ray_names_the_extra(monkeypatch):

@@ -129,6 +129,13 @@ def _first_line(error: BaseException) -> str:
     return text.splitlines()[0] if text else type(error).__name__
 
 
+_HTTP2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes([0, 0, 0, 4, 0, 0, 0, 0, 0])
+"""An HTTP/2 client's preface and empty SETTINGS frame: a gRPC server (Ray's GCS, or its client
+server for ``ray://``) answers with a SETTINGS frame of its own."""
+_HTTP2_SETTINGS = 4
+"""The type of a SETTINGS frame (the fourth byte of a frame's header)."""
+
+
 def _check_address(address: str) -> None:
     """Refuse an address where nothing listens, at once (Ray itself would wait for minutes).
 
@@ -139,12 +146,19 @@ def _check_address(address: str) -> None:
     if not (sep and host and port.isdigit()):
         raise EngineError(f"--address {address!r} is invalid; expected {_EXPECTED_ADDRESS}")
     try:
-        socket.create_connection((host, int(port)), timeout=ADDRESS_TIMEOUT).close()
+        with socket.create_connection((host, int(port)), timeout=ADDRESS_TIMEOUT) as connection:
+            connection.sendall(_HTTP2_PREFACE)
+            answer = connection.recv(9)
     except OSError as error:
         reason = error.strerror or _first_line(error)
         raise EngineError(
             f"--address {address!r}: no Ray cluster answered ({reason}); expected {_EXPECTED_ADDRESS}"
         ) from None
+    if len(answer) < 4 or answer[3] != _HTTP2_SETTINGS:  # e.g. the dashboard's port (HTTP/1.1)
+        raise EngineError(
+            f"--address {address!r}: what answers there is not a Ray cluster (no gRPC server: "
+            f"the dashboard's port?); expected {_EXPECTED_ADDRESS}"
+        )
 
 
 class RayEngine(Engine):
@@ -153,15 +167,16 @@ class RayEngine(Engine):
     (Ray's default would lower them to niceness 15, starved by any other work on the machine).
 
     Args:
-        workers: Chunks per job, and a new local instance's CPUs (default: the CPUs of the
-            machine, or of the cluster).
+        workers: Chunks per job, and a new local instance's CPUs (at most the machine's: more
+            chunks than CPUs wait for one; default: the CPUs of the machine, or of the cluster).
         address: A running cluster; ``None``: a local instance of ``workers`` CPUs, stopped by
             :meth:`close`. When this process has started Ray already (a notebook, the tests),
             that Ray is used and ``address`` is not read.
 
     Raises:
         MissingDependencyError: Without the ``ray`` extra.
-        EngineError: If no cluster answers at ``address``.
+        EngineError: If no cluster answers at ``address``; (from :meth:`map`) when a task fails
+            other than by an exception of its own (its worker killed, its node lost).
     """
 
     name = "ray"
@@ -178,7 +193,8 @@ class RayEngine(Engine):
                 _check_address(address)
             options: dict[str, Any] = {"address": address}
             if not address:  # workers at this command's priority (Ray's default niceness is 15)
-                options = {"num_cpus": workers or os.cpu_count(), "_system_config": {"worker_niceness": 0}}
+                cpus = os.cpu_count() or 1  # more would start a process per chunk (~0.4 GB each)
+                options = {"num_cpus": min(workers or cpus, cpus), "_system_config": {"worker_niceness": 0}}
             try:
                 ray.init(**options, include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR)
             except Exception as error:  # Ray raises ConnectionError, ValueError, RuntimeError, ...
@@ -198,6 +214,10 @@ class RayEngine(Engine):
             outputs = ray.get([self._remote.remote(fn, ref, chunk) for chunk in chunks])
         except ray.exceptions.RayTaskError as error:  # the worker's own exception, as if raised here
             raise error.cause from None
+        except ray.exceptions.RayError as error:  # a worker killed (e.g. for memory), a node lost, ...
+            raise EngineError(
+                f"a Ray task of {fn.__name__} failed, not by an error of its own ({_first_line(error)})"
+            ) from None
         results = []
         for result, caught in outputs:
             for message, category in caught:
