@@ -1441,3 +1441,15 @@ def test_real_en_sw_slice_improves_dev_map(tmp_path):
     assert map_metric(run, collection.qrels_of("dev")) == pytest.approx(
         read_state(out / "seed0").best_score, abs=0.02
     )
+
+
+def test_dropout_for_a_model_without_it_is_named_with_the_file_at_load(tmp_path):
+    """``optim.dropout: 0.5`` with K-NRM was refused by the trainer once the features were built,
+    naming no file; it is refused when the config is read."""
+    (tmp_path / "c.yaml").write_text("model: {interaction: knrm}\noptim: {dropout: 0.5}\n")
+    with pytest.raises(
+        ConfigError, match=r"c\.yaml: optim\.dropout=0\.5 is invalid; expected 0: .*'knrm' has no dropout"
+    ):
+        load_config(tmp_path / "c.yaml")
+    (tmp_path / "d.yaml").write_text("model: {interaction: knrm}\noptim: {dropout: 0.0}\n")
+    assert load_config(tmp_path / "d.yaml").optim.dropout == 0.0

@@ -321,6 +321,13 @@ class TrainConfig(Section):
     precision: Annotated[Annotated[str, OneOf(PRECISIONS)] | None, OmitWhenNone()] = None
     score_batch_size: Annotated[PositiveInt | None, OmitWhenNone()] = None
 
+    def check(self, where: Where) -> None:
+        model = self.model
+        if self.optim.dropout > 0 and "dropout" not in INTERACTION_MODELS[model.interaction].config_keys:
+            # named at load, with the file (it had been refused once the features were built)
+            expected = f"0: interaction model {model.interaction!r} has no dropout"
+            raise where.error("optim.dropout", self.optim.dropout, expected)
+
 
 def load_config(path: str | Path) -> TrainConfig:
     """Read a training config from YAML (or JSON, which is YAML).
