@@ -227,13 +227,13 @@ def _legend(test: Any, quote: str = "") -> str:
     )
 
 
-def _aqwv_note(measures: Sequence[str], config: AQWVConfig | None = None) -> str:
+def _aqwv_note(measures: Sequence[str]) -> str:
     """What the AQWV column is (its beta and returned set, which the value depends on), or
-    nothing when the report has no AQWV column. ``config``: the one the report evaluated with
-    (:func:`~clir.evaluation.evaluate_per_query`'s default)."""
+    nothing when the report has no AQWV column. The report evaluates with
+    :func:`~clir.evaluation.evaluate_per_query`'s default :class:`AQWVConfig`."""
     if "AQWV" not in measures:
         return ""
-    config = config or AQWVConfig()
+    config = AQWVConfig()
     returned = "every retrieved document" if config.cutoff is None else f"the top {config.cutoff} documents"
     if config.threshold is not None:
         returned += f" scoring at least {config.threshold:g}"
