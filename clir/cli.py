@@ -830,7 +830,7 @@ def _embed_eval(args: argparse.Namespace) -> int:
 
 
 def _train(args: argparse.Namespace) -> int:
-    from clir.formats.atomic import output_directory
+    from clir.formats.atomic import directory_lock, output_directory
     from clir.pipeline.features import train_reranker
     from clir.training import load_config
     from clir.training.cv import check_member_dirs
@@ -854,10 +854,12 @@ def _train(args: argparse.Namespace) -> int:
     _check_tables(args)
     if args.force:
         output_directory(args.out, kind="reranker", force=True)
-    collection = _load_collection(args)
-    path = train_reranker(
-        config, collection, args.space, args.out, tables_dir=args.tables, resume=args.resume
-    )
+    # an --out that exists is refused now if another training writes there, not after the features
+    with directory_lock(args.out, wait=False):
+        collection = _load_collection(args)
+        path = train_reranker(
+            config, collection, args.space, args.out, tables_dir=args.tables, resume=args.resume
+        )
     print(f"wrote {path}: {_models_of(Path(path))}; a member directory alone reranks with that seed only")
     return 0
 

@@ -310,6 +310,50 @@ def test_train_refuses_a_user_directory_where_a_member_goes_before_any_work(
     assert [p.name for p in user.iterdir()] == ["notes.txt"]
 
 
+def test_train_into_an_out_another_training_holds_is_refused_before_the_features(
+    trained, tmp_path, monkeypatch, capsys
+):
+    # a second `clir train --out M` (or a --resume) beside a running one built its features for
+    # minutes, then swapped its members in among the other's
+    import os
+    import threading
+
+    from clir.formats.atomic import directory_lock, output_directory
+    from clir.pipeline.features import CollectionFeatures
+    from clir.training import save_config
+
+    root = trained[0]
+
+    def no_work(*args, **kwargs):
+        raise AssertionError("features were built")
+
+    monkeypatch.setattr(CollectionFeatures, "build", no_work)
+    save_config(tiny_reranker_config(), tmp_path / "train.yaml")
+    out = tmp_path / "out"
+    output_directory(out, kind="reranker")
+    argv = ["train", "--config", str(tmp_path / "train.yaml"), "--collection", str(root / "sw")]
+    argv += ["--space", str(root / "space"), "--tables", str(root / "tables"), "--out", str(out), "--resume"]
+    held, release = threading.Event(), threading.Event()
+
+    def other_training() -> None:
+        with directory_lock(out):
+            held.set()
+            release.wait(20)
+
+    thread = threading.Thread(target=other_training)
+    thread.start()
+    try:
+        assert held.wait(10)
+        assert main(argv) == 2
+    finally:
+        release.set()
+        thread.join(10)
+    err = capsys.readouterr().err
+    assert err.startswith(
+        f"clir: error: {out} is in use by another clir run (PID {os.getpid()}); wait for it"
+    )
+
+
 def test_rerank_keeps_the_documents_id_tables_in_the_index_cache(trained, tmp_path, monkeypatch):
     from clir.training import idtables
 

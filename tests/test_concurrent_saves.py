@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import threading
 
 import pytest
 
+from clir.errors import OutputLockedError
 from clir.formats import atomic_directory, atomic_write
-from clir.formats.atomic import MARKER, artefact_kind, output_directory
+from clir.formats.atomic import MARKER, artefact_kind, directory_lock, output_directory
 
 
 def test_a_directory_another_run_is_claiming_is_not_taken_for_a_users(tmp_path):
@@ -67,3 +69,56 @@ def test_two_saves_of_one_directory_at_once_both_complete(tmp_path):
     assert (path / "weights").read_text() == "second"  # the later swap, whole
     assert artefact_kind(path) == "checkpoint"
     assert sorted(os.listdir(tmp_path)) == ["seed0"]  # nothing left beside
+
+
+def _hold(path: str, held, release) -> None:
+    """Hold ``directory_lock(path)`` until ``release`` is set (another clir run writing there)."""
+    with directory_lock(path):
+        held.set()
+        release.wait(20)
+
+
+@pytest.mark.skipif("fork" not in multiprocessing.get_all_start_methods(), reason="needs fork")
+def test_a_directory_another_process_holds_is_refused_naming_it_and_its_pid(tmp_path):
+    context = multiprocessing.get_context("fork")
+    held, release = context.Event(), context.Event()
+    holder = context.Process(target=_hold, args=(str(tmp_path), held, release))
+    holder.start()
+    try:
+        assert held.wait(10)
+        with (
+            pytest.raises(
+                OutputLockedError, match=rf"{tmp_path} is in use by another clir run \(PID {holder.pid}\)"
+            ),
+            directory_lock(tmp_path, wait=False),
+        ):
+            pass
+    finally:
+        release.set()
+        holder.join(20)
+    with directory_lock(tmp_path, wait=False):  # free again
+        pass
+
+
+def test_a_thread_takes_its_own_directory_lock_again_and_other_threads_take_turns(tmp_path):
+    # a training holds its --out while its checkpoints swap themselves in there: the swap's lock
+    # of the same directory had waited for its own thread forever
+    order = []
+
+    def other() -> None:
+        with directory_lock(tmp_path):
+            order.append("other")
+
+    with directory_lock(tmp_path, wait=False):
+        with (
+            directory_lock(tmp_path, wait=False),
+            atomic_directory(tmp_path / "seed0", kind="checkpoint") as tmp,
+        ):
+            (tmp / "weights").write_text("epoch 1")
+        thread = threading.Thread(target=other)
+        thread.start()
+        thread.join(0.3)
+        order.append("holder")  # the other thread waited for the outer lock
+    thread.join(10)
+    assert order == ["holder", "other"]
+    assert (tmp_path / "seed0" / "weights").read_text() == "epoch 1"

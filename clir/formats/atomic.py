@@ -26,14 +26,15 @@ import os
 import re
 import shutil
 import tempfile
+import threading
 import warnings
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager
 from pathlib import Path
 from typing import IO
 
 from clir._version import __version__
-from clir.errors import ClirError, ConfigError, OutputExistsError
+from clir.errors import ClirError, ConfigError, OutputExistsError, OutputLockedError
 
 MARKER = ".clir-artefact.json"
 """The marker file of a directory written by :func:`atomic_directory`."""
@@ -445,26 +446,79 @@ def tidy_interrupted(path: str | Path, kind: str) -> None:
             shutil.rmtree(leftover, ignore_errors=True)
 
 
+_HELD = threading.local()
+"""The directories this thread holds a :func:`directory_lock` on: ``(device, inode)`` -> depth."""
+
+
+def lock_holder(path: str | Path) -> int | None:
+    """The PID of the process holding an ``flock`` on ``path``, read from Linux's
+    ``/proc/locks`` (``None`` where that cannot tell)."""
+    try:
+        stat = os.stat(path)
+        lines = Path("/proc/locks").read_text().splitlines()
+    except OSError:
+        return None
+    where = f"{os.major(stat.st_dev):02x}:{os.minor(stat.st_dev):02x}:{stat.st_ino}"
+    for fields in map(str.split, lines):
+        if len(fields) > 5 and fields[1] == "FLOCK" and fields[5] == where and fields[4].isdigit():
+            return int(fields[4])
+    return None
+
+
 @contextmanager
-def directory_lock(parent: str | Path) -> Iterator[None]:
+def directory_lock(parent: str | Path, *, wait: bool = True) -> Iterator[None]:
     """Hold an exclusive ``flock`` on the directory ``parent`` itself (no lock file is left
     behind; processes take turns). :func:`atomic_directory` holds it on the parent while it swaps
     a new directory in, so that two saves of the same directory at once do not find each other's
     half-done swap (no directory at ``path`` between its two renames, which made the other's
-    rename in fail, or its new directory moved aside as a user's). Where the directory cannot be
-    opened or the filesystem has no ``flock``, it runs unlocked."""
+    rename in fail, or its new directory moved aside as a user's). A thread that already holds
+    the lock of ``parent`` holds it again at once (a training holds its ``--out`` while its
+    checkpoints swap themselves in there). Where the directory cannot be opened or the filesystem
+    has no ``flock``, it runs unlocked.
+
+    Args:
+        parent: The directory.
+        wait: Wait for another process's lock; ``False``: raise instead.
+
+    Raises:
+        OutputLockedError: If ``wait`` is false and another process (or thread) holds the lock;
+            the message names the directory and, where Linux tells, the holder's PID.
+    """
     try:
         fd = os.open(parent, os.O_RDONLY | os.O_DIRECTORY)
     except OSError:
-        fd = None
-    try:
-        if fd is not None:
-            with suppress(OSError):
-                fcntl.flock(fd, fcntl.LOCK_EX)
         yield
+        return
+    held: dict[tuple[int, int], int] = _HELD.__dict__.setdefault("dirs", {})
+    stat = os.fstat(fd)
+    key = (stat.st_dev, stat.st_ino)
+    if key in held:
+        os.close(fd)
+        held[key] += 1
+        try:
+            yield
+        finally:
+            held[key] -= 1
+        return
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+        except BlockingIOError:
+            pid = lock_holder(parent)
+            holder = "" if pid is None else f" (PID {pid})"
+            raise OutputLockedError(
+                f"{parent} is in use by another clir run{holder}; wait for it to finish, or "
+                "choose another output directory"
+            ) from None
+        except OSError:
+            pass
+        held[key] = 1
+        try:
+            yield
+        finally:
+            del held[key]
     finally:
-        if fd is not None:
-            os.close(fd)  # closing releases the lock
+        os.close(fd)  # closing releases the lock
 
 
 @contextmanager

@@ -24,7 +24,7 @@ import numpy as np
 
 from clir.errors import ConfigError, OutputExistsError
 from clir.formats import write_run
-from clir.formats.atomic import artefact_kind, output_directory
+from clir.formats.atomic import artefact_kind, directory_lock, output_directory
 from clir.training.checkpoint import ARTEFACT_KIND, is_checkpoint
 from clir.training.config import TrainConfig
 from clir.training.data import RerankData
@@ -173,11 +173,14 @@ def train_ensemble(
         )
     check_member_dirs(config, out_dir)
     out_dir = output_directory(out_dir, kind="reranker")
-    members = []
-    for seed in config.ensemble.seeds:
-        trainer = Trainer(config, metric=metric, seed=seed)
-        members.append(trainer.fit(train, dev, qrels, member_dir(out_dir, seed), space=space, resume=resume))
-    return write_ensemble(out_dir, members, {"seeds": list(config.ensemble.seeds)})
+    with directory_lock(out_dir, wait=False):  # one training (or --resume) at a time writes here
+        members = []
+        for seed in config.ensemble.seeds:
+            trainer = Trainer(config, metric=metric, seed=seed)
+            members.append(
+                trainer.fit(train, dev, qrels, member_dir(out_dir, seed), space=space, resume=resume)
+            )
+        return write_ensemble(out_dir, members, {"seeds": list(config.ensemble.seeds)})
 
 
 def cross_validate(
@@ -235,36 +238,37 @@ def cross_validate(
         raise ConfigError("cross-validation early-stops on dev or on the held-out fold, not both")
     check_member_dirs(config, out_dir)
     out_dir = output_directory(out_dir, kind="reranker")
-    folds = kfold_qids(data.qids, config.cv.folds, config.optim.seed)
-    members: list[Path] = []
-    oof_scores: dict[str, np.ndarray] = {}
-    stopped_on: list[list[str]] = []
-    for f, held_out in enumerate(folds):
-        held_set = set(held_out)
-        rest = [q for q in data.qids if q not in held_set]
-        held = data.subset(held_out)
-        if dev is not None or stop_on_held_out:
-            train_part, stop_data = data.subset(rest), dev if dev is not None else held
-        else:  # a fold of the rest: the held-out fold unseen until it is scored
-            stop = set(kfold_qids(rest, max(2, config.cv.folds - 1), config.optim.seed)[0])
-            train_part = data.subset([q for q in rest if q not in stop])
-            stop_data = data.subset([q for q in rest if q in stop])
-        if dev is None:
-            stopped_on.append(sorted(stop_data.qids))
-        fold_members = []
-        for seed in config.ensemble.seeds:
-            trainer = Trainer(config, metric=metric, seed=seed)
-            path = trainer.fit(
-                train_part, stop_data, qrels, member_dir(out_dir, seed, f), space=space,
-                resume=resume,
-            )  # fmt: skip
-            fold_members.append(path)
-        models = [TrainedReranker.load(p) for p in fold_members]
-        scores = combine(member_scores(models, held, space=space, depth=config.data.max_candidates))
-        oof_scores.update(zip(held.qids, scores, strict=True))
-        members.extend(fold_members)
-    oof_run = scores_to_run(data, [oof_scores[q] for q in data.qids])
-    meta = {"folds": folds, "seeds": list(config.ensemble.seeds), "stopped_on": stopped_on or "dev"}
-    write_run(out_dir / "oof.run", oof_run, "clir-cv-oof")
-    write_ensemble(out_dir, members, meta)  # last: it makes the directory an ensemble
-    return CVResult(out_dir, members, folds, oof_run)
+    with directory_lock(out_dir, wait=False):  # one cross-validation (or --resume) at a time here
+        folds = kfold_qids(data.qids, config.cv.folds, config.optim.seed)
+        members: list[Path] = []
+        oof_scores: dict[str, np.ndarray] = {}
+        stopped_on: list[list[str]] = []
+        for f, held_out in enumerate(folds):
+            held_set = set(held_out)
+            rest = [q for q in data.qids if q not in held_set]
+            held = data.subset(held_out)
+            if dev is not None or stop_on_held_out:
+                train_part, stop_data = data.subset(rest), dev if dev is not None else held
+            else:  # a fold of the rest: the held-out fold unseen until it is scored
+                stop = set(kfold_qids(rest, max(2, config.cv.folds - 1), config.optim.seed)[0])
+                train_part = data.subset([q for q in rest if q not in stop])
+                stop_data = data.subset([q for q in rest if q in stop])
+            if dev is None:
+                stopped_on.append(sorted(stop_data.qids))
+            fold_members = []
+            for seed in config.ensemble.seeds:
+                trainer = Trainer(config, metric=metric, seed=seed)
+                path = trainer.fit(
+                    train_part, stop_data, qrels, member_dir(out_dir, seed, f), space=space,
+                    resume=resume,
+                )  # fmt: skip
+                fold_members.append(path)
+            models = [TrainedReranker.load(p) for p in fold_members]
+            scores = combine(member_scores(models, held, space=space, depth=config.data.max_candidates))
+            oof_scores.update(zip(held.qids, scores, strict=True))
+            members.extend(fold_members)
+        oof_run = scores_to_run(data, [oof_scores[q] for q in data.qids])
+        meta = {"folds": folds, "seeds": list(config.ensemble.seeds), "stopped_on": stopped_on or "dev"}
+        write_run(out_dir / "oof.run", oof_run, "clir-cv-oof")
+        write_ensemble(out_dir, members, meta)  # last: it makes the directory an ensemble
+        return CVResult(out_dir, members, folds, oof_run)
