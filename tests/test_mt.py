@@ -275,3 +275,28 @@ def test_the_experiment_s_translation_section(tmp_path: Path) -> None:
         TranslationConfig("mt", {})
     table = dataclasses.replace(config, translation=TranslationConfig("table", {}))
     assert table.baseline_config().translation is None  # table mode: the steps' keys as before
+
+
+def test_a_text_longer_than_max_length_is_translated_in_pieces_not_cut(tiny_model: Path) -> None:
+    # the model had read a text's first max_length tokens only: the tail of a longer document
+    # was never translated (nor indexed in the dt first stages, nor in the D-hat_en view)
+    from clir.translation import MarianTranslator
+
+    translator = MarianTranslator(tiny_model, batch_size=2, max_length=8)
+    text = "mungu aliumba mbingu na nchi. mfalme alikuwa na mwana. maji ya kisima siku ya saba"
+    pieces = translator.pieces(text)
+    assert pieces == [
+        "mungu aliumba mbingu na nchi.",
+        "mfalme alikuwa na mwana.",
+        "maji ya kisima siku ya saba",
+    ]
+    assert all(len(translator.tokenizer(piece)["input_ids"]) <= 8 for piece in pieces)
+    # a sentence longer than max_length is cut at the space nearest its middle
+    long = "mwana wa mfalme alikwenda nchi ya mbali mungu aliumba"
+    assert translator.pieces(long) == ["mwana wa mfalme alikwenda", "nchi ya mbali mungu aliumba"]
+    short = "maji ya kisima"
+    assert translator.pieces(short) == [short]
+    out = translator.translate([text, short, "", long])
+    alone = [translator.translate([piece])[0] for piece in pieces]
+    assert out[0] == " ".join(alone) and out[1:3] == [translator.translate([short])[0], ""]
+    assert out[3] == " ".join(translator.translate(translator.pieces(long)))

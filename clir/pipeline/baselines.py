@@ -109,10 +109,13 @@ class TranslationConfig(Section):
     def files_key(self) -> dict[str, Any]:
         """What a cached step's key holds beyond the section's settings: in ``mt`` mode a digest
         of each language's model files (:meth:`MTModels.files_digest`), so that a model replaced
-        at the same path is not served the old one's translations; nothing in ``table`` mode."""
+        at the same path is not served the old one's translations, and ``mt_long_texts``: texts
+        longer than ``max_length`` are translated in pieces (until 2026-12-07 their tails were cut,
+        and such steps are not reused); nothing in ``table`` mode."""
         if self.mode != "mt":
             return {}
-        return {"mt_files": {lang: models.files_digest() for lang, models in sorted(self.models.items())}}
+        files = {lang: models.files_digest() for lang, models in sorted(self.models.items())}
+        return {"mt_files": files, "mt_long_texts": "pieces"}
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,7 @@ translated once.
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
@@ -20,6 +21,9 @@ from clir.config import PositiveInt, Section, Where
 from clir.errors import ConfigError, DataNotFoundError, MissingDependencyError
 from clir.progress import progress_bar
 from clir.translation.base import Translator, register_translator
+
+_SENTENCE_END = re.compile(r"(?<=[.!?;:])\s+")
+_SPACE = re.compile(r"\s+")
 
 NLLB_CODES = {"en": "eng_Latn", "sw": "swh_Latn", "tl": "tgl_Latn", "ny": "nya_Latn", "so": "som_Latn"}
 """clir's language codes -> NLLB's (FLORES-200) codes; a code not listed is passed as is."""
@@ -37,7 +41,8 @@ class MarianTranslator(Translator):
         path: Directory holding the model and tokenizer (``save_pretrained`` output).
         device: torch device string.
         batch_size: Texts per generation batch.
-        max_length: Longest input (in tokens; longer inputs are truncated) and output.
+        max_length: Longest input and output of the model, in tokens; a longer text is
+            translated in pieces (:meth:`pieces`).
         num_beams: Beam size (1: greedy, deterministic).
         source_lang: Language code of the inputs. With a multilingual tokenizer (one with a
             ``src_lang``, as NLLB's and M2M100's) it is set as ``src_lang``, clir's codes mapped
@@ -96,17 +101,36 @@ class MarianTranslator(Translator):
         self.model.eval()
 
     def translate(self, texts: Sequence[str]) -> list[str]:
-        """Translate texts in batches of ``batch_size``; one string per input, in order. An
-        empty (or blank) text translates to ``""``: it is not given to the model, which would
-        make words up from nothing."""
+        """Translate texts in batches of ``batch_size``; one string per input, in order.
+
+        A text longer than ``max_length`` tokens is translated in pieces (:meth:`pieces`) whose
+        translations are joined by a space: the model would have read its first ``max_length``
+        tokens only. An empty (or blank) text translates to ``""``: it is not given to the
+        model, which would make words up from nothing."""
         texts = list(texts)
-        todo = [text for text in texts if text.strip()]
+        split = [self.pieces(text) if text.strip() else [] for text in texts]
+        todo = [piece for pieces in split for piece in pieces]
         done: list[str] = []
         starts = range(0, len(todo), self.batch_size)
         for start in progress_bar(starts, desc="translate", enabled=self.progress):
             done.extend(self._translate_batch(todo[start : start + self.batch_size]))
         translated = iter(done)
-        return [next(translated) if text.strip() else "" for text in texts]
+        return [" ".join(next(translated) for _ in pieces) for pieces in split]
+
+    def pieces(self, text: str) -> list[str]:
+        """``text`` cut into pieces of at most ``max_length`` tokens (special tokens included),
+        halved recursively at the sentence end nearest the middle, else at the space nearest it;
+        a single word longer than that stays whole (and is truncated). The pieces hold every
+        word of ``text``, in order."""
+        text = text.strip()
+        if len(self.tokenizer(text)["input_ids"]) <= self.max_length:
+            return [text]
+        middle = len(text) // 2
+        cuts = [m.end() for m in _SENTENCE_END.finditer(text)] or [m.end() for m in _SPACE.finditer(text)]
+        if not cuts:
+            return [text]
+        cut = min(cuts, key=lambda end: abs(end - middle))
+        return self.pieces(text[:cut]) + self.pieces(text[cut:])
 
     def _translate_batch(self, texts: list[str]) -> list[str]:
         language: dict[str, Any] = {}
@@ -157,7 +181,8 @@ class MTModels(Section):
         from_en: Directory of an English -> document-language model: translates the queries
             (the Q-hat view and the ``qt`` first stages); ``None``: the QT table.
         batch_size: Texts per generation batch.
-        max_length: Longest input and output, in tokens.
+        max_length: Longest input and output of the model, in tokens (a longer text is
+            translated in pieces).
         num_beams: Beam size (1: greedy).
         device: torch device.
     """
