@@ -743,3 +743,31 @@ def test_a_cache_holding_only_its_markers_temporary_file_is_taken_as_empty(tmp_p
     assert main(argv) == 2  # no model: the cache is not what is refused
     err = capsys.readouterr().err
     assert "--index-cache" not in err and "did not write" not in err and str(tmp_path / "m") in err
+
+
+def test_a_file_write_killed_on_the_way_leaves_a_temporary_that_the_next_write_removes(tmp_path, dead_pid):
+    """A kill during a single-file write (a run, a JSON record) left ``.NAME.<random>.tmp``
+    beside it, which nothing removed: they piled up, one a kill."""
+    target = tmp_path / "run.txt"
+    code = (
+        "import os, sys\nfrom clir.formats import atomic_write\n"
+        "with atomic_write(sys.argv[1]) as handle:\n    handle.write('half'); handle.flush(); os._exit(9)\n"
+    )
+    assert subprocess.run([sys.executable, "-c", code, str(target)]).returncode == 9
+    (left,) = os.listdir(tmp_path)
+    assert re.fullmatch(r"\.run\.txt\.\d+\.[a-z0-9_]{8}\.tmp", left)
+    kept = [
+        f".run.txt.{os.getpid()}.abcdefgh.tmp",  # a write of this process, under way
+        ".run.txt.1.abcdefgh.tmp",  # init's: running
+        ".run.txt.abcdefgh.tmp",  # no process named: a user's, or a clir before the PID was named
+        f".other.{dead_pid}.abcdefgh.tmp",  # another file's
+    ]
+    for name in kept:
+        (tmp_path / name).write_text("a user's file")
+    (tmp_path / f".run.txt.{dead_pid}.bcdefghi.tmp").mkdir()  # a directory: not a file write's
+    (tmp_path / f".run.txt.{dead_pid}.cdefghij.tmp").write_text("a killed write's")
+    with atomic_write(target) as handle:
+        handle.write("whole")
+    assert target.read_text() == "whole"
+    assert sorted(os.listdir(tmp_path)) == sorted([*kept, f".run.txt.{dead_pid}.bcdefghi.tmp", "run.txt"])
+    assert all((tmp_path / name).read_text() == "a user's file" for name in kept)

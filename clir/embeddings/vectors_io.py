@@ -10,7 +10,6 @@ from __future__ import annotations
 import codecs
 import logging
 import os
-import tempfile
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
@@ -19,6 +18,7 @@ import numpy as np
 from gensim.models.keyedvectors import KeyedVectors
 
 from clir.errors import DataNotFoundError, FormatError
+from clir.formats.atomic import atomic_file
 
 BINARY_SUFFIXES = (".bin",)
 
@@ -131,10 +131,7 @@ def save_word2vec(kv: KeyedVectors, path: str | Path, binary: bool = True) -> Pa
         ``path``.
     """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    try:
+    with atomic_file(path) as tmp:
         # sort_attr=None keeps the vocabulary order (gensim otherwise re-sorts by "count"); gensim
         # logs a warning about the missing attribute, which is the point, so it is silenced.
         gensim_logger = logging.getLogger("gensim.models.keyedvectors")
@@ -144,8 +141,4 @@ def save_word2vec(kv: KeyedVectors, path: str | Path, binary: bool = True) -> Pa
             kv.save_word2vec_format(tmp, binary=binary, sort_attr=None)
         finally:
             gensim_logger.setLevel(level)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
     return path

@@ -12,7 +12,9 @@ older clir still load. A file output (a run, a PNG) replaces only a file of its 
 A directory is built as ``.<name>.<pid>.<random>.tmp`` beside its final name, and one it
 replaces is moved aside to ``.<name>.<pid>.<random>.old`` until the new one is in place: a save
 killed on the way (``kill -9``, a power cut) leaves them behind, which the next save of the same
-directory (and a resumed training) finishes or removes (:func:`tidy_interrupted`).
+directory (and a resumed training) finishes or removes (:func:`tidy_interrupted`). A file is
+written as ``.<name>.<pid>.<random>.tmp`` (:func:`atomic_file`), which the next write of the same
+file removes when its process is gone.
 
 Files and directories written get the usual permissions (``0o666`` / ``0o777`` less the umask),
 whatever the writer used: ``tempfile`` makes ``0o600`` / ``0o700`` and safetensors ``0o600``.
@@ -29,7 +31,7 @@ import tempfile
 import threading
 import warnings
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import IO
 
@@ -54,8 +56,36 @@ def _umask() -> int:
 
 
 @contextmanager
+def atomic_file(path: str | Path) -> Iterator[Path]:
+    """A temporary file name beside ``path`` (the file exists, empty) for a writer that takes a
+    name; renamed onto ``path`` only on success, removed on failure.
+
+    The name is ``.<name>.<pid>.<random>.tmp``: a write killed on the way leaves it behind, which
+    the next write of ``path`` removes.
+
+    Raises:
+        OutputExistsError: If ``path`` is a directory.
+    """
+    path = Path(path)
+    if path.is_dir():
+        raise OutputExistsError(path, "a directory (clir writes a file here)", force_helps=False)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    _tidy_files(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.{os.getpid()}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    try:
+        yield Path(tmp)
+        os.chmod(tmp, 0o666 & ~_umask())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+@contextmanager
 def atomic_write(path: str | Path, mode: str = "w", encoding: str | None = "utf-8") -> Iterator[IO]:
-    """Open a temporary file beside ``path``; rename it onto ``path`` only on success.
+    """Open a temporary file beside ``path``; rename it onto ``path`` only on success
+    (:func:`atomic_file`).
 
     An existing file at ``path`` is replaced; an existing directory is not.
 
@@ -70,19 +100,21 @@ def atomic_write(path: str | Path, mode: str = "w", encoding: str | None = "utf-
     Raises:
         OutputExistsError: If ``path`` is a directory.
     """
-    path = Path(path)
-    if path.is_dir():
-        raise OutputExistsError(path, "a directory (clir writes a file here)", force_helps=False)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, mode, encoding=None if "b" in mode else encoding) as handle:
-            yield handle
-        os.chmod(tmp, 0o666 & ~_umask())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with atomic_file(path) as tmp, open(tmp, mode, encoding=None if "b" in mode else encoding) as handle:
+        yield handle
+
+
+def _tidy_files(path: Path) -> None:
+    """Remove the temporary files (``.<name>.<pid>.<random>.tmp``) that writes of ``path``
+    killed on the way left beside it: those of processes that are gone, never a running one's,
+    and only plain files of that name, which clir made."""
+    name = re.compile(rf"\.{re.escape(path.name)}\.(\d+)\.[a-z0-9_]{{8}}\.tmp")
+    with suppress(OSError), os.scandir(path.parent) as entries:
+        for entry in entries:
+            match = name.fullmatch(entry.name)
+            if match and entry.is_file(follow_symlinks=False) and not _running(int(match[1])):
+                with suppress(OSError):
+                    os.unlink(entry.path)
 
 
 def artefact_kind(path: str | Path) -> str | None:
