@@ -128,9 +128,9 @@ def test_a_killed_worker_is_an_engine_error(ray_engine):
     assert ray_engine.map(_die, list(range(4)), shared=9) == [[0, 1], [2, 3]]  # the engine still works
 
 
-def _listener(answer: bytes | None) -> tuple[socket.socket, str]:
+def _listener(answer: bytes | None, host: str = "127.0.0.1") -> tuple[socket.socket, str]:
     """A TCP server on localhost that answers every connection with ``answer`` (None: silence)."""
-    server = socket.create_server(("127.0.0.1", 0))
+    server = socket.create_server((host, 0), family=socket.AF_INET6 if ":" in host else socket.AF_INET)
 
     def serve():
         with contextlib.suppress(OSError):
@@ -142,7 +142,7 @@ def _listener(answer: bytes | None) -> tuple[socket.socket, str]:
                     connection.close()
 
     threading.Thread(target=serve, daemon=True).start()
-    return server, f"127.0.0.1:{server.getsockname()[1]}"
+    return server, f"{f'[{host}]' if ':' in host else host}:{server.getsockname()[1]}"
 
 
 def test_an_address_where_something_else_answers_is_refused_at_once(monkeypatch):
@@ -153,6 +153,19 @@ def test_an_address_where_something_else_answers_is_refused_at_once(monkeypatch)
         server, address = _listener(answer)
         with server, pytest.raises(EngineError, match=rf"^--address '{address}': .*{reason}"):
             engine_module._check_address(address)
+
+
+def test_an_ipv6_address_in_brackets_is_checked_as_that_host():
+    # [::1]:6379 had been refused as a host "[::1]" that no name resolves
+    settings = bytes([0, 0, 0, 4, 0, 0, 0, 0, 0])  # an HTTP/2 SETTINGS frame, as gRPC answers
+    try:
+        server, address = _listener(settings, "::1")
+    except OSError:
+        pytest.skip("no IPv6 loopback here")
+    with server:
+        assert address.startswith("[::1]:")
+        engine_module._check_address(address)
+        engine_module._check_address(f"ray://{address}")
 
 
 def test_a_ray_cluster_s_address_passes_the_check(ray_engine):

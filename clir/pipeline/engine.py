@@ -145,6 +145,8 @@ def _check_address(address: str) -> None:
     host, sep, port = address.removeprefix("ray://").rpartition(":")
     if not (sep and host and port.isdigit()):
         raise EngineError(f"--address {address!r} is invalid; expected {_EXPECTED_ADDRESS}")
+    if host.startswith("[") and host.endswith("]"):  # an IPv6 address, [::1]:6379
+        host = host[1:-1]
     try:
         with socket.create_connection((host, int(port)), timeout=ADDRESS_TIMEOUT) as connection:
             connection.sendall(_HTTP2_PREFACE)
