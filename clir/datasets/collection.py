@@ -236,7 +236,7 @@ class Collection:
         )
         collection.stats = collection_stats(collection)
         if (path / "stats.json").exists():
-            collection.stats = _verified_stats(path / "stats.json", collection.stats)
+            collection.stats = _verified_stats(path / "stats.json", collection)
         return collection
 
 
@@ -444,7 +444,8 @@ def save_collection(
         if parallel:
             write_parallel(tmp / "parallel.tsv", parallel)
         counts = _stats(len(docnos), words, queries, qrels, len(parallel))
-        stats = {**(stats or {}), **counts}
+        stats = stats or {}
+        stats = {**stats, **counts, **_builder_counts(stats, queries, qrels, parallel, doc_lang)}
         _write_json(tmp / "stats.json", stats)
         metadata = metadata or {}
         info = {
@@ -459,10 +460,47 @@ def save_collection(
     return stats
 
 
-def _verified_stats(path: Path, counted: dict[str, Any]) -> dict[str, Any]:
-    """The stored statistics with every count of :func:`collection_stats` replaced by the recount
-    (a builder's own entries kept); a stored count that differs is warned about."""
+BUILDER_COUNTS = ("query_words", "queries_with_grade1", "parallel_words")
+"""Entries of a builder's statistics that the collection's files give again (recounted where a
+``stats.json`` holds them; a builder's other entries, such as ``collection_verses``, are kept)."""
+
+
+def _builder_counts(
+    keys: Iterable[str],
+    queries: dict[str, list[Query]],
+    qrels: Qrels,
+    parallel: Sequence[ParallelPair],
+    doc_lang: str,
+) -> dict[str, Any]:
+    """The entries of :data:`BUILDER_COUNTS` among ``keys``, counted as the builders count them: a
+    collection saved with another's statistics (``dataclasses.replace(main, parallel=...)``, the
+    experiment's clean collection) had kept the other's ``parallel_words``."""
+    counts: dict[str, Any] = {}
+    keys = set(keys)
+    listed = [query for split in queries.values() for query in split]
+    if "query_words" in keys:
+        counts["query_words"] = _round(sum(len(q.text.split()) for q in listed) / max(len(listed), 1))
+    if "queries_with_grade1" in keys:
+        counts["queries_with_grade1"] = sum(1 for q in listed if 1 in qrels.get(q.qid, {}).values())
+    if "parallel_words" in keys:  # parallel.tsv is English / document language
+        counts["parallel_words"] = {
+            "en": sum(len(p.source.split()) for p in parallel),
+            doc_lang: sum(len(p.target.split()) for p in parallel),
+        }
+    return counts
+
+
+def _verified_stats(path: Path, collection: Collection) -> dict[str, Any]:
+    """The stored statistics with every count of :func:`collection_stats` and of
+    :data:`BUILDER_COUNTS` replaced by the recount (a builder's other entries kept); a stored
+    count that differs is warned about."""
     stored = _read_json(path)
+    counted = {
+        **collection_stats(collection),
+        **_builder_counts(
+            stored, collection.queries, collection.qrels, collection.parallel, collection.doc_lang
+        ),
+    }
     stale = sorted(key for key, value in counted.items() if key in stored and stored[key] != value)
     if stale:
         shown = "; ".join(f"{key}: stored {stored[key]!r}, counted {counted[key]!r}" for key in stale[:3])
