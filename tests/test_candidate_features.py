@@ -258,6 +258,45 @@ def test_stages_indexed_with_other_settings_than_the_model_s_are_refused(padded,
     assert load_stages(root / "stages", ["qt-ql", "psq-bm25", "dt-bm25"], collection=collection)
 
 
+def test_stages_indexed_with_other_tables_are_refused(padded, tmp_path):
+    """`clir rerank --stages` of stages indexed before the tables were learned again (`clir
+    tables --iterations 2` into a new --tables) had reranked the other tables' candidates and
+    first-stage scores with these tables' features: a run that neither tables give, silently."""
+    collection, tables, space, model, root = padded
+    other = tuple(table.prune(top_k=1, cumulative=None) for table in tables)
+    for mode in ("qt", "psq", "dt"):
+        for name in ("qt", "psq", "dt"):
+            made = other if name == mode else tables
+            stage = baseline_stage(name, "bm25", "en", "sw", made, BaselineConfig(), progress=False)
+            stage.index_shards(collection.documents, tmp_path / mode / f"{name}-bm25", shard_docs=300)
+        with pytest.raises(ConfigError) as error:
+            rerank_collection(model, collection, space, tables=tables, stages=tmp_path / mode)
+        direction = "doc->en" if mode == "dt" else "en->doc"
+        assert str(error.value).startswith(
+            f"--stages {tmp_path / mode / f'{mode}-bm25'} was indexed with other translation tables "
+            f"than the ones given: the {direction} table"
+        ), str(error.value)
+        # the tables it was indexed with: accepted
+        assert load_stages(tmp_path / mode, [f"{mode}-bm25"], collection=collection, tables=other)
+    # saved whole (in memory) and loaded again: the same tables, whatever their arrays' types
+    stage = baseline_stage("dt", "bm25", "en", "sw", tables, BaselineConfig(), progress=False)
+    stage.index(collection.documents).save(tmp_path / "whole" / "dt-bm25")
+    assert load_stages(tmp_path / "whole", ["dt-bm25"], collection=collection, tables=tables)
+    description = tmp_path / "whole" / "dt-bm25" / "first_stage.json"
+    meta = json.loads(description.read_text())
+    with pytest.raises(ConfigError, match=r"dt-bm25 was indexed with other translation tables"):
+        load_stages(tmp_path / "whole", ["dt-bm25"], collection=collection, tables=other)
+    description.write_text(json.dumps({**meta, "table_doc_en_sha256": "x"}))
+    with pytest.raises(FormatError, match=r"first_stage\.json: table_doc_en_sha256 is 'x', not 64 hex"):
+        load_stages(tmp_path / "whole", ["dt-bm25"], collection=collection, tables=tables)
+    del meta["table_doc_en_sha256"]  # saved before 2026-12-07: the table is not compared
+    description.write_text(json.dumps(meta))
+    assert load_stages(tmp_path / "whole", ["dt-bm25"], collection=collection, tables=other)
+    # the stages of the tables given: the run of the collection indexed in memory, byte for byte
+    written = rerank_collection(model, collection, space, tables=tables, stages=root / "stages")
+    assert written == rerank_collection(model, collection, space, tables=tables)
+
+
 def test_a_collection_of_queries_in_another_language_is_refused(padded, tmp_path):
     """The reranker reads queries as English: German queries had trained on features left empty
     (``häuser`` untranslated by a table of ``haus``), with no error."""

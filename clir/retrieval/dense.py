@@ -30,13 +30,16 @@ MODEL_FILE = "e5-small-q4.bin"
 
 
 class VectorCache:
-    """Encoded texts on disk: per shard, one ``.npy`` of vectors and one JSON record of its keys
-    and the SHA-256 of the ``.npy``.
+    """Encoded texts on disk: per shard, one ``.npy`` of vectors and one JSON record of its keys,
+    the SHA-256 of the ``.npy`` and the SHA-256 of the keys (a JSON list, in order).
 
     A shard whose record cannot be read, whose vectors differ from the digest, are not finite or
-    do not match its keys in number is left out with a warning: its texts are encoded again (and
-    the new shard written over it). Shards of clir before the digest (a bare list of keys) are
-    left out silently: their keys name no model file, so no encoder of now would look them up.
+    do not match its keys in number, or whose keys differ from theirs (a record edited by hand:
+    two keys swapped had given each text the other's vector) is left out with a warning: its
+    texts are encoded again (and the new shard written over it). Shards of clir before the
+    digests (a bare list of keys; a record without ``keys_sha256``) are left out silently: the
+    former's keys name no model file, so no encoder of now would look them up, and the latter's
+    keys cannot be checked against their vectors.
 
     Args:
         path: The cache directory (created when first written).
@@ -58,6 +61,8 @@ class VectorCache:
             return f"unreadable ({error})"
         if isinstance(record, list):  # before the digest: keys of no current encoder
             return None
+        if isinstance(record, dict) and "keys_sha256" not in record:  # before 2026-12-07: unchecked keys
+            return None
         keys = record.get("keys") if isinstance(record, dict) else None
         if not isinstance(keys, list) or not all(isinstance(k, str) for k in keys):
             return "no list of keys"
@@ -75,8 +80,15 @@ class VectorCache:
         if vectors.ndim != 2 or len(vectors) != len(keys) or not np.isfinite(vectors).all():
             shape = vectors.shape
             return f"{vectors_file.name} holds {shape} values, not finite vectors of its {len(keys)} keys"
+        if self._keys_digest(keys) != record.get("keys_sha256"):
+            return "its keys differ from their digest"
         self._vectors.update(zip(keys, vectors, strict=True))
         return None
+
+    @staticmethod
+    def _keys_digest(keys: Sequence[str]) -> str:
+        """SHA-256 of a shard's keys as a JSON list, in order (which vector is whose)."""
+        return hashlib.sha256(json.dumps(list(keys)).encode()).hexdigest()
 
     @staticmethod
     def key(encoder: str, role: str, text: str) -> str:
@@ -97,7 +109,12 @@ class VectorCache:
         with atomic_write(self.path / f"{name}.npy", "wb") as handle:
             handle.write(buffer.getvalue())
         with atomic_write(self.path / f"{name}.json") as handle:
-            json.dump({"keys": list(keys), "sha256": hashlib.sha256(buffer.getvalue()).hexdigest()}, handle)
+            record = {
+                "keys": list(keys),
+                "sha256": hashlib.sha256(buffer.getvalue()).hexdigest(),
+                "keys_sha256": self._keys_digest(keys),
+            }
+            json.dump(record, handle)
         self._vectors.update(zip(keys, vectors, strict=True))
 
 

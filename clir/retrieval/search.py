@@ -59,6 +59,21 @@ class DocumentsDigest:
         return f"{self._sum:064x}"
 
 
+def table_digest(table: TranslationTable) -> str:
+    """SHA-256 of a translation table's vocabularies and probabilities (their values, whatever
+    the arrays' integer and float types: a table saved and loaded again keeps its digest). A
+    ``dt`` first stage records the digest of the table its documents were translated with
+    (``table_doc_en_sha256`` in ``first_stage.json``), so that stages of other tables than a
+    model's can be refused."""
+    csr = table.probs
+    if not csr.has_sorted_indices:
+        csr = csr.sorted_indices()
+    digest = hashlib.sha256(json.dumps([table.source_vocab, table.target_vocab]).encode())
+    for array, dtype in ((csr.indptr, "<i8"), (csr.indices, "<i8"), (csr.data, "<f8")):
+        digest.update(np.ascontiguousarray(array, dtype=dtype).tobytes())
+    return digest.hexdigest()
+
+
 def check_qids(queries: Sequence[Query]) -> None:
     """Refuse a query list that repeats a qid.
 
@@ -156,6 +171,9 @@ class FirstStage:
         self.documents_digest: str | None = None
         """The indexed documents' :class:`DocumentsDigest` (``None``: not indexed, or saved
         before clir recorded it)."""
+        self.table_doc_en_digest: str | None = None
+        """In ``dt``, the :func:`table_digest` of the table a loaded stage's documents were
+        translated with (``None``: not loaded, another mode, or saved before clir recorded it)."""
         self._matcher: SpellingMatcher | None = None
 
     @property
@@ -454,6 +472,8 @@ class FirstStage:
             meta["model_sha256"] = _model_digest(self.model, meta["model_params"])
         if documents_digest is not None:
             meta["documents_digest"] = documents_digest
+        if self.mode == "dt" and self.table_doc_en is not None:  # what the index was translated with
+            meta["table_doc_en_sha256"] = table_digest(self.table_doc_en)
         write_json(directory / "first_stage.json", meta)
 
     @classmethod
@@ -534,6 +554,14 @@ class FirstStage:
             raise FormatError(
                 description, None, f"documents_digest is {documents_digest!r}, not 64 hex digits"
             )
+        table_sha256 = meta.get("table_doc_en_sha256")  # absent: saved before 2026-12-07, or not dt
+        if table_sha256 is not None and not (
+            isinstance(table_sha256, str) and re.fullmatch("[0-9a-f]{64}", table_sha256)
+        ):
+            raise FormatError(
+                description, None, f"table_doc_en_sha256 is {table_sha256!r}, not 64 hex digits"
+            )
+        stage.table_doc_en_digest = table_sha256
         if meta.get("index") == "shards":
             digest = meta.get("model_sha256")  # absent: saved before 2026-12-06
             if saved_model and digest is not None and digest != _model_digest(model, model_params):
