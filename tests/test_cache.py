@@ -65,6 +65,18 @@ def test_an_untouched_step_is_reused_without_building(tmp_path):
     assert build.calls == 1
 
 
+def test_a_step_is_built_again_under_another_release_of_a_library_it_depends_on(tmp_path, monkeypatch):
+    # steps were keyed by clir's version only: after a simplemma upgrade (other lemmas) every
+    # collection's analysis, index and rerank data were reused from the old release's
+    build, _ = _first_run(tmp_path)
+    versions = dict(cache.library_versions())
+    assert set(versions) == set(cache.LIBRARIES) and versions["simplemma"] is not None
+    monkeypatch.setattr(cache, "library_versions", lambda: {**versions, "simplemma": "0.0.1"})
+    assert not _again(tmp_path, build) and build.calls == 2
+    monkeypatch.setattr(cache, "library_versions", lambda: versions)
+    assert _again(tmp_path, build) and build.calls == 2  # the first release's step, still there
+
+
 @pytest.mark.parametrize(
     ("damage", "reason"),
     [

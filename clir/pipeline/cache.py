@@ -1,11 +1,14 @@
 """Content-addressed steps: a step's output directory is named by a hash of its inputs.
 
-A step is ``(name, params, inputs)``; its key hashes the clir version, the name, the params and
-the keys of the steps it reads, so a change anywhere re-runs exactly what depends on it. The
-output is built in ``<name>-<key>.partial/`` and renamed into place when the step succeeds, so a
-failed or interrupted step leaves every finished step's output intact and a re-run picks up
-from there. A resumable step (training) keeps its partial directory between attempts so that it
-can continue from its last checkpoint; any other step starts its partial directory afresh.
+A step is ``(name, params, inputs)``; its key hashes the clir version, the versions of the
+libraries whose releases change its output (:data:`LIBRARIES`: a new simplemma lemmatises
+otherwise), the name, the params and the keys of the steps it reads, so a change anywhere re-runs
+exactly what depends on it (a change of clir's own code under the same version does not: a
+developer's edits reuse the steps they do not key). The output is built in
+``<name>-<key>.partial/`` and renamed into place when the step succeeds, so a failed or
+interrupted step leaves every finished step's output intact and a re-run picks up from there. A
+resumable step (training) keeps its partial directory between attempts so that it can continue
+from its last checkpoint; any other step starts its partial directory afresh.
 
 A finished step is never trusted blindly. Its ``step.json`` records a manifest (size and SHA-256
 of every file in the step's directory); before a step is reused the sizes of all its files are
@@ -35,6 +38,8 @@ import time
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import cache
+from importlib import metadata
 from pathlib import Path
 from types import TracebackType
 from typing import IO, Any
@@ -77,10 +82,29 @@ class StepResult:
     seconds: float
 
 
+LIBRARIES = ("simplemma", "snowballstemmer", "stopwordsiso", "gensim", "numpy", "torch")
+"""The libraries whose release changes what a step computes (the analyzers' lemmas, stems and
+stopwords; the space's word2vec; training and scoring): their versions are part of every key."""
+
+
+@cache
+def library_versions() -> dict[str, str | None]:
+    """The installed version of each of :data:`LIBRARIES` (``None``: not installed)."""
+    versions: dict[str, str | None] = {}
+    for library in LIBRARIES:
+        try:
+            versions[library] = metadata.version(library)
+        except metadata.PackageNotFoundError:
+            versions[library] = None
+    return versions
+
+
 def step_key(name: str, params: Mapping[str, Any], inputs: Sequence[StepResult] = ()) -> str:
-    """The content hash of a step: its name, JSON params and the keys of its inputs."""
+    """The content hash of a step: clir's version and :func:`library_versions`, its name, JSON
+    params and the keys of its inputs."""
     payload = {
         "clir_version": __version__,
+        "libraries": library_versions(),
         "name": name,
         "params": params,
         "inputs": sorted(step.key for step in inputs),
