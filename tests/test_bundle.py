@@ -316,9 +316,10 @@ def test_train_into_an_out_another_training_holds_is_refused_before_the_features
     # a second `clir train --out M` (or a --resume) beside a running one built its features for
     # minutes, then swapped its members in among the other's
     import os
-    import threading
 
-    from clir.formats.atomic import directory_lock, output_directory
+    from test_concurrent_saves import held_by_another_thread
+
+    from clir.formats.atomic import output_directory
     from clir.pipeline.features import CollectionFeatures
     from clir.training import save_config
 
@@ -333,21 +334,8 @@ def test_train_into_an_out_another_training_holds_is_refused_before_the_features
     output_directory(out, kind="reranker")
     argv = ["train", "--config", str(tmp_path / "train.yaml"), "--collection", str(root / "sw")]
     argv += ["--space", str(root / "space"), "--tables", str(root / "tables"), "--out", str(out), "--resume"]
-    held, release = threading.Event(), threading.Event()
-
-    def other_training() -> None:
-        with directory_lock(out):
-            held.set()
-            release.wait(20)
-
-    thread = threading.Thread(target=other_training)
-    thread.start()
-    try:
-        assert held.wait(10)
+    with held_by_another_thread(out):
         assert main(argv) == 2
-    finally:
-        release.set()
-        thread.join(10)
     err = capsys.readouterr().err
     assert err.startswith(
         f"clir: error: {out} is in use by another clir run (PID {os.getpid()}); wait for it"

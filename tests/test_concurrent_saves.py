@@ -9,6 +9,9 @@ from __future__ import annotations
 import multiprocessing
 import os
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
 
 import pytest
 
@@ -76,6 +79,26 @@ def _hold(path: str, held, release) -> None:
     with directory_lock(path):
         held.set()
         release.wait(20)
+
+
+@contextmanager
+def held_by_another_thread(path: Path) -> Iterator[None]:
+    """``directory_lock(path)`` held by another thread meanwhile (as another clir run would)."""
+    held, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with directory_lock(path):
+            held.set()
+            release.wait(20)
+
+    thread = threading.Thread(target=hold)
+    thread.start()
+    try:
+        assert held.wait(10)
+        yield
+    finally:
+        release.set()
+        thread.join(10)
 
 
 @pytest.mark.skipif("fork" not in multiprocessing.get_all_start_methods(), reason="needs fork")

@@ -923,36 +923,22 @@ def test_a_training_into_an_out_another_training_writes_is_refused_before_any_ep
     """Two trainings (or a ``--resume`` beside a training) into one ``--out`` took no lock: each
     replaced the other's members and ``ensemble.json``, so the directory could list one run's
     seed 0 beside the other's seed 1, or a resume start from a checkpoint being swapped."""
-    import threading
+    from test_concurrent_saves import held_by_another_thread
 
     from clir.errors import OutputLockedError
-    from clir.formats.atomic import directory_lock
 
     space = make_space()
     train, qrels = make_data(n_queries=8, seed=5)
     config = tiny_config(epochs=1)
     out = tmp_path / "ens"
     out.mkdir()
-    held, release = threading.Event(), threading.Event()
-
-    def other_training() -> None:
-        with directory_lock(out):
-            held.set()
-            release.wait(20)
-
-    thread = threading.Thread(target=other_training)
-    thread.start()
-    try:
-        assert held.wait(10)
+    with held_by_another_thread(out):
         with pytest.raises(OutputLockedError, match=rf"{out} is in use by another clir run"):
             train_ensemble(config, train, None, qrels, out, space=space)
         config.cv.folds = 2
         with pytest.raises(OutputLockedError, match=rf"{out} is in use by another clir run"):
             cross_validate(config, train, qrels, out, space=space, metric=map_metric)
         assert [p.name for p in out.iterdir() if not p.name.startswith(".")] == []  # nothing trained
-    finally:
-        release.set()
-        thread.join(10)
     result = cross_validate(config, train, qrels, out, space=space, metric=map_metric)  # then free
     assert len(result.members) == 2
 
