@@ -270,6 +270,27 @@ def test_cli_index_in_shards_gives_the_same_run_file(tmp_path, monkeypatch):
             assert not (tmp_path / "tl.run").exists()
 
 
+def test_cli_retrieve_refuses_processes_for_an_index_that_is_not_sharded(tmp_path, capsys):
+    """``clir retrieve --processes N`` searches a sharded index with N processes; an index that is
+    not sharded is searched in this process, so N > 1 is refused rather than ignored (it had been
+    accepted silently)."""
+    collection = build_bible_collection(
+        "en-sw", collection_books=(8,), n_train=1, n_dev=1, n_test=3, progress=False
+    )
+    collection.save(tmp_path / "c")
+    (mungu,) = get_analyzer("sw").analyze("Mungu")
+    (god,) = get_analyzer("en").analyze("God")
+    TranslationTable([god], [mungu], sp.csr_matrix(np.ones((1, 1))), "en", "sw").save(tmp_path / "t" / EN_DOC)
+    TranslationTable([mungu], [god], sp.csr_matrix(np.ones((1, 1))), "sw", "en").save(tmp_path / "t" / DOC_EN)
+    common = ["--collection", str(tmp_path / "c"), "--tables", str(tmp_path / "t"), "--mode", "qt", "-q"]
+    assert main(["index", *common, "--out", str(tmp_path / "one")]) == 0
+    retrieve = ["retrieve", "--index", str(tmp_path / "one"), "--collection", str(tmp_path / "c"), "-q"]
+    assert main([*retrieve, "--out", str(tmp_path / "p.run"), "--processes", "2"]) == 2
+    assert "--processes has no effect with --index" in capsys.readouterr().err
+    assert not (tmp_path / "p.run").exists()
+    assert main([*retrieve, "--out", str(tmp_path / "p.run"), "--processes", "1"]) == 0
+
+
 def test_an_edited_model_of_a_sharded_stage_is_named(tmp_path):
     """A sharded index keeps no retriever that an edit of ``first_stage.json``'s model could
     contradict (a single index's does): k1 1.5 -> 1.2 changed every score, silently."""
