@@ -162,6 +162,15 @@ def _reference_run_text(run, tag, depth):
     return "".join(lines)
 
 
+def test_run_writer_counts_the_queries_the_file_holds(tmp_path):
+    # "wrote RUN: 30 queries" had counted queries without documents, which the file does not hold
+    path = tmp_path / "r.run"
+    run = {"q1": {"d1": 1.0}, "q2": {}, "q3": {"d2": 0.5, "d1": 0.2}}
+    assert write_run(path, run) == 2
+    assert sorted(read_run(path)) == ["q1", "q3"]
+    assert write_run(path, run, depth=0) == 0 and path.read_text() == ""
+
+
 @settings(max_examples=60, deadline=None)
 @given(
     run=st.dictionaries(

@@ -549,6 +549,15 @@ def test_a_bad_tsv_line_is_quoted_short_and_a_line_without_tabs_is_named(tmp_pat
     )
     with pytest.raises(FormatError, match=match):
         read_qrels_as(qrels, "tsv")
+    # topics too (they had said "found 1" alone, in data import, retrieve --topics, search --topics)
+    topics = tmp_path / "t.tsv"
+    topics.write_text("q1 dog eats meat\n")
+    match = (
+        r"t\.tsv:1: expected 2 or 3 tab-separated fields \(qid, text\[, description\]\), found 1: "
+        r"'q1 dog eats meat' \(no tab: its 4 fields are separated by spaces\)$"
+    )
+    with pytest.raises(FormatError, match=match):
+        read_topics_as(topics, "tsv")
 
 
 @pytest.mark.parametrize(

@@ -100,11 +100,18 @@ def fields_of(path: str | Path, number: int, line: str, sep: str | None, count: 
     else:
         parts = _TREC_SPACE.split(line.strip(" \t\v\f\r"))
     if len(parts) != count:
-        problem = f"expected {count} fields ({what}), found {len(parts)}: {shown(line)}"
-        if sep == "\t" and len(parts) == 1 and len(line.split()) > 1:  # a TREC line, or spaces for tabs
-            problem += f" (no tab: its {len(line.split())} fields are separated by spaces)"
-        raise FormatError(path, number, problem)
+        raise FormatError(path, number, wrong_fields(line, sep, parts, f"{count} fields ({what})"))
     return parts
+
+
+def wrong_fields(line: str, sep: str | None, parts: list[str], expected: str) -> str:
+    """The message for a line split into the wrong number of ``parts``: what was ``expected``,
+    the count found, the line quoted, and for a TSV line without a tab that its fields are
+    separated by spaces."""
+    problem = f"expected {expected}, found {len(parts)}: {shown(line)}"
+    if sep == "\t" and len(parts) == 1 and len(line.split()) > 1:  # a TREC line, or spaces for tabs
+        problem += f" (no tab: its {len(line.split())} fields are separated by spaces)"
+    return problem
 
 
 INT32 = (-(2**31), 2**31 - 1)

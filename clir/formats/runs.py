@@ -269,7 +269,8 @@ def write_run(
             by its size and the machine's cores).
 
     Returns:
-        The number of queries written.
+        The number of queries written: those with at least one line (a query of ``run`` without
+        documents has none in the file).
 
     Raises:
         ConfigError: Before the file is replaced, on an invalid qid, docno or tag (see
@@ -287,14 +288,15 @@ def write_run(
     with atomic_write(path, "wb") as out, ExitStack() as stack:
         made: Iterable[bytes] = ()  # the lines of the part before, read once the next is handed over
         for part in parts:
-            qids, texts = _part_texts(path, part, tag, depth, workers, stack, ranks)
+            qids, sizes, texts = _part_texts(path, part, tag, depth, workers, stack, ranks)
             if qids and last is not None and qids[0] <= last:
                 raise ConfigError(
                     f"{path}: not written: the parts are not in the file's order (query {qids[0]!r} "
                     f"comes after {last!r}); expected each part's qids after the parts' before it"
                 )
             out.writelines(made)
-            made, written, last = texts, written + len(qids), qids[-1] if qids else last
+            made, last = texts, qids[-1] if qids else last
+            written += sum(1 for size in sizes if size)
         out.writelines(made)
     return written
 
@@ -324,9 +326,10 @@ def _part_texts(
     workers: int | None,
     stack: ExitStack,
     ranks: _DocnoRanks,
-) -> tuple[list[str], Iterable[bytes]]:
-    """The qids of ``run`` in the file's order and the text of their lines, handed to workers
-    started now (entered into ``stack``) or made here as the texts are iterated."""
+) -> tuple[list[str], list[int], Iterable[bytes]]:
+    """The qids of ``run`` in the file's order, their numbers of lines, and the text of those
+    lines, handed to workers started now (entered into ``stack``) or made here as the texts are
+    iterated."""
     arrays_given = isinstance(run, RunArrays)
     for qid in run.qids if arrays_given else run:
         check_identifier(qid, "qid", path)
@@ -350,7 +353,7 @@ def _part_texts(
         (arrays.qids[i], positions[end - size : end].tobytes(), values[end - size : end].tobytes())
         for i, size, end in zip(in_file, sizes, ends, strict=True)
     )
-    return [arrays.qids[i] for i in in_file], run_texts(docnos, tag, jobs, sizes, started)
+    return [arrays.qids[i] for i in in_file], sizes, run_texts(docnos, tag, jobs, sizes, started)
 
 
 def _concatenated(arrays: Sequence[np.ndarray], dtype: type) -> np.ndarray:

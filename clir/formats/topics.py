@@ -7,7 +7,7 @@ from pathlib import Path
 from xml.sax.saxutils import escape
 
 from clir.errors import ConfigError, FormatError
-from clir.formats._lines import numbered_lines, warn_if_header
+from clir.formats._lines import numbered_lines, warn_if_header, wrong_fields
 from clir.formats.atomic import atomic_write
 from clir.formats.identifiers import check_identifier
 from clir.types import Query
@@ -26,11 +26,8 @@ def read_topics(path: str | Path) -> list[Query]:
     for i, (number, line) in enumerate(numbered_lines(path)):
         parts = line.split("\t")
         if len(parts) not in (2, 3):
-            raise FormatError(
-                path,
-                number,
-                f"expected 2 or 3 tab-separated fields (qid, text[, description]), found {len(parts)}",
-            )
+            expected = "2 or 3 tab-separated fields (qid, text[, description])"
+            raise FormatError(path, number, wrong_fields(line, "\t", parts, expected))
         if i == 0:
             warn_if_header(path, number, parts)
         qid, text = check_identifier(parts[0], "qid", path, number), parts[1].strip()
