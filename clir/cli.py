@@ -334,6 +334,8 @@ def _data_pseudo(args: argparse.Namespace) -> int:
     from clir.formats import read_parallel
 
     _check_out(args, "collection")
+    if not args.source.exists():  # it had been taken for a parallel.tsv without --doc-lang
+        raise DataNotFoundError(f"{args.source}: no such collection directory or parallel.tsv file")
     if args.source.is_dir():
         source = Collection.load(args.source, doc_lang=args.doc_lang)
         pairs, doc_lang = source.parallel, source.doc_lang
@@ -1496,7 +1498,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     bible.add_argument("--pair", required=True, help="language pair 'en-XX', e.g. en-sw, en-tl, en-ny")
     bible.add_argument("--out", required=True, type=Path, help="output directory")
-    bible.add_argument("--passage-verses", type=int, default=5, help="verses per document (default 5)")
+    bible.add_argument("--passage-verses", type=_positive, default=5, help="verses per document (default 5)")
     bible.add_argument("--n-train", type=int, default=150, help="training queries (default 150)")
     bible.add_argument("--n-dev", type=int, default=100, help="development queries (default 100)")
     bible.add_argument("--n-test", type=int, default=500, help="test queries (default 500)")
@@ -1528,11 +1530,14 @@ def build_parser() -> argparse.ArgumentParser:
         "passages stay within a chapter and --holdout keeps whole chapters (default: bible when "
         "every pair id is a verse key, else pairs)",
     )
-    pseudo.add_argument("--passage-verses", type=int, default=5, help="pairs per passage (default 5)")
+    pseudo.add_argument("--passage-verses", type=_positive, default=5, help="pairs per passage (default 5)")
     pseudo.add_argument("--n-train", type=int, help="training queries (default: every usable passage)")
     pseudo.add_argument("--n-dev", type=int, default=200, help="development queries (default 200)")
     pseudo.add_argument(
-        "--holdout", type=float, default=0.0, help="share of the text kept for pseudo-queries (e.g. 0.2)"
+        "--holdout",
+        type=_number_in(0, 1),
+        default=0.0,
+        help="share of the text kept for pseudo-queries (e.g. 0.2)",
     )
     pseudo.add_argument("--seed", type=_seed, default=13, help="seed of the sample and splits")
     pseudo.add_argument(

@@ -3,6 +3,7 @@ collections: Ruth, 2 Peter and Jude on the collection side)."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import warnings
@@ -107,3 +108,38 @@ def test_data_check_refuses_a_pseudo_collection_whose_parallel_side_holds_a_docu
     assert f"pair '{query.qid[1:]}' is a verse of document '{next(iter(pseudo.qrels[query.qid]))}'" in (
         capsys.readouterr().err
     )
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (
+            ["bible", "--pair", "en-sw", "--passage-verses", "0"],
+            "argument --passage-verses: must be an integer >= 1",
+        ),
+        (["pseudo", "SOURCE", "--passage-verses", "0"], "argument --passage-verses: must be an integer >= 1"),
+        (["pseudo", "SOURCE", "--holdout", "nan"], "argument --holdout: must be a finite number in [0, 1]"),
+        (["pseudo", "MISSING"], "MISSING: no such collection directory or parallel.tsv file"),
+        (
+            ["pseudo", "MISSING", "--doc-lang", "sw"],
+            "MISSING: no such collection directory or parallel.tsv file",
+        ),
+    ],
+)
+def test_data_options_are_named_in_their_errors(argv, message, tmp_path, capsys):
+    # the builders' argument names had been printed (BibleCollectionBuilder: passage_verses must be
+    # ..., build_pseudo_collection: holdout must be a finite number), and a missing source taken
+    # for a parallel.tsv that needed --doc-lang
+    from clir.cli import main
+
+    source = tmp_path / "parallel.tsv"
+    source.write_text("p1\tthe dog\tmbwa\n")
+    names = {"SOURCE": str(source), "MISSING": str(tmp_path / "nothing")}
+    argv = [names.get(arg, arg) for arg in argv]
+    if argv[0] == "pseudo" and "--doc-lang" not in argv:
+        argv += ["--doc-lang", "sw"] if argv[1] == str(source) else []
+    with pytest.raises(SystemExit) if "argument" in message else contextlib.nullcontext():
+        assert main(["data", *argv, "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert "clir: error: " in err and message.replace("MISSING", str(tmp_path / "nothing")) in err
+    assert "Traceback" not in err and not (tmp_path / "out").exists()
