@@ -341,3 +341,14 @@ def test_rerank_data_refuses_a_repeated_qid():
             queries, {"q1": {"d1": 2.0, "d2": 1.0}}, documents=tokens, table_en_doc=en_doc, doc_lang="sw",
             stages={"qt-bm25": stage}, features=("overlap_src",), progress=False,
         )  # fmt: skip
+
+
+def test_an_index_cache_and_stages_together_are_refused(padded, tmp_path):
+    # the Python API indexed the collection into the cache and ignored the stages (the CLI
+    # refuses --index-cache with --stages)
+    collection, tables, space, model, _ = padded
+    with pytest.raises(ConfigError, match=r"give index_cache .* or stages .*, not both"):
+        rerank_collection(
+            model, collection, space, tables=tables, index_cache=tmp_path / "cache", stages=tmp_path / "s"
+        )
+    assert not (tmp_path / "cache").exists()

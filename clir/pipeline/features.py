@@ -1111,7 +1111,15 @@ def rerank_collection(
 
     Returns:
         The reranked run.
+
+    Raises:
+        ConfigError: With both ``index_cache`` and ``stages`` (the stages had been ignored).
     """
+    if index_cache is not None and stages is not None:
+        raise ConfigError(
+            "rerank_collection: give index_cache (index the collection, kept there) or stages (saved "
+            "first stages), not both"
+        )
     models = load_models(model)
     baseline = model_baseline(model, baseline)
     config = models[0].config
