@@ -333,7 +333,7 @@ class KNRM(InteractionModel):
         exact_sigma: Width of the exact-match kernel (0.001).
         exact_match: Set exact surface matches to similarity 1.0.
         output: ``"tanh"`` or ``"linear"``.
-        log_scale: Factor on the log kernel features (0.01).
+        log_scale: Factor on the log kernel features (0.01; positive).
         eps: Floor of a kernel sum before its log (1e-10).
         window: 0 (the paper): pool over the whole document. Else pool every window of this many
             document tokens (half-overlapping) and keep, per kernel, the best window: soft
@@ -371,8 +371,14 @@ class KNRM(InteractionModel):
         check_choice("gating", gating, GATINGS)
         if not isinstance(n_kernels, int) or not 2 <= n_kernels <= 1000:
             raise ConfigError(f"n_kernels must be an integer from 2 to 1000, got {n_kernels!r}")
-        for name, value in (("sigma", sigma), ("exact_sigma", exact_sigma), ("eps", eps)):
-            if not isinstance(value, (int, float)) or value <= 0:
+        # log_scale 0 had made every kernel feature 0: a component of constant score, silently
+        for name, value in (
+            ("sigma", sigma),
+            ("exact_sigma", exact_sigma),
+            ("eps", eps),
+            ("log_scale", log_scale),
+        ):
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
                 raise ConfigError(f"{name} must be a positive number, got {value!r}")
         self.n_kernels, self.sigma, self.exact_sigma = n_kernels, float(sigma), float(exact_sigma)
         self.exact_match, self.output, self.log_scale, self.eps = bool(exact_match), output, log_scale, eps

@@ -117,6 +117,10 @@ PRECISIONS: tuple[str, ...] = ("auto", "fp32", "bf16")
 LOSSES: tuple[str, ...] = ("hinge", "softmax")
 """Scoring precisions: ``fp32``; ``bf16`` (autocast, CUDA only); ``auto``: fp32 on a CPU, bf16 on
 CUDA where it ranks as fp32 does (:func:`clir.training.scoring.choose_precision`), else fp32."""
+FUSION_HIDDEN = 8
+"""The default of ``model.fusion_hidden``, the one value a fusion without hidden units takes."""
+MARGIN = 1.0
+"""The default of ``optim.margin``, the one value a loss without a margin takes."""
 
 
 @dataclass
@@ -131,7 +135,8 @@ class ModelConfig(Section):
         shared_weights: One interaction model shared by the components instead of one each.
         components: Which of :data:`COMPONENTS` are on.
         fusion: The layer combining component scores and features: ``"linear"`` or ``"mlp"``.
-        fusion_hidden: Hidden units of the ``"mlp"`` fusion.
+        fusion_hidden: Hidden units of the ``"mlp"`` fusion (another fusion takes only the
+            default, 8).
         features: Whether the fusion layer sees the extra (first-stage, overlap) features.
     """
 
@@ -142,7 +147,7 @@ class ModelConfig(Section):
         default_factory=lambda: list(COMPONENTS)
     )
     fusion: Annotated[str, OneOf(FUSIONS)] = "linear"
-    fusion_hidden: PositiveInt = 8
+    fusion_hidden: PositiveInt = FUSION_HIDDEN
     features: bool = True
 
     def check(self, where: Where) -> None:
@@ -152,6 +157,9 @@ class ModelConfig(Section):
             model(2, None, **self.interaction_kwargs)
         if not self.components and not self.features:
             raise where.error("components", self.components, "at least one component when features are off")
+        if self.fusion != "mlp" and self.fusion_hidden != FUSION_HIDDEN:  # it had been ignored, silently
+            expected = f"{FUSION_HIDDEN} (the default): only the 'mlp' fusion has hidden units"
+            raise where.error("fusion_hidden", self.fusion_hidden, expected)
 
 
 @dataclass
@@ -162,7 +170,7 @@ class DataConfig(Section):
         first_stage: Name ``"<mode>-<model>"`` of the first-stage run whose top ``depth`` are
             reranked (e.g. ``"psq-ql"``, ``"qt-bm25"``; see :mod:`clir.pipeline.features`), or
             a list of names: the union of their top ``depth`` lists, fused by reciprocal rank.
-        depth: Candidates per query (per first stage).
+        depth: Candidates per query (per first stage); at least 2 in all.
         negatives_per_positive: Negatives sampled per (query, relevant candidate) per epoch.
         max_query_len: Query tokens kept (longer queries are truncated).
         max_doc_len: Document tokens kept (the first ones).
@@ -194,6 +202,12 @@ class DataConfig(Section):
 
     def check(self, where: Where) -> None:
         check_first_stages(self.first_stage, where)
+        if self.max_candidates < 2:  # refused by the trainer only once the features were built
+            expected = (
+                "a value >= 2 with one first stage: a query of one candidate has no relevant and "
+                "non-relevant pair to train on, and reranking one candidate changes nothing"
+            )
+            raise where.error("depth", self.depth, expected)
 
 
 def check_first_stages(first_stage: str | Sequence[str], where: Where) -> None:
@@ -233,7 +247,7 @@ class OptimConfig(Section):
         lr: Adam learning rate.
         epochs: Maximum number of epochs.
         batch_size: (positive, negative) pairs per step.
-        margin: Hinge margin.
+        margin: Hinge margin (the softmax loss takes only the default, 1.0).
         dropout: Dropout of the interaction models that have one (``dropout`` among their
             config keys, e.g. ``posit_drmm``); must be 0 for the others. A ``dropout`` in
             ``model.interaction_kwargs`` takes precedence.
@@ -247,20 +261,24 @@ class OptimConfig(Section):
         feature_dropout: Probability with which each feature (not a component score) of each
             training pair is zeroed, the kept ones scaled by ``1 / (1 - p)``; never at
             inference. ``None``: off (as 0, but keeps the step keys of configs without it).
+            Only ``None`` or 0 when ``model.features`` is off.
         component_lr: Adam learning rate of the interaction components (``lr`` stays the
-            fusion layer's); ``0`` freezes them. ``None``: ``lr`` for everything.
+            fusion layer's); ``0`` freezes them. ``None``: ``lr`` for everything (the only value
+            when ``model.components`` is empty).
         loss: ``"hinge"`` (each relevant candidate against one sampled negative at a time,
             ``margin``) or ``"softmax"`` (against its ``data.negatives_per_positive`` negatives
             at once, :func:`~clir.rerankers.losses.softmax_loss`; ``batch_size`` then counts
             such lists). ``None``: hinge (keeps the step keys of configs without it).
         hard_negatives: Draw a share of the negatives from the top of the first-stage list
-            (:class:`HardNegativesConfig`). ``None``: every negative drawn uniformly.
+            (:class:`HardNegativesConfig`). ``None``: every negative drawn uniformly. Its
+            ``depth`` must be below ``data.max_candidates`` and its ``share`` must round to one
+            hard negative or more (else every negative is drawn uniformly, as without it).
     """
 
     lr: Annotated[float, Range(gt=0)] = 1e-3
     epochs: PositiveInt = 10
     batch_size: PositiveInt = 32
-    margin: Annotated[float, Range(ge=0)] = 1.0
+    margin: Annotated[float, Range(ge=0)] = MARGIN
     dropout: Annotated[float, Range(ge=0, lt=1)] = 0.0
     weight_decay: Annotated[float, Range(ge=0)] = 0.0
     seed: Seed = 0
@@ -274,6 +292,9 @@ class OptimConfig(Section):
     def check(self, where: Where) -> None:
         if self.init_from is not None and not self.init_from.strip():
             raise where.error("init_from", self.init_from, "a checkpoint or ensemble directory, or null")
+        if self.loss == "softmax" and self.margin != MARGIN:  # it had been ignored, silently
+            expected = f"{MARGIN} (the default): the softmax loss has no margin (the hinge loss has)"
+            raise where.error("margin", self.margin, expected)
 
 
 @dataclass
@@ -327,6 +348,36 @@ class TrainConfig(Section):
             # named at load, with the file (it had been refused once the features were built)
             expected = f"0: interaction model {model.interaction!r} has no dropout"
             raise where.error("optim.dropout", self.optim.dropout, expected)
+        # options that a model or data of this config would ignore, silently, refused
+        window = model.interaction_kwargs.get("window", 0) if model.interaction == "knrm" else 0
+        if window >= self.data.max_doc_len:  # one window holds the whole (truncated) document
+            expected = (
+                f"0 or a value < data.max_doc_len ({self.data.max_doc_len}): a window that long holds "
+                "every document whole, as window 0 does"
+            )
+            raise where.error("model.interaction_kwargs.window", window, expected)
+        optim = self.optim
+        if optim.feature_dropout and not model.features:
+            expected = "null or 0: model.features is false, so there is no feature to drop"
+            raise where.error("optim.feature_dropout", optim.feature_dropout, expected)
+        if optim.component_lr is not None and not model.components:
+            expected = "null: model.components is empty, so there is no component to train"
+            raise where.error("optim.component_lr", optim.component_lr, expected)
+        hard = optim.hard_negatives
+        if hard is not None and hard.depth >= self.data.max_candidates:
+            expected = (
+                f"a value < {self.data.max_candidates}, the candidates a query has at most "
+                "(data.depth per first stage): at that depth every negative is a hard one, "
+                "so every negative would be drawn uniformly, as without hard_negatives"
+            )
+            raise where.error("optim.hard_negatives.depth", hard.depth, expected)
+        if hard is not None and int(hard.share * self.data.negatives_per_positive + 0.5) == 0:
+            npp = self.data.negatives_per_positive
+            expected = (
+                f"a value >= {0.5 / npp:g}: {hard.share:g} times data.negatives_per_positive ({npp}) "
+                "rounds to no hard negative, so every negative would be drawn uniformly"
+            )
+            raise where.error("optim.hard_negatives.share", hard.share, expected)
 
 
 def load_config(path: str | Path) -> TrainConfig:
