@@ -74,8 +74,13 @@ class BM25(Retriever):
         return np.log1p((n - df + 0.5) / (df + 0.5))
 
     def idf_of(self, df: np.ndarray) -> np.ndarray:
-        """The idf of terms with document frequencies ``df`` (after the okapi floor)."""
-        idf = self._raw_idf(np.asarray(df, dtype=np.float64))
+        """The idf of terms with document frequencies ``df`` (after the okapi floor).
+
+        A PSQ term's df is its translations' ``sum p * df``, which exceeds the number of
+        documents when the weights sum to more than 1: it is taken as that number (a term in
+        every document), whose idf is defined (okapi's had been NaN, and every score with it).
+        """
+        idf = self._raw_idf(np.minimum(np.asarray(df, dtype=np.float64), self._n_docs))
         if self.idf == "okapi":
             idf = np.where(idf < 0, self._idf_floor, idf)
         return idf

@@ -99,8 +99,9 @@ class SparseIndex:
         Args:
             docnos: Unique document ids, one per document.
             docs: Each document as a list of terms (tf = count) or a ``{term: weight}`` bag (tf =
-                weight, e.g. expected counts of a translated document); weights must be finite
-                and non-negative, zero weights are dropped. Kinds may be mixed.
+                weight, e.g. expected counts of a translated document); weights must be finite,
+                non-negative and at most float32's largest (tfs are float32), zero weights (and
+                those float32 rounds to zero) are dropped. Kinds may be mixed.
             progress: Show a progress bar.
 
         Returns:
@@ -332,6 +333,13 @@ class CollectionStats(NamedTuple):
     avg_doc_len: float
 
 
+_FLOAT32_MAX = float(np.finfo(np.float32).max)
+"""The largest weight a posting holds (tfs are float32: a larger one became inf, and NaN scores)."""
+_FLOAT32_ZERO = 2.0**-150
+"""Weights up to this round to 0 as float32: they are dropped, as weights of 0 are (they had been
+stored as postings of tf 0, counted in the term's df)."""
+
+
 def analyzed_postings(
     docnos: Sequence[str], docs: Iterable[DocTerms], vocab: dict[str, int], progress: bool = False
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -361,12 +369,12 @@ def analyzed_postings(
             n = 0
             for term, weight in doc.items():
                 w = float(weight)
-                if not (math.isfinite(w) and w >= 0):
+                if not (math.isfinite(w) and 0 <= w <= _FLOAT32_MAX):
                     raise ConfigError(
-                        f"document {docnos[i]!r}: weight of term {term!r} must be finite and >= 0, "
-                        f"got {weight!r}"
+                        f"document {docnos[i]!r}: weight of term {term!r} must be finite and >= 0 "
+                        f"(at most {_FLOAT32_MAX:.7g}, the largest float32 tf), got {weight!r}"
                     )
-                if w > 0:
+                if w > _FLOAT32_ZERO:  # a weight that float32 rounds to 0 is no posting
                     ids.append(vocab.setdefault(term, len(vocab)))
                     weights.append(w)
                     doc_len[i] += w

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -24,16 +25,18 @@ class QueryLikelihood(Retriever):
     ``tf = sum p tf(t, D)`` and ``cf = sum p cf(t)`` (the unseen rule applies when that is 0).
 
     Args:
-        mu: Dirichlet prior (> 0).
+        mu: Dirichlet prior (finite, > 0).
 
     Raises:
-        ConfigError: If ``mu`` is not positive.
+        ConfigError: If ``mu`` is not a finite positive number.
     """
 
     def __init__(self, mu: float = 2500.0) -> None:
         super().__init__()
         if not (is_real(mu) and mu > 0):
             raise ConfigError(f"mu must be > 0, got {mu!r}")
+        if mu == math.inf:  # it had given every document a NaN score
+            raise ConfigError(f"mu must be finite, got {mu!r}")
         self.mu = float(mu)
         self._total = 1.0
         self._log_len = np.zeros(0)

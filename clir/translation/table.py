@@ -127,7 +127,10 @@ class TranslationTable:
     def __contains__(self, word: object) -> bool:
         """Whether ``word`` is a source word with at least one translation."""
         index = self._source_index.get(word) if isinstance(word, str) else None
-        return index is not None and self.probs.indptr[index + 1] > self.probs.indptr[index]
+        if index is None:
+            return False
+        start, end = self.probs.indptr[index], self.probs.indptr[index + 1]
+        return bool((np.asarray(self.probs.data[start:end]) > 0).any())
 
     def __len__(self) -> int:
         """The number of source words."""
@@ -176,6 +179,10 @@ class TranslationTable:
         """
         if self._best is None:
             order, rows = _sorted_entries(self.probs, self._target_rank())
+            # a stored 0 is no translation (as in translations()): DT had put a row's 0 in place
+            # of a word that query translation and expected counts pass through
+            positive = np.asarray(self.probs.data)[order] > 0
+            order, rows = order[positive], rows[positive]
             best = np.full(len(self.source_vocab), -1, dtype=np.int64)
             first = np.ones(order.size, dtype=bool)
             first[1:] = rows[1:] != rows[:-1]
