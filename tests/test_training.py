@@ -765,6 +765,14 @@ def test_resume_on_other_data_or_config_names_what_differs(tmp_path):
         Trainer(tiny_config(epochs=3, patience=0, lr=0.5)).fit(
             train, None, qrels, tmp_path / "m", space=space, resume=True
         )
+    # the values that train as the key left out does resume it (they had been "another config")
+    written = tiny_config(epochs=3, patience=0)
+    written.optim.feature_dropout, written.optim.loss = 0.0, "hinge"
+    resumed = Trainer(written).fit(train, None, qrels, tmp_path / "m", space=space, resume=True)
+    assert read_state(resumed).epoch == 3
+    written.optim.feature_dropout = 0.1
+    with pytest.raises(ConfigError, match=r"another config \(optim\.feature_dropout differ\)"):
+        Trainer(written).fit(train, None, qrels, tmp_path / "m", space=space, resume=True)
 
 
 def test_resume_with_another_space_is_refused(tmp_path):

@@ -85,6 +85,17 @@ def _vectors_digest(embeddings: np.ndarray) -> str:
     return hashlib.sha256(str(matrix.shape).encode("ascii") + matrix.tobytes()).hexdigest()
 
 
+_NEUTRAL = {"feature_dropout": 0.0, "loss": "hinge"}
+"""``optim`` values that train as the key left out does (``None``, kept so that configs without
+them keep their step keys): a config that writes them resumes one that does not."""
+
+
+def _resume_form(config: dict[str, Any]) -> dict[str, Any]:
+    """A config dict with the :data:`_NEUTRAL` ``optim`` values left out."""
+    optim = {k: v for k, v in config.get("optim", {}).items() if k not in _NEUTRAL or v != _NEUTRAL[k]}
+    return {**config, "optim": optim}
+
+
 def _differences(saved: dict[str, Any], ours: dict[str, Any], prefix: str = "") -> list[str]:
     """The dotted keys whose values differ between two config dicts."""
     differ = []
@@ -343,8 +354,11 @@ class Trainer:
             warnings.warn(f"{out_dir}: damaged checkpoint ({problem}); training from the start", stacklevel=2)
         elif resume and is_checkpoint(out_dir):
             ignored = ("device", "progress", "precision", "score_batch_size")  # where and how: not what
-            saved = {k: v for k, v in read_config(out_dir).to_dict().items() if k not in ignored}
-            differ = _differences(saved, {k: v for k, v in cfg.to_dict().items() if k not in ignored})
+            saved = {
+                k: v for k, v in _resume_form(read_config(out_dir).to_dict()).items() if k not in ignored
+            }
+            ours = {k: v for k, v in _resume_form(cfg.to_dict()).items() if k not in ignored}
+            differ = _differences(saved, ours)
             if differ:
                 raise ConfigError(
                     f"{out_dir} was trained with another config ({', '.join(differ)} differ); resume with "
