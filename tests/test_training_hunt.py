@@ -109,3 +109,25 @@ def test_an_experiment_names_the_system_whose_option_would_be_ignored(tmp_path):
     )
     with pytest.raises(ConfigError, match=re.escape("systems.full.optim.margin=0.5 is invalid")):
         load_experiment(path)
+
+
+def test_the_model_settings_are_checked_on_a_model_that_holds_no_weights(monkeypatch):
+    # a check model of `pacrr_drmm max_ngram: 1000000` (or `drmm n_bins: 1e9`) had reserved its
+    # weights in memory, about 20 GB, while the config was read
+    import torch
+
+    from clir.rerankers import INTERACTION_MODELS
+    from clir.training import TrainConfig
+
+    devices = []
+    knrm = INTERACTION_MODELS["knrm"]
+
+    class Spy(knrm):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            devices.extend(parameter.device.type for parameter in self.parameters())
+            devices.append(torch.empty(1).device.type)
+
+    monkeypatch.setitem(INTERACTION_MODELS, "knrm", Spy)
+    TrainConfig.from_dict({"model": {"interaction": "knrm"}}, "x.yaml")
+    assert devices and set(devices) == {"meta"}

@@ -85,6 +85,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any
 
+import torch
 import yaml
 
 from clir.config import (
@@ -153,7 +154,9 @@ class ModelConfig(Section):
     def check(self, where: Where) -> None:
         model = INTERACTION_MODELS[self.interaction]
         check_arguments(model, self.interaction_kwargs, where, "interaction_kwargs", model.config_keys)
-        with where.context("interaction_kwargs: "):  # the model's own range checks, at load
+        # the model's own range checks, at load; on the meta device, which holds no weights (a
+        # `max_ngram: 1000000` had taken the machine's memory before anything ran)
+        with where.context("interaction_kwargs: "), torch.device("meta"):
             model(2, None, **self.interaction_kwargs)
         if not self.components and not self.features:
             raise where.error("components", self.components, "at least one component when features are off")
