@@ -332,6 +332,7 @@ def _data_bible(args: argparse.Namespace) -> int:
 def _data_pseudo(args: argparse.Namespace) -> int:
     from clir.datasets import Collection, build_pseudo_collection
     from clir.formats import read_parallel
+    from clir.formats.parallel import check_parallel_sides
 
     _check_out(args, "collection")
     if not args.source.exists():  # it had been taken for a parallel.tsv without --doc-lang
@@ -348,6 +349,11 @@ def _data_pseudo(args: argparse.Namespace) -> int:
             raise DataNotFoundError(f"{args.source / 'parallel.tsv'}: the collection has no parallel side")
         path = args.source / "parallel.tsv" if args.source.is_dir() else args.source
         raise FormatError(path, None, "holds no parallel pair to make pseudo-queries from")
+    # swapped columns, an empty document side, --doc-lang of another language: each had made a
+    # collection silently (Swahili keyword queries against English passages, or no query)
+    check_parallel_sides(
+        pairs, doc_lang, args.source / "parallel.tsv" if args.source.is_dir() else args.source
+    )
     names = ("passage_verses", "n_train", "n_dev", "holdout", "seed", "per_passage")
     options = {name: getattr(args, name) for name in names}
     options["layout"] = args.layout or ("bible" if _verse_keys(pairs) else "pairs")
