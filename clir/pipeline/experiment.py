@@ -23,8 +23,9 @@ from __future__ import annotations
 
 import contextlib
 import json
+import shutil
 import threading
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -40,6 +41,7 @@ from clir.datasets import (
     collection_stats,
     outside_pseudo_chapters,
 )
+from clir.datasets.bible import parse_pair
 from clir.datasets.distractors import pad_collection
 from clir.embeddings import SharedSpace
 from clir.embeddings.base import PIVOT
@@ -48,6 +50,7 @@ from clir.embeddings.seeds import as_dictionary, seed_from_tables
 from clir.embeddings.workflow import FREEDICT_PAIRS, freedict_pairs, train_embeddings
 from clir.errors import DataNotFoundError, NonFiniteError
 from clir.formats import read_run, write_run
+from clir.formats.atomic import artefact_kind
 from clir.pipeline.baselines import BaselineConfig, BaselineOptions, run_baselines
 from clir.pipeline.bundle import save_pretrained
 from clir.pipeline.cache import StepResult, StepRunner
@@ -126,6 +129,8 @@ class ExperimentSteps:
     bli: StepResult
     first_stage_runs: dict[str, dict[str, Run]]
     """Each pair's lexical runs (and dense reference run), read while the space was made."""
+    pseudo: StepResult | None = None
+    """The pseudo-queries' collection (with a ``weak`` section)."""
 
 
 def _split_queries(config: ExperimentConfig, pair: str) -> list[str]:
@@ -180,7 +185,7 @@ def run_experiment(
             runs,
             collections=collections,
             curves={system: step.path for system, step in steps.train.items()},
-            bli=json.loads((steps.bli.path / "bli.json").read_text()),
+            bli=_bli_in_order(json.loads((steps.bli.path / "bli.json").read_text()), config),
             timings=runner.timings,
             reused=runner.reused,
             measures=MEASURES,
@@ -197,13 +202,48 @@ def run_experiment(
                 reranker=steps.train["full"].path,
                 space=steps.space.path,
                 tables=trained.tables.path,
-                collection=Collection.load(trained.collection.path),
+                collection=Collection.load(_trained_on(config, "full", steps).path),
                 baseline=config.baseline_config(),
                 scores=scores,
                 name=f"clir {config.train_pair} bilingual reranker ({config.name})",
                 pretraining=_pretraining(config, "full"),
             )
+        elif artefact_kind(out / "bundle") == "bundle":  # an earlier config's: not this run's model
+            shutil.rmtree(out / "bundle")
+            log(f"[removed] bundle (of an earlier run: this config has {_no_bundle(config)})")
         return results
+
+
+def _trained_on(config: ExperimentConfig, system: str, steps: ExperimentSteps) -> StepResult:
+    """The collection whose train split a system was trained on: the train pair's, or the
+    pseudo-queries' for ``train_on: weak`` (the card had described the labelled collection as
+    the training data of a model that never saw a label)."""
+    if config.train_on(system) == "weak" and steps.pseudo is not None:
+        return steps.pseudo
+    return steps.pairs[config.train_pair].collection
+
+
+def _no_bundle(config: ExperimentConfig) -> str:
+    """Why an experiment packages no bundle, in words."""
+    return "a 'full' system read with the dense score" if "full" in config.systems else "no 'full' system"
+
+
+def _bli_in_order(bli: dict[str, Any], config: ExperimentConfig) -> dict[str, Any]:
+    """The BLI step's rows and curves in the config's order of pairs: the step's key is blind to
+    that order, so a reused step had kept the order of the run that built it (results.json and
+    report.md then differed from a fresh run's)."""
+    languages = [parse_pair(pair)[1] for pair in config.pairs]
+
+    def position(lang: str) -> int:
+        return languages.index(lang) if lang in languages else len(languages)
+
+    ordered = dict(bli)
+    if isinstance(bli.get("rows"), list):
+        ordered["rows"] = sorted(bli["rows"], key=lambda row: position(row.get("source")))
+    for key in ("by_frequency", "by_frequency_freedict"):
+        if isinstance(bli.get(key), dict):
+            ordered[key] = {lang: bli[key][lang] for lang in sorted(bli[key], key=position)}
+    return ordered
 
 
 def _explorer_views(
@@ -344,7 +384,7 @@ def _run_steps(
     }
     bli = _bli_step(runner, space_step, pairs)
     return ExperimentSteps(
-        pairs, dense, space_step, data_steps, train_steps, rerank_steps, bli, first_stage_runs
+        pairs, dense, space_step, data_steps, train_steps, rerank_steps, bli, first_stage_runs, pseudo
     )
 
 
@@ -758,14 +798,16 @@ def _rerank_step(
     progress: bool,
     engine: Engine,
 ) -> StepResult:
+    ensembles = ensemble_systems(config, train_steps)
+
     def build(work: Path) -> None:
         space = SharedSpace.load(space_step.path)
         data = RerankData.load(data_step.path / config.split)
         full = read_run(data_step.path / f"candidates.{config.split}.run")
-        scored = {}  # each member scored once: a system's row is its first member, full-ensemble all
+        scored = {}  # each member scored once: a system's row is its first member, <system>-ensemble all
         for system, step in train_steps.items():
             members = load_models(step.path)
-            scored[system] = members if system == "full" and len(members) > 1 else members[:1]
+            scored[system] = members if system in ensembles and len(members) > 1 else members[:1]
         alike: dict[tuple[bool, ScoringOptions], list[str]] = {}  # same columns and options: together
         for system in scored:
             alike.setdefault((config.with_dense(system), _scoring_options(config, system)), []).append(system)
@@ -783,7 +825,7 @@ def _rerank_step(
             )
             for system in systems:
                 rows = [next(scores) for _ in scored[system]]
-                outputs = {system: rows[:1], **({"full-ensemble": rows} if len(rows) > 1 else {})}
+                outputs = {system: rows[:1], **({f"{system}-ensemble": rows} if len(rows) > 1 else {})}
                 for name, member_rows in outputs.items():
                     run = scores_to_run(system_data, combine(member_rows), full)
                     write_run(work / "runs" / f"{name}.run", run, tag=name)
@@ -792,7 +834,17 @@ def _rerank_step(
     precisions = {s: _scoring_options(config, s).precision for s in train_steps}  # changes the scores
     if any(precision != "auto" for precision in precisions.values()):  # (auto: keys as before)
         params["precision"] = precisions
+    if others := [system for system in ensembles if system != "full"]:  # (full's alone: keys as before)
+        params["ensembles"] = others
     return runner.run(f"rerank-{pair}", params, build, [data_step, space_step, *train_steps.values()])
+
+
+def ensemble_systems(config: ExperimentConfig, systems: Iterable[str]) -> list[str]:
+    """The systems trained with several seeds: each reported as its first member (``<system>``)
+    and as the mean of all (``<system>-ensemble``). Only ``full``'s had been reported; a system
+    given ``ensemble.seeds`` of its own (or by the base reranker config) was trained on every
+    seed and its ensemble never scored."""
+    return [system for system in systems if len(config.train_config(system).ensemble.seeds) > 1]
 
 
 def _bli_step(runner: StepRunner, space_step: StepResult, pairs: dict[str, PairSteps]) -> StepResult:

@@ -129,6 +129,8 @@ def write_report(
     with atomic_write(out / "results.json") as handle:
         json.dump(results, handle, indent=2)
     plots = _plots(out, config, per_query_ap, significance, curves, bli)
+    for stale in _plot_files(out) - set(plots):  # an earlier config's (a pair or system since removed)
+        (out / stale).unlink(missing_ok=True)
     with atomic_write(out / "report.md") as handle:
         handle.write(_markdown(config, results, measures, plots))
     write_html_report(
@@ -387,6 +389,12 @@ def _plots(
         _save(fig, out / "bli_frequency.png")
         names.append("bli_frequency.png")
     return names
+
+
+def _plot_files(out: Path) -> set[str]:
+    """The plots :func:`_plots` may have written into ``out`` (by this run or an earlier one)."""
+    names = {"training_curves.png", "bli_frequency.png"}
+    return {path.name for path in out.glob("ap_diff_*.png")} | {n for n in names if (out / n).is_file()}
 
 
 def _loss_of(config: Any, system: str) -> str:

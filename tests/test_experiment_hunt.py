@@ -1,0 +1,128 @@
+"""Experiment configs whose results had been silently wrong (a defect hunt): a system named as a
+run the report lists beside the systems, the trained pair listed as zero-shot, an earlier
+config's bundle and plots left in ``--out``, the BLI rows in the order of the run that built
+the reused step."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import pytest
+
+from clir.errors import ConfigError
+from clir.pipeline import experiment as experiment_module
+from clir.pipeline.config import ExperimentConfig, load_experiment
+from clir.types import Document, Query
+
+CONFIGS = Path(__file__).resolve().parents[1] / "configs"
+
+
+@pytest.mark.parametrize("name", ["qt-bm25", "psq-ql", "dt-bm25", "e5-dense", "full-ensemble"])
+def test_a_system_named_as_a_reported_run_is_refused(name):
+    # a system 'qt-bm25' had replaced the QT baseline's row with its reranked run (and become the
+    # best baseline every system was tested against); 'full-ensemble' had replaced full's ensemble
+    config = load_experiment(CONFIGS / "experiment-fast.yaml")
+    with pytest.raises(ConfigError, match=rf"systems\.{name}='{name}' is invalid; expected a name other"):
+        dataclasses.replace(config, systems={**config.systems, name: {"model": {"components": []}}})
+
+
+def test_the_reported_runs_are_the_experiment_s():
+    from clir.pipeline.config import REPORTED_RUNS
+
+    assert experiment_module.DENSE in REPORTED_RUNS and "full-ensemble" in REPORTED_RUNS
+    assert ExperimentConfig(systems={"qt-bm25+x": {}, "full-ensembles": {}, "lexical-fusion": {}})
+
+
+def test_a_system_named_as_another_system_s_ensemble_is_refused():
+    config = load_experiment(CONFIGS / "experiment-fast.yaml")
+    systems = {"a": {"ensemble": {"seeds": [0, 1]}}, "a-ensemble": {}}
+    with pytest.raises(
+        ConfigError, match=r"systems\.a-ensemble='a-ensemble' is invalid; expected a name other"
+    ):
+        dataclasses.replace(config, systems=systems)
+    assert dataclasses.replace(config, systems={"a": {}, "a-ensemble": {}})  # a of one seed: no ensemble
+
+
+def test_the_trained_pair_listed_as_zero_shot_is_refused():
+    # the report had said 'zero-shot on en-sw, en-tl' of the pair the reranker was trained on
+    with pytest.raises(ConfigError, match=r"zero_shot_pairs\[1\]='en-sw' is invalid; expected a pair other"):
+        ExperimentConfig(train_pair="en-sw", zero_shot_pairs=("en-tl", "en-sw"))
+
+
+class _Pair:
+    """What the report reads of a collection: the split's queries, qrels and documents."""
+
+    def __init__(self, qrels):
+        self.qrels, self.documents = qrels, [Document(d, d) for d in ("rel", "other")]
+
+    def qrels_of(self, split):
+        return self.qrels
+
+    def split(self, name):
+        return [Query(qid, qid) for qid in self.qrels]
+
+
+def test_the_plots_of_an_earlier_config_are_removed(tmp_path):
+    from clir.pipeline.report import write_report
+
+    for stale in ("ap_diff_en-ny.png", "ap_diff_en-sw.png", "training_curves.png", "bli_frequency.png"):
+        (tmp_path / stale).write_bytes(b"\x89PNG old")
+    (tmp_path / "mine.png").write_bytes(b"a user's")
+    qids = ["q1", "q2"]
+    runs = {name: {q: {"rel": 1.0, "other": 0.5} for q in qids} for name in ("qt-bm25", "full")}
+    write_report(
+        tmp_path, ExperimentConfig(systems={"full": {}}), {"en-sw": runs},
+        collections={"en-sw": _Pair({q: {"rel": 1} for q in qids})}, curves={}, bli={}, timings={},
+        measures=["AP"],
+    )  # fmt: skip
+    pngs = sorted(p.name for p in tmp_path.glob("*.png"))
+    assert pngs == ["ap_diff_en-sw.png", "mine.png"]  # en-ny's, the curves' and BLI's were stale
+    assert (tmp_path / "ap_diff_en-sw.png").read_bytes() != b"\x89PNG old"
+
+
+@pytest.mark.slow
+def test_a_rerun_of_another_config_in_the_same_out_reports_as_a_fresh_run(tmp_path):
+    from clir.pipeline.config import WeakConfig
+
+    config = load_experiment(CONFIGS / "experiment-fast.yaml")
+    config = dataclasses.replace(
+        config,
+        zero_shot_pairs=("en-tl", "en-ny"),
+        weak=WeakConfig(n_train=20, n_dev=10),
+        systems={
+            "lexical-fusion": {"model": {"components": []}},
+            "full": {"train_on": "weak", "model": {"components": []}},
+        },
+        ensemble_seeds=(0,),
+    )
+    out = tmp_path / "out"
+    experiment_module.run_experiment(config, out, progress=False, log=lambda line: None)
+    # a full system trained on pseudo-queries: its card had named the labelled collection (30
+    # train queries it never saw) as its training data
+    card = json.loads((out / "bundle" / "config.json").read_text())
+    assert card["training_data"]["collection"] == "pseudo-en-sw"
+    assert card["training_data"]["queries"] == {"train": 20, "dev": 10}
+    fusion = {"model": {"components": []}, "ensemble": {"seeds": [0, 1]}}
+    swapped = dataclasses.replace(
+        config, zero_shot_pairs=("en-ny", "en-tl"), systems={"lexical-fusion": fusion}
+    )
+    lines: list[str] = []
+    results = experiment_module.run_experiment(swapped, out, progress=False, log=lines.append)
+    assert "[cached] bli" in lines
+    # the reused BLI step had been built for en-tl before en-ny: its rows kept that order
+    sources = list(dict.fromkeys(row["source"] for row in results["bli"]["rows"]))
+    assert sources == ["sw", "ny", "tl"]
+    assert list(results["bli"]["by_frequency"]) == ["sw", "ny", "tl"]
+    assert list(results["systems"]) == ["en-sw", "en-ny", "en-tl"]
+    report = (out / "report.md").read_text()
+    bli = report[report.index("bilingual lexicon induction") :]
+    assert bli.index("| ny |") < bli.index("| tl |")
+    # a system trained on two seeds: its first member and the mean of both (only full's had been
+    # reported: lexical-fusion's second member was trained and never scored)
+    for pair in swapped.pairs:
+        assert {"lexical-fusion", "lexical-fusion-ensemble"} <= set(results["systems"][pair])
+    assert results["significance"]["en-sw"]["lexical-fusion-ensemble"]["lexical-fusion"]["AP"]["diff"] != 0
+    # the first config's bundle (of its full system) and plots are gone, as after a fresh run
+    assert not (out / "bundle").exists() and not list(out.glob("ap_diff_*.png"))
