@@ -1027,6 +1027,11 @@ def _explain(args: argparse.Namespace) -> int:
             f"not among the {result.candidates} candidates of the first stages; scored as if added to them"
         )
     print(f"{result.qid} / {result.docno}: score {result.score:.4f} (raw: a run holds it z-scored), {where}")
+    if result.members > 1:  # the first member's rank had been printed as the ensemble's
+        print(
+            f"an ensemble of {result.members} models: the rank is the run's (the members' z-scored "
+            "scores averaged); the score and the inputs below are its first member's"
+        )
     width = max(len(name) for name in [*result.inputs, "bias"])
     print(f"{'fusion input':<{width}}     value  contribution   share")
     for name, value in result.inputs.items():
@@ -1928,8 +1933,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="rerank a first-stage run with a trained model (zero-shot on another language pair too)",
         description="Score the top --depth candidates of each query with the model (an ensemble: the "
         "mean of its members' z-scored scores) and write the reranked TREC run. The run's scores "
-        "are z-scored per query, one model or many (clir explain shows a model's raw scores; the "
-        "ranks are the same).",
+        "are z-scored per query, one model or many (clir explain shows a model's raw scores, the "
+        "first member's for an ensemble, and the run's ranks).",
     )
     rerank.add_argument(
         "--model",
@@ -2060,8 +2065,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="why a document ranked where it did: component scores, fusion shares, similarity heatmaps",
         description="For one query and document: the model's score and rank among the candidates, "
         "each fusion input's value and share of the score, and (with --png) the query-document "
-        "similarity matrices of each interaction component. Scores are the model's own (clir "
-        "rerank writes them z-scored per query: the same ranks, another scale).",
+        "similarity matrices of each interaction component. Scores are the model's own, an ensemble's "
+        "first member's (clir rerank writes them z-scored per query); the rank is the run's.",
     )
     explain.add_argument("--model", required=True, type=Path, help="checkpoint or ensemble directory")
     _collection_arguments(explain)

@@ -20,6 +20,7 @@ from clir.datasets import Collection
 from clir.embeddings import SharedSpace
 from clir.errors import ConfigError
 from clir.formats import atomic_write
+from clir.formats import ranked as by_rank
 from clir.pipeline.baselines import BaselineConfig
 from clir.pipeline.features import (
     CollectionFeatures,
@@ -31,7 +32,7 @@ from clir.pipeline.tables import learn_tables, load_tables
 from clir.pipeline.trained_with import model_baseline
 from clir.rerankers.bilingual import COMPONENTS
 from clir.training import RerankData, Tensorizer, TrainedReranker, Vocabulary, load_models
-from clir.training.ensemble import _prepare
+from clir.training.ensemble import _prepare, rerank
 from clir.training.scoring import set_embeddings
 
 
@@ -63,10 +64,12 @@ class PairExplanation:
     Attributes:
         qid: The query.
         docno: The document.
-        rank: The document's rank among the reranked candidates (1-based); meaningful only when
-            ``candidate`` (a document the first stages missed is scored as if added to them).
-        score: The model's raw score (``clir rerank`` writes it z-scored per query; the ranks are
-            the same).
+        rank: The document's rank among the reranked candidates (1-based), as ``clir rerank``
+            ranks them: for an ensemble by its members' averaged z-scored scores, not the first
+            member's (whose rank it had been); meaningful only when ``candidate`` (a document
+            the first stages missed is scored as if added to them).
+        score: The (first) model's raw score (``clir rerank`` writes it z-scored per query; for
+            one model the ranks are the same).
         inputs: Fusion input name -> value (component scores, then features).
         shares: Fusion input name -> signed share of its contribution to the score
             (:func:`signed_shares`: negative where the input lowers the score; the absolute
@@ -79,6 +82,8 @@ class PairExplanation:
             fusion: weight times value, exactly; MLP fusion: gradient times input).
         bias: ``score`` minus the sum of ``contributions`` (the fusion's bias for linear fusion),
             so that ``bias + sum(contributions.values()) == score``.
+        members: The models of ``model_dir`` (an ensemble's members); ``score``, ``inputs``,
+            ``shares``, ``contributions`` and ``matrices`` are the first one's.
     """
 
     qid: str
@@ -93,6 +98,7 @@ class PairExplanation:
     candidates: int = 0
     contributions: dict[str, float] = field(default_factory=dict)
     bias: float = 0.0
+    members: int = 1
 
 
 def signed_shares(contributions: Sequence[float]) -> list[float]:
@@ -136,7 +142,8 @@ def explain_pair(
         raise ConfigError(
             f"png must be a file name ending in .png (the heatmaps are a PNG image), got {png!r}"
         )
-    member = load_models(model_dir)[0]
+    members = load_models(model_dir)
+    member = members[0]
     baseline = model_baseline(model_dir, baseline)
     query = next((q for q in collection.all_queries() if q.qid == qid), None)
     if query is None:
@@ -168,14 +175,14 @@ def explain_pair(
         depth=len(ranked),
         progress=False,
     )
+    # the rank is the run's: every member scores the candidates and their z-scores are averaged,
+    # as clir rerank does (the first member's own rank had been printed for an ensemble)
+    reranked = by_rank(rerank(members, data, space=space, depth=len(ranked)).get(qid, {}))
+    rank = [d for d, _ in reranked].index(docno) + 1
     data = _prepare(member, data)
     tensorizer = _tensorizer(member, data, space)
-    pairs = tensorizer.query_pairs(0, None)
     with torch.no_grad():
-        scores = member.model(tensorizer.batch(pairs)).double()
         explanation = member.model.explain(tensorizer.batch([(0, docno)]))
-    position = [d for _, d in pairs].index(docno)
-    rank = int((scores > scores[position]).sum()) + 1
     names = explanation.input_names
     matrices = _matrices(explanation, 0, data, 0, docno, data_config)
     heatmap = _heatmaps(Path(png), matrices) if png is not None and matrices else None
@@ -194,6 +201,7 @@ def explain_pair(
         n_candidates,
         dict(zip(names, contributions, strict=True)),
         score - sum(contributions),
+        len(members),
     )
 
 
