@@ -603,11 +603,12 @@ def _number_in(low: float, high: float = math.inf, *, above: bool = False) -> Ca
 
 
 def _language(text: str) -> str:
-    """A language code option (``--doc-lang``): letters, as every analyzer requires."""
+    """A language code option (``--doc-lang``): letters, as every analyzer requires, lowercased
+    (``SW`` had been stored as a language of its own, which tables and bundles of ``sw`` refused)."""
     from clir.text.analyzer import check_language_code
 
     try:
-        return check_language_code(text)
+        return check_language_code(text).lower()
     except ConfigError as error:
         raise argparse.ArgumentTypeError(str(error)) from None
 

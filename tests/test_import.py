@@ -603,3 +603,15 @@ def test_a_collection_of_beir_documents_names_the_missing_docno_field(tmp_path):
     )
     with pytest.raises(FormatError, match=match):
         Collection.load(root, doc_lang="sw")
+
+
+def test_a_doc_lang_in_capitals_is_the_language_s_code(tmp_path):
+    # `--doc-lang SW` had been stored as written: a collection of language 'SW', which a bundle
+    # or tables of 'sw' refused as another language
+    files = write_user_files(tmp_path / "mine")
+    argv = ["data", "import", "--documents", str(files["corpus.jsonl"]), "--docno-field", "_id",
+            "--topics", str(files["topics.txt"]), "--qrels", str(files["qrels.tsv"]),
+            "--doc-lang", "SW", "--query-lang", "En", "--out", str(tmp_path / "c")]  # fmt: skip
+    assert main(argv) == 0
+    collection = Collection.load(tmp_path / "c")
+    assert (collection.doc_lang, collection.query_lang) == ("sw", "en")
