@@ -198,11 +198,14 @@ def _load_collection(args: argparse.Namespace):
     """The ``--collection`` of a command, with its ``--doc-lang`` and ``--parallel``."""
     from clir.datasets import Collection
     from clir.formats import read_parallel
+    from clir.formats.parallel import check_parallel_sides
     from clir.pipeline.tables import holds_tables
 
     collection = Collection.load(args.collection, doc_lang=args.doc_lang)
     if getattr(args, "parallel", None) is not None:
         collection.parallel, collection.parallel_file = read_parallel(args.parallel), args.parallel
+        # swapped columns had been learned as tables silently (as clir data pseudo refuses them)
+        check_parallel_sides(collection.parallel, collection.doc_lang, args.parallel)
         tables = getattr(args, "tables", None)
         if tables is not None and holds_tables(tables):
             import warnings

@@ -87,3 +87,18 @@ def test_a_doc_lang_of_another_language_is_warned_about(tmp_path, capsys, lang):
     assert code == 0
     assert f"clir: warning: {path}: its third column does not read as {lang!r}" in err
     assert "'sw' stopwords): check --doc-lang" in err
+
+
+def test_swapped_columns_given_as_parallel_to_any_command_are_refused(tmp_path, capsys):
+    # `clir tables --parallel` (and every command taking --parallel) had learned tables from them
+    right, swapped = tmp_path / "parallel.tsv", tmp_path / "swapped.tsv"
+    _write(right, [tuple(p) for p in _pairs()])
+    _write(swapped, [(p.pair_id, p.target, p.source) for p in _pairs()])
+    code, collection = _run(tmp_path, right)
+    assert code == 0
+    capsys.readouterr()
+    argv = ["tables", "--collection", str(collection), "--out", str(tmp_path / "t"), "--iterations", "1"]
+    assert main([*argv, "--parallel", str(swapped)]) == 2
+    assert capsys.readouterr().err.startswith(f"clir: error: {swapped}: its third column reads as English")
+    assert not (tmp_path / "t").exists()
+    assert main([*argv, "--parallel", str(right)]) == 0
