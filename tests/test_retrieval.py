@@ -278,8 +278,9 @@ def test_query_with_no_term_in_the_index_retrieves_nothing_with_a_warning(biling
         stage = FirstStage("qt", model, en_analyzer=en, doc_analyzer=sw, table_en_doc=en_sw, progress=False)
         stage.index(documents)
         for pad in (False, True):
-            with pytest.warns(
-                UserWarning, match=r"2 query\(ies\) have no term in the index .*'stop', 'unknown'"
+            with pytest.warns(  # named by the stage (the six stages' warnings had read alike)
+                UserWarning,
+                match=rf"^qt-{model}: 2 query\(ies\) have no term in the index .*'stop', 'unknown'",
             ):
                 run = stage.search(queries, k=4, pad=pad)
             assert run["stop"] == {} and run["unknown"] == {}

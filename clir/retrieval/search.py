@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import warnings
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -363,13 +364,19 @@ class FirstStage:
             ConfigError: On duplicate qids or before :meth:`index`.
 
         Warns:
-            UserWarning: Counting the queries with no term in the index and naming a few qids.
+            UserWarning: Counting the queries with no term in the index and naming a few qids,
+                after the stage's name (``qt-bm25: 2 query(ies) ...``).
         """
         check_qids(queries)
         if self._mt_queries:  # translated in batches, once
             assert self.mt is not None
             self.mt.queries([query.text for query in queries])
-        return self.retriever.search(self.queries_terms(queries), k=k, progress=self.progress, pad=pad)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            run = self.retriever.search(self.queries_terms(queries), k=k, progress=self.progress, pad=pad)
+        for warning in caught:  # named by the stage: six stages had printed six alike
+            warnings.warn(f"{self.mode}-{self.model}: {warning.message}", warning.category, stacklevel=2)
+        return run
 
     def candidate_scores(
         self, queries: Sequence[Query], candidates: Sequence[Sequence[str]], chunk: int = 64
