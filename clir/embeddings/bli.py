@@ -71,9 +71,13 @@ class BLIPredictions:
         return float(np.mean((self.hit_rank >= 0) & (self.hit_rank < k)))
 
 
-def _gold_dict(gold: Mapping[str, Iterable[str]] | Iterable[tuple[str, str]]) -> dict[str, set[str]]:
+Gold = Mapping[str, Iterable[str] | str] | Iterable[tuple[str, str]]
+
+
+def _gold_dict(gold: Gold) -> dict[str, set[str]]:
     if isinstance(gold, Mapping):
-        return {s: set(ts) for s, ts in gold.items()}
+        # a str value is one translation (set("mbwa") had made its letters the gold: no hit)
+        return {s: {ts} if isinstance(ts, str) else set(ts) for s, ts in gold.items()}
     out: dict[str, set[str]] = {}
     for s, t in gold:
         out.setdefault(s, set()).add(t)
@@ -84,7 +88,7 @@ def bli_predictions(
     space: SharedSpace,
     source: str,
     target: str,
-    gold: Mapping[str, Iterable[str]] | Iterable[tuple[str, str]],
+    gold: Gold,
     method: str = "csls",
     k: int = 5,
     csls_k: int = 10,
@@ -100,7 +104,8 @@ def bli_predictions(
         space: The shared space.
         source: Source language code.
         target: Target language code.
-        gold: ``{source word: {target words}}`` or ``(source, target)`` pairs.
+        gold: ``{source word: {target words}}`` (a single target word may stand for its set) or
+            ``(source, target)`` pairs.
         method: ``"nn"`` or ``"csls"``.
         k: Candidates kept per word.
         csls_k: CSLS neighbourhood size.
@@ -139,7 +144,7 @@ def evaluate_bli(
     space: SharedSpace,
     source: str,
     target: str,
-    gold: Mapping[str, Iterable[str]] | Iterable[tuple[str, str]],
+    gold: Gold,
     *,
     dictionary: str = "gold",
     methods: Sequence[str] = METHODS,

@@ -13,7 +13,7 @@ from gensim.models.keyedvectors import KeyedVectors
 
 from clir._version import __version__
 from clir.embeddings.csls import translate
-from clir.embeddings.vectors_io import load_word2vec, make_keyed_vectors, save_word2vec
+from clir.embeddings.vectors_io import check_words, load_word2vec, make_keyed_vectors, save_word2vec
 from clir.errors import ClirError, ConfigError, DataNotFoundError, FormatError
 from clir.formats import atomic_directory, atomic_write
 from clir.formats.jsonfile import read_typed_json
@@ -316,8 +316,8 @@ class SharedSpace:
         languages share one array, as a joint model's unrotated languages do), and ``space.json``
         with the size and SHA-256 of every other file (checked by :meth:`load`).
 
-        Words must not contain whitespace (the word2vec format separates on it); analyzer tokens
-        never do.
+        Words must not contain a space or a newline (the word2vec format separates on them;
+        refused before anything is written); analyzer tokens never do.
 
         Args:
             path: The directory (a previous space there is replaced; anything else is refused).
@@ -329,7 +329,7 @@ class SharedSpace:
 
         Raises:
             ConfigError: If a vector holds a NaN or an infinity (a space :meth:`load` would
-                refuse), before anything is written.
+                refuse) or a word a space or a newline, before anything is written.
         """
         path = Path(path)
         for lang, kv in self.vectors.items():  # :meth:`load` refuses them: never write one
@@ -338,6 +338,7 @@ class SharedSpace:
                     f"the space's vector of {lang} {kv.index_to_key[int(bad[0])]!r} (and {bad.size - 1} "
                     "more) holds a NaN or an infinity: not saved"
                 )
+            check_words(kv, path)
         with atomic_directory(path, kind="space", force=force) as tmp:
             files = []
             for lang, kv in self.vectors.items():

@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 from gensim.models.keyedvectors import KeyedVectors
 
-from clir.errors import DataNotFoundError, FormatError
+from clir.errors import ConfigError, DataNotFoundError, FormatError
 from clir.formats.atomic import atomic_file
 
 BINARY_SUFFIXES = (".bin",)
@@ -44,11 +44,28 @@ def _starts_with_bom(path: Path) -> bool:
         return handle.read(len(codecs.BOM_UTF8)) == codecs.BOM_UTF8
 
 
+def _first_entry_is_text(path: Path) -> bool:
+    """Whether the line after the header is a text entry: a word and ``dim`` numbers, separated
+    by single spaces (a binary entry's raw float32 bytes never read so)."""
+    with open(path, "rb") as handle:
+        header = handle.readline().removeprefix(codecs.BOM_UTF8)
+        line = handle.readline(1 << 20)
+    try:
+        _, dim = (int(x) for x in header.split())
+        fields = line.decode("utf-8").rstrip().split(" ")
+        [float(x) for x in fields[1:]]
+    except (ValueError, UnicodeDecodeError):
+        return False
+    return len(fields) == dim + 1
+
+
 def _is_binary(path: Path, binary: bool | None) -> bool:
     if binary is not None:
         return binary
     if path.suffix in BINARY_SUFFIXES:
-        return True
+        # gensim's save_word2vec_format writes text unless told binary=True, whatever the name:
+        # such a ".bin" read as binary had given garbage words and vectors, with no error
+        return not _first_entry_is_text(path)
     with open(path, "rb") as handle:
         header = handle.readline()
         sample = handle.read(4096)
@@ -68,7 +85,8 @@ def load_word2vec(path: str | Path, binary: bool | None = None, limit: int | Non
     Args:
         path: The file (MUSE/fastText ``.vec`` text, or ``.bin`` binary). A text file may start
             with a UTF-8 byte-order mark, which is skipped.
-        binary: Force the format; ``None`` guesses from the suffix (``.bin``) or the content.
+        binary: Force the format; ``None`` guesses from the suffix (``.bin``) or the content
+            (a ``.bin`` file whose first entry is a line of text is read as text).
         limit: Read only the first ``limit`` vectors (the files are sorted by frequency).
 
     Returns:
@@ -119,6 +137,19 @@ def load_word2vec(path: str | Path, binary: bool | None = None, limit: int | Non
     return kv
 
 
+def check_words(kv: KeyedVectors, path: str | Path) -> None:
+    """Refuse a word that a word2vec file cannot hold: one with a space or a newline.
+
+    Raises:
+        ConfigError: Naming the word and ``path`` (the file that would have been written).
+    """
+    if (bad := next((w for w in kv.index_to_key if " " in w or "\n" in w), None)) is not None:
+        raise ConfigError(
+            f"the word {bad!r} holds a space or a newline, which a word2vec file cannot hold: "
+            f"{path} not written"
+        )
+
+
 def save_word2vec(kv: KeyedVectors, path: str | Path, binary: bool = True) -> Path:
     """Write vectors in the word2vec text or binary format, atomically, in vocabulary order.
 
@@ -129,8 +160,14 @@ def save_word2vec(kv: KeyedVectors, path: str | Path, binary: bool = True) -> Pa
 
     Returns:
         ``path``.
+
+    Raises:
+        ConfigError: Before anything is written, if a word holds a space or a newline, which the
+            format cannot hold (read back, a word with a space split the file; a binary file's
+            word lost a leading newline, silently).
     """
     path = Path(path)
+    check_words(kv, path)
     with atomic_file(path) as tmp:
         # sort_attr=None keeps the vocabulary order (gensim otherwise re-sorts by "count"); gensim
         # logs a warning about the missing attribute, which is the point, so it is silenced.
