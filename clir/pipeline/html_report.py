@@ -202,13 +202,22 @@ def write_html_report(
     rows = [[(step, None), _seconds(took), _seconds(reused.get(step))] for step, took in timings.items()]
     parts.append(_table("timings", ["step", "seconds", "reused: built in (s)"], rows))
     parts.append(f"<h2>Queries ({escape(split)})</h2>")
+    if any(TOP_SYSTEM in rows for rows in results["systems"].values()):
+        shown = (
+            f"Click a query for the relevant passage and the passage <code>{TOP_SYSTEM}</code> "
+            f"ranked first, each with its DT translation (cut to {PASSAGE_CHARS} characters), and, "
+            f"for the first {HEATMAP_QUERIES} queries of each pair, the query-term x passage-term "
+            f"similarities (red +1, white 0, blue -1; <code>clir explain</code>) of "
+            f"<code>{TOP_SYSTEM}</code>'s first passage, one per component."
+        )
+    else:  # the page had promised a system's passage and heatmaps that no query holds
+        shown = (
+            "Click a query for the relevant passage with its DT translation (cut to "
+            f"{PASSAGE_CHARS} characters); no <code>{TOP_SYSTEM}</code> system, so no passage it "
+            "ranked first and no similarities."
+        )
     parts.append(
-        "<p>Rank of the first relevant passage in each system's run (blank: not retrieved). "
-        f"Click a query for the relevant passage and the passage <code>{TOP_SYSTEM}</code> "
-        f"ranked first, each with its DT translation (cut to {PASSAGE_CHARS} characters), and, "
-        f"for the first {HEATMAP_QUERIES} queries of each pair, the query-term x passage-term "
-        f"similarities (red +1, white 0, blue -1; <code>clir explain</code>) of <code>{TOP_SYSTEM}</code>'s "
-        "first passage, one per component.</p>"
+        f"<p>Rank of the first relevant passage in each system's run (blank: not retrieved). {shown}</p>"
     )
     for pair, rows in results["systems"].items():
         parts.append(f"<h3>{escape(pair)}</h3>")

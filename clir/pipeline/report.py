@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from clir.datasets import Collection
+from clir.errors import ConfigError
 from clir.evaluation import (
     AQWVConfig,
     Comparison,
@@ -27,6 +28,23 @@ from clir.types import Run
 
 BASELINE = re.compile(r"^(qt|psq|dt)-(bm25|ql)$")
 LEXICAL_FUSION = "lexical-fusion"
+BEST_BASELINE = "best_baseline"
+"""The key of a pair's best lexical baseline in ``results.json``'s ``significance``, beside its
+runs' names: no run may take it (a system named so had crashed the report, after all training)."""
+
+
+def check_run_names(names: Iterable[str], key: str = "systems") -> None:
+    """Refuse a run name the report cannot hold beside its own keys (:data:`BEST_BASELINE`).
+
+    Raises:
+        ConfigError: Naming ``key.<name>``.
+    """
+    for name in names:
+        if name == BEST_BASELINE:
+            raise ConfigError(
+                f"{key}.{name}: a name other than {BEST_BASELINE!r} is needed (results.json's "
+                "significance of each pair keeps its best lexical baseline under that key)"
+            )
 
 
 def is_baseline(name: str) -> bool:
@@ -88,6 +106,8 @@ def write_report(
     Returns:
         The ``results.json`` content.
     """
+    for pair_runs in runs.values():
+        check_run_names(pair_runs, key="runs")
     systems: dict[str, dict[str, dict[str, float]]] = {}
     significance: dict[str, dict[str, Any]] = {}
     per_query_ap: dict[str, dict[str, dict[str, float]]] = {}
@@ -106,7 +126,7 @@ def write_report(
             per_query_ap[pair] = {name: values["AP"] for name, values in per_query.items()}
             best = max((n for n in pair_runs if is_baseline(n)), key=lambda n: systems[pair][n]["AP"])
             references = [best] + ([LEXICAL_FUSION] if LEXICAL_FUSION in pair_runs else [])
-            significance[pair] = {"best_baseline": best}
+            significance[pair] = {BEST_BASELINE: best}
             for reference in references:
                 others = {n: r for n, r in pair_runs.items() if not is_baseline(n) and n != reference}
                 if not others:
