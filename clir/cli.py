@@ -870,6 +870,14 @@ def _train(args: argparse.Namespace) -> int:
 
     config = load_config(args.config)
     if args.init_from is not None:
+        given = config.optim.init_from
+        if given is not None and Path(given).resolve() != args.init_from.resolve():  # replaced silently
+            import warnings
+
+            warnings.warn(
+                f"--init-from {args.init_from} replaces {args.config}'s optim.init_from {given}",
+                stacklevel=2,
+            )
         config.optim.init_from = str(args.init_from)
     for key, value in (
         ("device", args.device),

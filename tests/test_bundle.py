@@ -341,6 +341,35 @@ def test_train_into_an_out_another_training_holds_is_refused_before_the_features
     assert err.startswith(f"clir: error: {out} is in use by another clir run{named}; wait for it")
 
 
+def test_init_from_on_the_command_line_over_the_config_s_is_named(trained, tmp_path, monkeypatch, capsys):
+    # `clir train --init-from B` with `optim.init_from: A` in the YAML trained from B, silently
+    from clir.pipeline.features import CollectionFeatures
+    from clir.training import save_config
+
+    root, model = trained[0], trained[1]
+
+    def no_work(*args, **kwargs):
+        raise AssertionError("features were built")
+
+    monkeypatch.setattr(CollectionFeatures, "build", no_work)
+    config = tiny_reranker_config()
+    config.optim.init_from = str(model)
+    save_config(config, tmp_path / "train.yaml")
+    argv = ["train", "--config", str(tmp_path / "train.yaml"), "--collection", str(root / "sw")]
+    argv += ["--space", str(root / "space"), "--tables", str(root / "tables"), "--out", str(tmp_path / "o")]
+    other = model / "seed0"
+    assert main([*argv, "--init-from", str(other)]) == 2  # (past the options: the stub's error)
+    err = capsys.readouterr().err
+    assert (
+        f"clir: warning: --init-from {other} replaces {tmp_path / 'train.yaml'}'s optim.init_from {model}\n"
+        in err
+    )
+    assert "features were built" in err
+    assert main([*argv, "--init-from", str(model / "seed0" / "..")]) == 2  # the same model, written otherwise
+    err = capsys.readouterr().err
+    assert "features were built" in err and "replaces" not in err
+
+
 def test_rerank_keeps_the_documents_id_tables_in_the_index_cache(trained, tmp_path, monkeypatch):
     from clir.training import idtables
 
