@@ -33,6 +33,12 @@ BEST_BASELINE = "best_baseline"
 runs' names: no run may take it (a system named so had crashed the report, after all training)."""
 
 
+AP_DIFF_PLOT = "ap_diff_{pair}.png"
+CURVES_PLOT = "training_curves.png"
+BLI_PLOT = "bli_frequency.png"
+"""The plots' file names (a rerun removes those of an earlier config that this one does not make)."""
+
+
 def check_run_names(names: Iterable[str], key: str = "systems") -> None:
     """Refuse a run name the report cannot hold beside its own keys (:data:`BEST_BASELINE`).
 
@@ -192,7 +198,7 @@ def significance_marks(results: Mapping[str, Any], pair: str) -> dict[str, dict[
     alpha = results["config"]["significance"]["alpha"]
     markers: dict[str, dict[str, str]] = {}
     for name in results["systems"][pair]:
-        for reference, mark in ((sig["best_baseline"], "*"), (LEXICAL_FUSION, "†")):
+        for reference, mark in ((sig[BEST_BASELINE], "*"), (LEXICAL_FUSION, "†")):
             tests = sig.get(name, {}).get(reference, {})
             for measure, test in tests.items():
                 if test["p_randomization_corrected"] < alpha and test["diff"] > 0:
@@ -277,7 +283,7 @@ def _markdown(config: Any, results: Mapping[str, Any], measures: Sequence[str], 
         + _aqwv_note(measures)
     )
     for pair in results["systems"]:
-        best = results["significance"][pair]["best_baseline"]
+        best = results["significance"][pair][BEST_BASELINE]
         lines += ["", f"## {pair}" + (" (zero-shot)" if pair != config.train_pair else ""), ""]
         lines += [f"Best lexical baseline: `{best}`.", "", results_table(results, pair, measures)]
         for reference in dict.fromkeys([best, LEXICAL_FUSION]):
@@ -337,13 +343,13 @@ def _plots(
         system = "full-ensemble" if "full-ensemble" in by_system else "full"
         if system not in by_system:
             continue
-        best = significance[pair]["best_baseline"]
+        best = significance[pair][BEST_BASELINE]
         diffs = sorted(by_system[system][q] - by_system[best][q] for q in by_system[best])
         fig, ax = plt.subplots(figsize=(8, 3.2))
         ax.bar(range(len(diffs)), diffs, width=1.0, color=["#c0392b" if d < 0 else "#2e86c1" for d in diffs])
         ax.axhline(0, color="black", linewidth=0.6)
         ax.set(xlabel="queries (sorted)", ylabel="AP difference", title=f"{pair}: {system} minus {best}")
-        name = f"ap_diff_{pair}.png"
+        name = AP_DIFF_PLOT.format(pair=pair)
         _save(fig, out / name)
         names.append(name)
     by_system = {
@@ -368,8 +374,8 @@ def _plots(
         axes[0].set(xlabel="epoch", ylabel="training loss (each system's, see legend)")
         axes[1].set(xlabel="epoch", ylabel="dev MAP")
         axes[1].legend(fontsize=7, loc="center left", bbox_to_anchor=(1.02, 0.5))
-        _save(fig, out / "training_curves.png")
-        names.append("training_curves.png")
+        _save(fig, out / CURVES_PLOT)
+        names.append(CURVES_PLOT)
     if bli.get("by_frequency"):
         fig, ax = plt.subplots(figsize=(7, 4))
         golds = [
@@ -406,15 +412,15 @@ def _plots(
         ax.margins(y=0.15)
         ax.tick_params(axis="x", labelrotation=30)
         ax.legend(fontsize=8)
-        _save(fig, out / "bli_frequency.png")
-        names.append("bli_frequency.png")
+        _save(fig, out / BLI_PLOT)
+        names.append(BLI_PLOT)
     return names
 
 
 def _plot_files(out: Path) -> set[str]:
     """The plots :func:`_plots` may have written into ``out`` (by this run or an earlier one)."""
-    names = {"training_curves.png", "bli_frequency.png"}
-    return {path.name for path in out.glob("ap_diff_*.png")} | {n for n in names if (out / n).is_file()}
+    earlier = {path.name for path in out.glob(AP_DIFF_PLOT.format(pair="*"))}
+    return earlier | {name for name in (CURVES_PLOT, BLI_PLOT) if (out / name).is_file()}
 
 
 def _loss_of(config: Any, system: str) -> str:
