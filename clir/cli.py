@@ -454,6 +454,7 @@ def _data_check(args: argparse.Namespace) -> int:
     from clir.datasets import Collection
     from clir.datasets.bible import pairs_on_collection_side
     from clir.formats import read_qrels
+    from clir.formats.layouts import read_topics_as
 
     collection = Collection.load(args.dir, doc_lang=args.doc_lang)
     if leaked := pairs_on_collection_side(collection):  # a Bible collection's sides must not meet
@@ -484,6 +485,21 @@ def _data_check(args: argparse.Namespace) -> int:
                 path,
                 None,
                 f"differs from qrels.txt for {len(differ)} {split} quer(ies), e.g. {differ[:3]}",
+            )
+    # the TREC XML copies other toolkits read, each against its split's topics.<split>.tsv
+    for path in sorted(Path(args.dir).glob("topics.*.xml")):
+        split = path.name[len("topics.") : -len(".xml")]
+        if split not in collection.queries:
+            warnings.warn(f"{path}: the collection has no topics.{split}.tsv", stacklevel=1)
+            continue
+        found = {q.qid: q for q in read_topics_as(path, "trec")}
+        expected = {q.qid: q for q in collection.queries[split]}
+        differ = sorted(q for q in {*found, *expected} if found.get(q) != expected.get(q))
+        if differ:
+            raise FormatError(
+                path,
+                None,
+                f"differs from topics.{split}.tsv for {len(differ)} quer(ies), e.g. {differ[:3]}",
             )
     print(json.dumps(collection.stats, indent=2))
     return 0

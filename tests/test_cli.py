@@ -627,6 +627,29 @@ def test_data_check_reads_the_per_split_qrels_too(tmp_path, capsys):
     assert main(["data", "check", str(path)]) == 0  # agreeing: the warning alone (shown once a process)
 
 
+def test_data_check_reads_the_topics_xml_too(tmp_path, capsys):
+    """clir data check read the TSV topics only, so a topics.<split>.xml that other toolkits
+    read and that had gone stale (edited, or left from another build) passed."""
+    path = tmp_path / "c"
+    queries = {"test": [Query("q1", "water & <salt>", "the sea")], "dev": [Query("q2", "fire")]}
+    Collection("c", "sw", "en", [Document("d1", "maji"), Document("d2", "moto")], queries,
+               {"q1": {"d1": 1}, "q2": {"d2": 1}}).save(path, xml=True)  # fmt: skip
+    assert main(["data", "check", str(path)]) == 0
+    capsys.readouterr()
+    xml = path / "topics.test.xml"
+    xml.write_text(xml.read_text().replace("the sea", "the lake"))
+    assert main(["data", "check", str(path)]) == 2
+    assert f"clir: error: {xml}: differs from topics.test.tsv for 1 quer(ies), e.g. ['q1']" in (
+        capsys.readouterr().err
+    )
+    xml.unlink()
+    (path / "topics.dev.tsv").unlink()  # its XML left behind
+    assert main(["data", "check", str(path)]) == 0
+    assert f"clir: warning: {path / 'topics.dev.xml'}: the collection has no topics.dev.tsv" in (
+        capsys.readouterr().err
+    )
+
+
 @pytest.mark.parametrize("item", ["dev=", "=dev.tsv"])
 def test_import_topics_without_a_split_or_a_file_names_the_item(item, tmp_path, capsys):
     """--topics dev= said ".: is a directory, not a file"."""
