@@ -92,3 +92,36 @@ class OutputExistsError(ClirError, FileExistsError):
 class OutputLockedError(ClirError, RuntimeError):
     """Another process holds the lock of an output directory (another run writes into it), or a
     step runner was used without taking its lock."""
+
+
+class TermlessQueriesWarning(UserWarning):
+    """Queries with no term in the index (empty after analysis, e.g. only stopwords, or only
+    terms the collection never saw): they retrieve nothing.
+
+    The warnings of one search cut into chunks (on several workers) are shown as one, counting
+    them all (:meth:`joined`).
+
+    Args:
+        names: The queries, as they are named in the message (qids, or positions ``#i``).
+        where: What searched (a stage's name), the message's prefix; empty for none.
+    """
+
+    def __init__(self, names: list[str], where: str = "") -> None:
+        self.names, self.where = list(names), where
+        shown = ", ".join(self.names[:5]) + (", ..." if len(self.names) > 5 else "")
+        super().__init__(
+            f"{where + ': ' if where else ''}{len(self.names)} query(ies) have no term in the index "
+            "(empty after analysis, e.g. only stopwords, or only terms the collection never saw) and "
+            f"retrieve nothing: {shown}"
+        )
+
+    def __reduce__(self) -> tuple[type, tuple[list[str], str]]:
+        return type(self), (self.names, self.where)  # sent back from a worker process whole
+
+    @classmethod
+    def joined(cls, warnings: list[TermlessQueriesWarning]) -> list[TermlessQueriesWarning]:
+        """One warning per ``where``, its names those of ``warnings`` in order."""
+        names: dict[str, list[str]] = {}
+        for warning in warnings:
+            names.setdefault(warning.where, []).extend(warning.names)
+        return [cls(found, where) for where, found in names.items()]

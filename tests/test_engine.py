@@ -260,6 +260,23 @@ def test_first_stages_index_and_search_the_same_on_ray(ray_engine, world, tmp_pa
     assert (ray_tokens.df_src, ray_tokens.df_en) == (local_tokens.df_src, local_tokens.df_en)
 
 
+def test_queries_without_a_term_are_one_warning_on_ray_as_locally(ray_engine, world):
+    """Each Ray worker's chunk had warned of its own termless queries: two warnings, each
+    counting a part, where the local engine gives one counting them all."""
+    from clir.types import Query
+
+    collection, tables, _, _, _ = world
+    queries = [Query(f"q{i}", "the of" if i % 3 else "zebra") for i in range(8)]
+    stage = first_stage("qt", "bm25", collection, tables, BaselineConfig(), progress=False)
+    with pytest.warns(UserWarning) as local:
+        search_stage(stage, queries, k=5)
+    with pytest.warns(UserWarning) as on_ray:
+        search_stage(stage, queries, ray_engine, k=5)
+    assert [str(w.message) for w in on_ray] == [str(w.message) for w in local]
+    assert len(local) == 1 and str(local[0].message).startswith("qt-bm25: 8 query(ies) have no term")
+    assert str(local[0].message).endswith("'q0', 'q1', 'q2', 'q3', 'q4', ...")
+
+
 def test_rerank_scores_the_same_on_ray_in_whole_batches(ray_engine, world, tmp_path, monkeypatch):
     collection, tables, space, model, _ = world
     options = ScoringOptions("cpu", batch_size=16)

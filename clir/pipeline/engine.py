@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Annotated, Any, TypeVar
 
 from clir.config import NonEmpty, OmitWhenNone, OneOf, PositiveInt, Section, Where
-from clir.errors import ClirError, MissingDependencyError
+from clir.errors import ClirError, MissingDependencyError, TermlessQueriesWarning
 from clir.progress import QUIET, set_verbosity
 
 R = TypeVar("R")
@@ -112,13 +112,17 @@ class LocalEngine(Engine):
         return [fn(shared, chunk) for chunk in chunks]
 
 
-def _task(fn: Chunked[R], shared: Any, chunk: Sequence[Any]) -> tuple[R, list[tuple[str, type[Warning]]]]:
-    """One chunk on a Ray worker: no progress bars; its warnings are sent back to be shown here."""
+def _task(fn: Chunked[R], shared: Any, chunk: Sequence[Any]) -> tuple[R, list[tuple[Any, type[Warning]]]]:
+    """One chunk on a Ray worker: no progress bars; its warnings are sent back to be shown here
+    (as text, but for :class:`~clir.errors.TermlessQueriesWarning`, whole, to be joined)."""
     set_verbosity(QUIET)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         result = fn(shared, chunk)
-    return result, [(str(w.message), w.category) for w in caught]
+    return result, [
+        (w.message if isinstance(w.message, TermlessQueriesWarning) else str(w.message), w.category)
+        for w in caught
+    ]
 
 
 _EXPECTED_ADDRESS = "the host:port of a running Ray cluster's head node (as `ray start --head` prints)"
@@ -220,11 +224,16 @@ class RayEngine(Engine):
             raise EngineError(
                 f"a Ray task of {fn.__name__} failed, not by an error of its own ({_first_line(error)})"
             ) from None
-        results = []
+        results, termless = [], []
         for result, caught in outputs:
             for message, category in caught:
-                warnings.warn(message, category, stacklevel=3)
+                if isinstance(message, TermlessQueriesWarning):  # one for the job, as locally
+                    termless.append(message)
+                else:
+                    warnings.warn(message, category, stacklevel=3)
             results.append(result)
+        for warning in TermlessQueriesWarning.joined(termless):
+            warnings.warn(warning, stacklevel=3)
         return results
 
     def close(self) -> None:

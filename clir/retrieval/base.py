@@ -47,7 +47,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from clir._version import __version__
-from clir.errors import ConfigError, FormatError
+from clir.errors import ConfigError, FormatError, TermlessQueriesWarning
 from clir.formats import atomic_directory
 from clir.formats.manifest import manifest_of, verify_files
 from clir.progress import progress_bar
@@ -634,12 +634,7 @@ class _Plan:
 def _warn_termless(names: list[str]) -> None:
     """Warn once, counting the queries (named by ``names``) that have no term in the index."""
     if names:
-        shown = ", ".join(names[:5]) + (", ..." if len(names) > 5 else "")
-        warnings.warn(
-            f"{len(names)} query(ies) have no term in the index (empty after analysis, e.g. only "
-            f"stopwords, or only terms the collection never saw) and retrieve nothing: {shown}",
-            stacklevel=3,
-        )
+        warnings.warn(TermlessQueriesWarning(names), stacklevel=3)
 
 
 def _term_key(term: QueryTerm, qi: int) -> Any:

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from clir._version import __version__
-from clir.errors import ConfigError, FormatError
+from clir.errors import ConfigError, FormatError, TermlessQueriesWarning
 from clir.formats import atomic_directory
 from clir.progress import progress_bar
 from clir.retrieval.base import QueryTerms, Retriever, get_retriever, is_real
@@ -375,7 +375,11 @@ class FirstStage:
             warnings.simplefilter("always")
             run = self.retriever.search(self.queries_terms(queries), k=k, progress=self.progress, pad=pad)
         for warning in caught:  # named by the stage: six stages had printed six alike
-            warnings.warn(f"{self.mode}-{self.model}: {warning.message}", warning.category, stacklevel=2)
+            where, message = f"{self.mode}-{self.model}", warning.message
+            if isinstance(message, TermlessQueriesWarning):
+                warnings.warn(TermlessQueriesWarning(message.names, where), stacklevel=2)
+            else:
+                warnings.warn(f"{where}: {message}", warning.category, stacklevel=2)
         return run
 
     def candidate_scores(
