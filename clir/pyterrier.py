@@ -103,6 +103,17 @@ def run_frame(run: Run, queries: Sequence[Query]) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["qid", "query", "docno", "score", "rank"])
 
 
+def _passed_on(results: pd.DataFrame, given: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
+    """``results`` with the columns of the ``given`` frame that they lack, matched on ``keys``: as
+    PyTerrier's own transformers, clir's pass on a topic's ``query_0`` (a rewrite's original, which
+    ``pt.rewrite.reset()`` restores) or a result's ``text`` (they had been dropped)."""
+    extra = [column for column in given.columns if column not in results.columns]
+    if not extra:
+        return results
+    given = given.drop_duplicates(keys)[[*keys, *extra]].astype({key: str for key in keys})
+    return results.merge(given, on=keys, how="left")
+
+
 def frame_run(frame: pd.DataFrame) -> Run:
     """PyTerrier results as a run ``{qid: {docno: score}}``.
 
@@ -136,6 +147,8 @@ def frame_run(frame: pd.DataFrame) -> Run:
 
 class Retriever(pt.Transformer):
     """A first stage (or any object with ``search(queries, k) -> Run``) as queries -> results.
+    The topics' other columns (``query_0``, ...; of results, their query columns) are passed on to
+    each of their results.
 
     Args:
         stage: An indexed :class:`~clir.retrieval.FirstStage`, a
@@ -150,7 +163,9 @@ class Retriever(pt.Transformer):
 
     def transform(self, topics: pd.DataFrame) -> pd.DataFrame:
         queries = queries_of(topics)
-        return run_frame(self.stage.search(queries, k=self.k), queries)
+        if "docno" in topics.columns:  # results: a document's columns are not its query's
+            topics = topics[pt.model.query_columns(topics)]
+        return _passed_on(run_frame(self.stage.search(queries, k=self.k), queries), topics, ["qid"])
 
     def __repr__(self) -> str:
         name = (
@@ -166,7 +181,8 @@ class Reranker(pt.Transformer):
 
     As ``clir rerank --run``: the top ``depth`` of each query's results (in trec_eval's order)
     are its candidates, reranked (their first-stage scores are the model's candidate scores);
-    the rest follow beneath in their order. The output holds the same documents.
+    the rest follow beneath in their order. The output holds the same documents, with their
+    other columns (``text``, ...).
 
     Args:
         model: A checkpoint or ensemble directory.
@@ -227,7 +243,7 @@ class Reranker(pt.Transformer):
         )
         depth = max((len(query.docnos) for query in data.queries), default=0) or 1  # as clir rerank
         reranked = rerank(self.models, data, space=self.space, run=run, depth=depth, progress=config.progress)
-        return run_frame(reranked, queries)
+        return _passed_on(run_frame(reranked, queries), results, ["qid", "docno"])
 
     def __repr__(self) -> str:
         return f"clir.Reranker({self.model}, depth={self.depth})"

@@ -160,3 +160,49 @@ def test_a_field_that_is_none_is_empty_text():
 
     assert _text(TitledDoc("d1", None, "paka"), ["title", "text"], "documents", "--field") == "paka"
     assert _text(TitledDoc("d1", "Paka", "paka"), ["title", "text"], "documents", "--field") == "Paka paka"
+
+
+def test_a_relevance_that_is_no_integer_is_refused(tmp_path, capsys):
+    """A grade of 0.5 had become 0 (the only relevant document non-relevant), silently, and one
+    of "high" an unexpected ValueError: clir's qrels hold integer grades (2.0 and "2" are 2)."""
+    from ir_datasets.formats import BaseQrels
+
+    class Judgement(NamedTuple):
+        query_id: str
+        doc_id: str
+        relevance: object
+
+    class Judgements(BaseQrels):
+        def __init__(self, grades):
+            self.grades = grades
+
+        def qrels_iter(self):
+            return (Judgement("401", f"d{i + 1}", grade) for i, grade in enumerate(self.grades))
+
+        def qrels_cls(self):
+            return Judgement
+
+    (tmp_path / "docs.tsv").write_text("d1\tmbwa\nd2\tpaka\n")
+    (tmp_path / "queries.tsv").write_text("401\tdog\n")
+
+    def dataset(name, grades):
+        if name not in ir_datasets.registry:
+            docs, queries = LocalDownload(tmp_path / "docs.tsv"), LocalDownload(tmp_path / "queries.tsv")
+            ir_datasets.registry.register(
+                name, Dataset(TsvDocs(docs, lang="sw"), TsvQueries(queries, lang="en"), Judgements(grades))
+            )
+        return name
+
+    assert Collection.from_ir_datasets(dataset("clir-test/grades", [2.0, "1"])).qrels == {
+        "401": {"d1": 2, "d2": 1}
+    }
+    for name, grade in (("half", 0.5), ("word", "high"), ("nan", float("nan")), ("flag", True)):
+        with pytest.raises(
+            ConfigError, match=rf"the relevance of document 'd1' for query '401' is {grade!r}; "
+        ):
+            Collection.from_ir_datasets(dataset(f"clir-test/grade-{name}", [grade, 0]))
+    assert main(["data", "irds", "clir-test/grade-half", "--out", str(tmp_path / "c")]) == 2
+    assert (
+        "clir: error: ir_datasets dataset 'clir-test/grade-half': the relevance of" in capsys.readouterr().err
+    )
+    assert not (tmp_path / "c").exists()

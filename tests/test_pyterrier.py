@@ -163,3 +163,29 @@ def test_the_reranker_reranks_the_model_s_depth_as_clir_rerank_and_keeps_the_res
     assert frame_run(every) != frame_run(frame)
     with pytest.raises(ConfigError, match=r"depth must be a positive integer, got 0"):
         Reranker(model, collection, space, tables=tables, depth=0)
+
+
+def test_the_transformers_pass_on_the_other_columns(tmp_path):
+    """The Retriever dropped the topics' other columns (a rewrite's ``query_0``, so that
+    ``pt.rewrite.reset()`` raised KeyError) and the Reranker the results' (``text``), where
+    PyTerrier's transformers pass them on."""
+    collection, tables, space = tiny_world()
+    qt = first_stage("qt", "bm25", collection, tables, BaselineConfig(), progress=False)
+    queries = collection.split("dev")
+    topics = topics_frame(queries).assign(qid=[int(q.qid[3:]) for q in queries], label=range(len(queries)))
+    pipeline = pt.apply.query(lambda row: row["query"] + " e01x") >> Retriever(qt, k=5) >> pt.rewrite.reset()
+    frame = pipeline(topics)
+    assert set(frame["query"]) == {q.text for q in queries} and "query_0" not in frame.columns
+    for qid, label in zip(frame["qid"], frame["label"], strict=True):
+        assert label == int(qid)  # each topic's own, matched on its qid (an integer given)
+    assert "label" in Retriever(qt, k=5)(topics.iloc[:0]).columns
+
+    model = train_reranker(tiny_reranker_config(), collection, space, tmp_path / "model", tables=tables)
+    results = Retriever(qt, k=10)(topics_frame(queries))
+    text = {document.docno: document.text for document in collection.documents}
+    given = results.assign(text=[text[docno] for docno in results["docno"]])
+    reranked = Reranker(model, collection, space, tables=tables, depth=10)(given)
+    assert frame_run(reranked) != frame_run(results)
+    assert list(reranked["text"]) == [text[docno] for docno in reranked["docno"]]
+    again = Retriever(qt, k=10)(given)  # results searched again: their documents' text not taken
+    assert "text" not in again.columns and frame_run(again) == frame_run(results)

@@ -80,6 +80,24 @@ def _text(record: Any, fields: Sequence[str] | None, what: str, option: str) -> 
     return " ".join(str(value) for value in values if value is not None and str(value).strip())
 
 
+def _grade(dataset_id: str, qrel: Any) -> int:
+    """A judgement's relevance as clir's qrels hold it, an integer (``2``, ``2.0`` or ``"2"``):
+    ``int`` had made a grade of 0.5 a 0 (a relevant document non-relevant), silently, and one of
+    ``"high"`` an unexpected ValueError."""
+    value = qrel.relevance
+    try:
+        grade = int(value)
+        exact = not isinstance(value, bool) and grade == float(value)
+    except (TypeError, ValueError, OverflowError):
+        exact = False
+    if not exact:
+        raise ConfigError(
+            f"ir_datasets dataset {dataset_id!r}: the relevance of document {str(qrel.doc_id)!r} for "
+            f"query {str(qrel.query_id)!r} is {value!r}; clir's qrels hold integer grades"
+        )
+    return grade
+
+
 def ir_dataset_parts(
     dataset_id: str,
     *,
@@ -103,7 +121,7 @@ def ir_dataset_parts(
         MissingDependencyError: Without ``ir_datasets``.
         DataNotFoundError: For an unknown id, or a dataset neither cached nor downloadable.
         ConfigError: If the dataset has no documents or queries, its language is unknown and
-            ``doc_lang`` not given, or a named field does not exist.
+            ``doc_lang`` not given, a named field does not exist, or a relevance is no integer.
     """
     dataset = _load(dataset_id)
     for part in ("docs", "queries"):
@@ -132,7 +150,7 @@ def ir_dataset_parts(
                         f"ir_datasets dataset {dataset_id!r}: document {str(qrel.doc_id)!r} is judged "
                         f"twice for query {str(qrel.query_id)!r}, as clir's qrels reader refuses"
                     )
-                judged[str(qrel.doc_id)] = int(qrel.relevance)
+                judged[str(qrel.doc_id)] = _grade(dataset_id, qrel)
 
     def documents() -> Iterator[Document]:
         with _fetched(dataset_id):
