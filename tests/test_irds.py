@@ -206,3 +206,41 @@ def test_a_relevance_that_is_no_integer_is_refused(tmp_path, capsys):
         "clir: error: ir_datasets dataset 'clir-test/grade-half': the relevance of" in capsys.readouterr().err
     )
     assert not (tmp_path / "c").exists()
+
+
+def test_a_malformed_file_and_a_record_without_text_name_the_dataset(tmp_path, capsys):
+    """ir_datasets' own parse error of a malformed local file, and a document class with neither
+    default_text() nor a text field, had been "unexpected RuntimeError / AttributeError"."""
+
+    class Bare(NamedTuple):
+        doc_id: str
+        body: str
+
+    (tmp_path / "docs.tsv").write_text("d1\tmbwa\n")
+    (tmp_path / "queries.tsv").write_text("401\tdog\n")
+    (tmp_path / "qrels.txt").write_text("401 0 d 1 1\n")  # a docno with a space: five columns
+    docs, queries = LocalDownload(tmp_path / "docs.tsv"), LocalDownload(tmp_path / "queries.tsv")
+    qrels = TrecQrels(LocalDownload(tmp_path / "qrels.txt"), {1: "relevant"})
+    topics = TsvQueries(queries, lang="en")
+    for name, dataset in (
+        ("clir-test/bad-qrels", Dataset(TsvDocs(docs, lang="sw"), topics, qrels)),
+        ("clir-test/bare-docs", Dataset(TsvDocs(docs, doc_cls=Bare, lang="sw"), topics)),
+    ):
+        if name not in ir_datasets.registry:
+            ir_datasets.registry.register(name, dataset)
+    out = tmp_path / "c"
+    assert main(["data", "irds", "clir-test/bad-qrels", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert (
+        "clir: error: ir_datasets dataset 'clir-test/bad-qrels': ir_datasets could not read its files ("
+        in err
+    )
+    assert "unexpected" not in err and not out.exists()
+    assert main(["data", "irds", "clir-test/bare-docs", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert (
+        "clir: error: documents of this dataset have neither default_text() nor a 'text' field: name the "
+        "fields to read with --field; their fields: doc_id, body"
+    ) in err
+    assert not out.exists()
+    assert main(["data", "irds", "clir-test/bare-docs", "--field", "body", "--out", str(out)]) == 0

@@ -22,7 +22,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, NamedTuple
 
-from clir.errors import ConfigError, DataNotFoundError, MissingDependencyError
+from clir.errors import ClirError, ConfigError, DataNotFoundError, MissingDependencyError
 from clir.types import Document, Qrels, Query
 
 
@@ -59,17 +59,32 @@ def _fetched(dataset_id: str) -> Iterator[None]:
     ir_datasets keeps what it has (its own log lines of the retries still print before it)."""
     try:
         yield
+    except ClirError:
+        raise
     except OSError as error:  # requests' ConnectionError is one
         raise DataNotFoundError(
             f"ir_datasets dataset {dataset_id!r} is not in its cache (~/.ir_datasets, or "
             f"$IR_DATASETS_HOME) and could not be downloaded: {type(error).__name__}: "
             f"{' '.join(str(error).split())[:200]}"
         ) from None
+    except (RuntimeError, ValueError) as error:  # its parsers on a malformed file (a local one)
+        raise ConfigError(
+            f"ir_datasets dataset {dataset_id!r}: ir_datasets could not read its files "
+            f"({type(error).__name__}: {' '.join(str(error).split())[:200]}); check the files it was "
+            "registered with, or those in its cache (~/.ir_datasets, or $IR_DATASETS_HOME)"
+        ) from None
 
 
 def _text(record: Any, fields: Sequence[str] | None, what: str, option: str) -> str:
     if not fields:
-        return record.default_text() if hasattr(record, "default_text") else record.text
+        if hasattr(record, "default_text"):
+            return record.default_text()
+        if not hasattr(record, "text"):  # had been an unexpected AttributeError
+            raise ConfigError(
+                f"{what} of this dataset have neither default_text() nor a 'text' field: name the "
+                f"fields to read with {option}; their fields: {', '.join(getattr(record, '_fields', ()))}"
+            )
+        return record.text
     missing = [name for name in fields if name not in record._fields]
     if missing:
         raise ConfigError(
