@@ -17,10 +17,13 @@ import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from functools import partial
 from pathlib import Path
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 from clir.errors import ClirError, ConfigError, DataNotFoundError, FormatError
 from clir.progress import DELAY, NORMAL, QUIET, VERBOSE, set_verbosity
+
+if TYPE_CHECKING:
+    from clir.pipeline.engine import EngineConfig
 
 Handler = Callable[[argparse.Namespace], int]
 
@@ -263,13 +266,16 @@ def _engine_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _engine_config(args: argparse.Namespace, default: str = "local"):
+def _engine_config(args: argparse.Namespace, config: EngineConfig | None = None) -> EngineConfig:
     """The :class:`~clir.pipeline.engine.EngineConfig` of ``--engine``, ``--workers`` and
-    ``--address`` (without ``--engine``: the engine ``default``, e.g. an experiment config's)."""
+    ``--address`` over ``config`` (an experiment config's engine): the keys the options leave
+    unset are its own, unless ``--engine`` names another engine."""
     from clir.config import build
     from clir.pipeline.engine import EngineConfig
 
-    values = {"name": args.engine or default, "workers": args.workers, "address": args.address}
+    given = {"name": args.engine, "workers": args.workers, "address": args.address}
+    values = config.to_dict() if config is not None and args.engine in (None, config.name) else {}
+    values.update({key: value for key, value in given.items() if value is not None})
     return build(EngineConfig, values, "the command line's --engine, --workers and --address")
 
 
@@ -1173,9 +1179,9 @@ def _experiment(args: argparse.Namespace) -> int:
 
     config = load_experiment(args.config)
     if (args.engine, args.workers, args.address) != (None, None, None):  # else the config's engine
-        # --workers alone on a config of the ray engine had been refused as "the local engine's"
-        default = config.engine.name if config.engine else "local"
-        config = dataclasses.replace(config, engine=_engine_config(args, default=default))
+        # --workers alone on a config of the ray engine had been refused as "the local engine's",
+        # and had dropped the config's address (a local Ray instance instead of its cluster)
+        config = dataclasses.replace(config, engine=_engine_config(args, config.engine))
     results = run_experiment(
         config,
         args.out,
@@ -1354,7 +1360,7 @@ def _compare(args: argparse.Namespace) -> int:
                 ]
             )
         widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
-        print(f"{measure} ({first[measure].n_queries} queries)")
+        print(f"{measure} ({first[measure].n_queries} quer{'y' if first[measure].n_queries == 1 else 'ies'})")
         for row in [header, *rows]:
             cells = [row[0].ljust(widths[0])] + [
                 cell.rjust(w) for cell, w in zip(row[1:], widths[1:], strict=True)

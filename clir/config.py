@@ -39,6 +39,8 @@ import json
 import math
 import operator
 import re
+import reprlib
+import sys
 import types
 import typing
 from collections.abc import Callable, Collection, Iterator, Mapping
@@ -165,6 +167,18 @@ Seed = Annotated[int, Range(ge=0, le=2**32 - 1)]
 
 # ----------------------------------------------------------------------------- sections
 
+_SHOWN = reprlib.Repr()
+_SHOWN.maxlevel = 2
+_SHOWN.maxlist = _SHOWN.maxtuple = _SHOWN.maxdict = _SHOWN.maxset = _SHOWN.maxfrozenset = 10
+_SHOWN.maxstring = _SHOWN.maxlong = _SHOWN.maxother = 10_000
+
+
+def shown(value: Any) -> str:
+    """``repr(value)`` for an error message, its containers cut to 10 items and 2 levels: YAML
+    aliases nest 10**9 items in a file of 300 bytes (the "billion laughs"), whose repr had run
+    for minutes, taking gigabytes, before the error was raised."""
+    return _SHOWN.repr(value)
+
 
 class InvalidValueError(ConfigError):
     """A bad value under a config section (``source: key=value is invalid; expected ...``), its
@@ -172,7 +186,7 @@ class InvalidValueError(ConfigError):
 
     def __init__(self, source: str, key: str, value: Any, expected: str) -> None:
         self.key, self.value, self.expected = key, value, expected
-        super().__init__(f"{source}: {key}={value!r} is invalid; expected {expected}")
+        super().__init__(f"{source}: {key}={shown(value)} is invalid; expected {expected}")
 
 
 class Where(NamedTuple):
@@ -274,7 +288,7 @@ def build(cls: type[S], values: Any, source: str, prefix: str = "") -> S:
     if values is None:
         values = {}
     if not isinstance(values, Mapping):
-        raise ConfigError(f"{source}: {where} must be a mapping, got {type(values).__name__} {values!r}")
+        raise ConfigError(f"{source}: {where} must be a mapping, got {type(values).__name__} {shown(values)}")
     names = [f.name for f in dataclasses.fields(cls) if f.init]  # type: ignore[arg-type]
     unknown = sorted(str(k) for k in values if k not in names)
     if unknown:
@@ -342,7 +356,8 @@ def check_arguments(
 
 class _UniqueKeyLoader(yaml.SafeLoader):
     """PyYAML's safe loader, except that a mapping may not repeat a key (PyYAML keeps the last
-    one silently, so ``optim:`` written twice would drop the first section)."""
+    one silently, so ``optim:`` written twice would drop the first section), a number such as
+    ``1e-3`` is a float (as in YAML 1.2 and JSON) and an integer too long to write is an error."""
 
 
 def _unique_mapping(loader: _UniqueKeyLoader, node: yaml.MappingNode, deep: bool = False) -> dict:
@@ -363,7 +378,26 @@ def _unique_mapping(loader: _UniqueKeyLoader, node: yaml.MappingNode, deep: bool
     return loader.construct_mapping(node, deep=deep)
 
 
+def _bounded_int(loader: _UniqueKeyLoader, node: yaml.ScalarNode) -> int:
+    """PyYAML's int, but one of more digits than Python writes (4,300) is a YAML error naming its
+    place: it had been an unexpected ValueError (decimal), or been read (hexadecimal, binary)
+    and failed when an error message named it."""
+    try:
+        value = loader.construct_yaml_int(node)
+        str(value)
+    except ValueError:
+        problem = f"an integer of more than {sys.get_int_max_str_digits()} digits"
+        raise yaml.constructor.ConstructorError(None, None, problem, node.start_mark) from None
+    return value
+
+
 _UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _unique_mapping)
+_UniqueKeyLoader.add_constructor("tag:yaml.org,2002:int", _bounded_int)
+# YAML 1.1 reads 1e-3 and 1.0e3 as strings: JSON's numbers too, so a config that save_config had
+# written as JSON (json.dump writes 1e-05) failed to load
+_UniqueKeyLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:float", re.compile(rf"^(?:{_YAML_STRING_NUMBER.pattern})$"), list("-+0123456789.")
+)
 
 
 def _yaml_error(path: Path, error: yaml.YAMLError) -> str:
@@ -428,7 +462,7 @@ def _convert(hint: Any, value: Any, source: str, key: str, finite: bool = True) 
     """``value`` checked against ``hint`` (see the module docstring), as the hinted type."""
 
     def wrong(expected: str) -> ConfigError:
-        return ConfigError(f"{source}: {key} must be {expected}, got {type(value).__name__} {value!r}")
+        return ConfigError(f"{source}: {key} must be {expected}, got {type(value).__name__} {shown(value)}")
 
     origin = typing.get_origin(hint)
     args = typing.get_args(hint)
@@ -568,4 +602,5 @@ __all__ = [
     "build",
     "check_arguments",
     "load_yaml",
+    "shown",
 ]

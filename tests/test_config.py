@@ -271,6 +271,8 @@ def _with(path: str, value: Any) -> dict[str, Any]:
         ),
         ("embeddings.dim", True, "embeddings.dim must be an integer, got bool True"),
         ("embeddings.copies", 0, "embeddings.copies=0 is invalid"),
+        # gensim refused it at the space step, after the tables and baselines: "unexpected ValueError"
+        ("embeddings.negative", 0, r"embeddings.negative=0 is invalid; expected a value >= 1"),
         ("embeddings.sample", math.nan, "embeddings.sample must be a finite number, got float nan"),
         ("collection.n_test", "30", "collection.n_test must be an integer, got str '30'"),
         ("collection.passage_verses", 0, "collection.passage_verses must be a positive integer, got 0"),
@@ -290,6 +292,9 @@ def _with(path: str, value: Any) -> dict[str, Any]:
         ("systems.full.with_dense", True, "systems.full.with_dense=True is invalid; expected false, as"),
         ("systems.full.with_dense", 1, "systems.full.with_dense=1 is invalid; expected true or false"),
         ("systems.full", 3, "systems.full must be a mapping, got int 3"),
+        # `model:` with its keys commented out had replaced the base's model with the defaults
+        ("systems.full.model", None, r"systems.full.model=None is invalid; expected a mapping of the keys"),
+        ("systems.lexical-fusion.optim", None, r"systems.lexical-fusion.optim=None is invalid; expected a"),
         ("systems.full.model", {"interaction": "bert"}, r"systems.full.model.interaction='bert' is invalid"),
         ("weak.first_stage", "qt-foo", r"weak.first_stage='qt-foo' is invalid; expected '<mode>-<model>'"),
         ("weak.first_stage", ["qt-bm25", "x"], r"weak.first_stage\[1\]='x' is invalid"),
@@ -577,3 +582,58 @@ def test_mt_model_paths_are_read_beside_the_experiment_file(tmp_path, monkeypatc
         ConfigError, match=r"translation\.models\.sw\.to_en='configs/models/sw-en' is invalid"
     ):
         load_experiment(Path("configs") / "mt.yaml")
+
+
+def test_an_integer_too_long_to_write_is_a_yaml_error_naming_its_place(tmp_path, capsys):
+    """An integer of more than 4,300 digits had been an "unexpected ValueError" naming no file
+    (decimal), or been read (hexadecimal) and failed when its error message wrote it."""
+    from clir.cli import main
+    from clir.config import load_yaml
+
+    path = tmp_path / "x.yaml"
+    problem = "not valid YAML: an integer of more than 4300 digits"
+    for text, place in (
+        (f"optim: {{seed: 1{'0' * 5000}}}\n", "1:15"),
+        (f"optim:\n  seed: 0x{'f' * 5000}\n", "2:9"),
+    ):
+        path.write_text(text)
+        with pytest.raises(ConfigError, match=rf"^{re.escape(str(path))}:{place}: {problem}$"):
+            load_yaml(path)
+    argv = ["train", "--config", str(path), "--collection", "c", "--space", "s", "--out", str(tmp_path / "m")]
+    assert main(argv) == 2
+    assert capsys.readouterr().err == f"clir: error: {path}:2:9: {problem}\n"
+
+
+def test_a_number_with_an_exponent_is_a_float_so_a_config_saved_as_json_loads(tmp_path):
+    """YAML 1.1 reads 1e-05 as a string: a config that save_config wrote as JSON (json.dump writes
+    1e-05) failed to load ("optim.lr must be a number"), and so did 1e-3 written by hand."""
+    from clir.training import OptimConfig, save_config
+
+    config = TrainConfig(optim=OptimConfig(lr=1e-5, weight_decay=2e-7))
+    assert load_config(save_config(config, tmp_path / "saved.json")) == config
+    (tmp_path / "x.yaml").write_text("optim: {lr: 1e-3, weight_decay: 1.0e2, margin: .5E+1}\n")
+    optim = load_config(tmp_path / "x.yaml").optim
+    assert (optim.lr, optim.weight_decay, optim.margin) == (0.001, 100.0, 5.0)
+    (tmp_path / "x.yaml").write_text("optim: {lr: '1e-3'}\n")  # a string, quoted, is still one
+    with pytest.raises(ConfigError, match=r"optim\.lr must be a number \(YAML reads 1e-3 as a string"):
+        load_config(tmp_path / "x.yaml")
+
+
+def test_an_error_names_a_nest_of_yaml_aliases_in_a_few_words(tmp_path):
+    """Aliases nest 10**k items in a file of a few hundred bytes (the "billion laughs"): an
+    error's repr of the value had run for minutes, taking gigabytes, with k = 9."""
+    nest = "&a0 [x, x, x, x, x, x, x, x, x, x]"
+    for k in range(1, 6):  # 10**6 items: a repr of 5 MB
+        nest = f"&a{k} [{nest}, " + ", ".join([f"*a{k - 1}"] * 9) + "]"
+    path = tmp_path / "x.yaml"
+    for text in (f"optim: {{lr: {nest}}}\n", f"optim: {nest}\n", f"optim: {{loss: {nest}}}\n"):
+        path.write_text(text)
+        with pytest.raises(ConfigError, match=rf"^{re.escape(str(path))}: optim") as error:
+            load_config(path)
+        assert len(str(error.value)) < 1000
+    config = _with("systems.full", {"pretrain": "x"})
+    path = _write(tmp_path, config)
+    path.write_text(path.read_text().replace("pretrain: x", f"pretrain: {nest}"))
+    with pytest.raises(ConfigError, match=r"systems\.full\.pretrain: no system \[\[\[\.\.\.\], ") as error:
+        load_experiment(path)
+    assert len(str(error.value)) < 1000

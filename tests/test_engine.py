@@ -210,6 +210,20 @@ def test_workers_on_the_command_line_keep_the_config_s_ray_engine(tmp_path, monk
     monkeypatch.setattr(experiment, "run_experiment", lambda config, *a, **k: seen.append(config) or {})
     main(["experiment", str(config), "--out", str(tmp_path / "out"), "--workers", "4", "--quiet"])
     assert seen[0].engine == EngineConfig("ray", 4)
+    # an option keeps the config's other keys (--workers had dropped the cluster's address: a
+    # local Ray instance ran instead), unless --engine names another engine
+    config.write_text("engine: {name: ray, address: auto, workers: 2}\n")
+    fake = lambda config, *a, **k: seen.append(config) or {"systems": {}}  # noqa: E731
+    monkeypatch.setattr(experiment, "run_experiment", fake)
+    argv = ["experiment", str(config), "--out", str(tmp_path / "out"), "--quiet"]
+    for options, engine in [
+        (["--workers", "4"], EngineConfig("ray", 4, "auto")),
+        (["--address", "h:1"], EngineConfig("ray", 2, "h:1")),
+        (["--engine", "ray"], EngineConfig("ray", 2, "auto")),
+        (["--engine", "local"], EngineConfig("local")),
+    ]:
+        assert main([*argv, *options]) == 0
+        assert seen.pop().engine == engine, options
 
 
 def test_engine_on_the_command_line_of_a_config_without_one(tmp_path, monkeypatch):

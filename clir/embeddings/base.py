@@ -52,7 +52,7 @@ class EmbeddingConfig(Section):
             a merged verse pair see the other language's words.
         min_count: Words rarer than this are dropped.
         epochs: Passes over the corpus.
-        negative: Negative samples per positive.
+        negative: Negative samples per positive (at least 1: the only training objective).
         sample: Down-sampling threshold of frequent words (gensim's default 1e-3; 1e-4 starves a
             Bible-sized corpus: all vectors stay near one direction and Procrustes fails).
         min_n: Shortest character n-gram (FastText only).
@@ -67,7 +67,7 @@ class EmbeddingConfig(Section):
     window: Annotated[int, Range(ge=1, le=10_000)] = 5  # gensim's worker threads overflow beyond int32
     min_count: PositiveInt = 2
     epochs: PositiveInt = 10
-    negative: NonNegativeInt = 5
+    negative: PositiveInt = 5  # 0 had been refused by gensim at the space step (hs is never on)
     sample: Annotated[float, Range(ge=0)] = 1e-3
     min_n: int = 3
     max_n: int = 6

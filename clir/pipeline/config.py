@@ -23,6 +23,7 @@ from clir.config import (
     Where,
     build,
     load_yaml,
+    shown,
 )
 from clir.datasets.bible import BibleCollectionBuilder, BibleConfig, parse_pair
 from clir.datasets.splits import SPLITS
@@ -358,7 +359,7 @@ class ExperimentConfig(Section):
         start = overrides.pop("pretrain", None)
         if start is not None and (not isinstance(start, str) or start not in self.systems):
             raise ConfigError(
-                f"{where.source}: {where.prefix}{key}pretrain: no system {start!r} "
+                f"{where.source}: {where.prefix}{key}pretrain: no system {shown(start)} "
                 f"(the config has {sorted(self.systems)})"
             )
         if "data" in overrides:
@@ -371,6 +372,11 @@ class ExperimentConfig(Section):
                 f"{where.source}: {where.prefix}{key}ensemble: the seeds of system 'full' are the "
                 f"experiment's ensemble_seeds ({list(self.ensemble_seeds)}); set ensemble_seeds instead"
             )
+        # a section left null (`model:`, its keys commented out) had taken every default, silently
+        for name in (f.name for f in fields(TrainConfig)):
+            if overrides.get(name, {}) is None and isinstance(getattr(self.reranker, name), Section):
+                expected = f"a mapping of the keys to override (null replaced the base reranker's {name})"
+                raise where.error(key + name, None, expected)
         merged = _merge(self.reranker.to_dict(), overrides)
         if system == "full":
             merged = _merge(merged, {"ensemble": {"seeds": list(self.ensemble_seeds)}})
