@@ -1283,6 +1283,7 @@ def _finite(values: dict) -> dict:
 
 def _compare(args: argparse.Namespace) -> int:
     from clir.evaluation import SignificanceConfig, compare_runs, format_p, summed
+    from clir.evaluation.significance import BOOTSTRAP_SAMPLES
     from clir.formats import read_run
     from clir.formats.atomic import same_file
 
@@ -1301,6 +1302,8 @@ def _compare(args: argparse.Namespace) -> int:
         raise ConfigError(
             f"nothing to compare: give at least two RUNs (the baseline {baseline} is the only one)"
         )
+    if args.interval != "bootstrap" and args.bootstrap_samples != BOOTSTRAP_SAMPLES:  # had been ignored
+        raise ConfigError(f"--bootstrap-samples with --interval {args.interval}: only bootstrap resamples")
     config = SignificanceConfig(
         correction=args.correction,
         alpha=args.alpha,

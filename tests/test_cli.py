@@ -220,6 +220,28 @@ def test_compare_refuses_a_single_run_and_a_repeated_run(three_runs, capsys):
     assert "argument --alpha: must be a number in (0, 1), got '1'" in capsys.readouterr().err
 
 
+def test_settings_that_would_change_nothing_are_refused(three_runs, capsys):
+    """--bootstrap-samples with the t interval, and FastText's n-gram settings with word2vec,
+    had been ignored: the output was the default's."""
+    from clir.config import build
+    from clir.embeddings import EmbeddingConfig
+    from clir.evaluation import SignificanceConfig
+
+    runs, qrels = three_runs
+    argv = ["compare", runs["base"], runs["half"], qrels, "--bootstrap-samples", "500"]
+    assert main([*argv, "--interval", "t"]) == 2
+    assert "clir: error: --bootstrap-samples with --interval t: only bootstrap resamples" in (
+        capsys.readouterr().err
+    )
+    assert main(argv) == 0
+    with pytest.raises(ConfigError, match=r"x.yaml: bootstrap_samples=500 is invalid; expected 10000 \(the"):
+        build(SignificanceConfig, {"interval": "t", "bootstrap_samples": 500}, "x.yaml")
+    for key, value in (("min_n", 2), ("max_n", 5), ("bucket", 1000)):
+        with pytest.raises(ConfigError, match=rf"x.yaml: {key}={value} is invalid; expected .* only the 'fast"):
+            build(EmbeddingConfig, {"method": "word2vec", key: value}, "x.yaml")
+        build(EmbeddingConfig, {"method": "fasttext", key: value, "min_n": 2}, "x.yaml")
+
+
 def test_compare_takes_its_options_among_the_runs_and_the_qrels(three_runs, capsys):
     """argparse ended ``RUN [RUN ...]`` at the first option and refused the rest: ``compare A B
     --json QRELS`` was 'unrecognized arguments: QRELS'."""

@@ -36,6 +36,10 @@ PIVOT = "en"
 """The language every space is aligned to."""
 
 
+SUBWORD_DEFAULTS = {"min_n": 3, "max_n": 6, "bucket": 200_000}
+"""The defaults of FastText's n-gram settings, the only values another method takes."""
+
+
 @dataclass(frozen=True)
 class EmbeddingConfig(Section):
     """How static word vectors are trained (gensim skip-gram).
@@ -55,9 +59,9 @@ class EmbeddingConfig(Section):
         negative: Negative samples per positive (at least 1: the only training objective).
         sample: Down-sampling threshold of frequent words (gensim's default 1e-3; 1e-4 starves a
             Bible-sized corpus: all vectors stay near one direction and Procrustes fails).
-        min_n: Shortest character n-gram (FastText only).
-        max_n: Longest character n-gram (FastText only).
-        bucket: Hash buckets of the n-grams (FastText only).
+        min_n: Shortest character n-gram (FastText only: word2vec takes only the default).
+        max_n: Longest character n-gram (FastText only, likewise).
+        bucket: Hash buckets of the n-grams (FastText only, likewise).
         seed: Random seed (initial vectors, sampling, the joint corpus's shuffles).
         workers: gensim worker threads (1 = deterministic).
     """
@@ -69,15 +73,20 @@ class EmbeddingConfig(Section):
     epochs: PositiveInt = 10
     negative: PositiveInt = 5  # 0 had been refused by gensim at the space step (hs is never on)
     sample: Annotated[float, Range(ge=0)] = 1e-3
-    min_n: int = 3
-    max_n: int = 6
-    bucket: PositiveInt = 200_000
+    min_n: int = SUBWORD_DEFAULTS["min_n"]
+    max_n: int = SUBWORD_DEFAULTS["max_n"]
+    bucket: PositiveInt = SUBWORD_DEFAULTS["bucket"]
     seed: Seed = 0
     workers: PositiveInt = 1
 
     def check(self, where: Where) -> None:
         if self.method == "fasttext" and not 1 <= self.min_n <= self.max_n:
             raise where.error("min_n", self.min_n, f"1 <= min_n <= max_n (max_n={self.max_n})")
+        if self.method != "fasttext":  # word2vec has no n-grams: the settings had been ignored
+            for name, default in SUBWORD_DEFAULTS.items():
+                if getattr(self, name) != default:
+                    expected = f"{default} (the default): only the 'fasttext' method has character n-grams"
+                    raise where.error(name, getattr(self, name), expected)
 
 
 @dataclass(frozen=True)

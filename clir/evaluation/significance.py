@@ -37,7 +37,7 @@ from typing import Annotated
 import numpy as np
 from scipy import stats
 
-from clir.config import OneOf, PositiveInt, Range, Section, Seed
+from clir.config import OneOf, PositiveInt, Range, Section, Seed, Where
 from clir.errors import ConfigError
 from clir.evaluation.aqwv import AQWVConfig
 from clir.evaluation.measures import DEFAULT_MEASURES, _per_query, aggregate, summed
@@ -54,6 +54,8 @@ CORRECTIONS = ("holm", "bonferroni", "none")
 
 INTERVALS = ("bootstrap", "t")
 """Confidence intervals of :func:`confidence_interval`."""
+BOOTSTRAP_SAMPLES = 10_000
+"""The default of ``bootstrap_samples``, the one value the ``t`` interval takes."""
 
 
 @dataclass(frozen=True)
@@ -68,7 +70,8 @@ class SignificanceConfig(Section):
         interval: Confidence interval of a difference: ``bootstrap`` (paired, percentile) or
             ``t`` (paired t).
         confidence: Coverage of the interval.
-        bootstrap_samples: Resamples of the bootstrap interval.
+        bootstrap_samples: Resamples of the bootstrap interval (the ``t`` interval takes only the
+            default, 10,000).
         seed: Seed of the randomization test and of the bootstrap.
     """
 
@@ -77,8 +80,13 @@ class SignificanceConfig(Section):
     permutations: PositiveInt = 10_000
     interval: Annotated[str, OneOf(INTERVALS)] = "bootstrap"
     confidence: Annotated[float, Range(gt=0, lt=1)] = 0.95
-    bootstrap_samples: PositiveInt = 10_000
+    bootstrap_samples: PositiveInt = BOOTSTRAP_SAMPLES
     seed: Seed = 0
+
+    def check(self, where: Where) -> None:
+        if self.interval != "bootstrap" and self.bootstrap_samples != BOOTSTRAP_SAMPLES:  # was ignored
+            expected = f"{BOOTSTRAP_SAMPLES} (the default): only the 'bootstrap' interval resamples"
+            raise where.error("bootstrap_samples", self.bootstrap_samples, expected)
 
 
 @dataclass(frozen=True)
