@@ -51,11 +51,16 @@ def _topics(args: argparse.Namespace, tsv_only: bool = False) -> list:
     from clir.formats.layouts import read_topics_as, sniff_format
 
     fields = {name: getattr(args, name, None) for name in _TOPIC_FIELDS}
-    queries = (
-        read_topics(args.topics)
-        if tsv_only
-        else read_topics_as(args.topics, sniff_format(args.topics, "topics"), **fields)
-    )
+    layout = "tsv" if tsv_only else sniff_format(args.topics, "topics")
+    unread = {"tsv": _TOPIC_FIELDS, "trec": ("qid_field",)}.get(layout, ())
+    if given := ["--" + name.replace("_", "-") for name in unread if fields[name] is not None]:
+        what = (  # they had been ignored: --query-field description searched a TSV file's titles
+            "a field of JSONL or TREC topics, but --topics {} is TSV, read by column (qid, text, description)"
+            if layout == "tsv"
+            else "a field of JSONL topics, but --topics {} is TREC topics (qid: number attribute or <num>)"
+        )
+        raise ConfigError(f"{' and '.join(given)}: {what.format(args.topics)}")
+    queries = read_topics(args.topics) if tsv_only else read_topics_as(args.topics, layout, **fields)
     if not queries:
         raise FormatError(args.topics, None, "holds no topic")
     return queries

@@ -100,6 +100,22 @@ def test_bundle_layout_and_model_card(trained, tmp_path):
         Bundle.from_pretrained("nobody/no-such-clir-bundle")
 
 
+@pytest.mark.parametrize("analyzers", [["en", "sw"], {"en": "stopwords", "sw": {}}, None])
+def test_a_bundle_whose_analyzers_are_no_mapping_names_its_config(analyzers, trained, tmp_path, capsys):
+    """A bundle's config.json whose analyzers was a list failed in clir search as "unexpected
+    AttributeError: 'list' object has no attribute 'items'", naming no file."""
+    root, _, _, _, bundle = trained
+    damaged = tmp_path / "damaged"
+    shutil.copytree(bundle, damaged)
+    config = json.loads((damaged / "config.json").read_text())
+    (damaged / "config.json").write_text(json.dumps({**config, "analyzers": analyzers}))
+    argv = ["search", "--bundle", str(damaged), "--collection", str(root / "sw"), "--query", "water"]
+    assert main([*argv, "--no-index-cache"]) == 2
+    assert capsys.readouterr().err.startswith(
+        f"clir: error: {damaged / 'config.json'}: analyzers must be {{language: settings}}, got "
+    )
+
+
 def _files(root):
     return sorted(p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file())
 

@@ -237,7 +237,7 @@ def test_settings_that_would_change_nothing_are_refused(three_runs, capsys):
     with pytest.raises(ConfigError, match=r"x.yaml: bootstrap_samples=500 is invalid; expected 10000 \(the"):
         build(SignificanceConfig, {"interval": "t", "bootstrap_samples": 500}, "x.yaml")
     for key, value in (("min_n", 2), ("max_n", 5), ("bucket", 1000)):
-        with pytest.raises(ConfigError, match=rf"x.yaml: {key}={value} is invalid; expected .* only the 'fast"):
+        with pytest.raises(ConfigError, match=rf"x.yaml: {key}={value} is invalid; expected .* only the 'f"):
             build(EmbeddingConfig, {"method": "word2vec", key: value}, "x.yaml")
         build(EmbeddingConfig, {"method": "fasttext", key: value, "min_n": 2}, "x.yaml")
 
@@ -554,6 +554,33 @@ def test_topics_fields_are_named_by_the_options_the_error_names(command, tmp_pat
     with pytest.raises(SystemExit):  # an option given where it cannot apply is refused
         main([*argv[:-2], *instead, "--qid-field", "_id"])
     assert "--qid-field has no effect without --topics" in capsys.readouterr().err
+    assert not (tmp_path / "out.run").exists()
+
+
+@pytest.mark.parametrize("command", ["dense", "search"])
+@pytest.mark.parametrize(
+    ("text", "option", "expected"),
+    [
+        ("q1\twater\tdrink\n", "--query-field", "a field of JSONL or TREC topics, but --topics {} is TSV"),
+        ("q1\twater\n", "--qid-field", "a field of JSONL or TREC topics, but --topics {} is TSV"),
+        ('<top number="q1"><title>water</title></top>\n', "--qid-field", "a field of JSONL topics, but"),
+    ],
+)
+def test_topics_field_options_a_layout_has_no_field_for_are_refused(
+    command, text, option, expected, tmp_path, capsys
+):
+    """clir search --topics topics.test.tsv --query-field description searched the titles: the
+    field options were ignored silently for a TSV file (read by column), --qid-field for TREC
+    topics (the qid is the number attribute or <num>)."""
+    topics = tmp_path / "topics.txt"
+    topics.write_text(text)
+    collection = tmp_path / "c"
+    queries = {"test": [Query("q1", "water")]}
+    Collection("c", "sw", "en", [Document("d1", "maji")], queries, {"q1": {"d1": 1}}).save(collection)
+    given = {"dense": ["--cache", str(tmp_path / "e5")], "search": ["--bundle", str(tmp_path / "b")]}[command]
+    argv = [command, *given, "--collection", str(collection), "--topics", str(topics)]
+    assert main([*argv, "--out", str(tmp_path / "out.run"), option, "description"]) == 2
+    assert capsys.readouterr().err.startswith(f"clir: error: {option}: {expected.format(topics)}")
     assert not (tmp_path / "out.run").exists()
 
 

@@ -92,6 +92,11 @@ class Bundle:
         keys = ("query_lang", "doc_lang", "analyzers", "first_stage", "candidates", "depth")
         if missing := [key for key in keys if key not in config]:
             raise FormatError(path / CONFIG_FILE, None, f"lacks {missing}: not a whole bundle's config")
+        analyzers = config["analyzers"]  # a list had failed as "unexpected AttributeError", no file named
+        if not isinstance(analyzers, dict) or not all(isinstance(v, dict) for v in analyzers.values()):
+            raise FormatError(
+                path / CONFIG_FILE, None, f"analyzers must be {{language: settings}}, got {_shown(analyzers)}"
+            )
         load_models(path / "reranker")  # fails now, naming the file, if a member is damaged
         for lang, saved in config["analyzers"].items():
             with warnings.catch_warnings():  # "no stopwords known for 'ny'" is said when it is used
