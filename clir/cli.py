@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
+import io
 import json
 import logging
 import math
@@ -2239,6 +2240,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     """
     args = build_parser().parse_args(argv)
     debug = args.debug or os.environ.get(DEBUG_ENV, "") not in ("", "0")
+    for stream in (sys.stdout, sys.stderr):  # a word the terminal cannot encode had been a crash
+        if isinstance(stream, io.TextIOWrapper) and stream.errors == "strict":
+            stream.reconfigure(errors="backslashreplace")
     shown = warnings.showwarning
     if not debug:
         warnings.showwarning = _show_warning

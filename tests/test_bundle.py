@@ -5,9 +5,11 @@ language it was not trained on (zero-shot) once that collection's tables can be 
 from __future__ import annotations
 
 import dataclasses
+import io
 import json
 import re
 import shutil
+import sys
 import warnings
 
 import numpy as np
@@ -271,6 +273,19 @@ def test_search_refuses_parallel_text_it_would_not_learn_from(trained, tmp_path,
     assert not (tmp_path / "sw.run").exists()
 
 
+def test_search_prints_what_the_terminal_cannot_encode_escaped(trained, monkeypatch):
+    """A snippet's "…" (or a Chichewa "ŵ") on a stdout that cannot encode it had been an
+    "unexpected UnicodeEncodeError" (PYTHONIOENCODING=ascii, a cp1252 file on Windows)."""
+    root, _, _, _, bundle = trained
+    out = io.TextIOWrapper(io.BytesIO(), encoding="ascii")
+    monkeypatch.setattr(sys, "stdout", out)
+    argv = ["search", "--bundle", str(bundle), "--collection", str(root / "sw"), "--no-index-cache"]
+    assert main([*argv, "--query", f"{EN[0]} {EN[1]}", "--k", "2", "--snippet", "10", "--quiet"]) == 0
+    out.flush()
+    lines = out.buffer.getvalue().decode("ascii").splitlines()
+    assert len(lines) == 2 and all(line.endswith("\\u2026") for line in lines)
+
+
 def test_rerank_tells_an_ensemble_from_one_of_its_seeds(trained, tmp_path, capsys):
     root, model, _, _, _ = trained
     argv = [
@@ -472,6 +487,8 @@ def test_search_keeps_the_index_until_the_collection_changes(trained, tmp_path, 
     changed.save(tmp_path / "changed")
     assert search(tmp_path / "changed")[1] == "clir search: [run]    index\n" and len(built) == 4
     assert len(list((tmp_path / "cache" / "steps").glob("index-*"))) == 2
+    # the indexes only: each query's candidates' id tables had been kept too, two files a query
+    assert not list((tmp_path / "cache").glob("id-tables/*"))
 
 
 @pytest.mark.parametrize(

@@ -141,7 +141,9 @@ class Bundle:
                 so the reranker sees its usual candidates whatever ``k``).
             tables_dir: Tables for a collection in another language (see :meth:`tables_for`).
             index_cache: Directory keeping the collection's indexes between calls
-                (:meth:`~clir.pipeline.features.CollectionFeatures.cached`); ``None``: index anew.
+                (:meth:`~clir.pipeline.features.CollectionFeatures.cached`; not the candidates'
+                id tables, which :func:`~clir.pipeline.features.rerank_collection` keeps for a
+                split reranked again); ``None``: index anew.
             log: Receives the index cache's line.
 
         Raises:
@@ -166,6 +168,7 @@ class Bundle:
             k=max(k, 1000),
             index_cache=index_cache,
             log=log,
+            keep_id_tables=False,  # per query: the cache had grown by two files a query
         )
         return {qid: dict(ranked(docs)[:k]) for qid, docs in run.items()}
 

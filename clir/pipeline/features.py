@@ -1068,6 +1068,7 @@ def rerank_collection(
     engine: Engine = LOCAL,
     stages: str | Path | None = None,
     as_parts: bool = False,
+    keep_id_tables: bool = True,
 ) -> Run | Iterator[RunArrays]:
     """``clir rerank``: rerank a first-stage run of a collection's split with a trained model or
     ensemble (zero-shot when the collection's language differs from the training one).
@@ -1104,6 +1105,9 @@ def rerank_collection(
         as_parts: Return the run as :func:`~clir.training.ensemble.rerank_parts` gives it
             (:class:`~clir.formats.runs.RunArrays` in the file's order, scored as they are
             asked for: what ``clir rerank`` writes as they come, without the dictionaries).
+        keep_id_tables: With ``index_cache``, keep the candidates' id tables there too (worth
+            it for a split reranked again; ``False`` for ad-hoc queries, whose candidates
+            recur rarely: ``clir search`` kept two files a query, never pruned).
 
     Without ``index_cache``, only the candidates are analyzed and translated for the features
     (their df and N are the collection's, read from the stages' indexes:
@@ -1183,5 +1187,9 @@ def rerank_collection(
         options=options,
         progress=config.progress,
         scorer=pair_scorer(engine),
-        cache=None if index_cache is None else output_directory(index_cache, kind="experiment") / "id-tables",
+        cache=(
+            output_directory(index_cache, kind="experiment") / "id-tables"
+            if index_cache is not None and keep_id_tables
+            else None
+        ),
     )
