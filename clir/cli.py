@@ -49,11 +49,11 @@ def _topics(args: argparse.Namespace, tsv_only: bool = False) -> list:
         FormatError: If the file holds no topic (an empty run would follow, silently).
     """
     from clir.formats import read_topics
-    from clir.formats.layouts import read_topics_as, sniff_format
+    from clir.formats.layouts import TOPIC_FIELDS, read_topics_as, sniff_format
 
     fields = {name: getattr(args, name, None) for name in _TOPIC_FIELDS}
     layout = "tsv" if tsv_only else sniff_format(args.topics, "topics")
-    unread = {"tsv": _TOPIC_FIELDS, "trec": ("qid_field",)}.get(layout, ())
+    unread = [name for name in _TOPIC_FIELDS if name not in TOPIC_FIELDS[layout]]
     if given := ["--" + name.replace("_", "-") for name in unread if fields[name] is not None]:
         what = (  # they had been ignored: --query-field description searched a TSV file's titles
             "a field of JSONL or TREC topics, but --topics {} is TSV, read by column (qid, text, description)"

@@ -486,6 +486,37 @@ def test_every_doc_lang_option_is_a_language_code(tmp_path, capsys, argv):
     )
 
 
+def test_field_options_no_imported_file_reads_are_refused(tmp_path, capsys):
+    """--query-field / --qid-field / --description-field for topics whose layouts have no such
+    field, and --docno-field / --text-field for TSV documents, had been ignored, silently."""
+    files = write_user_files(tmp_path / "mine")
+    (tmp_path / "docs.tsv").write_text("d1\tmbwa anakula nyama\nd2\tmtoto analala\nd3\tpaka\n")
+    (tmp_path / "dev.tsv").write_text("501\tcat\n")
+    (tmp_path / "dev.jsonl").write_text('{"qid": "501", "title": "cat"}\n')
+    argv = ["data", "import", "--documents", str(tmp_path / "docs.tsv"), "--qrels", str(files["qrels.tsv"]),
+            "--doc-lang", "sw", "--out", str(tmp_path / "c")]  # fmt: skip
+    trec, tsv, jsonl = (
+        "test=" + str(files["topics.txt"]),
+        f"dev={tmp_path / 'dev.tsv'}",
+        f"dev={tmp_path / 'dev.jsonl'}",
+    )
+    layouts = "have none (TSV is read by column: qid, text, description; a TREC topic's qid is its number"
+    for options, message in (
+        (["--topics", tsv, "--query-field", "description"], "--query-field names a field that no --topics "
+         f"file has: their layouts (tsv) {layouts}"),
+        (["--topics", trec, tsv, "--qid-field", "id"], "--qid-field names a field that no --topics file "
+         f"has: their layouts (trec, tsv) {layouts}"),
+        (["--topics", trec, "--docno-field", "_id"], f"--docno-field / --text-field name JSON fields, but "
+         f"--documents {tmp_path / 'docs.tsv'} is TSV, read by column (docno, text)"),
+    ):  # fmt: skip
+        assert main([*argv, *options]) == 2
+        assert f"clir: error: {message}" in capsys.readouterr().err
+        assert not (tmp_path / "c").exists()
+    # a field one of the files reads: taken
+    assert main([*argv, "--topics", trec, jsonl, "--query-field", "title"]) == 0
+    assert Collection.load(tmp_path / "c").split("dev") == [Query("501", "cat")]
+
+
 def test_a_lone_surrogate_in_imported_jsonl_names_the_file_line_and_field(tmp_path, capsys):
     """clir data import of JSONL text with a "\\ud800" escape said only "unexpected UnicodeEncodeError"."""
     docs, topics, qrels = tmp_path / "docs.jsonl", tmp_path / "t.jsonl", tmp_path / "q.txt"

@@ -21,9 +21,9 @@ from typing import Annotated, Any
 from clir.config import NonEmpty, OneOf, Section
 from clir.datasets.collection import save_collection
 from clir.datasets.irds import ir_dataset_parts
-from clir.errors import FormatError
+from clir.errors import ConfigError, FormatError
 from clir.formats import read_parallel
-from clir.formats.layouts import iter_documents_as, read_qrels_as, read_topics_as, sniff_format
+from clir.formats.layouts import TOPIC_FIELDS, iter_documents_as, read_qrels_as, read_topics_as, sniff_format
 from clir.types import Document, Qrels, Query
 
 
@@ -70,13 +70,21 @@ def read_topic_files(
     Raises:
         FormatError: On a bad file, or a qid in two splits' files.
     """
+    layouts = {split: _layout(path, config.topics_layout, "topics") for split, path in topics.items()}
+    for name in ("qid_field", "query_field", "description_field"):  # ignored, silently, until 2026-12-07
+        if getattr(config, name) is not None and not any(name in TOPIC_FIELDS[x] for x in layouts.values()):
+            raise ConfigError(
+                f"--{name.replace('_', '-')} names a field that no --topics file has: their layouts "
+                f"({', '.join(sorted(set(layouts.values())))}) have none (TSV is read by column: qid, "
+                "text, description; a TREC topic's qid is its number attribute or <num>)"
+            )
     queries: dict[str, list[Query]] = {}
     owner: dict[str, tuple[str, Path]] = {}
     for split, path in topics.items():
         path = Path(path)
         queries[split] = read_topics_as(
             path,
-            _layout(path, config.topics_layout, "topics"),
+            layouts[split],
             qid_field=config.qid_field,
             query_field=config.query_field,
             description_field=config.description_field,
@@ -149,6 +157,15 @@ def import_collection(
         The collection's statistics.
     """
     layout = _layout(documents, config.documents_layout, "documents")
+    defaults = ImportConfig()
+    if layout == "tsv" and (config.docno_field, config.text_fields) != (
+        defaults.docno_field,
+        defaults.text_fields,
+    ):
+        raise ConfigError(  # ignored, silently, until 2026-12-07
+            f"--docno-field / --text-field name JSON fields, but --documents {documents} is TSV, read by "
+            "column (docno, text)"
+        )
     source = {"documents": str(documents), "topics": {s: str(p) for s, p in topics.items()}}
     source["qrels"] = [str(p) for p in qrels]
     if parallel is not None:

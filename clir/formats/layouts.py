@@ -31,6 +31,14 @@ from clir.types import Document, Qrels, Query
 FORMATS = ("jsonl", "tsv", "trec")
 """File layouts: ``trec`` is TREC topic SGML / XML for topics and TREC qrels for qrels."""
 
+TOPIC_FIELDS: dict[str, tuple[str, ...]] = {
+    "jsonl": ("qid_field", "query_field", "description_field"),
+    "trec": ("query_field", "description_field"),
+    "tsv": (),
+}
+"""The field settings of :func:`read_topics_as` each topics layout reads: TSV is read by column
+(qid, text, description), a TREC topic's qid is its ``number`` attribute or ``<num>``."""
+
 
 _JSON_ARRAY = re.compile(r"\[\s*(\{|\]|$)")
 _TREC_DOC = re.compile(r"<doc[\s>]", re.IGNORECASE)
