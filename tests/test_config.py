@@ -10,6 +10,7 @@ import math
 import re
 import string
 import tempfile
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any
@@ -278,6 +279,8 @@ def _with(path: str, value: Any) -> dict[str, Any]:
         ("collection.passage_verses", 0, "collection.passage_verses must be a positive integer, got 0"),
         ("collection.collection_books", [8, 43], r"collection.books \[43\] are in both parallel_books"),
         ("collection.parallel_books", [70], r"collection.parallel_books must hold book numbers 1-66"),
+        # the tables step had failed, naming options of other commands (--tables, --parallel)
+        ("collection.parallel_books", [], r"collection.parallel_books=\[\] is invalid; expected at least"),
         ("baselines.models", ["bm26"], r"baselines.models\[0\]='bm26' is invalid; expected one of"),
         ("baselines.model_params", {"ql": {"mu": -1}}, "baselines.model_params.ql: mu must be > 0, got -1"),
         ("baselines.psq_cumulative", math.inf, "baselines.psq_cumulative must be a finite number"),
@@ -311,6 +314,16 @@ def test_bad_experiment_configs_fail_at_load_naming_file_and_key(tmp_path, path,
     config_file = _write(tmp_path, _with(path, value))
     with pytest.raises(ConfigError, match=rf"^{re.escape(str(tmp_path))}/exp\.yaml: {message}"):
         load_experiment(config_file)
+
+
+def test_an_experiment_evaluated_on_its_training_queries_is_warned_about(tmp_path):
+    """`split: train` was accepted without a word: the report's numbers were of the queries the
+    rerankers had trained on."""
+    with pytest.warns(UserWarning, match=r"exp\.yaml: split 'train': the report evaluates the queries the"):
+        load_experiment(_write(tmp_path, _with("split", "train")))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        load_experiment(_write(tmp_path, _with("split", "dev")))  # the dev queries: a user's choice
 
 
 def test_a_space_of_unaligned_vectors_is_refused_for_components_across_languages(tmp_path):

@@ -4,6 +4,7 @@ sections (:mod:`clir.config`) checked whole, every system included, before any s
 from __future__ import annotations
 
 import copy
+import warnings
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Annotated, Any
@@ -239,6 +240,14 @@ class ExperimentConfig(Section):
         for key, pair in pairs:
             with where.context(f"{key}={pair!r}: "):
                 BibleCollectionBuilder(parse_pair(pair)[1], progress=False, **self.collection.to_dict())
+        if not self.collection.parallel_books:  # the tables step had failed, naming CLI options
+            expected = "at least one book: the translation tables and the space learn from the parallel side"
+            raise where.error("collection.parallel_books", [], expected)
+        if self.split == "train":  # accepted without a word: the report's numbers are not held out
+            warnings.warn(
+                f"{where.source}: split 'train': the report evaluates the queries the rerankers train on",
+                stacklevel=2,
+            )
         sizes = self.collection.sizes()
         for split in dict.fromkeys(["train", "dev", self.split]):  # trained on train, stopped on dev
             if sizes[split] < 1:
