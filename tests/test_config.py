@@ -316,14 +316,21 @@ def test_bad_experiment_configs_fail_at_load_naming_file_and_key(tmp_path, path,
         load_experiment(config_file)
 
 
-def test_an_experiment_evaluated_on_its_training_queries_is_warned_about(tmp_path):
-    """`split: train` was accepted without a word: the report's numbers were of the queries the
-    rerankers had trained on."""
+def test_settings_that_mislead_are_warned_about(tmp_path):
+    """`split: train` was accepted without a word (the report's numbers were of the queries the
+    rerankers had trained on), and so were ensemble_seeds without a `full` system."""
     with pytest.warns(UserWarning, match=r"exp\.yaml: split 'train': the report evaluates the queries the"):
         load_experiment(_write(tmp_path, _with("split", "train")))
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         load_experiment(_write(tmp_path, _with("split", "dev")))  # the dev queries: a user's choice
+    # ensemble_seeds are full's: without it, a five-seed ensemble asked for trained nothing
+    values = _with("systems", {"lexical-fusion": {"model": {"components": []}}})
+    values["ensemble_seeds"] = [0, 1, 2]
+    with pytest.warns(
+        UserWarning, match=r"exp\.yaml: ensemble_seeds \[0, 1, 2\] are the seeds of system 'full'"
+    ):
+        load_experiment(_write(tmp_path, values))
 
 
 def test_a_space_of_unaligned_vectors_is_refused_for_components_across_languages(tmp_path):

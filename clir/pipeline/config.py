@@ -243,6 +243,13 @@ class ExperimentConfig(Section):
         if not self.collection.parallel_books:  # the tables step had failed, naming CLI options
             expected = "at least one book: the translation tables and the space learn from the parallel side"
             raise where.error("collection.parallel_books", [], expected)
+        if "full" not in self.systems and len(self.ensemble_seeds) > 1:  # trained nothing more
+            warnings.warn(
+                f"{where.source}: ensemble_seeds {list(self.ensemble_seeds)} are the seeds of system "
+                "'full', which the config does not train: they change nothing (an ensemble of another "
+                "system takes systems.<name>.ensemble.seeds)",
+                stacklevel=2,
+            )
         if self.split == "train":  # accepted without a word: the report's numbers are not held out
             warnings.warn(
                 f"{where.source}: split 'train': the report evaluates the queries the rerankers train on",
