@@ -462,6 +462,14 @@ def _data_irds(args: argparse.Namespace) -> int:
     return 0
 
 
+def _same_copy(path: Path, found: Mapping, expected: Mapping, what: str) -> None:
+    """Refuse a per-split copy (``path``, read as ``found``) that differs from what the collection
+    holds, query by query; ``what`` names the original, its ``{}`` the number that differ."""
+    differ = sorted(q for q in {*found, *expected} if found.get(q) != expected.get(q))
+    if differ:
+        raise FormatError(path, None, f"differs from {what.format(len(differ))}, e.g. {differ[:3]}")
+
+
 def _data_check(args: argparse.Namespace) -> int:
     from clir.datasets import Collection
     from clir.datasets.bible import pairs_on_collection_side
@@ -491,13 +499,7 @@ def _data_check(args: argparse.Namespace) -> int:
         else:  # no topics of that split: its queries' judgements are checked all the same
             warnings.warn(f"{path}: the collection has no topics of split {split!r}", stacklevel=1)
             expected = {q: collection.qrels[q] for q in found if q in collection.qrels}
-        differ = sorted(q for q in {*found, *expected} if found.get(q) != expected.get(q))
-        if differ:
-            raise FormatError(
-                path,
-                None,
-                f"differs from qrels.txt for {len(differ)} {split} quer(ies), e.g. {differ[:3]}",
-            )
+        _same_copy(path, found, expected, f"qrels.txt for {{}} {split} quer(ies)")
     # the TREC XML copies other toolkits read, each against its split's topics.<split>.tsv
     for path in sorted(Path(args.dir).glob("topics.*.xml")):
         split = path.name[len("topics.") : -len(".xml")]
@@ -506,13 +508,7 @@ def _data_check(args: argparse.Namespace) -> int:
             continue
         found = {q.qid: q for q in read_topics_as(path, "trec")}
         expected = {q.qid: q for q in collection.queries[split]}
-        differ = sorted(q for q in {*found, *expected} if found.get(q) != expected.get(q))
-        if differ:
-            raise FormatError(
-                path,
-                None,
-                f"differs from topics.{split}.tsv for {len(differ)} quer(ies), e.g. {differ[:3]}",
-            )
+        _same_copy(path, found, expected, f"topics.{split}.tsv for {{}} quer(ies)")
     print(json.dumps(collection.stats, indent=2))
     return 0
 
