@@ -146,3 +146,30 @@ def test_members_that_pool_alike_share_one_pooling(monkeypatch):
     # each pair pooled once for the first two; the third, alone in its pooling, computes its
     # features in its forward pass as without a cache
     assert sum(pooled) == sum(len(scores) for scores in alone[0])
+
+
+def test_a_windowed_member_scores_the_same_bits_alone_in_an_ensemble_and_without_a_cache():
+    """The windowed pooling (the default reranker's ``window: 10``) gave a permuted view, the
+    cache a contiguous copy, and the components' dense layers summed the two layouts in another
+    order: the same model scored the same pair up to 1e-7 apart alone (its own pooling) and
+    beside a member of its configuration (the shared cache), or on Ray workers (no cache)."""
+    from clir.training.ensemble import TrainedReranker, member_scores
+
+    config = tiny_config()
+    config.model.components = ["en_src", "en_en", "src_src", "src_en"]
+    config.model.shared_weights = False
+    config.model.interaction_kwargs = {**config.model.interaction_kwargs, "window": 10}
+    data, _ = make_data(n_queries=12, seed=3)
+    space = make_space()
+    vocab = Vocabulary.build([data])
+    model = build_reranker(config, vocab.embedding_matrix(space), 1, seed=0).eval()
+    tensorizer = Tensorizer(vocab, data, config.data.max_query_len, config.data.max_doc_len)
+    index = tensorizer.candidates()
+    batch = tensorizer.gather(index)
+    with torch.no_grad():
+        assert torch.equal(model(batch), model(batch, PooledCache(model, tensorizer).lookup(index)))
+    member = TrainedReranker(model, config, data.feature_names)
+    alone = np.concatenate(member_scores([member], data, space=space)[0])
+    together = member_scores([member, member], data, space=space)
+    np.testing.assert_array_equal(np.concatenate(together[0]), alone)
+    np.testing.assert_array_equal(np.concatenate(together[1]), alone)

@@ -750,7 +750,9 @@ def _train_step(
         record_first_stage(work, config.baseline_config())  # its data steps' settings
 
     params = {**values.to_dict(), "with_dense": config.with_dense(system)}
-    params.pop("score_batch_size", None)  # pairs per forward pass of the dev scoring: not its scores
+    # score_batch_size stays when set (to_dict leaves it out unset: keys as before): a CPU batch is
+    # padded to its longest document, so another batch size moves scores in their last bits (the
+    # dev scores and the rerank step's runs, whose key holds this one); it had been left out
     if values.optim.init_from is not None:  # a retrained model at the same path is another start
         params["init_from_sha256"] = init_digest(values.optim.init_from)
     if config.train_on(system) != "labels":

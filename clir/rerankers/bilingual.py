@@ -372,7 +372,11 @@ class BilingualReranker(SavedModule, nn.Module):
                 len(q_views),
                 weights,
             )
-        return phi
+        # contiguous, as clir.training.pooled keeps them: the windowed pooling gave a permuted
+        # view, whose strided rows the components' dense layers summed in another order, so a
+        # model pooling for itself scored up to 1e-7 apart from the same model reading a cache
+        # (alone or in an ensemble, locally or on Ray workers: other scores of the same pair)
+        return phi.contiguous()
 
     def _term_weights(
         self,
