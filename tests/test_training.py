@@ -472,6 +472,18 @@ def test_resume_equals_uninterrupted_run(tmp_path):
     assert run_a == run_b
 
 
+def test_training_leaves_the_callers_random_generator_as_it_was(tmp_path):
+    """Each epoch seeds torch's global generator: a caller's draws after fit had depended on the
+    training (the same after every fit, whatever the caller had seeded)."""
+    space = make_space()
+    train, qrels = make_data(n_queries=6, seed=3)
+    torch.manual_seed(123)
+    expected = torch.rand(3)
+    torch.manual_seed(123)
+    Trainer(tiny_config(epochs=2, patience=0)).fit(train, None, qrels, tmp_path / "m", space=space)
+    assert torch.equal(torch.rand(3), expected)
+
+
 def test_a_training_killed_as_it_swaps_a_checkpoint_in_resumes_from_that_epoch(tmp_path, monkeypatch):
     """A kill -9 between the two renames of a checkpoint's save left no checkpoint, only its
     new and old versions under temporary names: the resume trained from epoch 1 again and the

@@ -189,13 +189,16 @@ def parameter_groups(model: BilingualReranker, config: TrainConfig) -> list[dict
 
 
 @contextmanager
-def deterministic() -> Any:
-    """``torch.use_deterministic_algorithms(True)`` for a block (warn-only), restoring the setting."""
+def deterministic(device: torch.device) -> Any:
+    """``torch.use_deterministic_algorithms(True)`` for a block (warn-only), restoring the setting,
+    and the states of torch's random generators (the CPU's, and ``device``'s on CUDA): the epochs
+    seed the global ones, which had left a caller's later draws depending on the training."""
     before = torch.are_deterministic_algorithms_enabled()
     warn_only = torch.is_deterministic_algorithms_warn_only_enabled()
     torch.use_deterministic_algorithms(True, warn_only=True)
     try:
-        yield
+        with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
+            yield
     finally:
         torch.use_deterministic_algorithms(before, warn_only=warn_only)
 
@@ -386,7 +389,7 @@ class Trainer:
         # the pooled kernel features of each pair, computed at its first use (clir.training.pooled)
         pooled = PooledCache(model, tensorizer, self.device)
         dev_pooled = PooledCache(model, dev_tensorizer, self.device) if dev_tensorizer else None
-        with deterministic():
+        with deterministic(self.device):
             for epoch in range(state.epoch + 1, cfg.optim.epochs + 1):
                 started = time.perf_counter()
                 loss, n_pairs = self._epoch(model, optimizer, tensorizer, qrels, epoch, pooled)
