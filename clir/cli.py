@@ -1263,14 +1263,16 @@ def _evaluate(args: argparse.Namespace) -> int:
         run, qrels, measures, aqwv=config, collection_size=size, run_name=str(args.run)
     )
     values = means(per_query)
+    qids = natural_order(next(iter(per_query.values())))  # q2 before q10, in the JSON too
     if args.json:
         payload: dict = dict(values)
-        if args.per_query:
-            payload["per_query"] = per_query
+        if args.per_query:  # its queries had come in qrels order (q1, q10, q2)
+            payload["per_query"] = {
+                name: {qid: by_qid[qid] for qid in qids} for name, by_qid in per_query.items()
+            }
         print(json.dumps(payload, indent=2))
         return 0
     if args.per_query:
-        qids = natural_order(next(iter(per_query.values())))  # q2 before q10
         rows = {qid: {name: per_query[name][qid] for name in values} for qid in qids}
         print(format_table(rows, list(values)))
         print()
@@ -1385,7 +1387,7 @@ def _compare(args: argparse.Namespace) -> int:
 # --------------------------------------------------------------------------- parser
 
 
-def _add_evaluation_options(parser: argparse.ArgumentParser) -> None:
+def _add_evaluation_options(parser: _Parser) -> None:
     parser.add_argument(
         "--metrics", nargs="+", metavar="M", help="measures, e.g. AP P@10 nDCG@10 R@1000 AQWV"
     )
@@ -1395,6 +1397,25 @@ def _add_evaluation_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--beta", type=float, default=40.0, help="AQWV's beta (default 40)")
     parser.add_argument("--cutoff", type=_positive, default=10, help="AQWV's fixed cutoff (default 10)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
+    # They had been ignored: AQWV left out, or only 'AQWV@5' / 'AQWV@oracle' asked.
+    parser.inapplicable("--beta", partial(_no_aqwv, "any"))
+    parser.inapplicable("--cutoff", partial(_no_aqwv, "plain"))
+
+
+def _no_aqwv(which: str, args: argparse.Namespace) -> str | None:
+    """The :meth:`_Parser.inapplicable` reason of ``--beta`` (``which="any"``: an AQWV measure
+    uses it) and ``--cutoff`` (``"plain"``: only ``AQWV`` does, ``AQWV@<k>`` and
+    ``AQWV@oracle`` set their own) of ``clir evaluate`` / ``compare``."""
+    if args.metrics is None:
+        if args.collection_size is None and args.collection is None:
+            return "without --collection-size or --collection: AQWV is left out"
+        return None
+    names = [name.strip().upper() for name in args.metrics]
+    if not any(name.startswith("AQWV") for name in names):
+        return "without an AQWV measure in --metrics"
+    if which == "plain" and "AQWV" not in names:
+        return "without AQWV in --metrics: AQWV@<k> and AQWV@oracle set their own cutoff"
+    return None
 
 
 CORRECTIONS = ("holm", "bonferroni", "none")

@@ -646,6 +646,39 @@ def test_aqwv_without_a_size_names_the_options_and_a_zero_cutoff_is_refused(tmp_
         measure_name("AQWV@0")
 
 
+@pytest.mark.parametrize("command", ["evaluate", "compare"])
+def test_aqwv_options_that_no_measure_uses_are_refused(tmp_path, capsys, command):
+    """--cutoff and --beta had been ignored without a word where no measure took them: AQWV
+    left out for want of a size, no AQWV in --metrics, or only AQWV@<k> / AQWV@oracle (which
+    set their own cutoff), so 'clir evaluate R Q --cutoff 5' printed no AQWV at all."""
+    (tmp_path / "a.run").write_text("q1 Q0 d1 1 2.0 t\nq1 Q0 d2 2 1.0 t\n")
+    (tmp_path / "a.qrels").write_text("q1 0 d1 1\n")
+    runs = [str(tmp_path / "a.run")] * (2 if command == "compare" else 1)
+    argv = [command, *runs, str(tmp_path / "a.qrels")]
+    if command == "compare":
+        (tmp_path / "b.run").write_text("q1 Q0 d2 1 2.0 t\n")
+        argv[2] = str(tmp_path / "b.run")
+    size = ["--collection-size", "10"]
+    for extra, message in (
+        (["--cutoff", "5"], "--cutoff has no effect without --collection-size or --collection"),
+        (["--beta", "20"], "--beta has no effect without --collection-size or --collection"),
+        ([*size, "--metrics", "AP", "--beta", "20"], "--beta has no effect without an AQWV measure"),
+        ([*size, "--metrics", "AQWV@oracle", "--cutoff", "5"], "AQWV@<k> and AQWV@oracle set their own"),
+    ):
+        with pytest.raises(SystemExit) as exit_:
+            main([*argv, *extra])
+        assert exit_.value.code == 2
+        assert message in capsys.readouterr().err
+    for extra in (
+        [*size, "--cutoff", "5", "--beta", "20"],
+        [*size, "--metrics", "AQWV@oracle", "--beta", "20"],
+        [*size, "--metrics", "AP", "AQWV", "--cutoff", "1"],
+        ["--metrics", "AP", "--cutoff", "10", "--beta", "40"],  # the defaults, given: nothing ignored
+    ):
+        assert main([*argv, *extra]) == 0, extra
+        capsys.readouterr()
+
+
 def test_data_check_reads_the_per_split_qrels_too(tmp_path, capsys):
     """clir data check read qrels.txt only, so a damaged qrels.test.txt (the file 'clir
     evaluate' is given) passed."""
@@ -903,3 +936,6 @@ def test_evaluate_per_query_table_lists_queries_in_natural_order(tmp_path, capsy
     assert main(["evaluate", str(run), str(qrels), "--metrics", "AP", "--per-query"]) == 0
     first_column = [line.split()[0] for line in capsys.readouterr().out.splitlines() if line.strip()]
     assert first_column[first_column.index("q1") : first_column.index("q1") + 3] == ["q1", "q2", "q10"]
+    # --json --per-query had kept the qrels' order (q1, q10, q2)
+    assert main(["evaluate", str(run), str(qrels), "--metrics", "AP", "--per-query", "--json"]) == 0
+    assert list(json.loads(capsys.readouterr().out)["per_query"]["AP"]) == ["q1", "q2", "q10"]

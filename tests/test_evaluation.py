@@ -15,7 +15,7 @@ from pathlib import Path
 import ir_measures
 import numpy as np
 import pytest
-from hypothesis import assume, given, settings
+from hypothesis import assume, example, given, settings
 from hypothesis import strategies as st
 from scipy import stats
 
@@ -295,6 +295,14 @@ def test_unknown_measure_names_it():
         evaluate(RUN, QRELS, ["AQWV@ten"], collection_size=100)
 
 
+@pytest.mark.parametrize("cutoff", ["²", "1²", "⑤"])
+def test_an_aqwv_cutoff_of_digits_int_cannot_read_names_the_measure(cutoff):
+    """str.isdigit() takes superscripts and circled digits, which int() refuses: 'AQWV@²' had
+    been an "unexpected ValueError" (reported as a bug in clir)."""
+    with pytest.raises(ConfigError, match=rf"unknown measure 'AQWV@{cutoff}'"):
+        evaluate(RUN, QRELS, [f"AQWV@{cutoff}"], collection_size=100)
+
+
 @pytest.mark.parametrize("name", ["RR@10", "Judged@10", "ERR@10", "RBP(p=0.5)"])
 def test_measures_trec_eval_does_not_compute_are_refused(name):
     """ir_measures computes these with other providers, which break ties by docno ascending
@@ -396,6 +404,27 @@ def test_aqwv_oracle_takes_the_best_cutoff_per_query():
     # an oracle ranking with only non-relevant documents returns nothing: 0, never negative
     run = {"qa": {"n1": 1.0, "x1": 0.5}}
     assert aqwv_per_query(run, AQ_QRELS, N, AQWVConfig(oracle=True))["qa"] == 0.0
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    relevant=st.lists(st.booleans(), min_size=1, max_size=8),
+    missed=st.integers(0, 3),
+    extra=st.integers(0, 60),
+    beta=st.sampled_from([40.0, 20.0, 3.0, 1.0, 0.1]),
+)
+@example(relevant=[False, False, True, False], missed=0, extra=45, beta=20.0)
+def test_aqwv_oracle_is_the_best_fixed_cutoff_to_the_last_bit(relevant, missed, extra, beta):
+    """The oracle had computed QWV in other operations than qwv() (hits / R rather than
+    1 - (R - hits) / R), and fell below a fixed cutoff by a rounding: R = 1, N = 49, beta 20,
+    the relevant document third: oracle 0.16666666666666663, AQWV@3 0.16666666666666674."""
+    assume(any(relevant) or missed)
+    run = {"q": {f"d{i}": float(len(relevant) - i) for i in range(len(relevant))}}
+    qrels = {"q": {f"d{i}": int(rel) for i, rel in enumerate(relevant)}}
+    qrels["q"].update({f"r{i}": 1 for i in range(missed)})
+    size = len(relevant) + missed + extra
+    cutoffs = [aqwv_per_query(run, qrels, size, AQWVConfig(beta=beta, cutoff=k))["q"] for k in range(9)]
+    assert aqwv_per_query(run, qrels, size, AQWVConfig(beta=beta, oracle=True))["q"] == max(cutoffs)
 
 
 def test_aqwv_beta():

@@ -137,7 +137,8 @@ def _query_qwv(
         # Validate once on the deepest prefix, which holds the most false alarms.
         _checked(qid, n_relevant, len(order), int(hits[-1]), collection_size, config.beta)
         non_relevant = max(collection_size - n_relevant, 1)  # none: depth - hits is 0 (P_FA = 0)
-        values = hits / n_relevant - config.beta * (depth - hits) / non_relevant
+        # qwv()'s own operations, so that the oracle is never below a fixed cutoff by a rounding
+        values = 1.0 - (n_relevant - hits) / n_relevant - config.beta * ((depth - hits) / non_relevant)
         return float(values.max())
     returned = order if config.cutoff is None else order[: config.cutoff]
     if config.threshold is not None:

@@ -78,7 +78,7 @@ def _parse(name: str) -> tuple[str, object]:
             return AQWV_NAME, None
         if tail.lower() == "oracle":
             return f"{AQWV_NAME}@oracle", "oracle"
-        if tail.isdigit() and int(tail) >= 1:
+        if tail.isdecimal() and int(tail) >= 1:  # isdigit() takes "²", which int() refuses
             return f"{AQWV_NAME}@{int(tail)}", int(tail)
         raise ConfigError(
             f"unknown measure {name!r}: AQWV takes '@<cutoff>' (>= 1) or '@oracle', got {tail!r}"
