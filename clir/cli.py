@@ -1274,7 +1274,7 @@ def _evaluate(args: argparse.Namespace) -> int:
         return 0
     if args.per_query:
         rows = {qid: {name: per_query[name][qid] for name in values} for qid in qids}
-        print(format_table(rows, list(values)))
+        print(format_table(rows, list(values), first="query"))
         print()
     print(format_table({Path(args.run).name: values}, list(values)))
     return 0

@@ -936,6 +936,7 @@ def test_evaluate_per_query_table_lists_queries_in_natural_order(tmp_path, capsy
     assert main(["evaluate", str(run), str(qrels), "--metrics", "AP", "--per-query"]) == 0
     first_column = [line.split()[0] for line in capsys.readouterr().out.splitlines() if line.strip()]
     assert first_column[first_column.index("q1") : first_column.index("q1") + 3] == ["q1", "q2", "q10"]
+    assert first_column[0] == "query"  # the per-query table's heading had said "system"
     # --json --per-query had kept the qrels' order (q1, q10, q2)
     assert main(["evaluate", str(run), str(qrels), "--metrics", "AP", "--per-query", "--json"]) == 0
     assert list(json.loads(capsys.readouterr().out)["per_query"]["AP"]) == ["q1", "q2", "q10"]

@@ -691,6 +691,14 @@ def test_format_table():
         "bm25    0.123   0.500",
         "rerank  0.200*      -",
     ]
+    # a zero up to rounding (an AQWV mean of -2.8e-17) had shown as -0.0000
+    rows = {"q1": {"AQWV": -2.8e-17, "AP": -0.00004}, "q2": {"AQWV": -0.5, "AP": 0.0}}
+    assert format_table(rows, ["AQWV", "AP"], first="query").splitlines() == [
+        "query     AQWV      AP",
+        "-----  -------  ------",
+        "q1      0.0000  0.0000",
+        "q2     -0.5000  0.0000",
+    ]
 
 
 def test_markdown_table():

@@ -48,6 +48,8 @@ def _cells(
         for measure in measures:
             value = values.get(measure)
             cell = "-" if value is None or math.isnan(value) else f"{value:.{digits}f}"
+            if cell.startswith("-0") and cell[1:].strip("0.") == "":  # -2.8e-17 had shown as -0.0000
+                cell = cell[1:]
             line.append(cell + marks[system].get(measure, "").ljust(width[measure]))
         table.append(line)
     return table
@@ -59,6 +61,7 @@ def format_table(
     *,
     digits: int = 4,
     markers: Mapping[str, Mapping[str, str]] | None = None,
+    first: str = "system",
 ) -> str:
     """A plain-text table with aligned columns.
 
@@ -68,11 +71,12 @@ def format_table(
         digits: Decimals of each value.
         markers: Optional ``markers[system][measure]`` appended to a value, e.g. ``"*"`` for a
             significant difference from the baseline.
+        first: The heading of the first column (what the rows are: ``"query"`` per query).
 
     Returns:
         The table, header and a rule first, one line per system, no trailing newline.
     """
-    header = ["system", *measures]
+    header = [first, *measures]
     body = _cells(rows, measures, digits, markers, align_markers=True)
     widths = [max(len(line[i]) for line in [header, *body]) for i in range(len(header))]
 
