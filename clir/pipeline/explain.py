@@ -234,8 +234,11 @@ def term_matrices(
 
 
 def _tensorizer(member: TrainedReranker, data: RerankData, space: SharedSpace) -> Tensorizer:
-    """A tensorizer of ``data`` whose vocabulary's vectors (from ``space``) the model now reads."""
+    """A tensorizer of ``data`` whose vocabulary's vectors (from ``space``) the model now reads,
+    the model moved to the CPU, where the tensorizer's batches are (on a CUDA machine
+    :func:`explain_pair`'s rerank had left it on the GPU, and the explanation failed)."""
     vocab = Vocabulary.build([data])
+    member.model.to("cpu")
     set_embeddings(member.model, torch.from_numpy(vocab.embedding_matrix(space)))
     return Tensorizer(vocab, data, member.config.data.max_query_len, member.config.data.max_doc_len)
 
