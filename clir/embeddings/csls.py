@@ -39,7 +39,7 @@ def knn(queries: np.ndarray, base: np.ndarray, k: int) -> tuple[np.ndarray, np.n
     if queries.shape[1] != base.shape[1]:
         raise ConfigError(f"queries have dim {queries.shape[1]} but base has dim {base.shape[1]}")
     m = base.shape[0]
-    k = min(k, m)
+    k = min(int(k), m)  # a Python int: faiss refuses numpy's
     index = faiss.IndexFlatIP(base.shape[1])
     index.add(_f32(base))
     queries = _f32(queries)
@@ -120,8 +120,13 @@ def translate(
         (vocabulary order), as :func:`knn` breaks ties.
 
     Raises:
-        ConfigError: On an unknown method.
+        ConfigError: On an unknown method, or ``k`` or ``csls_k`` that is not a positive integer
+            (faiss had failed on 0 with a bare AssertionError, on a numpy integer with a SWIG
+            TypeError).
     """
+    for name, value in (("k", k), ("csls_k", csls_k)):
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+            raise ConfigError(f"{name} must be a positive integer, got {value!r}")
     if method == "nn":
         return knn(source, target, k)
     if method != "csls":

@@ -18,6 +18,7 @@ from clir.errors import ClirError, ConfigError, DataNotFoundError, FormatError
 from clir.formats import atomic_directory, atomic_write
 from clir.formats.jsonfile import read_typed_json
 from clir.formats.manifest import manifest_of, verify_files
+from clir.translation.table import check_tokens
 from clir.types import MatrixSources
 
 
@@ -205,8 +206,10 @@ class SharedSpace:
             vector at all). A subword-composed row is not OOV.
 
         Raises:
-            ConfigError: If ``lang`` is not in the space.
+            ConfigError: If ``lang`` is not in the space, or ``tokens`` is a string (its
+                characters had been looked up, one row each).
         """
+        check_tokens(tokens)
         out = np.zeros((len(tokens), self.dim), dtype=np.float32)
         oov = np.zeros(len(tokens), dtype=bool)
         self._fill(out, np.arange(len(tokens)), lang, tokens, oov)
@@ -296,8 +299,14 @@ class SharedSpace:
         Returns:
             Per word, ``[(target word, score), ...]`` best first; words of equal score in
             vocabulary order (see :func:`~clir.embeddings.csls.knn`).
+
+        Raises:
+            ConfigError: On a language not in the space, ``words`` that is a string (each of
+                its characters had been translated), or ``k`` / ``csls_k`` below 1.
         """
-        queries, oov = self.lookup(source, list(words))
+        check_tokens(words, "words")
+        words = list(words)  # read once (a generator had been used up before its results were made)
+        queries, oov = self.lookup(source, words)
         target_vocab = self.vocabulary(target)
         scores, indices = translate(
             queries, self.array(target), k, method=method, csls_k=csls_k, source_background=self.array(source)

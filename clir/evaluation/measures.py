@@ -154,6 +154,11 @@ def _per_query(
     qrels = _checked_qrels(qrels)
     if (bad := next((qid for qid in run if not isinstance(qid, str)), None)) is not None:
         raise ConfigError(f"run: qids must be strings, got {bad!r}")
+    if (bad := next((qid for qid, docs in run.items() if not isinstance(docs, Mapping)), None)) is not None:
+        raise ConfigError(  # a flat {docno: score} (one query's) had scored 0, with warnings only
+            f"{run_name}: query {bad!r} holds a {type(run[bad]).__name__}; expected {{docno: score}} (a run "
+            "is {qid: {docno: score}}; compare_runs takes {name: run})"
+        )
     qids = evaluated_queries(qrels)
     warn_coverage(run, qids, run_name, stacklevel=stacklevel, qrels=qrels)
     run = {qid: _checked_scores(qid, run[qid]) for qid in qids if qid in run}
@@ -215,6 +220,9 @@ def _checked_qrels(qrels: Qrels) -> Qrels:
     """
     checked: Qrels = {}
     for qid, judged in qrels.items():
+        if not isinstance(judged, Mapping):
+            kind = type(judged).__name__
+            raise ConfigError(f"qrels: query {qid!r} holds a {kind}; expected {{docno: grade}}")
         for docno, grade in judged.items():
             if not isinstance(qid, str) or not isinstance(docno, str):
                 raise ConfigError(f"qrels: qids and docnos must be strings, got {qid!r} / {docno!r}")

@@ -312,6 +312,8 @@ def compare_runs(
     Raises:
         ConfigError: As :func:`clir.evaluation.evaluate`, or on an empty ``runs``.
     """
+    if not isinstance(runs, Mapping):
+        raise ConfigError(f"runs must be a mapping {{name: run}}, got a {type(runs).__name__}")
     if not runs:
         raise ConfigError("runs is empty: give at least one run to compare with the reference")
     values_a = _per_query(reference, qrels, measures, aqwv, collection_size, reference_name, stacklevel=4)

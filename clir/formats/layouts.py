@@ -217,7 +217,9 @@ def _jsonl_topics(
 _TOPIC = re.compile(r"<(top|topic)\b([^>]*)>(.*?)</\1\s*>", re.DOTALL | re.IGNORECASE)
 _TAG = re.compile(r"<\s*(/?)\s*([\w.-]+)[^>]*>")
 _OPENING = re.compile(r"<(top|topic)\b", re.IGNORECASE)
-_NUMBER = re.compile(r"""\bnumber\s*=\s*["']([^"']*)["']""", re.IGNORECASE)
+_NUMBER = re.compile(r"""\bnumber\s*=\s*(["'])(.*?)\1""", re.IGNORECASE)
+"""A topic's ``number`` attribute: its value runs to the quote that opened it (``"x'y"`` is
+``x'y``), entities decoded (``a&amp;b`` is ``a&b``)."""
 _LABEL = re.compile(r"^\s*(number|topic|title|description|narrative)\s*:\s*", re.IGNORECASE)
 _COMMENT_OR_CDATA = re.compile(r"<!--.*?-->|<!\[CDATA\[(.*?)\]\]>", re.DOTALL)
 
@@ -278,7 +280,7 @@ def _trec_topics(
                 value = body[tag.end() : tags[i + 1].start() if i + 1 < len(tags) else len(body)]
             elements.setdefault(name, _LABEL.sub("", html.unescape(value)).strip())
         attribute = _NUMBER.search(match.group(2))
-        qid = attribute.group(1).strip() if attribute else elements.get("num", "")
+        qid = html.unescape(attribute.group(2)).strip() if attribute else elements.get("num", "")
         if not qid:
             raise FormatError(path, number, "topic without a number attribute or <num> element")
         if query_field.lower() not in elements:

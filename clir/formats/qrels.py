@@ -40,12 +40,17 @@ def write_qrels(path: str | Path, qrels: Qrels | Iterable[Qrel]) -> None:
 
     Raises:
         ConfigError: Before the file is replaced, on an invalid qid or docno (see
-            :mod:`clir.formats.identifiers`) or a relevance that is not an integer.
+            :mod:`clir.formats.identifiers`), a relevance that is not an integer, or a document
+            judged twice for one query (:func:`read_qrels` refuses the file it would make).
     """
     rows = _as_qrel_rows(qrels)
+    judged: set[tuple[str, str]] = set()
     for qid, docno, relevance in rows:
         check_identifier(qid, "qid", path)
         check_identifier(docno, "docno", path)
+        if (qid, docno) in judged:
+            raise ConfigError(f"{path}: not written: document {docno!r} judged twice for query {qid!r}")
+        judged.add((qid, docno))
         if (
             isinstance(relevance, bool)
             or not isinstance(relevance, (int, np.integer))

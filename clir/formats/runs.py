@@ -276,12 +276,14 @@ def write_run(
         ConfigError: Before the file is replaced, on an invalid qid, docno or tag (see
             :mod:`clir.formats.identifiers`), a score that is not a finite number, a negative
             ``depth``, arrays that do not describe a run (a document twice for a query,
-            positions outside ``docnos``, as many scores as positions), or parts out of the
-            file's order.
+            positions outside ``docnos``, as many scores as positions), parts out of the
+            file's order, or a query whose documents are no ``{docno: score}`` mapping.
     """
     check_identifier(tag, "run tag", path)
-    if depth is not None and (isinstance(depth, bool) or not isinstance(depth, int) or depth < 0):
+    whole = isinstance(depth, (int, np.integer)) and not isinstance(depth, bool)
+    if depth is not None and (not whole or depth < 0):
         raise ConfigError(f"{path}: not written: depth must be an integer >= 0 or None, got {depth!r}")
+    depth = None if depth is None else int(depth)  # numpy's integers are integers (had been refused)
     parts = [run] if isinstance(run, (Mapping, RunArrays)) else run
     written, last = 0, None
     ranks = _DocnoRanks(path)
@@ -333,6 +335,11 @@ def _part_texts(
     arrays_given = isinstance(run, RunArrays)
     for qid in run.qids if arrays_given else run:
         check_identifier(qid, "qid", path)
+        if not arrays_given and not isinstance(run[qid], Mapping):  # a list had been an AttributeError
+            raise ConfigError(
+                f"{path}: not written: query {qid!r} holds a {type(run[qid]).__name__}; expected "
+                "{docno: score} (a run is {qid: {docno: score}})"
+            )
     if arrays_given:
         _check_shapes(path, run)
     arrays = run if arrays_given else RunArrays.from_run(run, path)

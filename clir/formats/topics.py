@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from pathlib import Path
-from xml.sax.saxutils import escape
+from xml.sax.saxutils import escape, quoteattr
 
 from clir.errors import ConfigError, FormatError
 from clir.formats._lines import numbered_lines, warn_if_header, wrong_fields
@@ -66,16 +66,19 @@ def write_topics_xml(path: str | Path, queries: Iterable[Query]) -> None:
 
     Raises:
         ConfigError: Before the file is replaced, on an invalid qid (see
-            :mod:`clir.formats.identifiers`).
+            :mod:`clir.formats.identifiers`) or a duplicate qid, as :func:`write_topics`.
     """
     queries = list(queries)
+    seen: set[str] = set()
     for query in queries:
-        check_identifier(query.qid, "qid", path)
+        if check_identifier(query.qid, "qid", path) in seen:
+            raise ConfigError(f"{path}: not written: duplicate qid {query.qid!r}")
+        seen.add(query.qid)
     with atomic_write(path) as out:
         out.write('<?xml version="1.0" encoding="UTF-8"?>\n<topics>\n')
         for query in queries:
             out.write(
-                f'  <topic number="{escape(query.qid)}">\n'
+                f"  <topic number={quoteattr(query.qid)}>\n"
                 f"    <title>{escape(query.text)}</title>\n"
                 f"    <description>{escape(query.description)}</description>\n"
                 "  </topic>\n"

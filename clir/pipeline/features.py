@@ -390,7 +390,7 @@ def build_rerank_data(
         ConfigError: On a feature name that is neither an overlap nor a given stage, a
             candidate docno that is not a document, or duplicate qids.
     """
-    check_qids(queries)  # a repeated qid's candidates and score features would be another query's
+    queries = check_qids(queries)  # a repeated qid's candidates and score features would be another query's
     stages = dict(stages or {})
     unknown = [f for f in stage_features(features) if f not in stages]
     if unknown:
@@ -1117,13 +1117,26 @@ def rerank_collection(
         The reranked run.
 
     Raises:
-        ConfigError: With both ``index_cache`` and ``stages`` (the stages had been ignored).
+        ConfigError: With both ``index_cache`` and ``stages`` (the stages had been ignored), on
+            queries as :func:`~clir.retrieval.search.check_qids` refuses them, or on a ``run``
+            that ranks no document for any of the queries (another split's: every ranking had
+            come back empty, silently).
     """
     if index_cache is not None and stages is not None:
         raise ConfigError(
             "rerank_collection: give index_cache (index the collection, kept there) or stages (saved "
             "first stages), not both"
         )
+    if not isinstance(split, str):  # read once: the first stages and the rerank data both want it
+        split = check_qids(split)
+    if run is not None:
+        qids = [query.qid for query in (collection.split(split) if isinstance(split, str) else split)]
+        if not any(isinstance(run.get(qid), Mapping) and run[qid] for qid in qids):
+            raise ConfigError(
+                f"rerank_collection: run ranks no document for any of the {len(qids)} queries (its "
+                f"{len(run)} keys: {', '.join(sorted(map(repr, run))[:3])}); give the run of these "
+                "queries, {qid: {docno: score}}"
+            )
     models = load_models(model)
     baseline = model_baseline(model, baseline)
     config = models[0].config

@@ -57,7 +57,7 @@ def search_stage(
     Raises:
         ConfigError: On duplicate qids (see :meth:`FirstStage.search` for the rest).
     """
-    check_qids(queries)
+    queries = check_qids(queries)
     run: Run = {}
     for part in engine.map(_search, queries, shared=(stage, k, pad)):
         run.update(part)

@@ -253,10 +253,13 @@ class DenseRetriever:
         (trec_eval's: ties broken by docno descending, which also decides the cut at ``k``).
 
         Raises:
-            ConfigError: Before :meth:`index`, or on duplicate qids (one had replaced the other's
-                ranking in the run, silently).
+            ConfigError: Before :meth:`index`, on duplicate qids (one had replaced the other's
+                ranking in the run, silently), or on ``k`` below 1 (``-1`` had cut the last
+                document off each ranking).
         """
-        check_qids(queries)
+        queries = check_qids(queries)
+        if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
+            raise ConfigError(f"k must be a positive integer, got {k!r}")
         scores = self._scores(queries)
         return {
             query.qid: dict(ranked(dict(zip(self.docnos, row.tolist(), strict=True)))[:k])

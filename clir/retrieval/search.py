@@ -7,7 +7,7 @@ import hashlib
 import json
 import re
 import warnings
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -75,17 +75,31 @@ def table_digest(table: TranslationTable) -> str:
     return digest.hexdigest()
 
 
-def check_qids(queries: Sequence[Query]) -> None:
-    """Refuse a query list that repeats a qid.
+def check_qids(queries: Iterable[Query]) -> list[Query]:
+    """The queries as a list (a generator is read once, here), refusing one that repeats a qid.
+
+    Returns:
+        ``queries`` as a list: what a caller iterates again (a generator had been used up by
+        this check, and the search that followed it found no query, silently).
 
     Raises:
-        ConfigError: Naming the first repeated qid.
+        ConfigError: Naming the first repeated qid, or on ``queries`` that is a single query, a
+            string or a mapping, or holds something other than :class:`~clir.types.Query` records.
     """
+    if isinstance(queries, (Query, str, Mapping)):
+        raise ConfigError(
+            f"queries must be a sequence of Query records (e.g. collection.split('test'), or "
+            f"[Query(qid, text)] for one), got a {type(queries).__name__}"
+        )
+    queries = list(queries)
     seen: set[str] = set()
     for query in queries:
+        if not isinstance(query, Query):
+            raise ConfigError(f"queries must be Query records, got {type(query).__name__} {query!r:.80}")
         if query.qid in seen:
             raise ConfigError(f"duplicate qid {query.qid!r}")
         seen.add(query.qid)
+    return queries
 
 
 class FirstStage:
@@ -361,13 +375,14 @@ class FirstStage:
             The run ``{qid: {docno: score}}``; a query with no term in the index maps to ``{}``.
 
         Raises:
-            ConfigError: On duplicate qids or before :meth:`index`.
+            ConfigError: On duplicate qids, ``queries`` that are no sequence of queries (see
+                :func:`check_qids`), or before :meth:`index`.
 
         Warns:
             UserWarning: Counting the queries with no term in the index and naming a few qids,
                 after the stage's name (``qt-bm25: 2 query(ies) ...``).
         """
-        check_qids(queries)
+        queries = check_qids(queries)
         if self._mt_queries:  # translated in batches, once
             assert self.mt is not None
             self.mt.queries([query.text for query in queries])
@@ -399,9 +414,17 @@ class FirstStage:
 
         Raises:
             ConfigError: Before :meth:`index`, on duplicate qids (each query's terms are looked
-                up by qid), or for a docno that is not indexed.
+                up by qid), ``candidates`` that are not one docno list per query, or for a docno
+                that is not indexed.
         """
-        check_qids(queries)
+        queries = check_qids(queries)
+        candidates = list(candidates)
+        strings = sum(isinstance(docnos, str) for docnos in candidates)
+        if len(candidates) != len(queries) or strings:
+            raise ConfigError(
+                f"candidates must be one list of docnos per query: got {len(candidates)} entries "
+                f"({strings} of them a str) for {len(queries)} queries"
+            )
         retriever = self.retriever
         parts = retriever.parts_ if isinstance(retriever, ShardedRetriever) else [retriever]
         if retriever.index_ is None or not parts:

@@ -8,7 +8,7 @@ from typing import Any
 
 from clir.errors import ConfigError
 from clir.progress import progress_bar
-from clir.translation.table import TranslationTable
+from clir.translation.table import TranslationTable, check_tokens
 from clir.types import Document
 
 DT_MODES = ("top1", "expected")
@@ -23,7 +23,11 @@ def translate_tokens_top1(tokens: Sequence[str], table: TranslationTable) -> lis
 
     Returns:
         One target term per token; a token unknown to the table passes through unchanged.
+
+    Raises:
+        ConfigError: On ``tokens`` that is a string (not yet analyzed).
     """
+    check_tokens(tokens)
     best = table.best()
     vocab = table.target_vocab
     out: list[str] = []
@@ -46,7 +50,11 @@ def translate_tokens_expected(tokens: Sequence[str], table: TranslationTable) ->
 
     Returns:
         ``{target_term: expected count}``; the counts sum to ``len(tokens)`` when rows sum to 1.
+
+    Raises:
+        ConfigError: On ``tokens`` that is a string (not yet analyzed).
     """
+    check_tokens(tokens)
     counts: dict[str, float] = {}
     cache: dict[str, list[tuple[str, float]]] = {}
     for token in tokens:

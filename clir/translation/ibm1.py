@@ -71,7 +71,8 @@ class IBMModel1:
         init: str = "uniform",
         progress: bool = True,
     ) -> None:
-        if not 1 <= iterations <= MAX_ITERATIONS:
+        whole = isinstance(iterations, (int, np.integer)) and not isinstance(iterations, bool)
+        if not whole or not 1 <= iterations <= MAX_ITERATIONS:
             raise ConfigError(f"iterations must be from 1 to {MAX_ITERATIONS}, got {iterations!r}")
         if init not in ("uniform", "random"):
             raise ConfigError(f"init must be 'uniform' or 'random', got {init!r}")
@@ -104,8 +105,15 @@ class IBMModel1:
             ``self``, with ``table_``, ``null_probs_``, ``log_likelihoods_`` set.
 
         Raises:
-            ConfigError: If the sides differ in length or no pair has both sides non-empty.
+            ConfigError: If the sides differ in length, no pair has both sides non-empty, or a
+                side or a sentence is a string (its characters had been learned as words).
         """
+        for side, sentences in (("source", source), ("target", target)):
+            if isinstance(sentences, str) or any(isinstance(sentence, str) for sentence in sentences):
+                raise ConfigError(
+                    f"{side} must be a list of sentences, each a list of analyzed tokens, got a string "
+                    "(analyze it first: get_analyzer(lang).analyze(text))"
+                )
         if len(source) != len(target):
             raise ConfigError(f"source has {len(source)} sentences but target has {len(target)}")
         pairs = [(s, t) for s, t in zip(source, target, strict=True) if len(s) and len(t)]

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from clir.errors import ConfigError
-from clir.translation.table import TranslationTable
+from clir.translation.table import TranslationTable, check_tokens
 from clir.types import Query
 
 
@@ -21,7 +21,11 @@ def translate_query_qt(tokens: Sequence[str], table: TranslationTable, k: int = 
     Returns:
         The translated terms, in query order; a term unknown to the table (a number, a name)
         passes through unchanged.
+
+    Raises:
+        ConfigError: On ``k`` below 1 or ``tokens`` that is a string (not yet analyzed).
     """
+    check_tokens(tokens)
     if k < 1:
         raise ConfigError(f"k must be >= 1, got {k!r}")
     out: list[str] = []
@@ -59,7 +63,12 @@ def translate_query_psq(
     Returns:
         One ``{document_term: weight}`` per query term, in query order (repeated terms give
         repeated sets); an unknown term gives ``{term: 1.0}``.
+
+    Raises:
+        ConfigError: On ``cumulative`` outside (0, 1] or ``tokens`` that is a string (not yet
+            analyzed).
     """
+    check_tokens(tokens)
     if cumulative is not None and not 0 < cumulative <= 1:
         raise ConfigError(f"cumulative must be in (0, 1] or None, got {cumulative!r}")
     out: list[dict[str, float]] = []

@@ -20,6 +20,20 @@ _FILES = (*(f"{a}.npy" for a in _ARRAYS), "source_vocab.json", "target_vocab.jso
 """The files of a saved table that its ``meta.json`` describes (and lists in its manifest)."""
 
 
+def check_tokens(tokens: object, name: str = "tokens") -> None:
+    """Refuse a string where a list of analyzed tokens is wanted: each of its characters would
+    be translated as a token, without a word.
+
+    Raises:
+        ConfigError: Naming the argument.
+    """
+    if isinstance(tokens, str):
+        raise ConfigError(
+            f"{name} must be a list of analyzed tokens, got the string {tokens!r:.60} "
+            "(analyze it first: get_analyzer(lang).analyze(text))"
+        )
+
+
 class TranslationTable:
     """A sparse table of translation probabilities p(target | source).
 
