@@ -472,16 +472,26 @@ def test_resume_equals_uninterrupted_run(tmp_path):
     assert run_a == run_b
 
 
-def test_training_leaves_the_callers_random_generator_as_it_was(tmp_path):
-    """Each epoch seeds torch's global generator: a caller's draws after fit had depended on the
+@pytest.mark.parametrize(
+    "device",
+    ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA"))],
+)
+def test_training_leaves_the_callers_random_generator_as_it_was(device, tmp_path):
+    """Each epoch seeds torch's global generators: a caller's draws after fit had depended on the
     training (the same after every fit, whatever the caller had seeded)."""
     space = make_space()
     train, qrels = make_data(n_queries=6, seed=3)
+    config = tiny_config(epochs=2, patience=0)
+    config.device = device
+
+    def draws() -> list[torch.Tensor]:
+        return [torch.rand(3), *([torch.rand(3, device=device).cpu()] if device == "cuda" else [])]
+
     torch.manual_seed(123)
-    expected = torch.rand(3)
+    expected = draws()
     torch.manual_seed(123)
-    Trainer(tiny_config(epochs=2, patience=0)).fit(train, None, qrels, tmp_path / "m", space=space)
-    assert torch.equal(torch.rand(3), expected)
+    Trainer(config).fit(train, None, qrels, tmp_path / "m", space=space)
+    assert all(torch.equal(a, b) for a, b in zip(draws(), expected, strict=True))
 
 
 def test_a_training_killed_as_it_swaps_a_checkpoint_in_resumes_from_that_epoch(tmp_path, monkeypatch):
