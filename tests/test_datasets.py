@@ -536,3 +536,18 @@ def test_a_collection_path_that_is_a_file_is_named_so(tmp_path):
     (tmp_path / "corpus.jsonl").write_text('{"docno": "d1", "text": "maji"}\n')
     with pytest.raises(DataNotFoundError, match=r"is a file, not a collection directory.*clir data import"):
         Collection.load(tmp_path / "corpus.jsonl")
+
+
+def test_a_split_is_the_callers_to_change():
+    """Collection.split returned the collection's own list: a caller who sorted it or added a
+    query to it had changed the collection (its next split, save and statistics)."""
+    from clir.datasets import Collection
+    from clir.types import Document, Query
+
+    queries = {"test": [Query("q2", "b"), Query("q1", "a")]}
+    qrels = {"q1": {"d1": 1}, "q2": {"d1": 1}}
+    collection = Collection("c", "sw", "en", [Document("d1", "maji")], queries, qrels)
+    mine = collection.split("test")
+    mine.append(Query("q3", "c"))
+    mine.sort(key=lambda query: query.qid)
+    assert collection.split("test") == [Query("q2", "b"), Query("q1", "a")]

@@ -95,7 +95,8 @@ class Collection:
         return [query for name in names for query in self.queries[name]]
 
     def split(self, name: str) -> list[Query]:
-        """The queries of one split.
+        """The queries of one split, as a new list (adding to it or sorting it changes nothing of
+        the collection's, as :meth:`qrels_of`'s copies do not: it had been the collection's own).
 
         Raises:
             ConfigError: If the collection has no split ``name`` (the message lists those it has).
@@ -104,7 +105,7 @@ class Collection:
             raise ConfigError(
                 f"collection {self.name!r} has no split {name!r}; splits: {sorted(self.queries)}"
             )
-        return self.queries[name]
+        return list(self.queries[name])
 
     def qrels_of(self, name: str) -> Qrels:
         """The judgements of one split's queries."""
