@@ -124,6 +124,17 @@ def test_hard_negatives_too_few_negatives_repeat():
     assert sorted(negs[:2]) == ["d1", "d2"] and len(negs) == 6 and set(negs) <= {"d1", "d2", "d3"}
 
 
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_hard_negatives_an_exact_half_rounds_up(seed):
+    # 0.58 x 25 is 14.5: 15 hard negatives, halves up (the float product, 14.499999999999998,
+    # had given 14); the first 16 candidates hold 15 negatives, d1..d15, all of them drawn first
+    data, qrels = one_query_data(201, relevant=[0])
+    hard = HardNegativesConfig(share=0.58, depth=16)
+    assert (hard.count(25), HardNegativesConfig(share=0.7).count(45), hard.count(1)) == (15, 32, 1)
+    ((_, _, negs),) = sample_groups(data, qrels, np.random.default_rng(seed), 25, hard=hard)
+    assert sorted(negs[:15]) == sorted(f"d{i}" for i in range(1, 16)) and len(set(negs)) == 25
+
+
 @settings(max_examples=60, deadline=None)
 @given(
     worlds(),
@@ -149,7 +160,7 @@ def test_hard_negatives_properties(world, k, share, hard_depth, seed):
         if len(negatives) >= k:
             assert len(set(negs)) == k  # without replacement when there are enough
         if top:
-            n_hard = min(int(share * k + 0.5), len(top))
+            n_hard = min(hard.count(k), len(top))
             assert len(set(negs[:n_hard])) == n_hard and set(negs[:n_hard]) <= set(top)
 
 

@@ -310,6 +310,16 @@ def test_normalise_scores():
     assert normalise_scores(np.array([2.0, 2.0])).tolist() == [0.0, 0.0]
 
 
+@pytest.mark.parametrize("value", [123456.789, 98765.4321, -2e6 / 3])
+@pytest.mark.parametrize("n", [1, 7, 10, 160])
+def test_constant_scores_of_any_magnitude_normalise_to_zeros(value, n):
+    # their mean is off by a rounding error, ~1e-11 at 1e5: z-scores of -1 or 1 had come back
+    for method in ("zscore", "minmax"):
+        assert normalise_scores(np.full(n, value), method).tolist() == [0.0] * n
+    one_apart = normalise_scores(np.array([value, value, value + 1.0]))
+    np.testing.assert_allclose(one_apart, [-(0.5**0.5), -(0.5**0.5), 2**0.5])
+
+
 def test_non_finite_scores_are_an_error_not_zeros():
     with pytest.raises(NonFiniteError, match="1 of 3 values are not finite"):
         normalise_scores(np.array([1.0, np.nan, 3.0]))

@@ -82,6 +82,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from decimal import Decimal
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -241,6 +242,13 @@ class HardNegativesConfig(Section):
     share: Annotated[float, Range(gt=0, le=1)] = 1.0
     depth: PositiveInt = 20
 
+    def count(self, negatives: int) -> int:
+        """The hard negatives among ``negatives`` per relevant candidate: the nearest whole
+        number to ``share`` × ``negatives``, halves up, of the share as written (its shortest
+        decimal form): 0.58 × 25 is 14.5, so 15 (the float product 14.499999999999998 had
+        given 14)."""
+        return int(Decimal(repr(self.share)) * negatives + Decimal("0.5"))
+
 
 @dataclass
 class OptimConfig(Section):
@@ -374,7 +382,7 @@ class TrainConfig(Section):
                 "so every negative would be drawn uniformly, as without hard_negatives"
             )
             raise where.error("optim.hard_negatives.depth", hard.depth, expected)
-        if hard is not None and int(hard.share * self.data.negatives_per_positive + 0.5) == 0:
+        if hard is not None and hard.count(self.data.negatives_per_positive) == 0:
             npp = self.data.negatives_per_positive
             expected = (
                 f"a value >= {0.5 / npp:g}: {hard.share:g} times data.negatives_per_positive ({npp}) "

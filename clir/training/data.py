@@ -339,9 +339,10 @@ def normalise_scores(scores: np.ndarray, method: str = "zscore") -> np.ndarray:
     if scores.size == 0:
         return scores.copy()
     check_finite(scores, "scores")
-    if method == "zscore":
+    if method == "zscore":  # constant scores' std is their mean's rounding error (1e-11 at 1e5)
         std = scores.std()
-        return (scores - scores.mean()) / std if std > 1e-12 else np.zeros_like(scores)
+        constant = std <= 1e-12 or scores.max() == scores.min()
+        return np.zeros_like(scores) if constant else (scores - scores.mean()) / std
     if method == "minmax":
         span = scores.max() - scores.min()
         return (scores - scores.min()) / span if span > 1e-12 else np.zeros_like(scores)
@@ -928,18 +929,20 @@ def _groups(
         n_top = 0 if hard is None else sum(judged.get(d, 0) < 1 for d in docnos[: hard.depth])
         for positive in positives:
             if hard is not None and n_top:
-                chosen = _draw_hard(rng, len(negatives), n_top, negatives_per_positive, hard.share)
+                n_hard = hard.count(negatives_per_positive)
+                chosen = _draw_hard(rng, len(negatives), n_top, negatives_per_positive, n_hard)
             else:
                 chosen = rng.choice(len(negatives), size=negatives_per_positive, replace=replace)
             groups.append((qi, positive, [negatives[j] for j in chosen]))
     return groups
 
 
-def _draw_hard(rng: np.random.Generator, n_negatives: int, n_top: int, k: int, share: float) -> np.ndarray:
-    """Indices of ``k`` negatives among ``n_negatives`` (in first-stage order), the nearest count
-    to ``share * k`` (at most ``n_top``) drawn without replacement from the first ``n_top``, the
-    rest from the others left (with replacement from all of them when too few are left)."""
-    top = rng.choice(n_top, size=min(int(share * k + 0.5), n_top), replace=False)
+def _draw_hard(rng: np.random.Generator, n_negatives: int, n_top: int, k: int, n_hard: int) -> np.ndarray:
+    """Indices of ``k`` negatives among ``n_negatives`` (in first-stage order), ``n_hard`` of them
+    (:meth:`~clir.training.config.HardNegativesConfig.count`; at most ``n_top``) drawn without
+    replacement from the first ``n_top``, the rest from the others left (with replacement from
+    all of them when too few are left)."""
+    top = rng.choice(n_top, size=min(n_hard, n_top), replace=False)
     rest = np.setdiff1d(np.arange(n_negatives), top)
     needed = k - len(top)
     if len(rest) < needed:
