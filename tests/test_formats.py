@@ -566,3 +566,21 @@ def test_a_lone_surrogate_in_jsonl_documents_names_the_file_line_and_field(tmp_p
         read_documents(path)
     path.write_text('{"docno": "d1", "text": "a \\ud83d\\ude00 \\u00e9"}\n')  # a pair is one character
     assert read_documents(path)[0].text == "a \U0001f600 \u00e9"
+
+
+def test_a_nan_score_has_no_rank():
+    """ranked() had put a NaN first: a run with one, handed to rerank_collection or fuse_runs
+    through the Python API, made that document the best candidate."""
+    from clir.pipeline.features import fuse_runs
+
+    inf = float("inf")
+    docs = {"a": 1.0, "b": float("nan"), "c": 0.5}
+    with pytest.raises(ConfigError, match=r"^document 'b' has a NaN score$"):
+        ranked(docs)
+    with pytest.raises(ConfigError, match="has a NaN score"):
+        fuse_runs([{"q": docs}, {"q": {"a": 1.0}}])
+    assert ranked({"a": 1.0, "b": inf, "c": -inf}) == [
+        ("b", inf),
+        ("a", 1.0),
+        ("c", -inf),
+    ]

@@ -127,10 +127,17 @@ def ranked(docs: Mapping[str, float]) -> list[tuple[str, float]]:
 
     Returns:
         ``[(docno, score), ...]`` best first, scores as given (not rounded).
+
+    Raises:
+        ConfigError: On a NaN score, which has no place in the order (it had come first, and a
+            run handed to ``rerank_collection`` or ``fuse_runs`` had made it the best candidate).
     """
     docnos, scores = list(docs), list(docs.values())
     keys = np.array(docnos, dtype=str) if docnos else np.zeros(0, dtype=str)
-    return [(docnos[i], scores[i]) for i in _trec_order(keys, np.asarray(scores, dtype=np.float64))]
+    values = np.asarray(scores, dtype=np.float64)
+    if np.isnan(values).any():
+        raise ConfigError(f"document {docnos[int(np.argmax(np.isnan(values)))]!r} has a NaN score")
+    return [(docnos[i], scores[i]) for i in _trec_order(keys, values)]
 
 
 def _trec_order(keys: np.ndarray, scores: np.ndarray) -> np.ndarray:
