@@ -375,6 +375,16 @@ def test_a_doc_lang_in_collection_json_that_is_no_language_code_names_the_file(t
         Collection.load(root)
 
 
+def test_a_doc_lang_in_capitals_in_collection_json_is_the_analyzers_code(tmp_path):
+    """`{"doc_lang": "SW"}` had made a collection of language 'SW': the tables learned from it (of
+    en-sw, the analyzers' code) were then refused for it as tables of another pair."""
+    root = write_user_collection(tmp_path / "mine", "q1\tsleeping child\n")
+    (root / "collection.json").write_text('{"doc_lang": "SW", "query_lang": "En"}')
+    collection = Collection.load(root)
+    assert (collection.doc_lang, collection.query_lang) == ("sw", "en")
+    assert Collection.load(root, doc_lang="TL").doc_lang == "tl"
+
+
 def test_user_collection_errors(tmp_path):
     root = write_user_collection(tmp_path / "bad", "q1\tsleeping child\nq2\n")
     with pytest.raises(FormatError, match=r"topics\.tsv:2: expected 2 or 3 tab-separated fields"):

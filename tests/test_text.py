@@ -117,3 +117,46 @@ def test_analyzer_settings_of_the_wrong_kind_are_errors(config, message):
     with pytest.raises(ConfigError, match=f"^{message}"):
         analyzer_from_config(config)
     assert analyzer_from_config({"lang": "en", "stem": None, "lemmatize": False}).analyze("kings") == ["king"]
+
+
+def test_invisible_format_characters_do_not_split_words():
+    """A soft hyphen, a zero-width (non-)joiner, a word joiner, a BOM or a direction mark inside
+    a word had split it ("mag\u00adaral" was "mag" and "aral"); a zero-width space separates."""
+    an = get_analyzer("tl", lemmatize=False)
+    for mark in ("\u00ad", "\u200c", "\u200d", "\u2060", "\ufeff", "\u200e", "\u200f"):
+        assert an.tokenize(f"mag{mark}aral {mark}bata{mark}") == ["magaral", "bata"]
+    assert an.tokenize("mag\u200baral") == ["mag", "aral"]
+
+
+def test_typographic_hyphens_join_words_as_the_hyphen_does():
+    """U+2010 and U+2011 (a word processor's non-breaking hyphen) had split "mag-aral" in two."""
+    an = get_analyzer("tl", lemmatize=False)
+    assert an.tokenize("mag\u2010aral mag\u2011aral mag-aral") == ["mag-aral"] * 3
+
+
+def test_a_word_begins_with_a_letter_or_digit_not_a_mark():
+    """The variation selector of an emoji (U+FE0F) had been a word, the same one for ❤️ and ☺️."""
+    an = get_analyzer("sw", lemmatize=False)
+    assert an.tokenize("nakupenda ❤️ sana ☺️ \u0301") == ["nakupenda", "sana"]
+    assert an.tokenize("\u0301ọ̀rọ̀") == ["ọ̀rọ̀"]
+
+
+def test_stopwords_are_matched_as_tokens_are_written():
+    """stopwordsiso's words were matched as written: Hindi "काफ़ी" with a composed nukta (which NFC
+    decomposes), Arabic "إِنَّ" with its marks out of canonical order, Persian "می‌شود" (a
+    zero-width non-joiner, dropped from tokens) never matched; nor did an extra stopword with ’."""
+    assert get_analyzer("hi").analyze("\u0915\u093e\u095e\u0940") == []
+    assert get_analyzer("ar").analyze("\u0625\u0650\u0646\u0651\u064e") == []
+    persian = "\u0645\u06cc\u200c\u0634\u0648\u062f"
+    assert get_analyzer("fa").analyze(f"{persian} {persian.replace(chr(0x200C), '')}") == []
+    an = get_analyzer("sw", lemmatize=False, extra_stopwords=["Ng’ombe"])
+    assert an.analyze("ng'ombe ng’ombe maji") == ["maji"]
+
+
+def test_lemmatising_a_language_simplemma_has_no_lemmas_for_is_refused_when_made():
+    """It had failed at the first word analyzed, a ValueError ("Unsupported language: ny")."""
+    with pytest.raises(ConfigError, match="no simplemma lemmas for language 'ny'; have "):
+        get_analyzer("ny", lemmatize=True)
+    with pytest.raises(ConfigError, match="no simplemma lemmas for language 'xx'"):
+        analyzer_from_config({"lang": "xx", "lemmatize": True})
+    assert get_analyzer("en", lemmatize=True).analyze("children") == ["child"]

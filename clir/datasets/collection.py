@@ -312,6 +312,8 @@ def read_collection_info(
                 check_language_code(lang, key)
             except ConfigError as error:
                 raise FormatError(path / "collection.json", None, str(error)) from None
+    # "SW" is the analyzers' "sw" (its own tables, of en-sw, had been refused for documents in "SW")
+    doc_lang, query_lang = (c.lower() if isinstance(c, str) else c for c in (doc_lang, query_lang))
     return info, doc_lang, query_lang
 
 

@@ -22,30 +22,53 @@ from clir.errors import ConfigError
 from clir.text.base import Analyzer
 
 
-def _mark_class() -> str:
-    """A regex character class body of every combining mark (Unicode categories Mn, Mc, Me):
-    Python's ``\\w`` leaves them out, so Hindi vowel signs or a decomposed accent would split
-    words. Marks lie in planes 0, 1 and 14 only (Unicode 15), which are scanned at import."""
-    codes = [
-        c
-        for plane in (0, 1, 14)
-        for c in range(plane << 16, (plane + 1) << 16)
-        if unicodedata.category(chr(c)).startswith("M")
-    ]
-    spans, start = [], codes[0]
-    for prev, code in zip(codes, [*codes[1:], -1], strict=True):
-        if code != prev + 1:
-            spans.append(re.escape(chr(start)) + (f"-{re.escape(chr(prev))}" if prev > start else ""))
-            start = code
-    return "".join(spans)
+def _char_classes(*categories: str) -> list[str]:
+    """Regex character class bodies, one per category prefix, of every character whose Unicode
+    category starts with it: ``"M"``, the combining marks (Mn, Mc, Me), which Python's ``\\w``
+    leaves out, so Hindi vowel signs or a decomposed accent would split words; ``"Cf"``, the
+    invisible format characters. Both lie in planes 0, 1 and 14 only (Unicode 15), which are
+    scanned once at import."""
+    codes: dict[str, list[int]] = {category: [] for category in categories}
+    for plane in (0, 1, 14):
+        for c in range(plane << 16, (plane + 1) << 16):
+            found = unicodedata.category(chr(c))
+            for category in categories:
+                if found.startswith(category):
+                    codes[category].append(c)
+    bodies = []
+    for found in codes.values():
+        spans, start = [], found[0]
+        for prev, code in zip(found, [*found[1:], -1], strict=True):
+            if code != prev + 1:
+                spans.append(re.escape(chr(start)) + (f"-{re.escape(chr(prev))}" if prev > start else ""))
+                start = code
+        bodies.append("".join(spans))
+    return bodies
 
+
+_MARKS, _FORMATS = _char_classes("M", "Cf")
 
 # A word is a run of letters/digits, possibly joined by an apostrophe or hyphen inside it
 # (Swahili ng'ombe, Tagalog mag-aral, English don't); outside ASCII, with the combining marks on
-# its letters (a slower pattern, so ASCII text keeps the first).
+# its letters (a slower pattern, so ASCII text keeps the first), ’ as apostrophe and the
+# typographic hyphens ‐ and ‑ (U+2010, U+2011) as hyphen (they had split "mag‑aral"). A word
+# begins with a letter or digit (the lone U+FE0F of an emoji had been a word, one of all such).
 _WORD = re.compile(r"[^\W_]+(?:['’\-][^\W_]+)*")
-_LETTERS = rf"(?:[^\W_]|[{_mark_class()}])+"
-_MARKED_WORD = re.compile(rf"{_LETTERS}(?:['’\-]{_LETTERS})*")
+_LETTERS = rf"(?:[^\W_]|[{_MARKS}])+"
+_MARKED_WORD = re.compile(rf"(?=[^\W_]){_LETTERS}(?:['’\-\u2010\u2011]{_LETTERS})*")
+_FOLDED = str.maketrans({"’": "'", "\u2010": "-", "\u2011": "-"})
+
+# Invisible format characters (soft hyphen, zero-width joiner and non-joiner, word joiner, BOM,
+# direction marks) are dropped: they had split a word ("mag\u00adaral" was "mag" and "aral").
+# ZERO WIDTH SPACE is not dropped: it separates words (in Thai or Khmer text).
+_FORMAT = re.compile(rf"(?!\u200b)[{_FORMATS}]")
+
+
+def _fold(word: str) -> str:
+    """A word written as :meth:`TextAnalyzer.tokenize` writes its tokens (format characters
+    dropped, NFC, lowercased, ’ as ', ‐ and ‑ as -): how stopwords are matched."""
+    return unicodedata.normalize("NFC", _FORMAT.sub("", word)).lower().translate(_FOLDED)
+
 
 # Scripts written without spaces between words: clir has no segmenter for them, so a run of
 # such text is one token (warned about when an analyzer is made for these languages).
@@ -82,7 +105,8 @@ def _stopwords(lang: str) -> frozenset[str]:
         from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 
         words = (words & ENGLISH_STOP_WORDS) - _ENGLISH_CONTENT
-    return frozenset(words)
+    # as tokens are: Hindi "काफ़ी" (a composed nukta that NFC decomposes) had never matched
+    return frozenset(_fold(word) for word in words)
 
 
 def check_language_code(lang: object, what: str = "language code") -> str:
@@ -141,8 +165,17 @@ class TextAnalyzer(Analyzer):
         stem = (not lemmatize and self.lang in SNOWBALL) if config.stem is None else config.stem
         if stem and self.lang not in SNOWBALL:
             raise ConfigError(f"no Snowball stemmer for language {self.lang!r}; have {sorted(SNOWBALL)}")
-        extra = (unicodedata.normalize("NFC", word).lower() for word in config.extra_stopwords)
-        # as tokens are (NFC, lowercased): "Bwana" had never matched
+        if lemmatize and self.lang not in LEMMATIZED:  # had failed at the first word, a ValueError
+            try:  # simplemma's own list, where its version keeps it
+                from simplemma.strategies.dictionaries.dictionary_factory import SUPPORTED_LANGUAGES
+            except ImportError:
+                SUPPORTED_LANGUAGES = (self.lang,)  # unknown: the first word will tell
+            if self.lang not in SUPPORTED_LANGUAGES:
+                raise ConfigError(
+                    f"no simplemma lemmas for language {self.lang!r}; have {sorted(SUPPORTED_LANGUAGES)}"
+                )
+        extra = (_fold(word) for word in config.extra_stopwords)
+        # as tokens are (NFC, lowercased, ...): "Bwana" and "ng’ombe" had never matched
         self._stop = (_stopwords(self.lang) if config.stopwords else frozenset()) | frozenset(extra)
         self._stemmer = snowballstemmer.stemmer(SNOWBALL[self.lang]) if stem else None
         self._lemmatize = lemmatize
@@ -164,11 +197,12 @@ class TextAnalyzer(Analyzer):
 
     def tokenize(self, text: str) -> list[str]:
         """Words of ``text`` after Unicode NFC normalisation (a decomposed ``naïf`` and a
-        composed one are the same word), lowercased, with ’ inside a word read as '."""
+        composed one are the same word), lowercased, with ’ inside a word read as ' and ‐ or ‑
+        as -; invisible format characters (a soft hyphen, a zero-width joiner) are dropped."""
         if text.isascii():
             return [match.group().lower() for match in _WORD.finditer(text)]
-        text = unicodedata.normalize("NFC", text)
-        return [match.group().lower().replace("’", "'") for match in _MARKED_WORD.finditer(text)]
+        text = unicodedata.normalize("NFC", _FORMAT.sub("", text))
+        return [match.group().lower().translate(_FOLDED) for match in _MARKED_WORD.finditer(text)]
 
     def normalize(self, token: str) -> str:
         term = self._cache.get(token)
