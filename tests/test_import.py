@@ -439,7 +439,7 @@ def test_a_split_name_that_is_no_file_name_is_refused(tmp_path, capsys, split):
     assert not (tmp_path / "c").exists()
 
 
-@pytest.mark.parametrize("lang", ["../x", "", "sw/x", "s w", "sw2"])
+@pytest.mark.parametrize("lang", ["../x", "", "sw/x", "s w", "sw2", "ＳＷ", "sẃ"])
 def test_a_doc_lang_that_is_no_language_code_is_refused_before_writing(tmp_path, capsys, lang):
     """``--doc-lang ../x`` had written a collection that every later command refused (its
     analyzer wants letters): refused at import now, naming the option, with nothing written."""

@@ -110,17 +110,18 @@ def _stopwords(lang: str) -> frozenset[str]:
 
 
 def check_language_code(lang: object, what: str = "language code") -> str:
-    """``lang`` if it is a language code an analyzer accepts (letters only, like ``sw``).
+    """``lang`` if it is a language code an analyzer accepts (ASCII letters only, like ``sw``).
 
     Args:
         lang: The code to check.
         what: How the message names it (``doc_lang``, an option).
 
     Raises:
-        ConfigError: If ``lang`` is not a non-empty string of letters (``../x`` would also
-            become part of file and cache names).
+        ConfigError: If ``lang`` is not a non-empty string of ASCII letters (``../x`` would
+            also become part of file and cache names; a full-width ``ＳＷ`` had become an unknown
+            language with a warning).
     """
-    if not isinstance(lang, str) or not lang.isalpha():
+    if not isinstance(lang, str) or not (lang.isascii() and lang.isalpha()):
         raise ConfigError(f"{what} must be letters like 'sw', got {lang!r}")
     return lang
 
