@@ -677,6 +677,11 @@ def _index(args: argparse.Namespace) -> int:
         model_params=params,
     )
     if args.shard_docs is not None:
+        if _engine_config(args).name != "local":  # it had been ignored, as --workers alone was
+            raise ConfigError(
+                "--engine ray does not apply with --shard-docs: the documents are streamed and "
+                "analysed in this process, one shard at a time; drop --engine (and --workers, --address)"
+            )
         return _index_shards(args, config)
     collection = _load_collection(args)
     tables = load_tables(args.tables, (collection.query_lang, collection.doc_lang))

@@ -370,3 +370,26 @@ def test_cli_index_in_shards_counts_in_the_singular(tmp_path, capsys):
         ]
         assert main([*argv, "--out", str(tmp_path / f"i{n}"), "--shard-docs", "1", "-q"]) == 0
         assert capsys.readouterr().out.endswith(expected)
+
+
+def test_cli_index_in_shards_refuses_engine_options_it_would_ignore(tmp_path, capsys):
+    """``clir index --shard-docs`` analyses its documents in this process: ``--engine ray`` (and
+    ``--workers`` without it, which every other command refuses) had been accepted and ignored."""
+    (mungu,) = get_analyzer("sw").analyze("Mungu")
+    (god,) = get_analyzer("en").analyze("God")
+    TranslationTable([god], [mungu], sp.csr_matrix(np.ones((1, 1))), "en", "sw").save(tmp_path / "t" / EN_DOC)
+    TranslationTable([mungu], [god], sp.csr_matrix(np.ones((1, 1))), "sw", "en").save(tmp_path / "t" / DOC_EN)
+    documents = [Document("d1", "Mungu"), Document("d2", "Mungu nuru")]
+    queries = {"test": [Query("q", "God")]}
+    Collection("c", "sw", "en", documents, queries, {"q": {"d1": 1}}).save(tmp_path / "c")
+    argv = ["index", "--collection", str(tmp_path / "c"), "--tables", str(tmp_path / "t"), "--mode", "qt"]
+    argv += ["--shard-docs", "1", "--out", str(tmp_path / "i"), "-q"]
+    for options, expected in (
+        (["--engine", "ray"], "--engine ray does not apply with --shard-docs"),
+        (["--engine", "ray", "--workers", "2"], "--engine ray does not apply with --shard-docs"),
+        (["--workers", "2"], "expected no value with the local engine"),
+    ):
+        assert main([*argv, *options]) == 2
+        assert expected in capsys.readouterr().err
+        assert not (tmp_path / "i").exists()
+    assert main([*argv, "--engine", "local"]) == 0
