@@ -750,6 +750,14 @@ def _retrieve(args: argparse.Namespace) -> int:
             f"--index {args.index} indexes {indexed!r} documents, {given} {lang!r}: index this "
             "collection ('clir index') or give its index"
         )
+    if collection is not None:  # an index of another collection had been searched without a word
+        judged = sorted({d for docs in collection.qrels_of(args.split or "test").values() for d in docs})
+        if missing := sorted(set(judged) - set(stage.indexed_docnos().tolist())):
+            warnings.warn(
+                f"--index {args.index} lacks {len(missing)} of the {len(judged)} documents judged for "
+                f"these queries (e.g. {missing[0]!r}): is it an index of --collection {args.collection}?",
+                stacklevel=1,
+            )
     with _engine(args) as engine:
         run = search_stage(stage, queries, engine, k=args.k, pad=args.pad)
     written = write_run(args.out, run, tag=args.tag or f"{stage.mode}-{stage.model}")

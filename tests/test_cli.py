@@ -627,6 +627,16 @@ def test_retrieve_refuses_a_split_with_a_topics_file(tmp_path, capsys):
     assert run.read_text().split()[:3] == ["q1", "Q0", "d1"]
     assert main([*argv, "--collection", str(collection), "--split", "train"]) == 0
     assert run.read_text().split()[:3] == ["q2", "Q0", "d1"]
+    capsys.readouterr()
+    # an index of another collection, whose judged documents it lacks: searched without a word
+    other = tmp_path / "other"
+    other_qrels = {"q1": {"x1": 1}, "q2": {"x1": 1}}
+    Collection("o", "sw", "en", [Document("x1", "maji")], queries, other_qrels).save(other)
+    assert main([*argv, "--collection", str(other)]) == 0
+    assert (
+        f"clir: warning: --index {index} lacks 1 of the 1 documents judged for these queries (e.g. 'x1'): "
+        f"is it an index of --collection {other}?"
+    ) in capsys.readouterr().err
 
 
 def test_aqwv_without_a_size_names_the_options_and_a_zero_cutoff_is_refused(tmp_path, capsys):

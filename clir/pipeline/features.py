@@ -668,12 +668,7 @@ def check_stage_documents(
             f"{where} indexes {lang!r} documents, collection {collection.name!r} is in "
             f"{collection.doc_lang!r}: index this collection ('clir index') or give its stages"
         )
-    index = stage.retriever.index_
-    shards = getattr(index, "shards", None)
-    parts = (
-        [np.asarray(shard.docnos) for shard in shards] if shards is not None else [np.asarray(index.docnos)]
-    )
-    indexed = np.sort(np.concatenate(parts)) if len(parts) > 1 else parts[0]
+    indexed = stage.indexed_docnos()
     if len(indexed) == len(docnos) and np.array_equal(indexed, docnos):
         if stage.documents_digest is None:  # saved before the digest: the texts are not compared
             return

@@ -397,6 +397,20 @@ class FirstStage:
                 warnings.warn(f"{where}: {message}", warning.category, stacklevel=2)
         return run
 
+    def indexed_docnos(self) -> np.ndarray:
+        """The docnos of the index, every shard's, sorted.
+
+        Raises:
+            ConfigError: Before :meth:`index`.
+        """
+        index = self.retriever.index_
+        if index is None:
+            raise ConfigError("index the documents first (FirstStage.index)")
+        parts = (
+            [shard.docnos for shard in index.shards] if isinstance(index, ShardedIndex) else [index.docnos]
+        )
+        return np.sort(np.concatenate([np.asarray(part) for part in parts]))
+
     def candidate_scores(
         self, queries: Sequence[Query], candidates: Sequence[Sequence[str]], chunk: int = 64
     ) -> list[np.ndarray]:
