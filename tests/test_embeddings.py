@@ -32,6 +32,7 @@ from clir.embeddings import (
     train_vectors,
     translate,
 )
+from clir.embeddings.align import induce_dictionary
 from clir.embeddings.bli import bli_predictions, precision_by_frequency
 from clir.embeddings.seeds import identical_pairs, pairs_from_lexicon
 from clir.embeddings.vectors_io import load_word2vec, make_keyed_vectors, save_word2vec
@@ -143,6 +144,24 @@ def test_refinement_improves_bli_from_a_small_noisy_seed():
     assert refined.best_iteration >= 1
     criteria = [h["criterion"] for h in refined.history]
     assert criteria[refined.best_iteration] == max(criteria)
+
+
+def test_induced_dictionary_csls_counts_every_word_in_the_hub_terms():
+    """Only the ``max_rank`` most frequent words are candidates, but CSLS's ``r`` terms are the
+    mean similarity to the k nearest words of the other language's whole vocabulary (Conneau et
+    al. 2018; MUSE): rarer source words sitting on target 0 make it a hub. The terms had been
+    computed over the first ``max_rank`` rows only, which paired source 0 with the hub."""
+
+    def at(*degrees: float) -> np.ndarray:
+        return np.array([[math.cos(math.radians(a)), math.sin(math.radians(a))] for a in degrees], np.float32)
+
+    source = at(14, 100, 0, 0, 0)  # rows 2-4: rarer words, beyond max_rank, right on target 0
+    target = at(0, 30)
+    # by hand: r_S(target 0) = 1 (the rare words), r_S(target 1) = cos 16°; source 0 scores
+    # 2 cos 14° - 1 = 0.941 against target 0 and 2 cos 16° - cos 16° = 0.961 against target 1
+    assert induce_dictionary(source, target, max_rank=2, csls_k=1).tolist() == [[0, 1]]
+    # every word a candidate: the same pair, and rare source 2 with target 0
+    assert induce_dictionary(source, target, max_rank=5, csls_k=1).tolist() == [[0, 1], [2, 0]]
 
 
 def test_normalize_vectors_centres_and_normalises():

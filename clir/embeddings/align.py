@@ -61,7 +61,9 @@ def induce_dictionary(
     Args:
         source: ``(n, d)`` mapped source vectors, unit length, rows by descending frequency.
         target: ``(m, d)`` target vectors, same conventions.
-        max_rank: Only the first ``max_rank`` rows of each side take part.
+        max_rank: Only the first ``max_rank`` rows of each side are candidates; CSLS's hub
+            terms are still each word's mean similarity to its ``csls_k`` nearest words of the
+            other side's whole vocabulary, as in MUSE.
         csls_k: CSLS neighbourhood size.
 
     Returns:
@@ -70,8 +72,9 @@ def induce_dictionary(
     """
     src = source[:max_rank]
     tgt = target[:max_rank]
-    _, s2t = translate(src, tgt, 1, method="csls", csls_k=csls_k)
-    _, t2s = translate(tgt, src, 1, method="csls", csls_k=csls_k)
+    # the background: a target's r over every source word (it had been over the first max_rank)
+    _, s2t = translate(src, tgt, 1, method="csls", csls_k=csls_k, source_background=source)
+    _, t2s = translate(tgt, src, 1, method="csls", csls_k=csls_k, source_background=target)
     rows = np.arange(src.shape[0])
     mutual = t2s[s2t[:, 0], 0] == rows
     return np.stack([rows[mutual], s2t[mutual, 0]], axis=1).astype(np.int64)

@@ -169,9 +169,10 @@ def train_joint(
         parallel: ``{lang: [(pivot tokens, lang tokens), ...]}``.
         monolingual: ``{lang: [tokens, ...]}``.
         config: Model parameters (its ``seed`` also seeds the corpus shuffles). Default:
-            word2vec, window 20, 10 epochs. A wide window matters: with it every word of a merged
-            pair sees most of the other language's words (sw->en FreeDict P@1 with CSLS rose
-            from 0.36 with window 5 to 0.47 with window 20, 5 epochs each).
+            word2vec, window 20, 20 epochs (:data:`JOINT_CONFIG`). A wide window matters: with
+            it every word of a merged pair sees most of the other language's words (sw->en
+            FreeDict P@1 with CSLS rose from 0.36 with window 5 to 0.47 with window 20, 5 epochs
+            each).
         pivot: The pivot language.
         mix: Pair merging (see :func:`pseudo_bilingual_corpus`).
         copies: Shuffled copies per pair.
