@@ -757,6 +757,31 @@ def test_tables_of_another_language_pair_are_refused(tmp_path: Path) -> None:
     assert load_tables(tmp_path / "en-tl", ("en", "tl"))[0].target_lang == "tl"
 
 
+def test_a_table_of_one_direction_given_as_the_other_is_refused(tmp_path: Path) -> None:
+    """A tables directory whose doc-en was a copy of en-doc (or another pair's table) loaded, and
+    DT translated the documents with an en->sw table; swapped tables given to a FirstStage were
+    looked up too: every query term unknown, every score 0, silently."""
+    from clir.pipeline.tables import _saved, load_tables
+    from clir.retrieval.search import FirstStage
+
+    en_sw = TranslationTable.from_weights([("hous", "nyumba", 1.0)], "en", "sw")
+    sw_en = TranslationTable.from_weights([("nyumba", "hous", 1.0)], "sw", "en")
+    _saved((en_sw, en_sw), tmp_path / "t")  # pair.json records them: only the languages tell
+    with pytest.raises(FormatError, match=r"doc-en.meta\.json: translates en-sw, not sw-en"):
+        load_tables(tmp_path / "t", ("en", "sw"))
+    with pytest.raises(FormatError, match="translates en-sw, not sw-en"):
+        load_tables(tmp_path / "t")
+    _saved((en_sw, sw_en), tmp_path / "t")
+    assert [t.source_lang for t in load_tables(tmp_path / "t", ("en", "sw"))] == ["en", "sw"]
+    for mode in ("qt", "psq", "dt"):
+        with pytest.raises(ConfigError, match="table_en_doc translates sw-en, the other direction"):
+            FirstStage(mode, "bm25", doc_analyzer="sw", table_en_doc=sw_en, table_doc_en=en_sw)
+    with pytest.raises(ConfigError, match="table_doc_en translates en-sw, the other direction"):
+        FirstStage("dt", "bm25", doc_analyzer="sw", table_doc_en=en_sw)
+    stage = FirstStage("psq", "bm25", doc_analyzer="sw", table_en_doc=en_sw, table_doc_en=sw_en)
+    assert list(stage.index([Document("d1", "nyumba")]).search([Query("q", "house")])["q"]) == ["d1"]
+
+
 def test_tables_killed_between_their_two_saves_are_refused_and_learned_again(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

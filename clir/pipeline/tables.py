@@ -132,6 +132,8 @@ def load_tables(
         DataNotFoundError: If ``path`` is not a directory.
         ConfigError: If the tables translate between other languages (e.g. English-Tagalog
             tables given for a Swahili collection: every translation would be silently wrong).
+        FormatError: If ``doc-en`` is not the reverse of ``en-doc`` (e.g. a copy of it, or of
+            another pair's table), naming its ``meta.json``.
     """
     if not Path(path).is_dir():
         raise DataNotFoundError(f"{path}: no translation tables directory (one written by 'clir tables')")
@@ -144,6 +146,13 @@ def load_tables(
         )
     tables = TranslationTable.load(Path(path) / EN_DOC), TranslationTable.load(Path(path) / DOC_EN)
     found = (tables[0].source_lang, tables[0].target_lang)
+    if (tables[1].target_lang, tables[1].source_lang) != found:  # DT had used it as it was
+        raise FormatError(
+            Path(path) / DOC_EN / "meta.json",
+            None,
+            f"translates {tables[1].source_lang}-{tables[1].target_lang}, not {found[1]}-{found[0]} "
+            f"(the reverse of {EN_DOC}, {found[0]}-{found[1]})",
+        )
     if languages is not None and found != tuple(languages):
         query_lang, doc_lang = languages
         raise ConfigError(

@@ -133,8 +133,10 @@ class FirstStage:
         **model_params: Retriever parameters (``k1``, ``b``, ``idf``, ``mu``).
 
     Raises:
-        ConfigError: For an unknown mode, model or dt variant, a missing table, or a spelling
-            similarity outside (0, 1].
+        ConfigError: For an unknown mode, model or dt variant, a missing table, a table of the
+            other direction (``table_en_doc`` translating the document language into the
+            analyzers' English, or ``table_doc_en`` the reverse), or a spelling similarity
+            outside (0, 1].
     """
 
     def __init__(
@@ -174,6 +176,20 @@ class FirstStage:
         self.retriever: Retriever | ShardedRetriever = get_retriever(model, **model_params)
         self.en_analyzer = get_analyzer(en_analyzer) if isinstance(en_analyzer, str) else en_analyzer
         self.doc_analyzer = get_analyzer(doc_analyzer) if isinstance(doc_analyzer, str) else doc_analyzer
+        en, doc = getattr(self.en_analyzer, "lang", None), getattr(self.doc_analyzer, "lang", None)
+        for name, table, source, target in (
+            ("table_en_doc", table_en_doc, en, doc),
+            ("table_doc_en", table_doc_en, doc, en),
+        ):
+            if (
+                table is not None
+                and source != target
+                and (table.source_lang, table.target_lang) == (target, source)
+            ):
+                raise ConfigError(  # its translations had been looked up silently (e.g. swapped tables)
+                    f"{name} translates {target}-{source}, the other direction: pass the "
+                    f"{source}-{target} table"
+                )
         self.table_en_doc = table_en_doc
         self.table_doc_en = table_doc_en
         self.qt_k = qt_k
