@@ -93,6 +93,14 @@ def test_read_table_tsv_and_json_by_hand(tmp_path):
     }
     reverse = transpose(read_table(tmp_path / "t.json", "en", "sw"))
     assert _probs(reverse) == {("mbwa", "dog"): 1.0, ("kelb", "dog"): 1.0}
+    # a target phrase shares its weight among its terms, as Lexicon.to_table does (each term had
+    # taken it whole: the phrase held two thirds of the row)
+    (tmp_path / "p.tsv").write_text("capital\tmji mkuu\t0.5\ncapital\tjiji\t0.5\n")
+    assert _probs(read_table(tmp_path / "p.tsv", "en", "sw", target_analyzer=_Lower())) == {
+        ("capital", "mji"): 0.25,
+        ("capital", "mkuu"): 0.25,
+        ("capital", "jiji"): 0.5,
+    }
     (tmp_path / "bad.tsv").write_text("dog\tmbwa\t0.5\ndog\tkelb\tnan\n")
     with pytest.raises(FormatError, match=r"bad\.tsv:2: probability must be a finite number >= 0, got 'nan'"):
         read_table(tmp_path / "bad.tsv", "en", "sw")

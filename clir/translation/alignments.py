@@ -177,12 +177,15 @@ def read_table(
             read += 1
             yield entry
 
-    triples = (
-        (s, t, weight)
-        for source, target, weight in counted()
-        for s in terms(source, source_analyzer)
-        for t in terms(target, target_analyzer)
-    )
+    def split(source: str, target: str, weight: float) -> Iterator[tuple[str, str, float]]:
+        """A target phrase's weight shared among its terms, as ``Lexicon.to_table`` does (each had
+        taken it whole: "mji mkuu" 0.5 beside "jiji" 0.5 had held two thirds of the row)."""
+        targets = terms(target, target_analyzer)
+        for s in terms(source, source_analyzer):
+            for t in targets:
+                yield s, t, weight / len(targets)
+
+    triples = (triple for entry in counted() for triple in split(*entry))
     meta = {"method": "imported", "file": str(path), "analyzed": source_analyzer is not None}
     table = TranslationTable.from_weights(triples, source_lang, target_lang, meta)
     if not len(table):
