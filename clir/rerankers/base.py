@@ -79,9 +79,10 @@ def build_interaction_model(
 
 @contextmanager
 def torch_seed(seed: int) -> Iterator[None]:
-    """Run a block under ``torch.manual_seed(seed)`` without disturbing the global CPU generator."""
+    """Run a block with the CPU generator seeded by ``seed``, without disturbing it (restored
+    after) or the CUDA generators (``torch.manual_seed`` had reseeded those for good)."""
     with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
+        torch.default_generator.manual_seed(seed)
         yield
 
 
