@@ -520,6 +520,11 @@ def _tables(args: argparse.Namespace) -> int:
     from clir.formats.atomic import output_directory
     from clir.pipeline.tables import import_tables, learn_tables, tables_from_alignments, write_tokens
 
+    if args.seed != 0:  # it had been recorded (and relearned for) while changing no probability
+        raise ConfigError(
+            f"--seed {args.seed} changes nothing: IBM Model 1's EM starts from uniform probabilities, "
+            "so the tables are the same for every seed; drop it"
+        )
     collection = _load_collection(args)
     if args.write_tokens is not None:
         if args.out is not None:
@@ -1777,7 +1782,9 @@ def build_parser() -> argparse.ArgumentParser:
     tables.add_argument(
         "--iterations", type=_iterations, default=10, help="EM iterations, at most 10000 (default 10)"
     )
-    tables.add_argument("--seed", type=_seed, default=0, help="seed of the model's initialisation")
+    tables.add_argument(
+        "--seed", type=_seed, default=0, help="only 0: the EM starts from uniform probabilities (no draw)"
+    )
     for option in ("--iterations", "--seed"):
         tables.inapplicable(option, _model1_not_learned)
     _force_argument(tables)

@@ -917,6 +917,18 @@ def test_an_option_given_where_it_has_no_effect_is_refused(argv, message, tmp_pa
     assert not (tmp_path / "o").exists()
 
 
+def test_a_tables_seed_that_changes_nothing_is_refused(tmp_path, capsys):
+    """clir tables --seed 3 learned the same tables as --seed 0 (the EM starts uniform) and
+    recorded the seed, so the tables were learned again for each seed."""
+    out = tmp_path / "o"
+    assert main(["tables", "--collection", str(tmp_path), "--out", str(out), "--seed", "3"]) == 2
+    assert capsys.readouterr().err == (
+        "clir: error: --seed 3 changes nothing: IBM Model 1's EM starts from uniform probabilities, "
+        "so the tables are the same for every seed; drop it\n"
+    )
+    assert not out.exists()
+
+
 def test_options_where_they_have_an_effect_and_defaults_pass():
     parser = build_parser()
     index = ["index", "--collection", "c", "--tables", "t", "--out", "o"]

@@ -303,6 +303,8 @@ def _with(path: str, value: Any) -> dict[str, Any]:
         ("weak.first_stage", ["qt-bm25", "x"], r"weak.first_stage\[1\]='x' is invalid"),
         # seeds out of numpy's range failed with "unexpected ValueError" once steps had run
         ("tables.seed", -1, r"tables.seed=-1 is invalid; expected a value >= 0 and <= 4294967295"),
+        # it changed no probability (the EM starts uniform), only made the tables be learned again
+        ("tables.seed", 3, r"tables.seed=3 is invalid; expected 0: IBM Model 1's EM starts from uniform"),
         ("embeddings.seed", -1, r"embeddings.seed=-1 is invalid; expected a value >= 0"),
         ("significance.seed", -1, r"significance.seed=-1 is invalid; expected a value >= 0"),
         ("collection.seed", 2**32, r"collection.seed=4294967296 is invalid; expected a value >= 0"),

@@ -53,11 +53,17 @@ class TablesConfig(Section):
 
     Attributes:
         iterations: EM iterations (also those of the baselines' tables).
-        seed: Seed of the model.
+        seed: Only 0: the EM starts from uniform probabilities, so no seed changes the tables
+            (another had only made them be learned again).
     """
 
     iterations: Annotated[int, Range(ge=1, le=MAX_ITERATIONS)] = 10
     seed: Seed = 0
+
+    def check(self, where: Where) -> None:
+        if self.seed != 0:
+            expected = "0: IBM Model 1's EM starts from uniform probabilities (one table for every seed)"
+            raise where.error("seed", self.seed, expected)
 
 
 @dataclass(frozen=True)
