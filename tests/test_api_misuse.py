@@ -191,6 +191,12 @@ def test_topic_xml_keeps_its_qids(tmp_path, qid):
 def test_topic_xml_refuses_a_duplicate_qid(tmp_path):
     with pytest.raises(ConfigError, match="duplicate qid 'a'"):  # as write_topics refuses it
         write_topics_xml(tmp_path / "topics.xml", [Query("a", "x"), Query("a", "y")])
+    # a control character had made a file that no XML parser reads
+    with pytest.raises(ConfigError, match=r"query 'b' holds U\+0001, a control character that XML 1.0"):
+        write_topics_xml(tmp_path / "topics.xml", [Query("a", "x\ty"), Query("b", "x", "y\x01z")])
+    assert not (tmp_path / "topics.xml").exists()
+    write_topics_xml(tmp_path / "topics.xml", [Query("a", "x\ty")])  # a tab is XML's
+    ET.parse(tmp_path / "topics.xml")
 
 
 def test_write_run_refuses_a_query_that_holds_no_scores_and_takes_numpy_depth(tmp_path):

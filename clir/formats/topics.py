@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from pathlib import Path
 from xml.sax.saxutils import escape, quoteattr
@@ -61,12 +62,17 @@ def write_topics(path: str | Path, queries: Iterable[Query]) -> None:
         out.writelines(rows.values())
 
 
+_NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
+"""Characters that XML 1.0 documents cannot hold, even escaped."""
+
+
 def write_topics_xml(path: str | Path, queries: Iterable[Query]) -> None:
     """Write topics in TREC topic XML (``<topics><topic number=...><title/><description/>``).
 
     Raises:
         ConfigError: Before the file is replaced, on an invalid qid (see
-            :mod:`clir.formats.identifiers`) or a duplicate qid, as :func:`write_topics`.
+            :mod:`clir.formats.identifiers`) or a duplicate qid, as :func:`write_topics`, or a
+            text holding a character XML 1.0 cannot hold (a control character such as U+0001).
     """
     queries = list(queries)
     seen: set[str] = set()
@@ -74,6 +80,11 @@ def write_topics_xml(path: str | Path, queries: Iterable[Query]) -> None:
         if check_identifier(query.qid, "qid", path) in seen:
             raise ConfigError(f"{path}: not written: duplicate qid {query.qid!r}")
         seen.add(query.qid)
+        if found := _NOT_XML.search(query.text + query.description):  # the file had not parsed
+            raise ConfigError(
+                f"{path}: not written: query {query.qid!r} holds U+{ord(found.group()):04X}, a control "
+                "character that XML 1.0 cannot hold"
+            )
     with atomic_write(path) as out:
         out.write('<?xml version="1.0" encoding="UTF-8"?>\n<topics>\n')
         for query in queries:
