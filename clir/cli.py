@@ -553,8 +553,8 @@ def _tables(args: argparse.Namespace) -> int:
         en_doc, doc_en = import_tables(collection, *args.import_tables, out=args.out)
     else:
         en_doc, doc_en = learn_tables(collection, args.out, iterations=args.iterations, seed=args.seed)
-    lang = collection.doc_lang
-    print(f"wrote {args.out}: en->{lang} {len(en_doc)} words, {lang}->en {len(doc_en)} words")
+    query, doc = en_doc.source_lang, en_doc.target_lang  # the tables' (it had said en for any query_lang)
+    print(f"wrote {args.out}: {query}->{doc} {len(en_doc)} words, {doc}->{query} {len(doc_en)} words")
     return 0
 
 

@@ -813,6 +813,18 @@ def test_an_unknown_language_is_warned_about_once_a_command(tmp_path, capsys, mo
     assert capsys.readouterr().err.count("no stopwords, lemmatiser or stemmer known for language 'xx'") == 1
 
 
+def test_tables_says_the_languages_of_the_tables_it_wrote(tmp_path, capsys):
+    """A collection of German queries got de->sw tables, and clir tables said it wrote en->sw ones."""
+    collection = tmp_path / "c"
+    queries = {"test": [Query("q1", "wasser")]}
+    pairs = [ParallelPair("p1", "wasser", "maji"), ParallelPair("p2", "feuer", "moto")]
+    documents = [Document("d1", "maji")]
+    Collection("c", "sw", "de", documents, queries, {"q1": {"d1": 1}}, parallel=pairs).save(collection)
+    assert main(["tables", "--collection", str(collection), "--out", str(tmp_path / "t"), "--quiet"]) == 0
+    assert "wrote " + str(tmp_path / "t") + ": de->sw 2 words, sw->de 2 words" in capsys.readouterr().out
+    assert json.loads((tmp_path / "t" / "en-doc" / "meta.json").read_text())["source_lang"] == "de"
+
+
 def test_an_imported_table_left_with_no_entry_is_an_error(tmp_path, capsys):
     """A table whose every word the analyzers dropped (or an empty file) was written as a table of
     0 words, which translates nothing, without a word."""

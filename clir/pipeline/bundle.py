@@ -11,7 +11,8 @@ top, weights as safetensors)::
     reranker/            the checkpoint or ensemble: ensemble.json, the first-stage settings
                          and each member's checkpoint (model.safetensors + config.json ...),
                          nothing else of the directory (no leftover of a killed save)
-    space/               the shared embedding space (.npy arrays, JSON)
+    space/               the shared embedding space (space.json, a word2vec-binary <lang>.bin
+                         per language, .npy arrays of a subword language's n-grams and mean)
     tables/en-doc/, tables/doc-en/   IBM Model 1 tables of the training language pair
 
 :func:`Bundle.from_pretrained` reads a local directory, or a hub repository id from the local

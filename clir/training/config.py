@@ -31,6 +31,7 @@ A config file has five sections and four top-level keys::
       init_from: null            # a checkpoint or ensemble directory to start from
       feature_dropout: null      # e.g. 0.3: drop feature columns in training (null: off)
       component_lr: null         # learning rate of the components (null: lr; 0: frozen)
+      loss: null                 # "hinge" | "softmax" (null: hinge)
       hard_negatives: null       # e.g. {share: 0.5, depth: 20}: negatives from the top ranks
     cv:
       folds: 1                   # > 1: k-fold cross-validation over the training queries
