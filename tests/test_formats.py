@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import errno
+import io
 import os
 import re
 import stat
 from contextlib import ExitStack, contextmanager
 from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -584,3 +587,18 @@ def test_a_nan_score_has_no_rank():
         ("a", 1.0),
         ("c", -inf),
     ]
+
+
+def test_a_read_that_fails_names_the_file(tmp_path, monkeypatch):
+    """A failed read (a bad disk's EIO) names no file: clir had said "Input/output error" alone."""
+    path = tmp_path / "qrels.txt"
+    path.write_text("q1 0 d1 1\n")
+
+    class Failing(io.BytesIO):
+        def __iter__(self):
+            raise OSError(errno.EIO, os.strerror(errno.EIO))
+
+    monkeypatch.setattr(Path, "open", lambda self, *args, **kwargs: Failing())
+    with pytest.raises(OSError) as caught:
+        read_qrels(path)
+    assert caught.value.filename == str(path) and caught.value.errno == errno.EIO

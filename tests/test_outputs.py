@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import re
+import resource
 import shutil
 import stat
 import subprocess
@@ -771,3 +773,128 @@ def test_a_file_write_killed_on_the_way_leaves_a_temporary_that_the_next_write_r
     assert target.read_text() == "whole"
     assert sorted(os.listdir(tmp_path)) == sorted([*kept, f".run.txt.{dead_pid}.bcdefghi.tmp", "run.txt"])
     assert all((tmp_path / name).read_text() == "a user's file" for name in kept)
+
+
+@contextlib.contextmanager
+def _file_size_limit(size: int):
+    """Writes past ``size`` bytes fail as on a full disk (``EFBIG``: Python ignores SIGXFSZ)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (size, hard))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+
+
+@pytest.mark.parametrize("writer", ["text", "numpy", "safetensors", "file"])
+def test_a_full_disk_is_an_error_naming_the_output_and_keeps_the_old_one(tmp_path, writer):
+    """A write past a full disk or a file-size limit names no file (clir had said "No space left
+    on device" or "File too large" alone), and numpy's short write and safetensors' error give
+    neither file nor error number (both had been reported as "unexpected ... a bug in clir")."""
+    from safetensors.numpy import save_file
+
+    from clir.cli import _failure
+
+    target = tmp_path / ("run.txt" if writer == "file" else "out")
+    if writer == "file":
+        target.write_text("old run")
+    else:
+        _write(target, "index", "old")
+    big = np.zeros(1 << 14, dtype=np.float32)
+    with pytest.raises(OSError) as caught, _file_size_limit(1 << 12):
+        if writer == "file":
+            with atomic_write(target) as handle:
+                handle.write("x" * (1 << 16))
+        else:
+            with atomic_directory(target, kind="index") as tmp:
+                if writer == "text":
+                    (tmp / "data.txt").write_text("x" * (1 << 16))
+                elif writer == "numpy":
+                    np.save(tmp / "data.npy", big, allow_pickle=False)
+                else:
+                    save_file({"w": big}, str(tmp / "model.safetensors"))
+    message = _failure(caught.value)
+    assert message.startswith(f"{target}: ") and "bug" not in message
+    assert "File too large" in message or "disk" in message
+    if writer == "file":
+        assert target.read_text() == "old run"
+    else:
+        assert _tree(target) == {"data.txt": "old"}
+    assert os.listdir(tmp_path) == [target.name]
+
+
+def test_an_os_error_of_a_save_names_its_output_never_its_temporary_name(tmp_path):
+    """A file of the temporary directory (gone) is named as in the output; an input's error, or
+    a read's that names no file, is left as it is."""
+    target = tmp_path / "out"
+    with pytest.raises(PermissionError) as caught, atomic_directory(target, kind="index") as tmp:
+        raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(tmp / "sub" / "a.json"))
+    assert caught.value.filename == str(target / "sub" / "a.json")
+    for error in (
+        FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), str(tmp_path / "input.tsv")),
+        OSError(errno.EIO, os.strerror(errno.EIO)),
+    ):
+        with pytest.raises(OSError) as caught, atomic_directory(target, kind="index"):
+            raise error
+        assert caught.value is error
+    assert os.listdir(tmp_path) == []
+
+
+def test_a_swap_whose_old_directory_cannot_be_put_back_keeps_both_for_the_next_save(
+    tmp_path, monkeypatch, dead_pid
+):
+    """When the new directory cannot be renamed into place and the old one not back either, both
+    are kept (as a kill between the two renames leaves them): the new one had been deleted, and
+    the next save had removed the old one, the only copy left."""
+    target = tmp_path / "out"
+    _write(target, "index", "old")
+    real_replace = os.replace
+
+    def replace(src, dst):
+        if Path(dst) == target:
+            raise OSError(errno.EIO, os.strerror(errno.EIO), str(src), None, str(dst))
+        real_replace(src, dst)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(os, "getpid", lambda: dead_pid)
+        patch.setattr(os, "replace", replace)
+        with (
+            pytest.warns(UserWarning, match=r"neither the new index nor the one it replaces could be put in"),
+            pytest.raises(OSError) as caught,
+        ):
+            _write(target, "index", "new")
+    assert caught.value.filename == str(target) and caught.value.errno == errno.EIO
+    assert not target.exists() and len(os.listdir(tmp_path)) == 2
+    with pytest.warns(UserWarning, match="swapped the new index in"):
+        atomic.tidy_interrupted(target, "index")
+    assert _tree(target) == {"data.txt": "new"} and artefact_kind(target) == "index"
+    assert os.listdir(tmp_path) == ["out"]
+
+
+@pytest.mark.parametrize(
+    ("flags", "why"), [(os.ST_RDONLY, "a read-only file system"), (0, "permission denied")]
+)
+def test_an_output_on_a_read_only_file_system_is_refused_as_such(tmp_path, monkeypatch, flags, why):
+    """``access()`` says no for both; a read-only file system had been reported as "permission
+    denied", a thing no ``chmod`` helps."""
+    real_statvfs = os.statvfs
+    monkeypatch.setattr(os, "access", lambda path, mode: False)
+    monkeypatch.setattr(os, "statvfs", lambda path: os.statvfs_result((*real_statvfs(path)[:8], flags, 255)))
+    with pytest.raises(ConfigError, match=rf"out: cannot write into {re.escape(str(tmp_path))} \({why}\)"):
+        atomic.check_output(tmp_path / "out", kind="index")
+
+
+def test_a_claim_whose_marker_cannot_be_written_leaves_no_directory(tmp_path):
+    """clir tables and baselines on a full disk left their new --out behind, empty: the claim's
+    own marker had failed outside what undoes a failed claim."""
+    from clir.formats.atomic import claimed_directory
+
+    out = tmp_path / "a" / "out"
+    with pytest.raises(OSError) as caught, _file_size_limit(8), claimed_directory(out, kind="tables"):
+        pass
+    assert caught.value.filename == str(out / MARKER)
+    assert os.listdir(tmp_path) == []
+    user = _user_dir(tmp_path / "user")  # refused: left as it was
+    with pytest.raises(OutputExistsError), claimed_directory(user, kind="tables"):
+        pass
+    assert sorted(p.name for p in user.iterdir()) == ["notes", "thesis.tex"]

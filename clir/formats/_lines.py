@@ -32,6 +32,7 @@ def numbered_lines(path: str | Path) -> Iterator[tuple[int, str]]:
         DataNotFoundError: If the file does not exist.
         FormatError: If the path is a directory, the file is not valid UTF-8 (naming the line),
             or a ``.gz`` file is damaged.
+        OSError: If a read fails (naming the file, which a failed read does not).
     """
     path = Path(path)
     if path.is_dir():
@@ -52,6 +53,10 @@ def numbered_lines(path: str | Path) -> Iterator[tuple[int, str]]:
                     yield number, line
         except (gzip.BadGzipFile, EOFError) as exc:
             raise FormatError(path, None, f"not a complete gzip file ({exc})") from None
+        except OSError as exc:  # a read that failed (a bad disk's EIO) names no file: this one
+            if exc.filename is not None or exc.errno is None:
+                raise
+            raise OSError(exc.errno, exc.strerror, str(path)) from exc
 
 
 _MAGIC = (

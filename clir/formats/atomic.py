@@ -22,6 +22,7 @@ whatever the writer used: ``tempfile`` makes ``0o600`` / ``0o700`` and safetenso
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import json
 import os
@@ -77,9 +78,56 @@ def atomic_file(path: str | Path) -> Iterator[Path]:
         yield Path(tmp)
         os.chmod(tmp, 0o666 & ~_umask())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as error:
         Path(tmp).unlink(missing_ok=True)
+        named = _naming_output(error, path, Path(tmp))
+        if named is not error:
+            raise named from error
         raise
+
+
+_WRITE_ERRORS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
+"""The OS's errors that only a write gives (a full disk or quota, a file-size limit): one of them
+that names no file is a save's."""
+
+_SHORT_WRITE = re.compile(r"\d+ requested and \d+ written")
+"""numpy's error for a write that fell short (a full disk), with neither error number nor file."""
+
+_OS_ERROR_TEXT = re.compile(r"\(os error (\d+)\)")
+"""How safetensors' ``SafetensorError`` gives the OS's error number: in its text only."""
+
+
+def _naming_output(error: BaseException, path: str | Path, tmp: Path) -> BaseException:
+    """The error of a failed save, as an :class:`OSError` that names its output ``path``.
+
+    A full disk or a file-size limit names no file (clir had said "No space left on device"
+    alone), numpy's short write and safetensors' error give no file and no error number (both had
+    been reported as a bug in clir), and a file inside the temporary ``tmp``, which is gone, is
+    named as under ``path``. Any other error is returned as it is.
+    """
+    if isinstance(error, ClirError) or not isinstance(error, Exception):
+        return error
+    filename, filename2 = None, None
+    if isinstance(error, OSError):
+        number, reason = error.errno, error.strerror
+        filename, filename2 = error.filename, error.filename2
+        if number is None and reason is None and _SHORT_WRITE.fullmatch(str(error)):
+            reason = f"a write fell short ({error}): is the disk full?"
+        elif filename is None and number not in _WRITE_ERRORS:
+            return error  # a read's, perhaps: not known to be the output's
+    elif (match := _OS_ERROR_TEXT.search(str(error))) and int(match[1]) in _WRITE_ERRORS:
+        number = int(match[1])
+        reason = os.strerror(number)
+    else:
+        return error
+    if filename is None:
+        filename = str(path)
+    else:
+        inside = os.fsdecode(filename)
+        if inside != str(tmp) and not inside.startswith(f"{tmp}{os.sep}"):
+            return error  # another file's error (an input's)
+        filename = str(path) + inside[len(str(tmp)) :]
+    return OSError(number, reason, filename, None, filename2)
 
 
 @contextmanager
@@ -291,8 +339,8 @@ def claimed_directory(path: str | Path, *, kind: str, force: bool = False) -> It
         old = (path / MARKER).read_bytes()
     except OSError:
         old = None
-    output_directory(path, kind=kind, force=force)
     try:
+        output_directory(path, kind=kind, force=force)  # its marker may fail too (a full disk)
         yield path
     except BaseException:
         try:
@@ -381,7 +429,9 @@ def check_output(
             parent, f"a file, so {path} cannot be written below it", force_helps=False, option=option
         )
     if not os.access(parent, os.W_OK | os.X_OK):
-        raise ConfigError(f"{path}: cannot write into {parent} (permission denied)")
+        read_only = os.statvfs(parent).f_flag & os.ST_RDONLY  # access() says no for both
+        why = "a read-only file system" if read_only else "permission denied"
+        raise ConfigError(f"{path}: cannot write into {parent} ({why})")
 
 
 def _usual_permissions(root: Path) -> None:
@@ -592,6 +642,7 @@ def atomic_directory(path: str | Path, *, kind: str = "directory", force: bool =
         _replaceable(path, kind, force)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = _scratch(path, "tmp")
+    kept = False  # the new directory, complete, where no directory is in place
     try:
         yield tmp
         marker = {"kind": kind, "clir_version": __version__}
@@ -605,7 +656,16 @@ def atomic_directory(path: str | Path, *, kind: str = "directory", force: bool =
                 try:
                     os.replace(tmp, path)
                 except BaseException:
-                    os.replace(old, path)
+                    try:
+                        os.replace(old, path)
+                    except OSError as failed:  # both kept, as a kill between the renames leaves them
+                        kept = ours  # the next save of path puts it in place (tidy_interrupted)
+                        new = f", the new one {tmp}, which the next save of it puts in place" if ours else ""
+                        warnings.warn(
+                            f"{path}: neither the new {kind} nor the one it replaces could be put in "
+                            f"place ({failed.strerror or failed}): the old one is {old}{new}",
+                            stacklevel=3,
+                        )
                     raise
                 if ours:
                     shutil.rmtree(old, ignore_errors=True)
@@ -617,7 +677,11 @@ def atomic_directory(path: str | Path, *, kind: str = "directory", force: bool =
             else:
                 os.replace(tmp, path)
     except BaseException as error:
-        shutil.rmtree(tmp, ignore_errors=True)
+        if not kept:
+            shutil.rmtree(tmp, ignore_errors=True)
+        named = _naming_output(error, given, tmp)
+        if named is not error:
+            raise named from error
         if isinstance(error, ClirError) and len(error.args) == 1 and str(tmp) in str(error.args[0]):
             # name the directory the caller gave, not its temporary stand-in (which is gone)
             error.args = (str(error.args[0]).replace(str(tmp), str(given)),)
