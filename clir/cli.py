@@ -233,12 +233,18 @@ _TABLES_HELP = (
 )
 
 
-def _scoring_arguments(parser: argparse.ArgumentParser, what: str) -> None:
-    """``--device``, ``--batch-size`` and ``--precision`` of scoring ``what``."""
+def _scoring_arguments(parser: argparse.ArgumentParser, what: str, *, trains: bool = False) -> None:
+    """``--device``, ``--batch-size`` and ``--precision`` of scoring ``what`` (``trains``: the
+    device is the training's too, the config's ``device``)."""
+    where = (
+        "where to train and score (default: the training config's device"
+        if trains
+        else "where to score (default: the model config's device"
+    )
     parser.add_argument(
         "--device",
         choices=["cpu", "cuda", "auto"],
-        help="where to score (default: the model config's device; auto: CUDA when available)",
+        help=f"{where}; auto: CUDA when available)",
     )
     parser.add_argument(
         "--batch-size",
@@ -393,11 +399,12 @@ def _verse_keys(pairs) -> bool:
 
 
 def _data_pad(args: argparse.Namespace) -> int:
+    from clir.datasets import Collection
     from clir.datasets.distractors import pad_collection
 
     _check_out(args, "collection")
     stats = pad_collection(
-        args.collection,
+        Collection.load(args.collection, doc_lang=args.doc_lang),  # its error names --doc-lang
         args.out,
         args.distractors,
         seed=args.seed,
@@ -506,7 +513,12 @@ def _data_check(args: argparse.Namespace) -> int:
         if split not in collection.queries:
             warnings.warn(f"{path}: the collection has no topics.{split}.tsv", stacklevel=1)
             continue
-        found = {q.qid: q for q in read_topics_as(path, "trec")}
+        try:
+            found = {q.qid: q for q in read_topics_as(path, "trec")}
+        except FormatError as error:  # its remedy, --query-field, is an option of other commands
+            remedy = "the copies clir writes hold each topic's text as <title>"
+            reason = error.reason.replace("name the element with --query-field", remedy)
+            raise FormatError(path, error.line, reason) from None
         expected = {q.qid: q for q in collection.queries[split]}
         _same_copy(path, found, expected, f"topics.{split}.tsv for {{}} quer(ies)")
     print(json.dumps(collection.stats, indent=2))
@@ -569,6 +581,17 @@ def _positive(text: str) -> int:
     return value
 
 
+def _non_negative(text: str) -> int:
+    """A count option that may be 0: an integer >= 0."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 0, got {text!r}")
+    return value
+
+
 def _iterations(text: str) -> int:
     """``clir tables --iterations``: an integer from 1 to IBM Model 1's ``MAX_ITERATIONS``."""
     from clir.translation.ibm1 import MAX_ITERATIONS
@@ -614,11 +637,14 @@ def _probability(text: str) -> float:
     return value
 
 
-def _number_in(low: float, high: float = math.inf, *, above: bool = False) -> Callable[[str], float]:
-    """An option type: a finite number in ``[low, high]`` (``(low, high]`` when ``above``), so
-    that an error names the option (``--b 2``), not the config key it fills."""
+def _number_in(
+    low: float, high: float = math.inf, *, above: bool = False, below: bool = False
+) -> Callable[[str], float]:
+    """An option type: a finite number in ``[low, high]`` (``(low, ...`` when ``above``,
+    ``..., high)`` when ``below``), so that an error names the option (``--b 2``), not the
+    config key it fills."""
     if math.isfinite(high):
-        expected = f"in {'(' if above else '['}{low:g}, {high:g}]"
+        expected = f"in {'(' if above else '['}{low:g}, {high:g}{')' if below else ']'}"
     else:
         expected = f"{'>' if above else '>='} {low:g}"
 
@@ -627,7 +653,8 @@ def _number_in(low: float, high: float = math.inf, *, above: bool = False) -> Ca
             value = float(text)
         except ValueError:
             value = math.nan
-        if not (math.isfinite(value) and (value > low if above else value >= low) and value <= high):
+        within = (value > low if above else value >= low) and (value < high if below else value <= high)
+        if not (math.isfinite(value) and within):
             raise argparse.ArgumentTypeError(f"must be a finite number {expected}, got {text!r}")
         return value
 
@@ -747,6 +774,11 @@ def _retrieve(args: argparse.Namespace) -> int:
             "sharded index (clir index --shard-docs) is searched by several processes; drop it "
             "(see 'clir retrieve --help')"
         )
+    if args.pad and stage.model != "bm25":  # it had been ignored
+        raise ConfigError(
+            f"--pad has no effect with --index {args.index}: it is a {stage.model} index, whose "
+            "rankings list --k documents without it (every document has a score of its own); drop it"
+        )
     indexed = getattr(stage.doc_analyzer, "lang", None)
     lang = collection.doc_lang if collection else args.doc_lang
     if indexed is not None and lang is not None and lang != indexed:
@@ -864,6 +896,14 @@ def _embed_align(args: argparse.Namespace) -> int:
     tsv = _lexicons(args.lexicon) if args.lexicon else None
     if tsv and args.seed_source != "tsv":
         raise ConfigError(f"--lexicon is read only with --seed-source tsv, not {args.seed_source}: pass both")
+    # the library's errors had named its arguments (seed_source='ibm1' ... needs IBM Model 1 tables)
+    if args.seed_source == "ibm1" and not args.collections:
+        raise ConfigError(
+            "--seed-source ibm1 (the default) needs --collections: IBM Model 1 seed pairs are learned "
+            "from their parallel side; or give --seed-source tsv, freedict or identical"
+        )
+    if args.seed_source == "tsv" and not tsv:
+        raise ConfigError("--seed-source tsv needs --lexicon LANG=FILE, one for each language")
     _check_out(args, "space", also=[Path(path) for path in (tsv or {}).values()])
     space = align_embeddings(
         args.vectors,
@@ -1574,8 +1614,9 @@ def build_parser() -> argparse.ArgumentParser:
     data = commands.add_parser(
         "data",
         help="build or check a test collection",
-        description="Build a CLIR test collection (from Bibles, or pseudo-queries over parallel text) "
-        "or check one: a directory of documents.jsonl, topics, qrels, parallel.tsv and splits.",
+        description="Build a CLIR test collection (from Bibles, pseudo-queries over parallel text, "
+        "your own files or ir_datasets; or pad one with distractors) or check one: a directory of "
+        "documents.jsonl, topics, qrels, parallel.tsv and splits.",
     )
     data_commands = data.add_subparsers(dest="data_command", metavar="SOURCE", required=True)
     bible = data_commands.add_parser(
@@ -1588,9 +1629,9 @@ def build_parser() -> argparse.ArgumentParser:
     bible.add_argument("--pair", required=True, help="language pair 'en-XX', e.g. en-sw, en-tl, en-ny")
     bible.add_argument("--out", required=True, type=Path, help="output directory")
     bible.add_argument("--passage-verses", type=_positive, default=5, help="verses per document (default 5)")
-    bible.add_argument("--n-train", type=int, default=150, help="training queries (default 150)")
-    bible.add_argument("--n-dev", type=int, default=100, help="development queries (default 100)")
-    bible.add_argument("--n-test", type=int, default=500, help="test queries (default 500)")
+    bible.add_argument("--n-train", type=_non_negative, default=150, help="training queries (default 150)")
+    bible.add_argument("--n-dev", type=_non_negative, default=100, help="development queries (default 100)")
+    bible.add_argument("--n-test", type=_non_negative, default=500, help="test queries (default 500)")
     bible.add_argument("--seed", type=_seed, default=13, help="seed of the query sample and splits")
     bible.add_argument("--xml", action="store_true", help="also write TREC topic XML")
     _force_argument(bible)
@@ -1624,9 +1665,9 @@ def build_parser() -> argparse.ArgumentParser:
     pseudo.add_argument("--n-dev", type=int, default=200, help="development queries (default 200)")
     pseudo.add_argument(
         "--holdout",
-        type=_number_in(0, 1),
+        type=_number_in(0, 1, below=True),
         default=0.0,
-        help="share of the text kept for pseudo-queries (e.g. 0.2)",
+        help="share of the text kept for pseudo-queries, in [0, 1) (e.g. 0.2)",
     )
     pseudo.add_argument("--seed", type=_seed, default=13, help="seed of the sample and splits")
     pseudo.add_argument(
@@ -1645,6 +1686,7 @@ def build_parser() -> argparse.ArgumentParser:
         "never judged; a sample equal to a document's text is drawn again). Prints the statistics.",
     )
     pad.add_argument("collection", type=Path, help="the collection directory to pad")
+    pad.add_argument("--doc-lang", type=_language, help="document language when there is no collection.json")
     pad.add_argument("--distractors", required=True, type=_positive, help="number of distractors")
     pad.add_argument("--out", required=True, type=Path, help="output collection directory")
     pad.add_argument("--seed", type=_seed, default=0, help="seed of the sampler (default 0)")
@@ -1731,7 +1773,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     irds.add_argument("--query-field", help="the query field searched, e.g. description")
     irds.add_argument("--split", default="test", help="the split the dataset's queries form (default test)")
-    irds.add_argument("--name", help="the collection's name (default: the dataset id)")
+    irds.add_argument("--name", help="the collection's name (default: the dataset id, '/' as '-')")
     _force_argument(irds)
     irds.set_defaults(handler=_data_irds)
     check = data_commands.add_parser(
@@ -1820,10 +1862,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     index.add_argument(
         "--psq-cumulative",
-        type=float,
+        type=_number_in(0, 1, above=True),
         default=0.9,
         help="PSQ: of the --psq-top-k best translations, those kept until they hold this share of "
-        "their probability",
+        "their probability, in (0, 1]",
     )
     _spelling_argument(index)
     _force_argument(index)
@@ -1942,6 +1984,14 @@ def build_parser() -> argparse.ArgumentParser:
     embed_train.add_argument("--epochs", type=int, help="default 20; 10 with --monolingual")
     embed_train.add_argument("--seed", type=_seed, help="default 0")
     embed_train.add_argument("--no-centre", action="store_true", help="keep a joint space uncentred")
+    embed_train.inapplicable(  # it had been ignored: 'clir embed align' centres monolingual vectors
+        "--no-centre",
+        lambda a: (
+            "with --monolingual: monolingual vectors are centred by 'clir embed align'"
+            if a.monolingual
+            else None
+        ),
+    )
     _force_argument(embed_train)
     embed_train.set_defaults(handler=_embed_train)
     embed_align = embed_commands.add_parser(
@@ -1964,10 +2014,25 @@ def build_parser() -> argparse.ArgumentParser:
         help="where the seed lexicon comes from",
     )
     embed_align.add_argument("--lexicon", nargs="+", metavar="LANG=FILE", help="TSV seed lexicons")
+    embed_align.inapplicable(  # it had been ignored: only IBM Model 1 seeds read the parallel side
+        "--collections",
+        lambda a: (
+            f"with --seed-source {a.seed_source}: only ibm1 seeds come from the collections"
+            if a.seed_source != "ibm1"
+            else None
+        ),
+    )
     embed_align.add_argument("--identical", action="store_true", help="add identical strings as seeds")
-    embed_align.add_argument("--refine", type=int, default=5, help="refinement iterations (default 5)")
-    embed_align.add_argument("--csls-k", type=int, default=10, help="neighbours of the CSLS criterion")
-    embed_align.add_argument("--test-size", type=float, default=0.2, help="seed share held out for BLI")
+    embed_align.add_argument(
+        "--refine", type=_non_negative, default=5, help="refinement iterations (default 5)"
+    )
+    embed_align.add_argument("--csls-k", type=_positive, default=10, help="neighbours of the CSLS criterion")
+    embed_align.add_argument(
+        "--test-size",
+        type=float,
+        default=0.2,
+        help="seed share held out for BLI, in [0, 1), or a whole number of seed words",
+    )
     _force_argument(embed_align)
     embed_align.set_defaults(handler=_embed_align)
     embed_eval = embed_commands.add_parser(
@@ -2003,7 +2068,9 @@ def build_parser() -> argparse.ArgumentParser:
         "pseudo' data); sets the config's optim.init_from",
     )
     _scoring_arguments(
-        train, "the dev queries' candidates, each epoch (optim.batch_size stays the training step's)"
+        train,
+        "the dev queries' candidates, each epoch (optim.batch_size stays the training step's)",
+        trains=True,
     )
     _force_argument(train)
     train.set_defaults(handler=_train)

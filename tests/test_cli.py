@@ -864,6 +864,8 @@ def test_an_imported_table_left_with_no_entry_is_an_error(tmp_path, capsys):
         ("--k1", "-1", "argument --k1: must be a finite number >= 0, got '-1'"),
         ("--k1", "nan", "argument --k1: must be a finite number >= 0, got 'nan'"),
         ("--mu", "0", "argument --mu: must be a finite number > 0, got '0'"),
+        # named BaselineConfig's psq_cumulative, its range not in the help
+        ("--psq-cumulative", "2", "argument --psq-cumulative: must be a finite number in (0, 1], got '2'"),
     ],
 )
 def test_index_names_the_retrieval_option_out_of_range(tmp_path, capsys, option, value, message):
@@ -974,3 +976,102 @@ def test_evaluate_per_query_table_lists_queries_in_natural_order(tmp_path, capsy
     # --json --per-query had kept the qrels' order (q1, q10, q2)
     assert main(["evaluate", str(run), str(qrels), "--metrics", "AP", "--per-query", "--json"]) == 0
     assert list(json.loads(capsys.readouterr().out)["per_query"]["AP"]) == ["q1", "q2", "q10"]
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        # named BibleCollectionBuilder's n_dev
+        (["data", "bible", "--pair", "en-sw", "--n-dev", "-1"], "argument --n-dev: must be an integer >= 0"),
+        # 1 had been refused as outside [0, 1) after "must be a finite number in [0, 1]" for 2
+        (["data", "pseudo", "c", "--holdout", "1"], "argument --holdout: must be a finite number in [0, 1)"),
+        # named AlignConfig's refine_iterations and csls_k
+        (["embed", "align", "v", "--refine", "-1"], "argument --refine: must be an integer >= 0"),
+        (["embed", "align", "v", "--csls-k", "0"], "argument --csls-k: must be an integer >= 1"),
+        # they had been ignored
+        (
+            ["embed", "train", "c", "--monolingual", "--no-centre"],
+            "--no-centre has no effect with --monolingual: monolingual vectors are centred by "
+            "'clir embed align'; drop it",
+        ),
+        (
+            ["embed", "align", "v", "--seed-source", "identical", "--collections", "c"],
+            "--collections has no effect with --seed-source identical",
+        ),
+    ],
+)
+def test_count_share_and_ignored_options_are_named_by_the_command_line(argv, message, tmp_path, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main([*argv, "--out", str(tmp_path / "o")])
+    assert exit_info.value.code == 2
+    assert capsys.readouterr().err.startswith(f"clir: error: {message}")
+    assert not (tmp_path / "o").exists()
+
+
+def test_embed_align_names_the_option_its_seed_source_needs(tmp_path, capsys):
+    """The default --seed-source ibm1 without --collections said "seed_source='ibm1' for 'sw'
+    needs IBM Model 1 tables (lang->en, en->lang)", and tsv without --lexicon "needs a TSV
+    lexicon path": neither named an option."""
+    argv = ["embed", "align", str(tmp_path / "v"), "--out", str(tmp_path / "o")]
+    assert main(argv) == 2
+    assert capsys.readouterr().err.startswith(
+        "clir: error: --seed-source ibm1 (the default) needs --collections"
+    )
+    assert main([*argv, "--seed-source", "tsv"]) == 2
+    assert capsys.readouterr().err == (
+        "clir: error: --seed-source tsv needs --lexicon LANG=FILE, one for each language\n"
+    )
+
+
+def test_data_pad_takes_the_doc_lang_its_error_names(tmp_path, capsys):
+    """A collection without collection.json: 'clir data pad' said "pass --doc-lang LANG", an
+    option it did not have."""
+    collection = tmp_path / "c"
+    words = "maji moto mti jua nyumba mtu mji siku".split()
+    documents = [Document(f"d{i}", " ".join(words[i:] + words[:i])) for i in range(len(words))]
+    queries = {"test": [Query("q1", "water")]}
+    Collection("c", "sw", "en", documents, queries, {"q1": {"d1": 1}}).save(collection)
+    (collection / "collection.json").unlink()
+    argv = ["data", "pad", str(collection), "--distractors", "2", "--out", str(tmp_path / "o"), "--quiet"]
+    assert main(argv) == 2
+    assert "the document language is unknown: pass --doc-lang LANG" in capsys.readouterr().err
+    assert main([*argv, "--doc-lang", "sw"]) == 0
+    assert json.loads((tmp_path / "o" / "collection.json").read_text())["doc_lang"] == "sw"
+
+
+def test_retrieve_refuses_pad_with_a_ql_index(tmp_path, capsys):
+    """--pad fills BM25 rankings; a QL index's were the same with it, which was taken silently."""
+    from scipy import sparse as sp
+
+    from clir.retrieval import FirstStage
+    from clir.translation import TranslationTable
+
+    topics = tmp_path / "topics.tsv"
+    topics.write_text("q1\twater\n")
+    table = TranslationTable(["water"], ["maji"], sp.csr_matrix([[1.0]]), "en", "sw")
+    documents = [Document("d1", "maji"), Document("d2", "moto"), Document("d3", "moto")]
+    run = tmp_path / "out.run"
+    for model, status in (("ql", 2), ("bm25", 0)):
+        index = tmp_path / model
+        stage = FirstStage("qt", model, doc_analyzer="sw", table_en_doc=table, progress=False)
+        stage.index(documents).save(index)
+        argv = ["retrieve", "--index", str(index), "--topics", str(topics), "--out", str(run), "--quiet"]
+        assert main([*argv, "--pad"]) == status
+    assert len(run.read_text().splitlines()) == 3  # bm25: d1, then d2 and d3 scored 0
+    assert capsys.readouterr().err == (
+        f"clir: error: --pad has no effect with --index {tmp_path / 'ql'}: it is a ql index, whose "
+        "rankings list --k documents without it (every document has a score of its own); drop it\n"
+    )
+
+
+def test_data_check_names_no_option_it_lacks_for_a_topics_xml_without_title(tmp_path, capsys):
+    """A topics.<split>.xml without <title> said "name the element with --query-field", an
+    option of import, search and dense, not of 'clir data check'."""
+    path = tmp_path / "c"
+    queries = {"test": [Query("q1", "water")]}
+    Collection("c", "sw", "en", [Document("d1", "maji")], queries, {"q1": {"d1": 1}}).save(path, xml=True)
+    xml = path / "topics.test.xml"
+    xml.write_text(re.sub(r"<title>.*?</title>", "", xml.read_text()))
+    assert main(["data", "check", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "has no <title> element" in err and "--query-field" not in err

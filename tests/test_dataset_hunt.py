@@ -118,7 +118,7 @@ def test_data_check_refuses_a_pseudo_collection_whose_parallel_side_holds_a_docu
             "argument --passage-verses: must be an integer >= 1",
         ),
         (["pseudo", "SOURCE", "--passage-verses", "0"], "argument --passage-verses: must be an integer >= 1"),
-        (["pseudo", "SOURCE", "--holdout", "nan"], "argument --holdout: must be a finite number in [0, 1]"),
+        (["pseudo", "SOURCE", "--holdout", "nan"], "argument --holdout: must be a finite number in [0, 1)"),
         (["pseudo", "MISSING"], "MISSING: no such collection directory or parallel.tsv file"),
         (
             ["pseudo", "MISSING", "--doc-lang", "sw"],

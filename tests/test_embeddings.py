@@ -259,7 +259,10 @@ def test_split_pairs_holds_out_whole_source_words():
     [
         (["--lexicon", "sw.tsv"], "--lexicon: expected LANG=FILE (e.g. sw=lexicon.tsv), got 'sw.tsv'"),
         (["--lexicon", "sw=a.tsv", "sw=b.tsv"], "--lexicon: two files for 'sw' (a.tsv and b.tsv)"),
-        (["--test-size", "nan"], "test_size=nan is invalid; expected a share of the seed words"),
+        (  # tsv seeds need a --lexicon (refused first without one)
+            ["--lexicon", "sw=a.tsv", "--test-size", "nan"],
+            "test_size=nan is invalid; expected a share of the seed words",
+        ),
     ],
 )
 def test_embed_align_options_are_checked_before_any_work(tmp_path, capsys, options, message):

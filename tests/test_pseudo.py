@@ -333,7 +333,6 @@ def test_cli_names_the_holdout_option_of_a_bad_share(tmp_path, capsys):
     argv += ["--quiet", "--out", str(tmp_path / "p")]
     for holdout, expected in (
         ("1e-9", "a share of the 4 passages that holds at least one and leaves one (it holds 0)"),
-        ("1.0", "a value >= 0"),
     ):
         assert main([*argv, "--holdout", holdout]) == 2
         err = capsys.readouterr().err
@@ -345,6 +344,11 @@ def test_cli_names_the_holdout_option_of_a_bad_share(tmp_path, capsys):
         main([*argv, "--passage-verses", "0"])
     assert (
         "clir: error: argument --passage-verses: must be an integer >= 1, got '0'" in capsys.readouterr().err
+    )
+    with pytest.raises(SystemExit):  # 1.0 as well: it had been "must be ... in [0, 1]" for 2 only
+        main([*argv, "--holdout", "1.0"])
+    assert "clir: error: argument --holdout: must be a finite number in [0, 1), got '1.0'" in (
+        capsys.readouterr().err
     )
     assert not (tmp_path / "p").exists()
     with pytest.raises(
