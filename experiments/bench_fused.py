@@ -93,6 +93,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-compile", action="store_true")
     parser.add_argument("--json", default=None)
     args = parser.parse_args(argv)
+    if not torch.cuda.is_available() or fused_knrm.triton is None:
+        parser.error("the benchmark needs a CUDA device and Triton")
     gen = torch.Generator().manual_seed(0)
     table = FrozenEmbedding(torch.randn(args.vocab, args.dim, generator=gen)).cuda()
     knrm = KNRM(args.dim, window=args.window).cuda()

@@ -678,7 +678,10 @@ def main(argv: list[str] | None = None) -> int:
                 result["train"][key] = stats
                 print(f"train {key}: {stats}", file=sys.stderr, flush=True)
 
-    print(json.dumps(result, indent=2))
+    report = json.dumps(result, indent=2)
+    print(report)
+    if args.json is not None:
+        args.json.write_text(report + "\n", encoding="utf-8")
     return 0
 
 

@@ -2,17 +2,17 @@
 
 k-fold cross-validation over a collection's training + dev queries (the test queries are never
 used) with the ``lexical-fusion`` and ``full`` systems of an experiment config (default
-``configs/default.yaml``), one seed, the same folds for every row. The candidates are either the
-config's own ``data.first_stage`` (``single``) or the union of several first stages' top
-``depth`` lists, reciprocal-rank fused (``union``, ``data.first_stage: [qt-bm25, psq-bm25,
-dt-bm25]``). For each candidate set: the share of relevant passages among the candidates
-(pooled over queries, and the mean per-query recall), the mean number of candidates per query,
-the MAP of the candidate order itself, then the OOF MAP of each system; and paired per-query
-comparisons (MAP difference, randomization p) of union against single candidates per system and
-of ``full`` against ``lexical-fusion`` per candidate set. Prints JSON (and writes it with
-``--out``). Each fold early-stops on a fold of its training queries (``cross_validate``;
-the README's rows of this script were made when it stopped on the held-out fold, a little
-optimistic, all alike).
+``configs/qt-candidates.yaml``: the QT BM25 top 100; ``configs/default.yaml``'s candidates are
+already the union, so it has no single list to compare), one seed, the same folds for every row.
+The candidates are either the config's own ``data.first_stage`` (``single``) or the union of
+several first stages' top ``depth`` lists, reciprocal-rank fused (``union``, ``data.first_stage:
+[qt-bm25, psq-bm25, dt-bm25]``). For each candidate set: the share of relevant passages among the
+candidates (pooled over queries, and the mean per-query recall), the mean number of candidates per
+query, the MAP of the candidate order itself, then the OOF MAP of each system; and paired per-query
+comparisons (MAP difference, randomization p) of union against single candidates per system and of
+``full`` against ``lexical-fusion`` per candidate set. Prints JSON (and writes it with ``--out``).
+Each fold early-stops on a fold of its training queries (``cross_validate``; the README's rows of
+this script were made when it stopped on the held-out fold, a little optimistic, all alike).
 
     python experiments/candidates_oof.py \\
         --collection runs/default/steps/collection-en-sw-<hash>/collection \\
@@ -65,7 +65,7 @@ def main() -> None:
     parser.add_argument("--collection", type=Path, required=True, help="a collection directory")
     parser.add_argument("--tables", type=Path, required=True, help="its translation tables (a tables step)")
     parser.add_argument("--space", type=Path, required=True, help="the shared space (a space step)")
-    parser.add_argument("--experiment", type=Path, default=Path("configs/default.yaml"))
+    parser.add_argument("--experiment", type=Path, default=Path("configs/qt-candidates.yaml"))
     parser.add_argument("--union", nargs="+", default=["qt-bm25", "psq-bm25", "dt-bm25"])
     parser.add_argument("--folds", type=int, default=5)
     parser.add_argument("--seed", type=int, default=0, help="the models' seed (the folds: optim.seed's)")
@@ -89,6 +89,8 @@ def main() -> None:
         for candidates, first_stage in (("single", single["first_stage"]), ("union", args.union))
         for system in SYSTEMS
     }
+    if configs["single", "full"].data.first_stages == configs["union", "full"].data.first_stages:
+        parser.error(f"{args.experiment}'s candidates are already the union of {args.union}")
     features = CollectionFeatures.build(
         collection, stage_names=stage_names(configs["union", "full"]), tables=load_tables(args.tables)
     )

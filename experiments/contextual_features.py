@@ -19,7 +19,7 @@ Writes a copy of the data step with the columns appended (the word vectors are c
         --collection runs/default/steps/collection-en-sw-<hash>/collection --out runs/ctx/en-sw
     python experiments/contextual_features.py --step runs/default/steps/data-pseudo-en-sw-<hash> \\
         --collection runs/default/steps/pseudo-en-sw-<hash>/collection --out runs/ctx/pseudo
-    python experiments/oof_seeds.py run --data runs/ctx/pseudo ... --systems weak-full \\
+    python experiments/oof_seeds.py run --data runs/ctx/en-sw ... --systems weak-full \\
         --weak runs/ctx/pseudo runs/default/steps/pseudo-en-sw-<hash>/collection --keep runs/ctx/models
     python experiments/oof_seeds.py run --data runs/ctx/en-sw ... --systems full \\
         --init-from runs/ctx/models/weak-full-s0 --seeds 0 1 2 --tag +ctx

@@ -89,7 +89,9 @@ def main() -> None:
     parser.add_argument("--collection", type=Path, required=True, help="a collection directory (its qrels)")
     parser.add_argument("--data", type=Path, required=True, help="a data step (train/ and dev/ rerank data)")
     parser.add_argument("--space", type=Path, required=True, help="the shared space (a space step)")
-    parser.add_argument("--experiment", type=Path, default=Path("configs/default.yaml"))
+    parser.add_argument(  # no-features (the stage 1 of the two-stage rows) is an ablation
+        "--experiment", type=Path, default=Path("configs/ablations.yaml")
+    )
     parser.add_argument("--feature-dropout", type=float, nargs="*", default=[0.3, 0.5])
     parser.add_argument("--component-lr", type=float, nargs="*", default=[0.0], help="two-stage rows")
     parser.add_argument("--folds", type=int, default=5)

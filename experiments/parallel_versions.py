@@ -17,7 +17,7 @@ that every space compared has (``bli``).
     C="$S/collection-en-sw-*/collection $S/collection-en-tl-*/collection $S/collection-en-ny-*/collection"
     python experiments/parallel_versions.py space --collections $C --versions k 2 3 --epochs 20 \\
         --out runs/i13/space-kjv2bbe-e20
-    python experiments/parallel_versions.py space --collections $C --doc-versions tl=g \
+    python experiments/parallel_versions.py space --collections $C --doc-versions tl=g \\
         --out runs/i13/space-ulb
     python experiments/parallel_versions.py bli --collections $C \\
         --tables $S/tables-en-sw-* $S/tables-en-tl-* $S/tables-en-ny-* \\

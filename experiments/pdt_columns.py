@@ -10,7 +10,7 @@ likelihood of ``Q_en``, mu 2500, the background over every document's expected c
 ``pdt-bm25`` (BM25, k1 1.5, b 0.75, over the expected counts, Lucene's idf of the expected document
 frequency ``sum_D min(1, c(e, D))``).
 
-Writes ``OUT/SPLIT`` rerank data for each ``--split`` of a data step, to be read by
+Writes ``OUT/SPLIT`` rerank data for each of the ``--splits`` of a data step, to be read by
 ``oof_seeds.py run --data OUT`` (and, for the pseudo-query data step with the pseudo collection,
 ``--weak OUT PSEUDO_COLLECTION``):
 

@@ -5,11 +5,12 @@ help the zero-shot pairs, and at what cost to the trained pair?
 rerank data with that pair's tables (``pseudo-<pair>``, ``data-pseudo-<pair>``: the experiment's
 own steps, as ``make run`` builds them for en-sw) and the rerank data of the pair's labelled dev
 queries (``data-dev-<pair>``, the selection set of the zero-shot pairs; the test queries are never
-read). ``pretrain`` trains ``weak-full`` on one or several pseudo data steps (several: the qids of
-all but the first prefixed, as pseudo qids name verses; it needs ``Trainer.fit`` of several sets,
-commit 4f521c7), ``finetune`` trains ``full`` on the en-sw labels from a model as ``make run``
-does, and ``evaluate`` scores a data split with models, paired randomization tests against the
-first. The en-sw cross-validation of a start is ``oof_seeds.py run ... --init-from MODEL``.
+read). ``pretrain`` trains ``weak-full`` on one pseudo data step (several, the qids of all but the
+first prefixed as pseudo qids name verses, needed ``Trainer.fit`` of several sets: commit 4f521c7,
+removed by 3b98479, so they are refused), ``finetune`` trains ``full`` on the en-sw labels from a
+model as ``make run`` does, and ``evaluate`` scores a data split with models, paired randomization
+tests against the first. The en-sw cross-validation of a start is ``oof_seeds.py run ...
+--init-from MODEL``.
 
     S=runs/default/steps
     python experiments/pseudo_other_pairs.py steps --steps $S --pair en-ny --out runs/other
@@ -76,6 +77,8 @@ def config_of(experiment: Path, system: str, **optim: object) -> TrainConfig:
 
 
 def pretrain(args: argparse.Namespace) -> None:
+    if len(args.set) > 1:  # Trainer.fit takes one set of queries since 3b98479
+        raise SystemExit("pretrain: several --set need Trainer.fit of several sets (commit 4f521c7)")
     trains, devs, qrels = [], [], {}
     for prefix, step, collection in args.set:
         prefix = "" if prefix == "-" else prefix

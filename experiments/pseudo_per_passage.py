@@ -129,6 +129,7 @@ def main() -> None:
             None,
             progress=False,
             engine=LOCAL,
+            first_stage=config.weak.first_stage,  # the pseudo-queries' own candidates, as make run's
         )
     stats = json.loads((pseudo.path / "stats.json").read_text())
     print(json.dumps({"pseudo": str(pseudo.path), "data": str(data.path), "stats": stats}, indent=2))
