@@ -1435,7 +1435,8 @@ VOLATILE = ("step.json", "curve.json", ".png", "report.md", "report.html", "resu
 
 
 def _results(path: Path) -> dict[str, Any]:
-    return {k: v for k, v in json.loads(path.read_text()).items() if k != "timings"}
+    """results.json without what says how the run went (the steps' timings, those reused)."""
+    return {k: v for k, v in json.loads(path.read_text()).items() if k not in ("timings", "reused")}
 
 
 def _as_reference(ctx: Ctx) -> str | None:
