@@ -755,6 +755,8 @@ def _index_shards(args: argparse.Namespace, config) -> int:
 
 
 def _retrieve(args: argparse.Namespace) -> int:
+    import numpy as np
+
     from clir.formats import write_run
     from clir.pipeline.parallel import search_stage
     from clir.retrieval import FirstStage
@@ -788,11 +790,12 @@ def _retrieve(args: argparse.Namespace) -> int:
             "collection ('clir index') or give its index"
         )
     if collection is not None:  # an index of another collection had been searched without a word
-        judged = sorted({d for docs in collection.qrels_of(args.split or "test").values() for d in docs})
-        if missing := sorted(set(judged) - set(stage.indexed_docnos().tolist())):
+        judged = {d for docs in collection.qrels_of(args.split or "test").values() for d in docs}
+        missing = np.setdiff1d(np.array(sorted(judged), dtype=str), stage.indexed_docnos())  # sorted
+        if len(missing):
             warnings.warn(
-                f"--index {args.index} lacks {len(missing)} of the {len(judged)} documents judged for "
-                f"these queries (e.g. {missing[0]!r}): is it an index of --collection {args.collection}?",
+                f"--index {args.index} lacks {len(missing)} of the {len(judged)} documents judged for these "
+                f"queries (e.g. {str(missing[0])!r}): is it an index of --collection {args.collection}?",
                 stacklevel=1,
             )
     with _engine(args) as engine:

@@ -88,8 +88,10 @@ def check_parallel_sides(pairs: Sequence[ParallelPair], doc_lang: str, path: str
     if len(english) < 50 or len(other) < 50:  # too little text to tell
         return
 
+    lists = {lang: stopwordsiso.stopwords(lang) for lang in sorted(stopwordsiso.langs())}  # read once
+
     def share(words: list[str], lang: str) -> float:
-        stop = stopwordsiso.stopwords(lang)
+        stop = lists[lang]
         return sum(word in stop for word in words) / len(words)
 
     if doc_lang != "en":
@@ -102,13 +104,13 @@ def check_parallel_sides(pairs: Sequence[ParallelPair], doc_lang: str, path: str
                 f"{in_english:.0%} of the second column's): the columns are expected in the order pair_id, "
                 f"english, {doc_lang}; swap them (e.g. awk -F'\\t' -v OFS='\\t' '{{print $1,$3,$2}}')",
             )
-    if not stopwordsiso.has_lang(doc_lang) or len(stopwordsiso.stopwords(doc_lang)) < 20:
+    if len(lists.get(doc_lang, ())) < 20:
         return
     own = share(other, doc_lang)
     shares = {
         lang: share(other, lang)
-        for lang in sorted(stopwordsiso.langs())
-        if lang not in {doc_lang, "en"} and len(stopwordsiso.stopwords(lang)) >= 20
+        for lang, stop in lists.items()
+        if lang not in {doc_lang, "en"} and len(stop) >= 20
     }
     best = max(shares, key=shares.__getitem__, default=None)
     if best is not None and shares[best] >= 0.15 and own < shares[best] / 3:
