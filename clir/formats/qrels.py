@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 import numpy as np
@@ -66,6 +66,6 @@ def write_qrels(path: str | Path, qrels: Qrels | Iterable[Qrel]) -> None:
 
 
 def _as_qrel_rows(qrels: Qrels | Iterable[Qrel]) -> list[Qrel]:
-    if isinstance(qrels, dict):
+    if isinstance(qrels, Mapping):  # a dict's other kinds too (a mapping proxy had been read as rows)
         return [Qrel(q, d, r) for q, docs in qrels.items() for d, r in docs.items()]
     return [Qrel(*row) for row in qrels]
