@@ -517,10 +517,11 @@ def _combine_one(scores: Sequence[Sequence[np.ndarray]], qi: int, method: str) -
 
 def _normalise_rows(table: np.ndarray, method: str) -> np.ndarray:
     """:func:`~clir.training.data.normalise_scores` of each row of a finite 2-D ``table``."""
-    if method == "zscore":
+    if method == "zscore":  # constant rows are 0, as normalise_scores has them (their std can be 1e-11)
         std = table.std(axis=1, keepdims=True)
+        varies = (std > 1e-12) & (table.max(axis=1, keepdims=True) > table.min(axis=1, keepdims=True))
         return np.divide(
-            table - table.mean(axis=1, keepdims=True), std, out=np.zeros_like(table), where=std > 1e-12
+            table - table.mean(axis=1, keepdims=True), std, out=np.zeros_like(table), where=varies
         )
     if method == "minmax":
         low = table.min(axis=1, keepdims=True)
