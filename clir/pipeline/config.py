@@ -148,9 +148,10 @@ class DistractorsConfig(Section):
     """A scale experiment: every pair's collection padded with distractor documents that are
     never relevant (:func:`clir.datasets.distractors.pad_collection`, as ``clir data pad``).
 
-    The tables, the space and the pseudo-queries are learned from the collections as they are
-    (their step keys do not change); the first stages, the rerank data and the reranked runs
-    are those of the padded collections.
+    The space and the pseudo-queries are learned from the collections as they are (their step
+    keys do not change); the tables, the first stages, the rerank data and the reranked runs are
+    those of the padded collections (the tables step reads the padded collection, so its key
+    changes, though the parallel side it learns from is the same).
 
     Attributes:
         n: Distractors per collection.
