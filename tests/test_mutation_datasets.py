@@ -32,9 +32,9 @@ FILLER = "and it was so"  # stopwords only: never a keyword
 
 # Genesis 1:1-3 (parallel side), Ruth 1:1-6 and Jude 1:1-4 (collection side).
 ENGLISH = {
-    V(1, 1, 1): "In the beginning God created",
-    V(1, 1, 2): "The earth was formless",
-    V(1, 1, 3): "God said let there be light",
+    V(1, 1, 1): "a potter shaped the clay",
+    V(1, 1, 2): "the valley lay quiet",
+    V(1, 1, 3): "a lamp burned low",
     V(8, 1, 1): "lamb shepherd river",
     V(8, 1, 2): FILLER,
     V(8, 1, 3): FILLER,
