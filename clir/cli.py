@@ -570,26 +570,25 @@ def _tables(args: argparse.Namespace) -> int:
     return 0
 
 
-def _positive(text: str) -> int:
-    """A count option: an integer >= 1."""
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be an integer >= 1, got {text!r}")
-    return value
+def _integer_from(low: int) -> Callable[[str], int]:
+    """An option type: an integer >= ``low`` (a count)."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = low - 1
+        if value < low:
+            raise argparse.ArgumentTypeError(f"must be an integer >= {low}, got {text!r}")
+        return value
+
+    return parse
 
 
-def _non_negative(text: str) -> int:
-    """A count option that may be 0: an integer >= 0."""
-    try:
-        value = int(text)
-    except ValueError:
-        value = -1
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be an integer >= 0, got {text!r}")
-    return value
+_positive = _integer_from(1)
+"""A count option: an integer >= 1."""
+_non_negative = _integer_from(0)
+"""A count option that may be 0: an integer >= 0."""
 
 
 def _iterations(text: str) -> int:
