@@ -436,21 +436,23 @@ def _scores(path: str | Path, qid: str, docs: Mapping[str, object]) -> np.ndarra
     Raises:
         ConfigError: On a score that is not a finite number (see :func:`_check_score`).
     """
-    try:
+    if all(type(score) is float for score in docs.values()):  # the usual run: Python floats
         values = np.fromiter(docs.values(), dtype=np.float64, count=len(docs))
-    except (TypeError, ValueError, OverflowError):
-        values = None
-    if values is not None and np.isfinite(values).all():
-        return values
+        if np.isfinite(values).all():
+            return values
     for docno, score in docs.items():
         _check_score(path, qid, docno, score)
     return np.asarray([float(score) for score in docs.values()], dtype=np.float64)  # type: ignore[arg-type]
 
 
 def _check_score(path: str | Path, qid: str, docno: str, score: object) -> None:
+    """Raise unless ``score`` is a finite real number: a string, bytes or a bool is none (numpy
+    would read ``"3.5"`` and ``True`` as floats, and :func:`~clir.evaluation.evaluate` refuses
+    them)."""
+    real = isinstance(score, (int, float, np.integer, np.floating)) and not isinstance(score, (bool, np.bool_))
     try:
-        finite = math.isfinite(float(score))  # type: ignore[arg-type]
-    except (TypeError, ValueError, OverflowError):
+        finite = real and math.isfinite(score)  # type: ignore[arg-type]
+    except OverflowError:  # an int past float's range
         finite = False
     if not finite:
         raise ConfigError(
