@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -35,6 +36,7 @@ from clir.training import (
 )
 from clir.training import data as data_module
 from clir.training.checkpoint import read_state
+from clir.training.ensemble import combine
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 
@@ -318,6 +320,24 @@ def test_constant_scores_of_any_magnitude_normalise_to_zeros(value, n):
         assert normalise_scores(np.full(n, value), method).tolist() == [0.0] * n
     one_apart = normalise_scores(np.array([value, value, value + 1.0]))
     np.testing.assert_allclose(one_apart, [-(0.5**0.5), -(0.5**0.5), 2**0.5])
+
+
+@pytest.mark.parametrize("scale", [1e150, 1e200, 1e300])
+def test_finite_scores_near_floats_limit_normalise_as_small_ones(scale):
+    # Their squares (z-score) or their span (min-max) had overflowed to inf, giving NaN z-scores
+    # after the finiteness check had passed them.
+    small = np.array([1.0, -1.7, 0.3, 0.9])
+    large = small * scale
+    for method in ("zscore", "minmax"):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            np.testing.assert_allclose(
+                normalise_scores(large, method), normalise_scores(small, method), rtol=1e-12
+            )
+            # ensembles normalise queries of as many candidates as rows of a table
+            combined = combine([[large, small * 2], [small, large]], method)
+        for row in combined:
+            np.testing.assert_allclose(row, normalise_scores(small, method), rtol=1e-12)
 
 
 def test_non_finite_scores_are_an_error_not_zeros():

@@ -316,6 +316,12 @@ class RerankData:
         )
 
 
+LARGE_SCORE = 1e150
+"""Scores of a query past this magnitude are divided by their largest magnitude before they are
+normalised, which a positive scale does not change: a z-score's squared deviations would
+overflow to infinity past about 1e154, and a min-max span past about 9e307."""
+
+
 def normalise_scores(scores: np.ndarray, method: str = "zscore") -> np.ndarray:
     """Normalise one query's scores over its candidate list.
 
@@ -339,6 +345,9 @@ def normalise_scores(scores: np.ndarray, method: str = "zscore") -> np.ndarray:
     if scores.size == 0:
         return scores.copy()
     check_finite(scores, "scores")
+    peak = max(scores.max(), -scores.min())
+    if peak > LARGE_SCORE:
+        scores = scores / peak
     if method == "zscore":  # constant scores' std is their mean's rounding error (1e-11 at 1e5)
         std = scores.std()
         constant = std <= 1e-12 or scores.max() == scores.min()

@@ -47,7 +47,14 @@ from clir.training.checkpoint import (
     read_state,
 )
 from clir.training.config import TrainConfig
-from clir.training.data import PairIndex, RerankData, Tensorizer, Vocabulary, normalise_scores
+from clir.training.data import (
+    LARGE_SCORE,
+    PairIndex,
+    RerankData,
+    Tensorizer,
+    Vocabulary,
+    normalise_scores,
+)
 from clir.training.pooled import PooledCache
 from clir.training.scoring import (
     PairScorer,
@@ -517,6 +524,9 @@ def _combine_one(scores: Sequence[Sequence[np.ndarray]], qi: int, method: str) -
 
 def _normalise_rows(table: np.ndarray, method: str) -> np.ndarray:
     """:func:`~clir.training.data.normalise_scores` of each row of a finite 2-D ``table``."""
+    peak = np.abs(table).max(axis=1, keepdims=True)
+    if (peak > LARGE_SCORE).any():  # as normalise_scores scales them
+        table = np.where(peak > LARGE_SCORE, table / peak, table)
     if method == "zscore":  # constant rows are 0, as normalise_scores has them (their std can be 1e-11)
         std = table.std(axis=1, keepdims=True)
         varies = (std > 1e-12) & (table.max(axis=1, keepdims=True) > table.min(axis=1, keepdims=True))
