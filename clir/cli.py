@@ -759,7 +759,6 @@ def _retrieve(args: argparse.Namespace) -> int:
     from clir.formats import write_run
     from clir.pipeline.parallel import search_stage
     from clir.retrieval import FirstStage
-    from clir.retrieval.shards import ShardedRetriever
 
     if args.topics is not None and args.split is not None:  # it had been ignored: the file's queries searched
         raise ConfigError(
@@ -769,12 +768,6 @@ def _retrieve(args: argparse.Namespace) -> int:
     collection = _load_collection(args) if args.topics is None else None
     queries = _topics(args, tsv_only=True) if collection is None else collection.split(args.split or "test")
     stage = FirstStage.load(args.index, progress=not args.quiet, processes=args.processes, verify=args.verify)
-    if args.processes > 1 and not isinstance(stage.retriever, ShardedRetriever):  # it had been ignored
-        raise ConfigError(
-            f"--processes has no effect with --index {args.index}: it is not sharded, and only a "
-            "sharded index (clir index --shard-docs) is searched by several processes; drop it "
-            "(see 'clir retrieve --help')"
-        )
     if args.pad and stage.model != "bm25":  # it had been ignored
         raise ConfigError(
             f"--pad has no effect with --index {args.index}: it is a {stage.model} index, whose "

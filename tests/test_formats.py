@@ -472,7 +472,11 @@ def test_readers_reject_identifiers_with_whitespace_or_control_characters(tmp_pa
         (lambda p, r: write_run(p, r, tag="my run"), {"q1": {"d1": 1.0}}, "run tag 'my run'"),
         (lambda p, r: write_run(p, r), {"q1": {"d1": float("nan")}}, "is nan; expected a finite number"),
         # numpy reads these as floats; evaluate refuses them, so the file would not be scored as written.
-        (lambda p, r: write_run(p, r), {"q1": {"d1": 1.0, "d2": "3.5"}}, "is '3.5'; expected a finite number"),
+        (
+            lambda p, r: write_run(p, r),
+            {"q1": {"d1": 1.0, "d2": "3.5"}},
+            "is '3.5'; expected a finite number",
+        ),
         (lambda p, r: write_run(p, r), {"q1": {"d1": True}}, "is True; expected a finite number"),
         (lambda p, r: write_run(p, r), {"q1": {"d1": b"1"}}, "is b'1'; expected a finite number"),
         (lambda p, r: write_run(p, r), {"q1": {"d1": 10**400}}, "expected a finite number"),

@@ -286,7 +286,13 @@ def test_cli_retrieve_refuses_processes_for_an_index_that_is_not_sharded(tmp_pat
     assert main(["index", *common, "--out", str(tmp_path / "one")]) == 0
     retrieve = ["retrieve", "--index", str(tmp_path / "one"), "--collection", str(tmp_path / "c"), "-q"]
     assert main([*retrieve, "--out", str(tmp_path / "p.run"), "--processes", "2"]) == 2
-    assert "--processes has no effect with --index" in capsys.readouterr().err
+    assert f"clir: error: processes=2 has no effect with the index {tmp_path / 'one'}: it is not sharded" in (
+        capsys.readouterr().err
+    )
+    for option in ("workers", "processes"):  # the API refuses them as the command does
+        with pytest.raises(ConfigError, match=f"{option}=3 has no effect with the index"):
+            FirstStage.load(tmp_path / "one", **{option: 3})
+    assert FirstStage.load(tmp_path / "one", workers=1, processes=1).mode == "qt"
     assert not (tmp_path / "p.run").exists()
     assert main([*retrieve, "--out", str(tmp_path / "p.run"), "--processes", "1"]) == 0
 

@@ -449,7 +449,9 @@ def _check_score(path: str | Path, qid: str, docno: str, score: object) -> None:
     """Raise unless ``score`` is a finite real number: a string, bytes or a bool is none (numpy
     would read ``"3.5"`` and ``True`` as floats, and :func:`~clir.evaluation.evaluate` refuses
     them)."""
-    real = isinstance(score, (int, float, np.integer, np.floating)) and not isinstance(score, (bool, np.bool_))
+    real = isinstance(score, (int, float, np.integer, np.floating)) and not isinstance(
+        score, (bool, np.bool_)
+    )
     try:
         finite = real and math.isfinite(score)  # type: ignore[arg-type]
     except OverflowError:  # an int past float's range

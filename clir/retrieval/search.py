@@ -564,6 +564,7 @@ class FirstStage:
         ``verify``; see :meth:`~clir.retrieval.index.SparseIndex.load`).
 
         Raises:
+            ConfigError: If ``workers`` or ``processes`` is not 1 for an index that is not sharded.
             DataNotFoundError: If a file is missing.
             FormatError: If the directory does not hold a FirstStage, or a file of its index or
                 table is damaged (the message names it).
@@ -640,6 +641,13 @@ class FirstStage:
             stage.use_shards(index, workers=workers, processes=processes)
             stage.documents_digest = documents_digest
             return stage
+        for name, value in (("processes", processes), ("workers", workers)):
+            if value != 1:  # they had been ignored
+                raise ConfigError(
+                    f"{name}={value!r} has no effect with the index {path}: it is not sharded, and "
+                    "only a sharded index (FirstStage.index_shards, 'clir index --shard-docs') is "
+                    "searched by several processes or threads; pass 1"
+                )
         saved = Retriever.load(path / "retriever", mmap=mmap, verify=verify)
         described = stage.retriever
         if saved_model and (
