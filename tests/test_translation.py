@@ -147,6 +147,17 @@ def test_ibm1_null_word() -> None:
     assert particle_mass(without) > 2 * particle_mass(with_null)
 
 
+def test_a_source_token_spelled_as_the_null_word_is_a_word_of_its_own() -> None:
+    # It had been merged into the NULL word's counts and dropped from the table.
+    source, target = synthetic_corpus(noise=0.15)
+    spelled = [[NULL if word == "e3" else word for word in sentence] for sentence in source]
+    plain = IBMModel1(iterations=5, progress=False).fit(source, target)
+    model = IBMModel1(iterations=5, progress=False).fit(spelled, target)
+    assert model.table_.source_vocab == [NULL if w == "e3" else w for w in plain.table_.source_vocab]
+    np.testing.assert_array_equal(model.table_.probs.toarray(), plain.table_.probs.toarray())
+    np.testing.assert_array_equal(model.null_probs_, plain.null_probs_)
+
+
 def test_ibm1_random_init_uses_seed_and_converges() -> None:
     source, target = synthetic_corpus(n=400)
     a = IBMModel1(iterations=10, init="random", seed=1, progress=False).fit(source, target).table_

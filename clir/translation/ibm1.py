@@ -23,6 +23,11 @@ from clir.types import ParallelPair
 NULL = "<NULL>"
 """The empty source word of IBM Model 1 (never part of a learned table's vocabulary)."""
 
+_NULL_KEY = (NULL,)
+"""The NULL word's key among the source words while counting: no token (a string) equals it, so
+a sentence holding the string ``"<NULL>"`` is learned as a word of its own (it had been merged
+into the NULL word's counts and dropped from the table)."""
+
 MAX_ITERATIONS = 10_000
 """The most EM iterations asked of IBM Model 1 (``--iterations``, ``tables.iterations``): it
 converges in tens; a larger count is a typo (``1e20`` overflowed the progress bar)."""
@@ -119,7 +124,7 @@ class IBMModel1:
         pairs = [(s, t) for s, t in zip(source, target, strict=True) if len(s) and len(t)]
         if not pairs:
             raise ConfigError("no sentence pair has both sides non-empty: nothing to learn from")
-        source_vocab, xs = _count_matrix([s for s, _ in pairs], prefix=[NULL] if self.null else [])
+        source_vocab, xs = _count_matrix([s for s, _ in pairs], prefix=[_NULL_KEY] if self.null else [])
         target_vocab, xt = _count_matrix([t for _, t in pairs], prefix=[])
         co = _Cooccurrence(xs, xt)
 
@@ -252,9 +257,9 @@ def _lang_of(analyzer: Any, default: str | None) -> Any:
     return getattr(analyzer, "lang", default)
 
 
-def _count_matrix(sentences: list[Sequence[str]], prefix: list[str]) -> tuple[list[str], sp.csr_matrix]:
+def _count_matrix(sentences: list[Sequence[str]], prefix: list[Any]) -> tuple[list[Any], sp.csr_matrix]:
     """Sentence x word count matrix (CSR, sorted indices); ``prefix`` words occur once per row."""
-    vocab: dict[str, int] = {word: i for i, word in enumerate(prefix)}
+    vocab: dict[Any, int] = {word: i for i, word in enumerate(prefix)}
     lengths = np.fromiter((len(s) + len(prefix) for s in sentences), dtype=np.int64, count=len(sentences))
     columns = np.fromiter(
         (vocab.setdefault(word, len(vocab)) for s in sentences for word in (*prefix, *s)),
