@@ -436,7 +436,7 @@ def _scores(path: str | Path, qid: str, docs: Mapping[str, object]) -> np.ndarra
     Raises:
         ConfigError: On a score that is not a finite number (see :func:`_check_score`).
     """
-    if all(type(score) is float for score in docs.values()):  # the usual run: Python floats
+    if all(isinstance(score, float) for score in docs.values()):  # the usual run (numpy's float64 is one)
         values = np.fromiter(docs.values(), dtype=np.float64, count=len(docs))
         if np.isfinite(values).all():
             return values
