@@ -218,6 +218,28 @@ def test_a_query_named_no_query_is_evaluated_as_any_other():
     assert values["AP"]["a"] == pytest.approx(1 / 3)
 
 
+# x (unjudged), d1 (grade 1), d2 (grade 2): three retrieved, two of them judged.
+_MIXED_QRELS = {"q": {"d1": 1, "d2": 2}}
+_MIXED_RUN = {"q": {"x": 3.0, "d1": 2.0, "d2": 1.0}}
+_MIXED_EXPECTED = {
+    "NumRet": 3.0,  # every retrieved document: judged_only is P's alone
+    "P(judged_only=True)@2": 1.0,  # x dropped: d1, d2
+    # gains are the grades: DCG 1/log2(3) + 2/log2(4); ideal 2 + 1/log2(3)
+    "nDCG@3": (1 / math.log2(3) + 1) / (2 + 1 / math.log2(3)),
+    # gains 10 and 100: DCG 10/log2(3) + 100/2; ideal 100 + 10/log2(3)
+    "nDCG(gains={1:10,2:100})@3": (10 / math.log2(3) + 50) / (100 + 10 / math.log2(3)),
+}
+
+
+@pytest.mark.parametrize("names", list(itertools.permutations(_MIXED_EXPECTED)))
+def test_each_measure_is_computed_as_alone_whatever_the_others(names):
+    # ir_measures puts NumRet (and NumQ, a plain nDCG) into whichever trec_eval run it made
+    # first: beside P(judged_only=True)@2 NumRet had counted 2 documents, and beside nDCG with
+    # gains a plain nDCG had taken those gains, depending on the order of the measures.
+    values = evaluate(_MIXED_RUN, _MIXED_QRELS, list(names))
+    assert values == pytest.approx(_MIXED_EXPECTED, abs=1e-12)
+
+
 # Ties as trec_eval breaks them: score read as float32 descending, then docno descending.
 # "aa" scores 1 + 2**-40, which is 1.0 as a float32: it ties with a, b and c.
 TIED_RUN = {"q": {"d": 2.0, "a": 1.0, "aa": 1.0 + 2**-40, "b": 1.0, "c": 1.0, "e": 0.5}}

@@ -167,12 +167,12 @@ def _per_query(
     computed = {str(m): {qid: _nothing_retrieved(m, qrels[qid]) for qid in qids} for m in standard}
     ranked = [m for m in standard if m.NAME not in _COUNTED]  # type: ignore[attr-defined]
     retrieved = [qid for qid in qids if run.get(qid)]  # pytrec_eval gets no empty ranking
-    if ranked and retrieved:
+    for group in _invocation_groups(ranked) if retrieved else []:
         # Queries named by position: trec_eval caches a query's ranking under its qid, and under
         # "no_query" once an evaluation ends, which a query of that name read back (nDCG@5 5e13).
         sub_qrels = {str(i): dict(qrels[qid]) for i, qid in enumerate(retrieved)}
         sub_run = {str(i): run[qid] for i, qid in enumerate(retrieved)}
-        for metric in ir_measures.iter_calc(ranked, sub_qrels, sub_run):
+        for metric in ir_measures.iter_calc(group, sub_qrels, sub_run):
             computed[str(metric.measure)][retrieved[int(metric.query_id)]] = float(metric.value)
 
     results: dict[str, dict[str, float]] = {}
@@ -183,6 +183,29 @@ def _per_query(
         config = _aqwv_config(spec, aqwv or AQWVConfig())
         results[name] = aqwv_values(run, qrels, qids, collection_size, config)
     return results
+
+
+def _invocation_groups(measures: Sequence[object]) -> list[list[object]]:
+    """``measures`` (ir_measures measures) in groups that one ``ir_measures.iter_calc`` call each
+    computes as it computes every measure alone: those of one ``judged_only`` flag and one nDCG
+    ``gains`` mapping, in the order given.
+
+    ir_measures' pytrec_eval provider runs trec_eval once per relevance level, ``judged_only``
+    flag and ``gains`` mapping, and puts ``NumRet``, ``NumQ`` and a plain ``nDCG`` into whichever
+    of those runs it made first: beside ``P(judged_only=True)@10``, ``NumRet`` counted the judged
+    documents only, and beside ``nDCG(gains=...)`` a plain ``nDCG`` took those gains (or a
+    ``nDCG(judged_only=True)`` them), depending on the order of the measures. A relevance level
+    changes none of the measures so placed.
+    """
+    groups: list[tuple[tuple[bool, object], list[object]]] = []
+    for measure in measures:
+        params = getattr(measure, "params", {})
+        key = (bool(params.get("judged_only", False)), params.get("gains"))
+        group = next((members for other, members in groups if other == key), None)
+        if group is None:
+            groups.append((key, group := []))
+        group.append(measure)
+    return [group for _, group in groups]
 
 
 _NOTHING_RETRIEVED = {
