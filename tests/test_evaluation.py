@@ -200,6 +200,33 @@ def test_a_query_that_retrieved_nothing_scores_as_with_trec_eval_c_in_a_fresh_pr
     assert json.loads(done.stdout) == [expected, expected]
 
 
+_NOTHING_JUDGED_SCRIPT = """
+import json, warnings
+from clir.evaluation import evaluate_per_query
+warnings.simplefilter("ignore")
+qrels = {"q1": {"d1": 1, "d2": -1}, "q2": {"e1": 1}}
+run = {"q1": {"x": 2.0, "d2": 1.0}, "q2": {"e1": 1.0, "e2": 0.5}}
+names = ["IPrec(judged_only=True)@0.0", "P(judged_only=True)@1", "AP(judged_only=True)", "IPrec@0.0"]
+print(json.dumps([evaluate_per_query(run, qrels, names) for _ in range(2)]))
+"""
+
+
+def test_a_ranking_with_no_judged_document_scores_0_on_judged_only_measures():
+    # judged_only (trec_eval -J) drops q1's x (unjudged) and d2 (a negative grade, as trec_eval
+    # drops it): an empty ranking, whose values pytrec_eval read from freed buffers
+    # (IPrec(judged_only=True)@0.0 NaN, so the mean too). A fresh process, as the CLI's.
+    done = subprocess.run(
+        [sys.executable, "-c", _NOTHING_JUDGED_SCRIPT], capture_output=True, text=True, check=True
+    )
+    expected = {
+        "IPrec(judged_only=True)@0.0": {"q1": 0.0, "q2": 1.0},
+        "P(judged_only=True)@1": {"q1": 0.0, "q2": 1.0},
+        "AP(judged_only=True)": {"q1": 0.0, "q2": 1.0},
+        "IPrec@0.0": {"q1": 0.0, "q2": 1.0},  # d1 not retrieved: no precision at any recall
+    }
+    assert json.loads(done.stdout) == [expected, expected]
+
+
 def test_a_query_named_no_query_is_evaluated_as_any_other():
     # trec_eval caches a query's ranking under its qid and, once an evaluation ends, under the
     # placeholder "no_query": a query of that name read the last query's counts (NumRel 3 here)

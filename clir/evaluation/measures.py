@@ -166,8 +166,10 @@ def _per_query(
     standard = [spec for name, spec in parsed.items() if not _is_aqwv(name)]
     computed = {str(m): {qid: _nothing_retrieved(m, qrels[qid]) for qid in qids} for m in standard}
     ranked = [m for m in standard if m.NAME not in _COUNTED]  # type: ignore[attr-defined]
-    retrieved = [qid for qid in qids if run.get(qid)]  # pytrec_eval gets no empty ranking
-    for group in _invocation_groups(ranked) if retrieved else []:
+    for group in _invocation_groups(ranked):
+        retrieved = _ranking_left(run, qrels, qids, group[0])  # pytrec_eval gets no empty ranking
+        if not retrieved:
+            continue
         # Queries named by position: trec_eval caches a query's ranking under its qid, and under
         # "no_query" once an evaluation ends, which a query of that name read back (nDCG@5 5e13).
         sub_qrels = {str(i): dict(qrels[qid]) for i, qid in enumerate(retrieved)}
@@ -206,6 +208,29 @@ def _invocation_groups(measures: Sequence[object]) -> list[list[object]]:
             groups.append((key, group := []))
         group.append(measure)
     return [group for _, group in groups]
+
+
+def _ranking_left(run: Run, qrels: Qrels, qids: list[str], measure: object) -> list[str]:
+    """The ``qids`` whose ranking trec_eval evaluates ``measure`` on is not empty.
+
+    With ``judged_only`` (trec_eval ``-J``) a ranking keeps only the documents judged for its
+    query with a grade (a ``gains`` value, for nDCG) of 0 or more; one left with none retrieved
+    nothing, and its values, 0 for every such measure, are set by the caller (pytrec_eval read
+    an empty ranking's from freed buffers: ``IPrec(judged_only=True)@0.0`` NaN).
+    """
+    params = getattr(measure, "params", {})
+    if not params.get("judged_only", False):
+        return [qid for qid in qids if run.get(qid)]
+    gains = params.get("gains") or {}
+    return [
+        qid
+        for qid in qids
+        if any(
+            gains.get(grade, grade) >= 0
+            for grade in map(qrels[qid].get, run.get(qid, ()))
+            if grade is not None
+        )
+    ]
 
 
 _NOTHING_RETRIEVED = {
