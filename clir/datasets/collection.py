@@ -588,8 +588,10 @@ def _read_json(path: Path) -> dict[str, Any]:
         obj = json.loads(
             path.read_text(encoding="utf-8").removeprefix("\ufeff"), object_pairs_hook=unique_keys(path)
         )
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+    except json.JSONDecodeError as exc:
         raise FormatError(path, None, f"invalid JSON ({exc})") from None
+    except (ValueError, RecursionError) as exc:  # not UTF-8, an integer of > 4300 digits, deep nesting
+        raise FormatError(path, None, f"invalid JSON ({type(exc).__name__}: {exc})") from None
     if not isinstance(obj, dict):
         raise FormatError(path, None, f"expected a JSON object, got {type(obj).__name__}")
     return obj

@@ -26,7 +26,7 @@ def read_json_file(path: str | Path, advice: str = "") -> Any:
         return json.loads(Path(path).read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise DataNotFoundError(f"{path} is missing{advice}") from None
-    except (OSError, ValueError) as error:
+    except (OSError, ValueError, RecursionError) as error:  # RecursionError: nesting too deep
         raise FormatError(path, None, f"unreadable ({error}){advice}") from None
 
 
