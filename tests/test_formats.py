@@ -423,6 +423,8 @@ def _first_twice(positions):
         (lambda a: replace(a, scores=[a.scores[0].astype(np.float32), *a.scores[1:]]), "expected int64 and"),
         (lambda a: replace(a, scores=[np.full_like(a.scores[0], np.nan), *a.scores[1:]]), "is nan; expected"),
         (lambda a: replace(a, docnos=["a b", *a.docnos[1:]]), "docno 'a b'"),
+        # a docno at two positions: a query listing both had been written with it twice
+        (lambda a: replace(a, docnos=[*a.docnos[:-1], a.docnos[0]]), "is listed twice in the docnos"),
     ],
 )
 def test_run_arrays_that_are_no_run_are_refused_and_the_file_kept(tmp_path, change, message):

@@ -17,7 +17,7 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass
-from itertools import chain
+from itertools import chain, pairwise
 from pathlib import Path
 
 import numpy as np
@@ -321,8 +321,14 @@ class _DocnoRanks:
         if docnos is not self.docnos:
             for docno in docnos:
                 check_identifier(docno, "docno", self.path)
+            order = sorted(range(len(docnos)), key=docnos.__getitem__)
+            # one docno at two positions: a query listing both had been written with a document
+            # twice, a file that read_run refuses
+            twice = next((docnos[i] for i, j in pairwise(order) if docnos[i] == docnos[j]), None)
+            if twice is not None:
+                raise ConfigError(f"{self.path}: not written: docno {twice!r} is listed twice in the docnos")
             rank = np.empty(len(docnos), dtype=np.int64)
-            rank[sorted(range(len(docnos)), key=docnos.__getitem__)] = np.arange(len(docnos))
+            rank[order] = np.arange(len(docnos))
             self.docnos, self.ranks = docnos, rank
         return self.ranks
 
