@@ -518,6 +518,29 @@ def test_aqwv_of_a_query_judging_every_document_relevant_has_no_false_alarm_rate
         qwv(3, 4, 3, 3)  # a returned non-relevant document that N = R leaves no room for
 
 
+@pytest.mark.parametrize(
+    ("run", "qrels", "message"),
+    [
+        # a grade of 0.5 had made b non-relevant: AQWV -3.44 (a false alarm), silently
+        ({"q": {"a": 1.0, "b": 0.5}}, {"q": {"a": 1, "b": 0.5}}, r"grade of 'q' / 'b' must be an integer"),
+        # strings had been read as numbers
+        ({"q": {"a": "1", "b": "10"}}, {"q": {"a": 1}}, r"score of 'q' / 'a' must be a finite number"),
+        # an infinite score had ranked first
+        ({"q": {"a": math.inf, "b": 1.0}}, {"q": {"b": 1}}, r"score of 'q' / 'a' must be a finite number"),
+        # one query's {docno: score} had scored 0 (every query missing)
+        ({"a": 1.0}, {"q": {"a": 1}}, r"query 'a' holds a float; expected \{docno: score\}"),
+    ],
+)
+def test_aqwv_checks_the_run_and_qrels_as_evaluate_does(run, qrels, message):
+    for function in (aqwv, aqwv_per_query):
+        with warnings.catch_warnings(), pytest.raises(ConfigError, match=message):
+            warnings.simplefilter("ignore", UserWarning)
+            function(run, qrels, 10)
+        with warnings.catch_warnings(), pytest.raises(ConfigError, match=message):
+            warnings.simplefilter("ignore", UserWarning)
+            evaluate(run, qrels, ["AQWV"], collection_size=10)
+
+
 def test_aqwv_config_validation():
     with pytest.raises(ConfigError, match="cutoff"):
         AQWVConfig(cutoff=-1)

@@ -36,9 +36,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from clir.errors import ConfigError
-from clir.evaluation._queries import RELEVANT, evaluated_queries, warn_coverage
+from clir.evaluation._queries import RELEVANT
 from clir.formats import ranked
 from clir.types import Qrels, Run
+
+AQWV = "AQWV"
+"""The measure's name, as :mod:`clir.evaluation.measures` reads it."""
 
 
 @dataclass(frozen=True)
@@ -181,16 +184,16 @@ def aqwv_per_query(
         ``{qid: QWV}`` in qrels order; a query absent from the run scores 0.
 
     Raises:
-        ConfigError: If ``collection_size`` is missing or too small for some query, or no query
-            has a relevant document.
+        ConfigError: If ``collection_size`` is missing or too small for some query, no query
+            has a relevant document, or the run or qrels are checked as
+            :func:`~clir.evaluation.evaluate` checks them and refused (a grade that is no whole
+            number, a score that is no finite number, a flat ``{docno: score}``).
 
     Warns:
         UserWarning: Naming the run's queries that have no relevant judgement (ignored), and
             counting the evaluated queries the run does not list (they count 0).
     """
-    qids = evaluated_queries(qrels)
-    warn_coverage(run, qids, qrels=qrels)
-    return aqwv_values(run, qrels, qids, collection_size, config or AQWVConfig())
+    return _checked_values(run, qrels, collection_size, config)
 
 
 def aqwv(run: Run, qrels: Qrels, collection_size: int, config: AQWVConfig | None = None) -> float:
@@ -201,7 +204,16 @@ def aqwv(run: Run, qrels: Qrels, collection_size: int, config: AQWVConfig | None
     Returns:
         The AQWV, at most 1 and possibly negative (0 for a system that returns nothing).
     """
-    qids = evaluated_queries(qrels)
-    warn_coverage(run, qids, qrels=qrels)
-    values = aqwv_values(run, qrels, qids, collection_size, config or AQWVConfig())
+    values = _checked_values(run, qrels, collection_size, config)
     return float(np.mean(list(values.values())))
+
+
+def _checked_values(
+    run: Run, qrels: Qrels, collection_size: int, config: AQWVConfig | None
+) -> dict[str, float]:
+    """:func:`aqwv_per_query`, through :func:`~clir.evaluation.evaluate`'s checks of the run and
+    qrels: without them a grade of 0.5 had been non-relevant, a string score read as a number,
+    and a flat ``{docno: score}`` (one query's) scored 0, where ``evaluate`` refuses each."""
+    from clir.evaluation.measures import _per_query  # it imports this module
+
+    return _per_query(run, qrels, [AQWV], config or AQWVConfig(), collection_size, "run", stacklevel=5)[AQWV]
