@@ -868,3 +868,28 @@ def test_two_tables_saves_at_once_leave_one_whole_pair(tmp_path: Path) -> None:
     assert (first.exitcode, second.exitcode) == (0, 0)
     iterations = [t.meta["iterations"] for t in load_tables(tmp_path / "t", ("en", "sw"))]
     assert iterations in ([2, 2], [3, 3]), iterations
+
+
+def test_tables_of_another_language_pair_are_learned_again_when_settings_are_asked(tmp_path: Path) -> None:
+    """`clir baselines --collection en-tl --out X` over an X made for en-sw stopped with "pass
+    tables of en-tl" (an option it was not given): its own X/tables of another pair are other
+    text, learned again as tables of another text of the same pair are; given as they are
+    (``--tables T``) they are still refused."""
+    from clir.datasets import Collection
+    from clir.pipeline.tables import learn_tables, load_tables
+
+    pairs = [ParallelPair(f"p{i}", f"the water {w}", f"tubig {w}") for i, w in enumerate("abc")]
+    tagalog = Collection("t", "tl", "en", [Document("d1", "tubig")], {"test": [Query("q1", "water")]},
+                         {"q1": {"d1": 1}}, parallel=pairs)  # fmt: skip
+    learn_tables(tagalog, tmp_path / "t", iterations=3, progress=False)
+    swahili = dataclasses.replace(
+        tagalog,
+        doc_lang="sw",
+        parallel=[ParallelPair(p.pair_id, p.source, p.target.replace("tubig", "maji")) for p in pairs],
+    )
+    with pytest.raises(ConfigError, match="translation tables of en-tl"):
+        learn_tables(swahili, tmp_path / "t", progress=False)  # given as they are: refused
+    relearned = learn_tables(swahili, tmp_path / "t", iterations=3, progress=False)
+    assert [(t.source_lang, t.target_lang) for t in relearned] == [("en", "sw"), ("sw", "en")]
+    assert relearned[0].translations("water", 1)[0][0] == "maji"
+    assert load_tables(tmp_path / "t", ("en", "sw"))[1].translations("maji", 1)[0][0] == "water"

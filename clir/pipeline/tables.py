@@ -47,9 +47,10 @@ def learn_tables(
     whatever settings made it); when either is given, only if learned with those settings from
     the same parallel text (its digest, ``parallel_sha256`` in their meta; or by any settings
     from any text when the collection has no parallel text to learn from, or made otherwise:
-    from alignments or imported), IBM Model 1 tables of other settings or other text being
-    replaced (``clir baselines --out`` had kept another collection's tables; tables learned
-    before the digest are learned again once).
+    from alignments or imported), IBM Model 1 tables of other settings or other text, and tables
+    of another language pair, being replaced (``clir baselines --out`` had kept another
+    collection's tables, and stopped at another pair's; tables learned before the digest are
+    learned again once).
 
     Args:
         collection: A collection with parallel pairs (never its collection side).
@@ -69,8 +70,15 @@ def learn_tables(
     """
     keep = iterations is None and seed is None  # tables given as they are
     iterations, seed = 10 if iterations is None else iterations, seed or 0
-    if out is not None and holds_tables(out) and (keep or _pair_problem(out) is None):
-        tables = load_tables(out, (collection.query_lang, collection.doc_lang))
+    languages = (collection.query_lang, collection.doc_lang)
+    # tables of another language pair are other text too when settings are asked for (`clir
+    # baselines --collection en-tl --out X` over an en-sw X had stopped, telling to pass tables)
+    if (
+        out is not None
+        and holds_tables(out)
+        and (keep or (_pair_problem(out) is None and _languages(out) in (None, languages)))
+    ):
+        tables = load_tables(out, languages)
         if keep:
             return tables
         digest = parallel_digest(collection.parallel)
@@ -267,6 +275,16 @@ def _sha256(path: Path) -> str:
 def _write_pair(out: str | Path, value: dict) -> None:
     with atomic_write(Path(out) / PAIR) as handle:
         handle.write(json.dumps(value, indent=1) + "\n")
+
+
+def _languages(path: str | Path) -> tuple[str, str] | None:
+    """The ``(source, target)`` languages that ``path``'s ``en-doc`` table records (``None``: its
+    ``meta.json`` is unreadable, which :func:`load_tables` reports)."""
+    try:
+        meta = json.loads((Path(path) / EN_DOC / "meta.json").read_text(encoding="utf-8"))
+        return meta["source_lang"], meta["target_lang"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
 
 
 def _pair_problem(path: str | Path) -> str | None:
