@@ -237,6 +237,24 @@ def test_prune_top_k_and_cumulative() -> None:
         table.prune(top_k=0)
 
 
+def test_prune_cuts_identical_rows_alike_wherever_they_lie() -> None:
+    """prune summed each row's mass as a cumulative sum over the whole table less its value at
+    the row's start: past 8,192 rows of mass 1 the difference lost the bits that decide a cut
+    exactly at a prefix's mass, and 1,808 of 10,000 identical rows (0.6, 0.2, 0.2) kept two
+    translations at cumulative 0.6 where the first 8,192 kept one."""
+    n = 10_000
+    probs = sp.csr_matrix(
+        (np.tile([0.6, 0.2, 0.2], n), np.tile([0, 1, 2], n), np.arange(0, 3 * n + 1, 3)), shape=(n, 3)
+    )
+    table = TranslationTable([f"s{i}" for i in range(n)], ["a", "b", "c"], probs, "en", "sw")
+    pruned = table.prune(top_k=None, cumulative=0.6)
+    assert np.diff(pruned.probs.indptr).tolist() == [1] * n
+    assert pruned.translations(f"s{n - 1}") == [("a", 1.0)]
+    kept = table.prune(top_k=2, cumulative=0.7)  # 0.6 < 0.7: b too, then the top 2 stop
+    assert np.diff(kept.probs.indptr).tolist() == [2] * n
+    assert kept.translations(f"s{n - 1}") == [("a", 0.75), ("b", 0.25)]
+
+
 def test_prune_learned_table_rows_sum_to_one() -> None:
     source, target = synthetic_corpus(n=300)
     table = IBMModel1(iterations=5, progress=False).fit(source, target).table_

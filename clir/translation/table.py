@@ -246,10 +246,8 @@ class TranslationTable:
         if top_k is not None:
             keep &= np.arange(order.size) - starts < top_k
         if cumulative is not None:
-            mass = np.concatenate(([0.0], np.cumsum(data)))
-            above = mass[:-1] - mass[starts]
-            row_total = mass[csr.indptr[rows + 1]] - mass[starts]
-            keep &= above < cumulative * row_total * (1 - 1e-12)
+            above, row_total = _row_masses(data, csr.indptr, top_k)
+            keep &= above < cumulative * row_total[rows] * (1 - 1e-12)
         matrix = sp.csr_matrix((data[keep], (rows[keep], csr.indices[order][keep])), shape=csr.shape)
         meta = {**self.meta, "pruned": {"top_k": top_k, "cumulative": cumulative}}
         return TranslationTable(
@@ -375,6 +373,32 @@ def _sorted_entries(csr: sp.csr_matrix, target_rank: np.ndarray) -> tuple[np.nda
     indices = np.asarray(csr.indices)
     order = np.lexsort((target_rank[indices], -np.asarray(csr.data), rows))
     return order, rows[order]
+
+
+def _row_masses(data: np.ndarray, indptr: np.ndarray, top_k: int | None) -> tuple[np.ndarray, np.ndarray]:
+    """Per entry of a row-sorted CSR's ``data``, the mass of the entries before it in its row
+    (summed in row order, up to the first ``top_k``; ``inf`` after them); and each row's mass.
+
+    Each row is summed on its own: a cumulative sum over the whole table, less its value at the
+    row's start, had lost the last bits to the table's total mass, so that identical rows were
+    cut at different places depending on how many rows came before them.
+    """
+    lengths = np.diff(indptr)
+    row_total = np.zeros(len(lengths))
+    filled = np.flatnonzero(lengths)
+    if filled.size:
+        row_total[filled] = np.add.reduceat(data, indptr[filled])
+    above = np.full(data.size, np.inf)
+    running = np.zeros(len(lengths))
+    by_length = np.argsort(-lengths, kind="stable")
+    longest_first = -lengths[by_length]
+    depth = int(lengths.max(initial=0)) if top_k is None else min(int(lengths.max(initial=0)), top_k)
+    for position in range(depth):  # one pass per rank, over the rows that long
+        rows = by_length[: np.searchsorted(longest_first, -position, side="left")]
+        at = indptr[rows] + position
+        above[at] = running[rows]
+        running[rows] += data[at]
+    return above, row_total
 
 
 def _normalise_rows(matrix: sp.csr_matrix) -> sp.csr_matrix:
