@@ -660,6 +660,22 @@ def _number_in(
     return parse
 
 
+def _k1(text: str) -> float:
+    """``--k1``: a finite number from 0 to BM25's ``K1_MAX`` (1e308 had overflowed the weights:
+    infinite and NaN scores)."""
+    from clir.retrieval.bm25 import K1_MAX
+
+    return _number_in(0, K1_MAX)(text)
+
+
+def _mu(text: str) -> float:
+    """``--mu``: a finite number of at least query likelihood's ``MU_MIN`` (1e-320 had overflowed
+    the weights: infinite and NaN scores)."""
+    from clir.retrieval.ql import MU_MIN
+
+    return _number_in(MU_MIN)(text)
+
+
 def _language(text: str) -> str:
     """A language code option (``--doc-lang``): letters, as every analyzer requires, lowercased
     (``SW`` had been stored as a language of its own, which tables and bundles of ``sw`` refused)."""
@@ -1840,11 +1856,11 @@ def build_parser() -> argparse.ArgumentParser:
     index.add_argument("--mode", choices=("qt", "psq", "dt"), required=True, help="how the languages meet")
     index.add_argument("--model", choices=("bm25", "ql"), default="bm25", help="the scoring model")
     index.add_argument("--out", required=True, type=Path, help="index directory to write")
-    index.add_argument("--k1", type=_number_in(0), default=1.5, help="BM25 term-frequency saturation")
+    index.add_argument("--k1", type=_k1, default=1.5, help="BM25 term-frequency saturation")
     index.add_argument(
         "--b", type=_number_in(0, 1), default=0.75, help="BM25 length normalisation, in [0, 1]"
     )
-    index.add_argument("--mu", type=_number_in(0, above=True), default=2500.0, help="QL Dirichlet smoothing")
+    index.add_argument("--mu", type=_mu, default=2500.0, help="QL Dirichlet smoothing")
     index.add_argument(
         "--shard-docs",
         type=_positive,

@@ -861,9 +861,12 @@ def test_an_imported_table_left_with_no_entry_is_an_error(tmp_path, capsys):
     ("option", "value", "message"),
     [
         ("--b", "2", "argument --b: must be a finite number in [0, 1], got '2'"),
-        ("--k1", "-1", "argument --k1: must be a finite number >= 0, got '-1'"),
-        ("--k1", "nan", "argument --k1: must be a finite number >= 0, got 'nan'"),
-        ("--mu", "0", "argument --mu: must be a finite number > 0, got '0'"),
+        ("--k1", "-1", "argument --k1: must be a finite number in [0, 1e+100], got '-1'"),
+        ("--k1", "nan", "argument --k1: must be a finite number in [0, 1e+100], got 'nan'"),
+        # finite, but its weights overflowed: -inf and NaN scores, a non-matching document listed
+        ("--k1", "1e308", "argument --k1: must be a finite number in [0, 1e+100], got '1e308'"),
+        ("--mu", "0", "argument --mu: must be a finite number >= 1e-100, got '0'"),
+        ("--mu", "1e-320", "argument --mu: must be a finite number >= 1e-100, got '1e-320'"),
         # named BaselineConfig's psq_cumulative, its range not in the help
         ("--psq-cumulative", "2", "argument --psq-cumulative: must be a finite number in (0, 1], got '2'"),
     ],

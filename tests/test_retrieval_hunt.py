@@ -68,6 +68,36 @@ def test_an_infinite_mu_is_refused():
         get_retriever("ql", mu=math.inf)
 
 
+@pytest.mark.parametrize(
+    ("model", "params", "message"),
+    [
+        ("bm25", {"k1": 1e308}, r"k1 must be at most 1e\+100, got 1e\+308"),
+        ("bm25", {"epsilon": 1e308}, r"epsilon must be at most 1e\+100, got 1e\+308"),
+        ("ql", {"mu": 1e-320}, r"mu must be at least 1e-100, got 1e-320"),
+    ],
+)
+def test_parameters_that_overflow_the_weights_are_refused(model, params, message):
+    # k1 = 1e308 made tf (k1 + 1) infinite: 'a' listed d2 and d3 (which lacks 'a') at -inf, not
+    # d1; mu = 1e-320 made 1 / (mu P(t|C)) infinite: NaN and inf scores
+    with pytest.raises(ConfigError, match=message):
+        get_retriever(model, **params)
+
+
+def test_the_extreme_parameters_taken_give_finite_scores():
+    docs = [["a", "a", "b"], ["a", "c"], ["b"]]
+    bm25 = get_retriever("bm25", k1=1e100, epsilon=1e100).index(["d1", "d2", "d3"], docs, progress=False)
+    # okapi: every idf floored at epsilon * mean idf, mean of (-0.51, -0.51, 0.51) < 0; the
+    # saturated tf is tf / L: d1 2 / (0.25 + 0.75 * 3 / 2) = 2 / 1.375, d2 1 / 1
+    floor = 1e100 * np.mean(np.log(np.array([1.5, 1.5, 2.5])) - np.log(np.array([2.5, 2.5, 1.5])))
+    assert bm25.search({"q": ["a"]}, k=3)["q"] == pytest.approx({"d2": floor, "d1": floor * 2 / 1.375})
+    assert list(bm25.search({"q": ["a"]}, k=3)["q"]) == ["d2", "d1"]
+    ql = get_retriever("ql", mu=1e-100).index(["d1", "d2", "d3"], docs, progress=False)
+    scores = ql.score([["a"], ["a", "zz"]])
+    assert np.isfinite(scores).all()
+    # P(a|C) = 3 / 6: d1 log((2 + mu / 2) / (3 + mu)) = log(2 / 3), d2 log(1 / 2)
+    assert scores[0, :2] == pytest.approx([math.log(2 / 3), math.log(1 / 2)])
+
+
 def test_a_stored_zero_is_no_translation_for_dt_either():
     # row x holds explicit zeros only: QT, PSQ and expected counts pass x through, but DT's
     # top-1 had translated it into y, a translation of probability 0

@@ -13,6 +13,12 @@ from clir.retrieval.index import SparseIndex
 
 IDF_VARIANTS = ("lucene", "okapi")
 
+K1_MAX = 1e100
+"""The largest ``k1`` (and ``epsilon``) taken: weights stay far inside float64's range for any tf
+(a float32) and document length. Beyond it they overflowed (``k1 = 1e308`` made ``tf (k1 + 1)``
+infinite: -inf and NaN scores, and a document without the query's term listed in place of one
+with it); near it the saturated tf is already the limit ``tf / L`` that larger values approach."""
+
 
 @register("bm25")
 class BM25(Retriever):
@@ -25,13 +31,13 @@ class BM25(Retriever):
     their translations' tf.
 
     Args:
-        k1: Term-frequency saturation (>= 0).
+        k1: Term-frequency saturation, from 0 to :data:`K1_MAX`.
         b: Length normalisation in [0, 1].
         idf: ``"okapi"``: ``log((N - n + 0.5) / (n + 0.5))`` with negative values floored to
             ``epsilon * mean idf`` (mean over every vocabulary term's idf before flooring),
             exactly rank-bm25's ``BM25Okapi``; ``"lucene"``: ``log(1 + (N - n + 0.5) / (n + 0.5))``
             (always positive; Lucene / bm25s default).
-        epsilon: Floor factor of the ``"okapi"`` variant.
+        epsilon: Floor factor of the ``"okapi"`` variant, from 0 to :data:`K1_MAX`.
 
     Raises:
         ConfigError: For an out-of-range parameter or an unknown idf variant.
@@ -43,6 +49,12 @@ class BM25(Retriever):
             raise ConfigError(f"k1 must be a finite number >= 0, got {k1!r}")
         if not (is_real(epsilon) and 0 <= epsilon < math.inf):
             raise ConfigError(f"epsilon must be a finite number >= 0, got {epsilon!r}")
+        for name, value in (("k1", k1), ("epsilon", epsilon)):
+            if value > K1_MAX:
+                raise ConfigError(
+                    f"{name} must be at most {K1_MAX:g}, got {value!r} (larger values overflow the "
+                    "weights to infinite and NaN scores)"
+                )
         if not (is_real(b) and 0 <= b <= 1):
             raise ConfigError(f"b must be in [0, 1], got {b!r}")
         if idf not in IDF_VARIANTS:

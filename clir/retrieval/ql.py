@@ -11,6 +11,10 @@ from clir.errors import ConfigError
 from clir.retrieval.base import Retriever, is_real, register
 from clir.retrieval.index import SparseIndex
 
+MU_MIN = 1e-100
+"""The smallest Dirichlet prior taken: below it ``1 / (mu P(t|C))`` overflowed float64 (``mu =
+1e-320`` gave infinite and NaN scores) for a collection of up to 1e15 tokens."""
+
 
 @register("ql")
 class QueryLikelihood(Retriever):
@@ -25,10 +29,10 @@ class QueryLikelihood(Retriever):
     ``tf = sum p tf(t, D)`` and ``cf = sum p cf(t)`` (the unseen rule applies when that is 0).
 
     Args:
-        mu: Dirichlet prior (finite, > 0).
+        mu: Dirichlet prior, finite and at least :data:`MU_MIN`.
 
     Raises:
-        ConfigError: If ``mu`` is not a finite positive number.
+        ConfigError: If ``mu`` is not a finite number of at least :data:`MU_MIN`.
     """
 
     def __init__(self, mu: float = 2500.0) -> None:
@@ -37,6 +41,11 @@ class QueryLikelihood(Retriever):
             raise ConfigError(f"mu must be > 0, got {mu!r}")
         if mu == math.inf:  # it had given every document a NaN score
             raise ConfigError(f"mu must be finite, got {mu!r}")
+        if mu < MU_MIN:
+            raise ConfigError(
+                f"mu must be at least {MU_MIN:g}, got {mu!r} (a smaller prior overflows the "
+                "weights to infinite and NaN scores)"
+            )
         self.mu = float(mu)
         self._total = 1.0
         self._log_len = np.zeros(0)
