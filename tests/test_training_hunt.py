@@ -131,3 +131,31 @@ def test_the_model_settings_are_checked_on_a_model_that_holds_no_weights(monkeyp
     monkeypatch.setitem(INTERACTION_MODELS, "knrm", Spy)
     TrainConfig.from_dict({"model": {"interaction": "knrm"}}, "x.yaml")
     assert devices and set(devices) == {"meta"}
+
+
+@pytest.mark.parametrize(
+    ("values", "message"),
+    [
+        (  # torch: "Storage size calculation overflowed" (a RuntimeError)
+            {"model": {"interaction": "posit_drmm", "interaction_kwargs": {"lstm_hidden": 10**9}}},
+            "model.interaction_kwargs={'lstm_hidden': 1000000000} is invalid; expected sizes whose "
+            "weights torch can lay out (torch: Storage size calculation overflowed",
+        ),
+        (  # torch: "Overflow when unpacking long long" (a TypeError)
+            {"model": {"interaction": "drmm", "interaction_kwargs": {"hidden": 2**64}}},
+            f"model.interaction_kwargs={{'hidden': {2**64}}} is invalid; expected sizes whose weights "
+            "torch can lay out (torch: ",
+        ),
+        (  # the fusion layer is built at training only: its size had failed there
+            {"model": {"fusion": "mlp", "fusion_hidden": 2**64}},
+            f"model.fusion_hidden={2**64} is invalid; expected a size torch can lay out (torch: ",
+        ),
+    ],
+)
+def test_sizes_torch_cannot_lay_out_are_refused_at_load_naming_file_and_key(tmp_path, values, message):
+    """They had been 'clir: error: unexpected RuntimeError (a bug in clir...)' at load, or a
+    TypeError after the features were built, naming neither the key nor the file."""
+    path = tmp_path / "x.yaml"
+    path.write_text(yaml.safe_dump(values), encoding="utf-8")
+    with pytest.raises(ConfigError, match=re.escape(f"{path}: {message}")):
+        load_config(path)

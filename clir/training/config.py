@@ -107,7 +107,7 @@ from clir.config import (
 from clir.formats import atomic_write
 from clir.rerankers import COMPONENTS as BILINGUAL_COMPONENTS
 from clir.rerankers import INTERACTION_MODELS
-from clir.rerankers.fusion import FUSIONS
+from clir.rerankers.fusion import FUSIONS, Fusion
 from clir.retrieval import MODES, RETRIEVERS
 
 COMPONENTS: tuple[str, ...] = tuple(BILINGUAL_COMPONENTS)
@@ -124,6 +124,13 @@ FUSION_HIDDEN = 8
 """The default of ``model.fusion_hidden``, the one value a fusion without hidden units takes."""
 MARGIN = 1.0
 """The default of ``optim.margin``, the one value a loss without a margin takes."""
+_UNBUILDABLE = (RuntimeError, TypeError, OverflowError, ValueError)
+"""What torch raises when a module's sizes cannot be laid out, even on the meta device."""
+
+
+def _first_line(error: BaseException) -> str:
+    """The first line of an exception's message (torch's may run on over several)."""
+    return str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
 
 
 @dataclass
@@ -158,8 +165,20 @@ class ModelConfig(Section):
         check_arguments(model, self.interaction_kwargs, where, "interaction_kwargs", model.config_keys)
         # the model's own range checks, at load; on the meta device, which holds no weights (a
         # `max_ngram: 1000000` had taken the machine's memory before anything ran)
-        with where.context("interaction_kwargs: "), torch.device("meta"):
-            model(2, None, **self.interaction_kwargs)
+        # Sizes torch cannot lay out (`lstm_hidden: 1000000000`, `fusion_hidden: 2**64`) had
+        # been "unexpected RuntimeError / TypeError", naming neither the key nor the file.
+        try:
+            with where.context("interaction_kwargs: "), torch.device("meta"):
+                model(2, None, **self.interaction_kwargs)
+        except _UNBUILDABLE as error:
+            expected = f"sizes whose weights torch can lay out (torch: {_first_line(error)})"
+            raise where.error("interaction_kwargs", self.interaction_kwargs, expected) from None
+        try:
+            with torch.device("meta"):
+                Fusion(max(1, len(self.components)), self.fusion, self.fusion_hidden)
+        except _UNBUILDABLE as error:
+            expected = f"a size torch can lay out (torch: {_first_line(error)})"
+            raise where.error("fusion_hidden", self.fusion_hidden, expected) from None
         if not self.components and not self.features:
             raise where.error("components", self.components, "at least one component when features are off")
         if self.fusion != "mlp" and self.fusion_hidden != FUSION_HIDDEN:  # it had been ignored, silently
