@@ -64,3 +64,19 @@ def test_bli_gold_mapping_with_one_target_word_per_source_word():
     as_sets = evaluate_bli(space, "sw", "en", {f"s{i}": {f"e{i}"} for i in range(6)})
     assert [r.to_dict() for r in as_words] == [r.to_dict() for r in as_sets]
     assert [(r.queries, r.p_at_1) for r in as_words] == [(6, 4 / 6), (6, 4 / 6)]
+
+
+@pytest.mark.parametrize("lang", ["../x", "pt-br", "sw/x", ""])
+def test_a_language_that_is_no_code_is_refused_before_a_space_is_written(tmp_path, lang):
+    # each language names a file of the space: "../x" had written x.bin beside the space's
+    # directory, over a user's file of that name, and "pt-br" a space that load refused
+    user = tmp_path / "x.bin"
+    user.write_text("the user's file", encoding="utf-8")
+    kv = make_keyed_vectors(["w"], np.ones((1, 2), np.float32))
+    with pytest.raises(ConfigError, match=f"the space's language {lang!r} is no language code"):
+        SharedSpace({"en": kv, lang: kv}).save(tmp_path / "space")
+    assert user.read_text(encoding="utf-8") == "the user's file"
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["x.bin"]
+    # a code of letters saves and loads back
+    SharedSpace({"en": kv, "ny": kv}).save(tmp_path / "space")
+    assert SharedSpace.load(tmp_path / "space").languages == ["en", "ny"]

@@ -30,6 +30,12 @@ def _by_language(entries: Sequence[tuple[str, str]]) -> dict[str, list[int]]:
     return by_lang
 
 
+def _is_language_code(lang: object) -> bool:
+    """Whether ``lang`` names a language of a saved space: letters only, as :meth:`SharedSpace.load`
+    requires (each names the space's ``<lang>.bin``, so ``../x`` would name a file outside it)."""
+    return isinstance(lang, str) and lang.isalpha()
+
+
 def _unit(x: np.ndarray) -> np.ndarray:
     norms = np.linalg.norm(x, axis=-1, keepdims=True)
     return x / np.maximum(norms, 1e-12)
@@ -338,9 +344,17 @@ class SharedSpace:
 
         Raises:
             ConfigError: If a vector holds a NaN or an infinity (a space :meth:`load` would
-                refuse) or a word a space or a newline, before anything is written.
+                refuse), a word a space or a newline, or a language is not a code of letters
+                (its files' names: ``../x`` names one outside ``path``), before anything is written.
         """
         path = Path(path)
+        if bad_codes := [lang for lang in self.vectors if not _is_language_code(lang)]:
+            # each names a file of the space: `../x` had written (over) x.bin beside the space's
+            # directory, and `pt-br` a space that load refused
+            raise ConfigError(
+                f"the space's language {bad_codes[0]!r} is no language code (letters only, like 'sw'), "
+                f"which names its files: {path} not saved"
+            )
         for lang, kv in self.vectors.items():  # :meth:`load` refuses them: never write one
             if (bad := np.flatnonzero(~np.isfinite(kv.vectors).all(axis=1))).size:
                 raise ConfigError(
@@ -404,7 +418,7 @@ class SharedSpace:
             raise DataNotFoundError(f"{info_path}: no saved SharedSpace here")
         info = read_typed_json(info_path, "SharedSpace")
         languages = info.get("languages")
-        if not isinstance(languages, list) or not all(isinstance(x, str) and x.isalpha() for x in languages):
+        if not isinstance(languages, list) or not all(map(_is_language_code, languages)):
             expected = f"'languages' must be a list of language codes, got {languages!r}"
             raise FormatError(info_path, None, expected)
         ngram_files = _ngram_files(info, info_path, languages)
