@@ -958,7 +958,7 @@ def _embed_eval(args: argparse.Namespace) -> int:
 def _train(args: argparse.Namespace) -> int:
     from clir.formats.atomic import directory_lock, output_directory
     from clir.pipeline.features import train_reranker
-    from clir.training import load_config
+    from clir.training import ScoringOptions, load_config
     from clir.training.cv import check_member_dirs
 
     config = load_config(args.config)
@@ -980,6 +980,9 @@ def _train(args: argparse.Namespace) -> int:
         if value is not None:
             setattr(config, key, value)
     config.validate(f"{args.config} with the command line's options")
+    # where it trains and scores, now: --device cuda without CUDA (or bf16 on a CPU) had been
+    # refused only once the tables, indexes and features were built
+    ScoringOptions(config.device, config.score_batch_size, config.precision or "auto").resolve()
     start = [Path(config.optim.init_from)] if config.optim.init_from is not None else []
     # before --force marks the directory as clir's; the config's init_from is an input as
     # --init-from is (a model trained into its own start had replaced it)
@@ -1051,6 +1054,7 @@ def _rerank(args: argparse.Namespace) -> int:
     from clir.training import ScoringOptions
 
     options = ScoringOptions(args.device, args.batch_size, args.precision or "auto")
+    options.resolve()  # --device cuda without CUDA, bf16 on a CPU: now, not after the features
     if args.stages is not None and args.index_cache is not None:
         raise ConfigError(
             f"--stages {args.stages} with --index-cache {args.index_cache}: expected one of them "

@@ -1078,3 +1078,47 @@ def test_data_check_names_no_option_it_lacks_for_a_topics_xml_without_title(tmp_
     assert main(["data", "check", str(path)]) == 2
     err = capsys.readouterr().err
     assert "has no <title> element" in err and "--query-field" not in err
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        (["--device", "cuda"], "device='cuda' but torch sees no CUDA device; use 'cpu' or 'auto'"),
+        (["--precision", "bf16"], "precision='bf16' (--precision bf16, or precision: bf16 in a config)"),
+    ],
+)
+@pytest.mark.parametrize("command", ["train", "rerank"])
+def test_scoring_options_a_machine_cannot_honour_are_refused_before_the_features(
+    command, options, message, tmp_path, monkeypatch, capsys
+):
+    """--device cuda without CUDA, or bf16 on a CPU, had been refused only once the tables,
+    indexes and features were built (minutes on a real collection)."""
+    import torch
+    from test_union import tiny_reranker_config, tiny_world
+
+    from clir.pipeline.features import CollectionFeatures
+    from clir.training import save_config
+
+    def no_work(*args, **kwargs):
+        raise AssertionError("features were built")
+
+    monkeypatch.setattr(CollectionFeatures, "build", no_work)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    collection, tables, space = tiny_world()
+    collection.save(tmp_path / "sw")
+    tables[0].save(tmp_path / "tables" / "en-doc")
+    tables[1].save(tmp_path / "tables" / "doc-en")
+    space.save(tmp_path / "space")
+    config = tiny_reranker_config()
+    config.device = "auto"
+    save_config(config, tmp_path / "train.yaml")
+    argv = [command, "--collection", str(tmp_path / "sw"), "--space", str(tmp_path / "space")]
+    argv += ["--tables", str(tmp_path / "tables")]
+    if command == "train":
+        argv += ["--config", str(tmp_path / "train.yaml"), "--out", str(tmp_path / "model")]
+    else:
+        argv += ["--model", str(tmp_path / "model"), "--out", str(tmp_path / "x.run")]
+    assert main([*argv, *options]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"clir: error: {message}"), err
+    assert not (tmp_path / "model").exists() and not (tmp_path / "x.run").exists()
