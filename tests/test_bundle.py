@@ -20,7 +20,7 @@ from test_union import EN, N_CONCEPTS, tiny_reranker_config, tiny_world
 from clir.cli import main
 from clir.datasets import Collection
 from clir.embeddings import SharedSpace
-from clir.errors import ConfigError, DataNotFoundError, FormatError
+from clir.errors import ConfigError, DataNotFoundError, FormatError, OutputExistsError
 from clir.evaluation import evaluate
 from clir.formats import ranked, read_parallel, read_run, write_topics
 from clir.pipeline.baselines import BaselineConfig
@@ -100,6 +100,25 @@ def test_bundle_layout_and_model_card(trained, tmp_path):
         Bundle.from_pretrained(root / "space")
     with pytest.raises(DataNotFoundError, match=r"nor in the local Hugging Face hub cache"):
         Bundle.from_pretrained("nobody/no-such-clir-bundle")
+
+
+def test_a_bundle_and_its_checkpoints_hold_only_what_clir_writes_there(trained, tmp_path):
+    """A re-save replaces a bundle (or a checkpoint) only when it holds nothing else: a user's
+    file in it had been deleted with it."""
+    from clir.formats.atomic import foreign_entry
+
+    root, model, _, _, bundle = trained
+    assert foreign_entry(bundle, "bundle") is None
+    assert foreign_entry(model / "seed0", "checkpoint") is None
+    copy = shutil.copytree(bundle, tmp_path / "b")
+    (copy / "reranker" / "seed0" / "notes.txt").write_text("copied with the checkpoint")
+    assert foreign_entry(copy, "bundle") is None  # the reranker is a copy, whole
+    (copy / "space" / "notes.txt").write_text("mine")
+    assert foreign_entry(copy, "bundle") == copy / "space" / "notes.txt"
+    args = {"reranker": model, "space": root / "space", "tables": root / "tables"}
+    with pytest.raises(OutputExistsError, match=r"b is a clir 'bundle' output holding .*space/notes\.txt"):
+        save_pretrained(copy, collection=Collection.load(root / "sw"), **args)
+    assert (copy / "space" / "notes.txt").read_text() == "mine"
 
 
 @pytest.mark.parametrize("analyzers", [["en", "sw"], {"en": "stopwords", "sw": {}}, None])

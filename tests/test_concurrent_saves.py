@@ -45,7 +45,7 @@ def _save(path: str, text: str, moved=None, done=None) -> None:
 
         os.replace = halfway  # this process only
     with atomic_directory(path, kind="checkpoint") as tmp:
-        (tmp / "weights").write_text(text)
+        (tmp / "checkpoint.json").write_text(text)
     if done is not None and moved is None:
         done.set()
 
@@ -58,7 +58,7 @@ def test_two_saves_of_one_directory_at_once_both_complete(tmp_path):
     # old checkpoint left beside as .seed0.<pid>.<random>.old
     path = tmp_path / "seed0"
     with atomic_directory(path, kind="checkpoint") as tmp:
-        (tmp / "weights").write_text("epoch 1")
+        (tmp / "checkpoint.json").write_text("epoch 1")
     context = multiprocessing.get_context("fork")
     moved, done = context.Event(), context.Event()
     first = context.Process(target=_save, args=(str(path), "first", moved, done))
@@ -69,7 +69,7 @@ def test_two_saves_of_one_directory_at_once_both_complete(tmp_path):
     first.join(20)
     second.join(20)
     assert (first.exitcode, second.exitcode) == (0, 0)
-    assert (path / "weights").read_text() == "second"  # the later swap, whole
+    assert (path / "checkpoint.json").read_text() == "second"  # the later swap, whole
     assert artefact_kind(path) == "checkpoint"
     assert sorted(os.listdir(tmp_path)) == ["seed0"]  # nothing left beside
 
@@ -138,11 +138,11 @@ def test_a_thread_takes_its_own_directory_lock_again_and_other_threads_take_turn
             directory_lock(tmp_path, wait=False),
             atomic_directory(tmp_path / "seed0", kind="checkpoint") as tmp,
         ):
-            (tmp / "weights").write_text("epoch 1")
+            (tmp / "checkpoint.json").write_text("epoch 1")
         thread = threading.Thread(target=other)
         thread.start()
         thread.join(0.3)
         order.append("holder")  # the other thread waited for the outer lock
     thread.join(10)
     assert order == ["holder", "other"]
-    assert (tmp_path / "seed0" / "weights").read_text() == "epoch 1"
+    assert (tmp_path / "seed0" / "checkpoint.json").read_text() == "epoch 1"

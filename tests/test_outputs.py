@@ -49,7 +49,7 @@ def test_a_user_directory_is_refused_before_the_build_and_left_intact(tmp_path):
     target = _user_dir(tmp_path / "out")
     before = _tree(target)
     entered = []
-    with pytest.raises(OutputExistsError) as caught, atomic_directory(target, kind="index"):
+    with pytest.raises(OutputExistsError) as caught, atomic_directory(target, kind="data"):
         entered.append(True)
     assert entered == []
     assert _tree(target) == before
@@ -66,7 +66,7 @@ def test_a_file_is_refused_even_with_force(tmp_path):
     target.write_text("a user's file")
     for force in (False, True):
         with pytest.raises(OutputExistsError, match=r"is a file \(clir writes a directory here\)"):
-            _write(target, "index", "new", force=force)
+            _write(target, "data", "new", force=force)
     assert target.read_text() == "a user's file"
     assert os.listdir(tmp_path) == ["out"]
 
@@ -76,32 +76,32 @@ def test_a_symbolic_link_is_refused_even_with_force(tmp_path):
     link = tmp_path / "link"
     link.symlink_to(real)
     with pytest.raises(OutputExistsError, match=r"is a symbolic link; .*--force never replaces it"):
-        _write(link, "index", "new", force=True)
+        _write(link, "data", "new", force=True)
     assert link.is_symlink() and _tree(real) == {"thesis.tex": "years of work", "notes/a.txt": "a"}
 
 
 def test_nothing_or_an_empty_directory_is_written(tmp_path):
-    _write(tmp_path / "new" / "deep", "index", "1")
+    _write(tmp_path / "new" / "deep", "data", "1")
     (tmp_path / "empty").mkdir()
-    _write(tmp_path / "empty", "index", "2")
+    _write(tmp_path / "empty", "data", "2")
     assert (tmp_path / "new" / "deep" / "data.txt").read_text() == "1"
     assert (tmp_path / "empty" / "data.txt").read_text() == "2"
-    assert artefact_kind(tmp_path / "empty") == "index"
+    assert artefact_kind(tmp_path / "empty") == "data"
     marker = json.loads((tmp_path / "empty" / MARKER).read_text())
     assert set(marker) == {"kind", "clir_version"}
 
 
 def test_a_clir_output_of_the_same_kind_is_replaced_another_kind_refused(tmp_path):
     target = tmp_path / "out"
-    _write(target, "index", "old")
+    _write(target, "data", "old")
     (target / "stale.txt").write_text("from the old artefact")
-    _write(target, "index", "new")
+    _write(target, "data", "new")
     assert _tree(target) == {"data.txt": "new"}  # replaced whole, not merged
     with pytest.raises(
-        OutputExistsError, match=r"a clir 'index' output \(expected nothing, or a clir 'table'"
+        OutputExistsError, match=r"a clir 'data' output \(expected nothing, or a clir 'table'"
     ):
         _write(target, "table", "other")
-    assert _tree(target) == {"data.txt": "new"} and artefact_kind(target) == "index"
+    assert _tree(target) == {"data.txt": "new"} and artefact_kind(target) == "data"
     assert sorted(os.listdir(tmp_path)) == ["out"]
 
 
@@ -109,10 +109,10 @@ def test_force_moves_a_directory_aside_never_deletes_it_nor_the_working_director
     target = _user_dir(tmp_path / "out")
     (tmp_path / "out.before-clir").mkdir()  # a name taken: the next one is used
     with pytest.warns(
-        UserWarning, match=r"out was not a clir 'index' output: it was moved to .*out\.before-clir-2"
+        UserWarning, match=r"out was not a clir 'data' output: it was moved to .*out\.before-clir-2"
     ):
-        _write(target, "index", "new", force=True)
-    assert _tree(target) == {"data.txt": "new"} and artefact_kind(target) == "index"
+        _write(target, "data", "new", force=True)
+    assert _tree(target) == {"data.txt": "new"} and artefact_kind(target) == "data"
     assert _tree(tmp_path / "out.before-clir-2") == {"thesis.tex": "years of work", "notes/a.txt": "a"}
     with pytest.warns(UserWarning, match="was not a clir 'table' output"):  # another kind: kept too
         _write(target, "table", "newer", force=True)
@@ -128,21 +128,21 @@ def test_force_moves_a_directory_aside_never_deletes_it_nor_the_working_director
     monkeypatch.chdir(work / "notes")
     for protected in (work, work / "notes", Path(".")):
         with pytest.raises(OutputExistsError, match="working directory"):
-            _write(protected, "index", "new", force=True)
+            _write(protected, "data", "new", force=True)
     assert _tree(work) == {"thesis.tex": "years of work", "notes/a.txt": "a"}
     empty = tmp_path / "empty"
     empty.mkdir()
     monkeypatch.chdir(empty)
     with pytest.raises(OutputExistsError, match=r"working directory .*--force never replaces it"):
-        _write(Path("."), "index", "new")  # --out . would leave the shell in a deleted directory
+        _write(Path("."), "data", "new")  # --out . would leave the shell in a deleted directory
     assert os.listdir(empty) == [] and "cwd" in os.listdir(tmp_path)
 
 
 def test_a_users_dot_old_directory_survives_a_replacement(tmp_path):
     target = tmp_path / "out"
-    _write(target, "index", "old")
+    _write(target, "data", "old")
     mine = _user_dir(tmp_path / ".out.old")
-    _write(target, "index", "new")
+    _write(target, "data", "new")
     assert _tree(mine) == {"thesis.tex": "years of work", "notes/a.txt": "a"}
     assert (target / "data.txt").read_text() == "new"
     assert sorted(os.listdir(tmp_path)) == [".out.old", "out"]
@@ -150,8 +150,8 @@ def test_a_users_dot_old_directory_survives_a_replacement(tmp_path):
 
 def test_an_interrupted_build_leaves_the_old_artefact_and_no_temporary_directory(tmp_path):
     target = tmp_path / "out"
-    _write(target, "index", "old")
-    with pytest.raises(RuntimeError), atomic_directory(target, kind="index") as tmp:
+    _write(target, "data", "old")
+    with pytest.raises(RuntimeError), atomic_directory(target, kind="data") as tmp:
         (tmp / "data.txt").write_text("half")
         raise RuntimeError("interrupted")
     assert _tree(target) == {"data.txt": "old"}
@@ -209,39 +209,39 @@ def test_a_save_killed_at_any_step_leaves_the_old_or_the_new_directory_and_no_le
     tmp_path, monkeypatch, dead_pid, at, left, kept
 ):
     target = tmp_path / "out"
-    _write(target, "index", "old")
+    _write(target, "data", "old")
 
     def save(die):
-        with atomic_directory(target, kind="index") as tmp:
+        with atomic_directory(target, kind="data") as tmp:
             (tmp / "data.txt").write_text("new")
             if at == "build":
                 die()
 
     save_killed(monkeypatch, save, target, at, dead_pid)
     with pytest.warns(UserWarning, match="was killed") if at == "swap" else contextlib.nullcontext():
-        _write(target, "index", "next")  # the next save
+        _write(target, "data", "next")  # the next save
     assert _tree(target) == {"data.txt": "next"}
     assert sorted(os.listdir(tmp_path)) == ["out"]
     # what a reader finds once the leftovers are tidied (as a resumed training does first)
-    _write(target, "index", "old")
+    _write(target, "data", "old")
     save_killed(monkeypatch, save, target, at, dead_pid)
     leftovers = sorted(set(os.listdir(tmp_path)) - {"out"})
     assert len(leftovers) == left
     assert all(re.fullmatch(rf"\.out\.{dead_pid}\.[a-z0-9_]{{8}}\.(tmp|old)", name) for name in leftovers)
     if kept is None:  # killed between the two renames: no out at all, the new one complete beside
         assert not target.exists()
-        with pytest.warns(UserWarning, match=r"out: a save of it was killed as it swapped the new index in"):
-            atomic.tidy_interrupted(target, "index")
+        with pytest.warns(UserWarning, match=r"out: a save of it was killed as it swapped the new data in"):
+            atomic.tidy_interrupted(target, "data")
         kept = "new"
     else:
-        atomic.tidy_interrupted(target, "index")
-    assert _tree(target) == {"data.txt": kept} and artefact_kind(target) == "index"
+        atomic.tidy_interrupted(target, "data")
+    assert _tree(target) == {"data.txt": kept} and artefact_kind(target) == "data"
     assert sorted(os.listdir(tmp_path)) == ["out"]
 
 
 def test_tidying_leaves_a_running_saves_directories_and_everything_else_alone(tmp_path, dead_pid):
     target = tmp_path / "out"
-    _write(target, "index", "old")
+    _write(target, "data", "old")
     kept = [
         f".out.{os.getpid()}.abcdefgh.tmp",  # a save of this process, under way
         ".out.1.abcdefgh.old",  # init's: running
@@ -255,7 +255,7 @@ def test_tidying_leaves_a_running_saves_directories_and_everything_else_alone(tm
     (tmp_path / f".out.{dead_pid}.abcdefgh.old").write_text("a user's file")
     (tmp_path / f".out.{dead_pid}.bcdefghi.tmp").symlink_to(tmp_path / ".out.old")
     gone = _user_dir(tmp_path / f".out.{dead_pid}.cdefghij.tmp")
-    _write(target, "index", "new")
+    _write(target, "data", "new")
     assert not gone.exists()
     for name in kept:
         assert _tree(tmp_path / name) == {"thesis.tex": "years of work", "notes/a.txt": "a"}
@@ -799,14 +799,14 @@ def test_a_full_disk_is_an_error_naming_the_output_and_keeps_the_old_one(tmp_pat
     if writer == "file":
         target.write_text("old run")
     else:
-        _write(target, "index", "old")
+        _write(target, "data", "old")
     big = np.zeros(1 << 14, dtype=np.float32)
     with pytest.raises(OSError) as caught, _file_size_limit(1 << 12):
         if writer == "file":
             with atomic_write(target) as handle:
                 handle.write("x" * (1 << 16))
         else:
-            with atomic_directory(target, kind="index") as tmp:
+            with atomic_directory(target, kind="data") as tmp:
                 if writer == "text":
                     (tmp / "data.txt").write_text("x" * (1 << 16))
                 elif writer == "numpy":
@@ -827,14 +827,14 @@ def test_an_os_error_of_a_save_names_its_output_never_its_temporary_name(tmp_pat
     """A file of the temporary directory (gone) is named as in the output; an input's error, or
     a read's that names no file, is left as it is."""
     target = tmp_path / "out"
-    with pytest.raises(PermissionError) as caught, atomic_directory(target, kind="index") as tmp:
+    with pytest.raises(PermissionError) as caught, atomic_directory(target, kind="data") as tmp:
         raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(tmp / "sub" / "a.json"))
     assert caught.value.filename == str(target / "sub" / "a.json")
     for error in (
         FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), str(tmp_path / "input.tsv")),
         OSError(errno.EIO, os.strerror(errno.EIO)),
     ):
-        with pytest.raises(OSError) as caught, atomic_directory(target, kind="index"):
+        with pytest.raises(OSError) as caught, atomic_directory(target, kind="data"):
             raise error
         assert caught.value is error
     assert os.listdir(tmp_path) == []
@@ -847,7 +847,7 @@ def test_a_swap_whose_old_directory_cannot_be_put_back_keeps_both_for_the_next_s
     are kept (as a kill between the two renames leaves them): the new one had been deleted, and
     the next save had removed the old one, the only copy left."""
     target = tmp_path / "out"
-    _write(target, "index", "old")
+    _write(target, "data", "old")
     real_replace = os.replace
 
     def replace(src, dst):
@@ -859,15 +859,15 @@ def test_a_swap_whose_old_directory_cannot_be_put_back_keeps_both_for_the_next_s
         patch.setattr(os, "getpid", lambda: dead_pid)
         patch.setattr(os, "replace", replace)
         with (
-            pytest.warns(UserWarning, match=r"neither the new index nor the one it replaces could be put in"),
+            pytest.warns(UserWarning, match=r"neither the new data nor the one it replaces could be put in"),
             pytest.raises(OSError) as caught,
         ):
-            _write(target, "index", "new")
+            _write(target, "data", "new")
     assert caught.value.filename == str(target) and caught.value.errno == errno.EIO
     assert not target.exists() and len(os.listdir(tmp_path)) == 2
-    with pytest.warns(UserWarning, match="swapped the new index in"):
-        atomic.tidy_interrupted(target, "index")
-    assert _tree(target) == {"data.txt": "new"} and artefact_kind(target) == "index"
+    with pytest.warns(UserWarning, match="swapped the new data in"):
+        atomic.tidy_interrupted(target, "data")
+    assert _tree(target) == {"data.txt": "new"} and artefact_kind(target) == "data"
     assert os.listdir(tmp_path) == ["out"]
 
 
@@ -881,7 +881,7 @@ def test_an_output_on_a_read_only_file_system_is_refused_as_such(tmp_path, monke
     monkeypatch.setattr(os, "access", lambda path, mode: False)
     monkeypatch.setattr(os, "statvfs", lambda path: os.statvfs_result((*real_statvfs(path)[:8], flags, 255)))
     with pytest.raises(ConfigError, match=rf"out: cannot write into {re.escape(str(tmp_path))} \({why}\)"):
-        atomic.check_output(tmp_path / "out", kind="index")
+        atomic.check_output(tmp_path / "out", kind="data")
 
 
 def test_a_claim_whose_marker_cannot_be_written_leaves_no_directory(tmp_path):
@@ -898,3 +898,166 @@ def test_a_claim_whose_marker_cannot_be_written_leaves_no_directory(tmp_path):
     with pytest.raises(OutputExistsError), claimed_directory(user, kind="tables"):
         pass
     assert sorted(p.name for p in user.iterdir()) == ["notes", "thesis.tex"]
+
+
+def _every_kind_saved(root: Path) -> dict[str, Path]:
+    """One small save of each kind that :func:`atomic_directory` replaces whole (but the
+    checkpoint and the bundle, which test_bundle checks), by kind."""
+    import torch
+    from gensim.models import KeyedVectors
+
+    from clir.embeddings import SharedSpace
+    from clir.pipeline.tables import write_tokens
+    from clir.rerankers.base import write_model_dir
+    from clir.retrieval import BM25, FirstStage, SparseIndex
+    from clir.retrieval.shards import ShardedIndex
+    from clir.training.data import RerankData, RerankQuery
+    from clir.types import ParallelPair
+
+    queries = {split: [Query(f"q{split}", "clean water")] for split in ("train", "dev", "test")}
+    qrels = {q[0].qid: {"d1": 1} for q in queries.values()}
+    parallel = [ParallelPair("p1", "clean water", "maji safi")]
+    collection = Collection("tiny", "sw", "en", [Document("d1", "maji safi")], queries, qrels, parallel)
+    collection.save(root / "collection", xml=True)
+    table = TranslationTable(["water"], ["maji"], sp.csr_matrix(np.ones((1, 1))), "en", "sw")
+    table.save(root / "translation-table")
+    index = SparseIndex.build(["d1", "d2"], [["maji", "safi"], ["nyumba"]], progress=False)
+    index.save(root / "index")
+    BM25().use_index(index).save(root / "retriever")
+    ShardedIndex.build(root / "sharded-index", [("d1", ["maji"]), ("d2", ["safi"])], 1, progress=False)
+    stage = FirstStage("qt", "bm25", doc_analyzer="sw", table_en_doc=table, progress=False)
+    stage.index(collection.documents).save(root / "first-stage")
+    stage.index_shards(collection.documents, root / "first-stage-shards", shard_docs=1)
+    write_model_dir(root / "model", {"type": "x"}, {"w": torch.zeros(2)})
+    write_tokens(collection, root / "aligner-input")
+    vectors = {lang: KeyedVectors(2) for lang in ("en", "sw")}
+    for lang, words in (("en", ["water"]), ("sw", ["maji"])):
+        vectors[lang].add_vectors(words, np.ones((1, 2), dtype=np.float32))
+    SharedSpace(vectors, 2).save(root / "space")
+    query = RerankQuery("q", ["water"], ["maji"], [1.0], [1.0], ["d1"], np.zeros(1), np.zeros((1, 0)))
+    RerankData("en-sw", [query], {"d1": ["maji"]}, {"d1": ["water"]}).save(root / "rerank-data")
+    return {path.name: path for path in root.iterdir()}
+
+
+def test_what_each_kind_holds_is_all_clir_s_own_and_every_kind_replaced_whole_is_listed(tmp_path):
+    """:data:`atomic.CONTENTS` lists every file a save of its kind writes (a name missing there
+    would make every re-save refuse its own output), and every kind clir saves through
+    atomic_directory (a kind missing there would be replaced whatever it held)."""
+    saved = _every_kind_saved(tmp_path)
+    for name, path in saved.items():
+        kind = "first-stage" if name == "first-stage-shards" else name
+        assert artefact_kind(path) == kind
+        assert atomic.foreign_entry(path, kind) is None, name
+    source = "\n".join(p.read_text() for p in Path(atomic.__file__).parents[1].rglob("*.py"))
+    kinds = set(re.findall(r"atomic_directory\([^)]*kind=\"([a-z-]+)\"", source))
+    kinds.add("checkpoint")  # kind=ARTEFACT_KIND
+    assert kinds - set(atomic.CONTENTS) == set() and "collection" in kinds
+    assert set(atomic.CONTENTS) - {"dense-retriever"} <= {*saved, "checkpoint", "bundle"}
+
+
+def test_a_file_clir_does_not_write_is_found_at_any_depth_and_nested_kinds_by_their_own(tmp_path):
+    saved = _every_kind_saved(tmp_path / "saved")
+    assert atomic.foreign_entry(saved["index"], "data") is None  # a kind with no list: none
+    for number, (name, kind, added, found) in enumerate(
+        [
+            ("collection", "collection", "notes.txt", "notes.txt"),
+            ("collection", "collection", "topics.test.tsv.orig", "topics.test.tsv.orig"),
+            ("collection", "collection", "old/topics.test.tsv", "old"),
+            ("first-stage", "first-stage", "retriever/index/notes.txt", "retriever/index/notes.txt"),
+            ("first-stage", "first-stage", "table_en_doc/a/b.npy", "table_en_doc/a"),
+            ("first-stage-shards", "first-stage", "shards/shards/00000/x.npy", "shards/shards/00000/x.npy"),
+            ("sharded-index", "sharded-index", "shards/00001/vocab.json", "shards/00001/vocab.json"),
+            ("space", "space", "en.txt", "en.txt"),
+        ]
+    ):
+        path = shutil.copytree(saved[name], tmp_path / str(number))
+        assert atomic.foreign_entry(path, kind) is None
+        (path / added).parent.mkdir(parents=True, exist_ok=True)
+        (path / added).write_text("mine")
+        assert atomic.foreign_entry(path, kind) == path / found, added
+    stage = saved["first-stage"]
+    shutil.rmtree(stage / "table_en_doc")
+    (stage / "table_en_doc").write_text("a file where clir writes a directory")
+    assert atomic.foreign_entry(stage, "first-stage") == stage / "table_en_doc"
+
+
+def test_a_re_run_into_its_own_output_holding_a_users_file_refuses_and_force_moves_it_aside(tmp_path, capsys):
+    """clir data import --out X over its own collection X deleted a notes.txt the user had put
+    in X (the output was replaced whole), silently."""
+    from clir.cli import main
+
+    (tmp_path / "docs.tsv").write_text("d1\tmaji safi\n")
+    (tmp_path / "topics.tsv").write_text("q1\tclean water\n")
+    (tmp_path / "qrels.txt").write_text("q1 0 d1 1\n")
+    out = tmp_path / "X"
+    argv = [
+        "data",
+        "import",
+        "--documents",
+        str(tmp_path / "docs.tsv"),
+        "--topics",
+        str(tmp_path / "topics.tsv"),
+    ]
+    argv += ["--qrels", str(tmp_path / "qrels.txt"), "--doc-lang", "sw", "--out", str(out), "-q"]
+    assert main(argv) == 0
+    (tmp_path / "docs.tsv").write_text("d1\tmaji safi sana\n")
+    assert main(argv) == 0  # nothing but its own files: replaced, as before
+    assert Collection.load(out).documents == [Document("d1", "maji safi sana")]
+    assert sorted(os.listdir(tmp_path)) == ["X", "docs.tsv", "qrels.txt", "topics.tsv"]
+    (out / "notes.txt").write_text("my notes")
+    before = _tree(out)
+    (tmp_path / "docs.tsv").write_text("d1\tnyumba\n")
+    capsys.readouterr()
+    assert main(argv) == 2
+    assert capsys.readouterr().err == (
+        f"clir: error: {out} is a clir 'collection' output holding {out / 'notes.txt'}, which clir "
+        "does not write there (replacing the output would delete it); move that out of it, choose "
+        f"another --out, or pass --force to move the old output aside whole (to {out}.before-clir); "
+        "clir never deletes what it did not create\n"
+    )
+    assert _tree(out) == before
+    assert sorted(os.listdir(tmp_path)) == ["X", "docs.tsv", "qrels.txt", "topics.tsv"]
+    assert main([*argv, "--force"]) == 0
+    assert (
+        f"clir: warning: {out} held {out / 'notes.txt'}, which clir does not write in a 'collection' "
+        f"output: it was moved to {out}.before-clir (nothing deleted)"
+    ) in capsys.readouterr().err
+    assert _tree(tmp_path / "X.before-clir") == before
+    assert Collection.load(out).documents == [Document("d1", "nyumba")]
+    assert not (out / "notes.txt").exists()
+
+
+def test_a_training_refuses_a_member_checkpoint_holding_a_users_file_before_any_work(tmp_path):
+    from clir.training.config import TrainConfig
+    from clir.training.cv import check_member_dirs
+
+    member = tmp_path / "seed0"
+    with atomic_directory(member, kind="checkpoint") as tmp:
+        (tmp / "checkpoint.json").write_text("{}")
+    check_member_dirs(TrainConfig(), tmp_path)  # its own checkpoint: replaced or resumed
+    (member / "notes.txt").write_text("mine")
+    with pytest.raises(OutputExistsError, match=rf"seed0 is a clir checkpoint holding {member}/notes\.txt"):
+        check_member_dirs(TrainConfig(), tmp_path)
+    with pytest.raises(OutputExistsError, match="which clir does not write there"):
+        _write(member, "checkpoint", "new")
+    assert (member / "notes.txt").read_text() == "mine"
+
+
+def test_tables_to_learn_again_over_one_holding_a_users_file_are_refused_before_the_learning(
+    tmp_path, monkeypatch
+):
+    from clir.pipeline import tables as tables_module
+
+    collection = Collection.load(_collection_with_parallel(tmp_path / "c"))
+    out = tmp_path / "t"
+    tables_module.learn_tables(collection, out, iterations=2, progress=False)
+    (out / "doc-en" / "notes.txt").write_text("mine")
+
+    def files() -> dict[str, bytes]:
+        return {str(p.relative_to(out)): p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()}
+
+    before = files()
+    monkeypatch.setattr(tables_module, "train_ibm1_both", lambda *a, **k: pytest.fail("learned"))
+    with pytest.raises(OutputExistsError, match=r"doc-en is a clir 'translation-table' output holding"):
+        tables_module.learn_tables(collection, out, iterations=3, progress=False)
+    assert files() == before  # not the en-doc of 3 iterations beside the doc-en of 2

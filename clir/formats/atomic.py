@@ -3,11 +3,13 @@ behind, and a save never replaces what clir did not write.
 
 Every directory written through :func:`atomic_directory` carries a marker file,
 :data:`MARKER` (JSON ``{"kind": ..., "clir_version": ...}``), that names what kind of artefact it
-is. A later save replaces the directory only when its marker names the same kind; a user's
-directory, a file, a symbolic link or another kind of clir output is left untouched and the save
-raises :class:`~clir.errors.OutputExistsError` (with ``force=True`` such a directory is moved
-aside to a new name, never deleted). Loading never needs the marker, so artefacts saved by an
-older clir still load. A file output (a run, a PNG) replaces only a file of its own format.
+is. A later save replaces the directory only when its marker names the same kind and it holds
+nothing but what clir writes into that kind (:data:`CONTENTS`); a user's directory (or a user's
+file inside a clir output), a file, a symbolic link or another kind of clir output is left
+untouched and the save raises :class:`~clir.errors.OutputExistsError` (with ``force=True`` such
+a directory is moved aside to a new name, whole, never deleted). Loading never needs the
+marker, so artefacts saved by an older clir still load. A file output (a run, a PNG) replaces
+only a file of its own format.
 
 A directory is built as ``.<name>.<pid>.<random>.tmp`` beside its final name, and one it
 replaces is moved aside to ``.<name>.<pid>.<random>.old`` until the new one is in place: a save
@@ -24,6 +26,7 @@ from __future__ import annotations
 
 import errno
 import fcntl
+import fnmatch
 import json
 import os
 import re
@@ -179,6 +182,128 @@ def artefact_kind(path: str | Path) -> str | None:
     return kind if isinstance(kind, str) else None
 
 
+_INDEX_FILES = tuple(f"{name}.npy" for name in ("docnos", "indptr", "doc_ids", "tf", "doc_len", "df", "cf"))
+_SHARD_FILES = tuple(f"{name}.npy" for name in ("docnos", "indptr", "doc_ids", "tf", "doc_len"))
+
+CONTENTS: dict[str, dict[str, str | None]] = {
+    "aligner-input": {"en.txt": None, "doc.txt": None},
+    "bundle": {
+        "config.json": None,
+        "README.md": None,
+        "reranker": None,
+        "reranker/**": None,  # a copy of a checkpoint or an ensemble (its members whole)
+        "space": "space",
+        "tables": None,
+        "tables/en-doc": "translation-table",
+        "tables/doc-en": "translation-table",
+    },
+    "checkpoint": {
+        "checkpoint.json": None,
+        "curve.json": None,
+        "manifest.json": None,
+        "train_config.yaml": None,
+        "model": "model",
+        "last": None,
+        **{
+            f"last/{name}": None
+            for name in ("model.safetensors", "optimizer.safetensors", "optimizer.json", "rng.safetensors")
+        },
+    },
+    "collection": {
+        "collection.json": None,
+        "stats.json": None,
+        "documents.jsonl": None,
+        "topics.*.tsv": None,
+        "topics.*.xml": None,
+        "qrels.txt": None,
+        "qrels.*.txt": None,
+        "parallel.tsv": None,
+    },
+    "dense-retriever": {"dense.json": None, "vectors.npy": None},
+    "first-stage": {
+        "first_stage.json": None,
+        "retriever": "retriever",
+        "shards": "sharded-index",
+        "table_en_doc": "translation-table",
+    },
+    "index": {"index.json": None, "vocab.json": None, **dict.fromkeys(_INDEX_FILES)},
+    "model": {"config.json": None, "model.safetensors": None},
+    "rerank-data": {"rerank_data.json": None, "scores.npy": None, "features.npy": None},
+    "retriever": {
+        "retriever.json": None,
+        "weights.npy": None,
+        "index": None,
+        **{f"index/{name}": None for name in ("index.json", "vocab.json", *_INDEX_FILES)},
+    },
+    "sharded-index": {
+        "sharded.json": None,
+        "vocab.json": None,
+        "df.npy": None,
+        "cf.npy": None,
+        "shards": None,
+        "shards/*": None,
+        **{f"shards/*/{name}": None for name in _SHARD_FILES},
+    },
+    "space": {"space.json": None, "*.bin": None, "*.ngrams.npy": None, "*.mean.npy": None},
+    "translation-table": dict.fromkeys(
+        ("meta.json", "source_vocab.json", "target_vocab.json", "data.npy", "indices.npy", "indptr.npy")
+    ),
+}
+"""What clir writes into each kind of directory that :func:`atomic_directory` replaces whole:
+``kind -> {pattern: nested kind}``. A pattern is a path relative to the directory, matched one
+``/``-separated part at a time (:func:`fnmatch.fnmatchcase`; a last part ``**`` takes all that
+lies below); a nested kind names a directory of that kind, checked against that kind's
+contents; the :data:`MARKER` goes anywhere. A directory of its kind that holds anything else
+(a user's ``notes.txt``) is not replaced, so as not to delete it (:func:`foreign_entry`). A
+kind not listed (a caller's own) is replaced whatever it holds."""
+
+
+def _matches(parts: Sequence[str], pattern: str) -> bool:
+    """Whether the parts of a relative path match a :data:`CONTENTS` pattern."""
+    wanted = pattern.split("/")
+    if wanted[-1] == "**":
+        wanted = wanted[:-1]
+        if len(parts) <= len(wanted):
+            return False
+        parts = parts[: len(wanted)]
+    return len(parts) == len(wanted) and all(map(fnmatch.fnmatchcase, parts, wanted))
+
+
+def foreign_entry(path: str | Path, kind: str) -> Path | None:
+    """The first file or directory under ``path`` (sorted by name, depth first) that clir does not
+    write in a directory of ``kind`` (:data:`CONTENTS`): replacing ``path`` would delete it.
+
+    Returns:
+        Its path, or ``None``: everything is clir's (or ``kind`` has no :data:`CONTENTS`).
+    """
+    known = CONTENTS.get(kind)
+    if known is None:
+        return None
+    root = Path(path)
+
+    def first(directory: Path) -> Path | None:
+        with os.scandir(directory) as scanned:
+            entries = sorted(scanned, key=lambda entry: entry.name)
+        for entry in entries:
+            if entry.name == MARKER:
+                continue
+            child = Path(entry.path)
+            parts = child.relative_to(root).parts
+            pattern = next((pattern for pattern in known if _matches(parts, pattern)), None)
+            if pattern is None:
+                return child
+            if pattern.endswith("/**") or not entry.is_dir(follow_symlinks=False):
+                if known[pattern] is not None:
+                    return child  # a file or a link where clir writes a directory
+                continue
+            found = first(child) if known[pattern] is None else foreign_entry(child, known[pattern])
+            if found is not None:
+                return found
+        return None
+
+    return first(root)
+
+
 def _protected(path: Path) -> bool:
     """Whether ``path`` is a directory that clir never replaces: the filesystem root, the home
     directory, or the working directory or one of its parents."""
@@ -223,8 +348,19 @@ def _replaceable(path: Path, kind: str, force: bool, option: str = "--out") -> b
         if all(writing_marker(entry.name) for entry in entries):
             return False
     found = artefact_kind(path)
-    if found == kind or force:
+    if force:
         return True
+    if found == kind:
+        foreign = foreign_entry(path, kind)
+        if foreign is None:
+            return True
+        raise OutputExistsError(
+            path,
+            f"a clir {kind!r} output holding {foreign}, which clir does not write there (replacing "
+            "the output would delete it)",
+            remedy=f"move that out of it, choose another {option}, or pass --force to move the old "
+            f"output aside whole (to {kept_name(path)})",
+        )
     what = "a directory that clir did not write" if found is None else f"a clir {found!r} output"
     raise OutputExistsError(path, f"{what} (expected nothing, or a clir {kind!r} output)", option=option)
 
@@ -610,8 +746,11 @@ def atomic_directory(path: str | Path, *, kind: str = "directory", force: bool =
     What may be at ``path``:
 
     - nothing, or an empty directory: the new directory is renamed into place;
-    - a directory whose marker names the same ``kind``: it stays untouched until the new one is
-      complete, is then moved aside under a fresh temporary name and removed;
+    - a directory whose marker names the same ``kind`` and that holds only what clir writes
+      there (:data:`CONTENTS`): it stays untouched until the new one is complete, is then moved
+      aside under a fresh temporary name and removed;
+    - such a directory that holds more (a user's ``notes.txt``): refused as below, naming the
+      first such file; with ``force=True`` moved aside whole to :func:`kept_name`;
     - anything else (a directory without the marker or of another kind, a file, a symbolic
       link): :class:`~clir.errors.OutputExistsError`, checked before the build and again before
       the swap. ``force=True`` writes over such a *directory* too, which is first moved aside to
@@ -650,7 +789,9 @@ def atomic_directory(path: str | Path, *, kind: str = "directory", force: bool =
         _usual_permissions(tmp)
         with directory_lock(path.parent):  # one save at a time swaps a directory in here
             if _replaceable(path, kind, force):
-                ours = artefact_kind(path) == kind  # else forced: kept under a new name
+                same = artefact_kind(path) == kind
+                foreign = foreign_entry(path, kind) if same else None
+                ours = same and foreign is None  # else forced: kept under a new name
                 old = _scratch(path, "old") if ours else kept_name(path)
                 os.replace(path, old)  # onto a fresh empty directory or a free name: never a user's
                 try:
@@ -670,8 +811,13 @@ def atomic_directory(path: str | Path, *, kind: str = "directory", force: bool =
                 if ours:
                     shutil.rmtree(old, ignore_errors=True)
                 else:
+                    why = (
+                        f"held {foreign}, which clir does not write in a {kind!r} output"
+                        if same
+                        else f"was not a clir {kind!r} output"
+                    )
                     warnings.warn(
-                        f"{path} was not a clir {kind!r} output: it was moved to {old} (nothing deleted)",
+                        f"{path} {why}: it was moved to {old} (nothing deleted)",
                         stacklevel=3,
                     )
             else:

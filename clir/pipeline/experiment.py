@@ -25,6 +25,7 @@ import contextlib
 import json
 import shutil
 import threading
+import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -50,7 +51,7 @@ from clir.embeddings.seeds import as_dictionary, seed_from_tables
 from clir.embeddings.workflow import FREEDICT_PAIRS, freedict_pairs, train_embeddings
 from clir.errors import DataNotFoundError, NonFiniteError
 from clir.formats import read_run, write_run
-from clir.formats.atomic import artefact_kind
+from clir.formats.atomic import artefact_kind, check_output, foreign_entry
 from clir.pipeline.baselines import BaselineConfig, BaselineOptions, run_baselines
 from clir.pipeline.bundle import save_pretrained
 from clir.pipeline.cache import StepResult, StepRunner
@@ -171,6 +172,8 @@ def run_experiment(
     out = Path(out)
     if config.dense:  # before any step: the cache is first written after the lexical ones
         VectorCache.check(config.dense_cache, option="dense_cache")
+    if "full" in config.systems and not config.with_dense("full"):  # saved last: checked first
+        check_output(out / "bundle", kind="bundle")
     with (
         StepRunner(out, log=log, verify=verify, wait=wait, force=force) as runner,
         build_engine(config.engine) as engine,
@@ -211,8 +214,15 @@ def run_experiment(
                 pretraining=_pretraining(config, "full"),
             )
         elif artefact_kind(out / "bundle") == "bundle":  # an earlier config's: not this run's model
-            shutil.rmtree(out / "bundle")
-            log(f"[removed] bundle (of an earlier run: this config has {_no_bundle(config)})")
+            if (foreign := foreign_entry(out / "bundle", "bundle")) is None:
+                shutil.rmtree(out / "bundle")
+                log(f"[removed] bundle (of an earlier run: this config has {_no_bundle(config)})")
+            else:  # never deleted with it
+                warnings.warn(
+                    f"{out / 'bundle'} is an earlier run's bundle, not this config's ({_no_bundle(config)}); "
+                    f"it is kept, as it holds {foreign}, which clir does not write there",
+                    stacklevel=2,
+                )
         return results
 
 

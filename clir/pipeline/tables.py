@@ -12,7 +12,7 @@ from pathlib import Path
 from clir.datasets import Collection
 from clir.errors import ConfigError, DataNotFoundError, FormatError
 from clir.formats import atomic_directory, atomic_write
-from clir.formats.atomic import claimed_directory, directory_lock, output_directory
+from clir.formats.atomic import check_output, claimed_directory, directory_lock, output_directory
 from clir.progress import progress_bar
 from clir.text import get_analyzer
 from clir.translation import TranslationTable, train_ibm1_both
@@ -99,6 +99,7 @@ def learn_tables(
             f"pass --tables DIR (tables written by 'clir tables') or --parallel FILE (English / "
             f"{collection.doc_lang} text, TSV: pair_id, English, {collection.doc_lang})"
         )
+    _check_saves(out)  # before the learning, which takes long
     with nullcontext() if out is None else claimed_directory(out, kind="tables"):
         en_doc, doc_en = train_ibm1_both(
             collection.parallel,
@@ -253,9 +254,19 @@ def _need_parallel(collection: Collection) -> None:
         )
 
 
+def _check_saves(out: str | Path | None) -> None:
+    """Refuse, before any work, tables in ``out`` that their saves would not replace (a user's
+    file in one of them: the first save had gone in and the second refused, leaving a half-saved
+    pair)."""
+    if out is not None and Path(out).is_dir():
+        for name in (EN_DOC, DOC_EN):
+            check_output(Path(out) / name, kind="translation-table")
+
+
 def _saved(
     tables: tuple[TranslationTable, TranslationTable], out: str | Path | None
 ) -> tuple[TranslationTable, TranslationTable]:
+    _check_saves(out)
     if out is not None:  # pair.json first marks a save under way, last records the pair saved
         output_directory(out, kind="tables")
         # two runs at once save one pair after the other, not a mix of both (the lock is on the

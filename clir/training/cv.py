@@ -24,7 +24,7 @@ import numpy as np
 
 from clir.errors import ConfigError, OutputExistsError
 from clir.formats import write_run
-from clir.formats.atomic import artefact_kind, directory_lock, output_directory
+from clir.formats.atomic import artefact_kind, directory_lock, foreign_entry, output_directory
 from clir.training.checkpoint import ARTEFACT_KIND, is_checkpoint
 from clir.training.config import TrainConfig
 from clir.training.data import RerankData
@@ -100,7 +100,8 @@ def check_member_dirs(config: TrainConfig, out_dir: str | Path) -> None:
     a user's directory (say a ``seed0/`` of their own), a file, a symbolic link or another kind
     of clir output. The save refused it only after a whole epoch, and its message suggested
     ``--force``, which does not reach the members. Nothing, an empty directory and a clir
-    checkpoint (replaced, or resumed) pass.
+    checkpoint (replaced, or resumed) pass, but not a checkpoint holding what clir does not write
+    there (a user's notes, which its save would delete: refused by the save, after an epoch).
 
     Raises:
         OutputExistsError: Naming the directory and the member, and saying to move it away or
@@ -119,8 +120,12 @@ def check_member_dirs(config: TrainConfig, out_dir: str | Path) -> None:
             what = "a symbolic link"
         elif not path.is_dir():
             what = "a file"
-        elif not any(path.iterdir()) or (kind := artefact_kind(path)) == ARTEFACT_KIND:
+        elif not any(path.iterdir()):
             continue
+        elif (kind := artefact_kind(path)) == ARTEFACT_KIND:
+            if (foreign := foreign_entry(path, kind)) is None:
+                continue
+            what = f"a clir checkpoint holding {foreign}, which clir does not write there"
         elif kind is None and is_checkpoint(path):
             continue  # saved by a clir before the marker: its save decides, as before
         else:
