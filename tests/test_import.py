@@ -646,3 +646,23 @@ def test_a_doc_lang_in_capitals_is_the_language_s_code(tmp_path):
     assert main(argv) == 0
     collection = Collection.load(tmp_path / "c")
     assert (collection.doc_lang, collection.query_lang) == ("sw", "en")
+
+
+def test_clir_s_own_topic_xml_keeps_words_that_look_like_trec_labels(tmp_path, capsys):
+    """A query 'Topic: the weather' written to clir's topic XML had been read back as 'the
+    weather' (the TREC SGML labels were stripped from any element): clir data check reported a
+    difference and search --topics searched other text. SGML <top> topics still lose them."""
+    queries = [
+        Query("q1", "Topic: the weather", "Description: rain and wind"),
+        Query("q2", "Title: Number: 5", "Narrative: anything"),
+    ]
+    path = tmp_path / "topics.xml"
+    write_topics_xml(path, queries)
+    assert read_topics_as(path, "trec") == queries
+    collection = Collection("c", "sw", "en", [Document("d1", "mvua")], {"test": queries}, {"q1": {"d1": 1}})
+    collection.save(tmp_path / "c", xml=True)
+    assert main(["data", "check", str(tmp_path / "c")]) == 0
+    assert "clir: error" not in capsys.readouterr().err
+    sgml = tmp_path / "topics.sgml"
+    sgml.write_text("<top>\n<num> Number: 7\n<title> Topic: the weather\n<desc> Description:\nrain\n</top>\n")
+    assert read_topics_as(sgml, "trec") == [Query("7", "the weather", "rain")]

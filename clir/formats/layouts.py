@@ -245,7 +245,9 @@ def _trec_topics(
     runs to its closing tag, the text of elements nested in it included (``<title>god
     <b>earth</b></title>``); an unclosed one's to the next tag (SGML leaves ``<num>``,
     ``<title>``, ``<desc>`` unclosed). The labels ``Number:``, ``Topic:``, ``Description:`` are
-    dropped, XML entities decoded, XML comments skipped and CDATA sections read as text. A
+    dropped from the elements of a ``<top>`` (TREC's SGML, where they belong), never from those
+    of a ``<topic>`` (XML, as clir writes it: a query ``Topic: x`` had been read back as ``x``).
+    XML entities are decoded, XML comments skipped and CDATA sections read as text. A
     second ``<num>``, query or description element in one topic (a lost ``</top><top>`` merges
     two topics) is an error at its line."""
     lines: list[str] = []
@@ -259,6 +261,7 @@ def _trec_topics(
     for match in matches:
         number = text.count("\n", 0, match.start()) + 1
         elements: dict[str, str] = {}
+        sgml = match.group(1).lower() == "top"  # TREC's SGML <top>, whose elements carry labels
         body = match.group(3)
         tags = list(_TAG.finditer(body))
         for i, tag in enumerate(tags):
@@ -278,7 +281,8 @@ def _trec_topics(
                 value = _TAG.sub("", body[tag.end() : closing.start()])
             else:
                 value = body[tag.end() : tags[i + 1].start() if i + 1 < len(tags) else len(body)]
-            elements.setdefault(name, _LABEL.sub("", html.unescape(value)).strip())
+            value = html.unescape(value)
+            elements.setdefault(name, (_LABEL.sub("", value) if sgml else value).strip())
         attribute = _NUMBER.search(match.group(2))
         qid = html.unescape(attribute.group(2)).strip() if attribute else elements.get("num", "")
         if not qid:
