@@ -666,3 +666,17 @@ def test_clir_s_own_topic_xml_keeps_words_that_look_like_trec_labels(tmp_path, c
     sgml = tmp_path / "topics.sgml"
     sgml.write_text("<top>\n<num> Number: 7\n<title> Topic: the weather\n<desc> Description:\nrain\n</top>\n")
     assert read_topics_as(sgml, "trec") == [Query("7", "the weather", "rain")]
+
+
+def test_a_bare_less_than_in_sgml_topic_text_is_text_not_a_tag(tmp_path):
+    """In '<title> x < 5 and y > 3' the part from '<' to '>' had been taken as a tag and
+    dropped (the query read 'x 3'); only a well-formed tag is one."""
+    path = tmp_path / "topics.sgml"
+    path.write_text(
+        "<top>\n<num> Number: 1\n<title> x < 5 and y > 3\n<desc> Description:\nchildren <5 years, a<b\n"
+        "</top>\n<top>\n<num> Number: 2\n<title lang=\"en\" src='t'> rain > snow\n<desc/>\n</top>\n"
+    )
+    assert read_topics_as(path, "trec") == [
+        Query("1", "x < 5 and y > 3", "children <5 years, a<b"),
+        Query("2", "rain > snow", ""),  # a tag with attributes, an empty one: tags still
+    ]

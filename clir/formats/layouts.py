@@ -215,7 +215,10 @@ def _jsonl_topics(
 
 
 _TOPIC = re.compile(r"<(top|topic)\b([^>]*)>(.*?)</\1\s*>", re.DOTALL | re.IGNORECASE)
-_TAG = re.compile(r"<\s*(/?)\s*([\w.-]+)[^>]*>")
+_TAG = re.compile(r"""<(/?)([A-Za-z_][\w.:-]*)(?:\s+[A-Za-z_][\w.:-]*\s*=\s*(?:"[^"]*"|'[^']*'))*\s*/?>""")
+"""A tag: ``<name>``, ``</name>``, ``<name/>``, ``<name a="v" b='w'>``, its name an XML name. A
+``<`` that starts none (``x < 5 and y > 3``, ``<5 years``) is text: all from it to the next
+``>`` had been dropped as a tag."""
 _OPENING = re.compile(r"<(top|topic)\b", re.IGNORECASE)
 _NUMBER = re.compile(r"""\bnumber\s*=\s*(["'])(.*?)\1""", re.IGNORECASE)
 """A topic's ``number`` attribute: its value runs to the quote that opened it (``"x'y"`` is
