@@ -1290,7 +1290,9 @@ def _measures(args: argparse.Namespace, size: int | None) -> list[str]:
     from clir.evaluation import DEFAULT_MEASURES
 
     if args.metrics:
-        aqwv = [name for name in args.metrics if name.upper().startswith("AQWV")]
+        # as the measures read them, spaces around a name dropped (" AQWV" had got the Python
+        # API's message, naming collection_size=... instead of these options)
+        aqwv = [name.strip() for name in args.metrics if name.strip().upper().startswith("AQWV")]
         if aqwv and size is None:
             raise ConfigError(
                 f"--metrics {aqwv[0]} needs the number of documents: pass --collection-size N or "

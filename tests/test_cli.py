@@ -652,6 +652,17 @@ def test_aqwv_without_a_size_names_the_options_and_a_zero_cutoff_is_refused(tmp_
         capsys.readouterr().err
     )
     assert main([*argv, "--collection-size", "10"]) == 0
+    (tmp_path / "b.run").write_text("q1 Q0 d1 1 1.0 t\n")
+    runs = {
+        "evaluate": [str(tmp_path / "a.run")],
+        "compare": [str(tmp_path / "a.run"), str(tmp_path / "b.run")],
+    }
+    for command, given in runs.items():  # spaces around the name, as the measures read it
+        assert main([command, *given, str(tmp_path / "a.qrels"), "--metrics", " AQWV "]) == 2
+        assert capsys.readouterr().err == (
+            "clir: error: --metrics AQWV needs the number of documents: pass --collection-size N or "
+            "--collection DIR\n"
+        )
     with pytest.raises(ConfigError, match=r"AQWV takes '@<cutoff>' \(>= 1\) or '@oracle', got '0'"):
         measure_name("AQWV@0")
 
