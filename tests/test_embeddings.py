@@ -37,6 +37,7 @@ from clir.embeddings.bli import bli_predictions, precision_by_frequency
 from clir.embeddings.seeds import identical_pairs, pairs_from_lexicon
 from clir.embeddings.vectors_io import load_word2vec, make_keyed_vectors, save_word2vec
 from clir.errors import ConfigError, DataNotFoundError, FormatError
+from clir.formats.atomic import foreign_entry
 from clir.training.data import gather_matrix
 from clir.translation.lexicon import lexicon_from_pairs
 from clir.translation.table import TranslationTable
@@ -761,6 +762,17 @@ def test_train_align_eval_steps_over_a_collection(tmp_path, monkeypatch):
     assert aligned.meta["alignment"]["ny"]["seed_pairs"] == 15
     held_out = (tmp_path / "aligned" / "heldout.ny.tsv").read_text(encoding="utf-8").splitlines()
     assert len(held_out) == 4
+    # its seeds and held-out pairs, written beside the space, are clir's: a re-run replaces them
+    assert sorted(p.name for p in (tmp_path / "aligned").glob("*.tsv")) == ["heldout.ny.tsv", "seeds.ny.tsv"]
+    assert foreign_entry(tmp_path / "aligned", "space") is None
+    align_embeddings(
+        tmp_path / "mono",
+        tmp_path / "aligned",
+        align_config,
+        tsv={"ny": lexicon},
+        test_size=4,
+        progress=False,
+    )
     rows = evaluate_embeddings(tmp_path / "aligned", freedict=False)
     assert {r["queries"] for r in rows} == {4}
     # an outside test (FreeDict; here the whole lexicon) leaves out the 15 words the mapping was

@@ -244,7 +244,14 @@ CONTENTS: dict[str, dict[str, str | None]] = {
         "shards/*": None,
         **{f"shards/*/{name}": None for name in _SHARD_FILES},
     },
-    "space": {"space.json": None, "*.bin": None, "*.ngrams.npy": None, "*.mean.npy": None},
+    "space": {
+        "space.json": None,
+        "*.bin": None,
+        "*.ngrams.npy": None,
+        "*.mean.npy": None,
+        "seeds.*.tsv": None,  # clir embed align's, written beside the space
+        "heldout.*.tsv": None,
+    },
     "translation-table": dict.fromkeys(
         ("meta.json", "source_vocab.json", "target_vocab.json", "data.npy", "indices.npy", "indptr.npy")
     ),
