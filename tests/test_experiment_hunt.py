@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from clir.errors import ConfigError
+from clir.formats.atomic import foreign_entry
 from clir.pipeline import experiment as experiment_module
 from clir.pipeline.config import ExperimentConfig, load_experiment
 from clir.types import Document, Query
@@ -104,6 +105,9 @@ def test_a_rerun_of_another_config_in_the_same_out_reports_as_a_fresh_run(tmp_pa
     card = json.loads((out / "bundle" / "config.json").read_text())
     assert card["training_data"]["collection"] == "pseudo-en-sw"
     assert card["training_data"]["queries"] == {"train": 20, "dev": 10}
+    # the bundle (its space a copy of the space step, step.json and all) is clir's whole, so a
+    # re-run may replace it: its space's step.json had been taken for a user's file
+    assert foreign_entry(out / "bundle", "bundle") is None
     fusion = {"model": {"components": []}, "ensemble": {"seeds": [0, 1]}}
     swapped = dataclasses.replace(
         config, zero_shot_pairs=("en-ny", "en-tl"), systems={"lexical-fusion": fusion}

@@ -246,6 +246,7 @@ CONTENTS: dict[str, dict[str, str | None]] = {
     },
     "space": {
         "space.json": None,
+        "step.json": None,  # the record of an experiment's space step, which a bundle copies whole
         "*.bin": None,
         "*.ngrams.npy": None,
         "*.mean.npy": None,
