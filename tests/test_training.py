@@ -35,7 +35,7 @@ from clir.training import (
     train_ensemble,
 )
 from clir.training import data as data_module
-from clir.training.checkpoint import read_state
+from clir.training.checkpoint import read_config, read_state
 from clir.training.ensemble import combine
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
@@ -825,6 +825,44 @@ def test_resume_on_other_data_or_config_names_what_differs(tmp_path):
     written.optim.feature_dropout = 0.1
     with pytest.raises(ConfigError, match=r"another config \(optim\.feature_dropout differ\)"):
         Trainer(written).fit(train, None, qrels, tmp_path / "m", space=space, resume=True)
+
+
+def test_resume_with_init_from_spelled_otherwise_resumes(tmp_path, monkeypatch):
+    """``optim.init_from`` is compared as the directory it names: ``./start``, ``start/`` and
+    its absolute path had been "another config (optim.init_from differ)"; another start is not."""
+    monkeypatch.chdir(tmp_path)
+    space = make_space()
+    train, qrels = make_data(n_queries=12, seed=3)
+    Trainer(tiny_config(epochs=1, patience=0)).fit(train, None, qrels, Path("start"), space=space)
+    Trainer(tiny_config(epochs=1, patience=0, lr=0.05)).fit(train, None, qrels, Path("other"), space=space)
+
+    def stop_at(epoch):
+        def stop(info):
+            if info.epoch == epoch:
+                raise KeyboardInterrupt
+
+        return stop
+
+    with pytest.raises(KeyboardInterrupt):
+        Trainer(tiny_config(epochs=3, patience=0, init_from="./start"), callbacks=[stop_at(1)]).fit(
+            train, None, qrels, Path("m"), space=space
+        )
+    with pytest.raises(ConfigError, match=r"another config \(optim\.init_from differ\)"):
+        Trainer(tiny_config(epochs=3, patience=0, init_from="other")).fit(
+            train, None, qrels, Path("m"), space=space, resume=True
+        )
+    with pytest.raises(KeyboardInterrupt):
+        Trainer(
+            tiny_config(epochs=3, patience=0, init_from=str(tmp_path / "start")), callbacks=[stop_at(2)]
+        ).fit(train, None, qrels, Path("m"), space=space, resume=True)
+    assert read_state(Path("m")).epoch == 2
+    resumed = Trainer(tiny_config(epochs=3, patience=0, init_from="start/")).fit(
+        train, None, qrels, Path("m"), space=space, resume=True
+    )
+    state = read_state(resumed)
+    assert state.epoch == 3
+    assert state.info["init_from"]["path"] == "start"  # recorded as given at the first run
+    assert Path(read_config(resumed).optim.init_from).resolve() == tmp_path.resolve() / "start"
 
 
 def test_resume_with_another_space_is_refused(tmp_path):

@@ -91,9 +91,21 @@ them keep their step keys): a config that writes them resumes one that does not.
 
 
 def _resume_form(config: dict[str, Any]) -> dict[str, Any]:
-    """A config dict with the :data:`_NEUTRAL` ``optim`` values left out."""
+    """A config dict with the :data:`_NEUTRAL` ``optim`` values left out and ``optim.init_from``
+    resolved (``./m``, ``m`` and its absolute path start from the same model)."""
     optim = {k: v for k, v in config.get("optim", {}).items() if k not in _NEUTRAL or v != _NEUTRAL[k]}
+    if isinstance(optim.get("init_from"), str):
+        optim["init_from"] = str(Path(optim["init_from"]).resolve())
     return {**config, "optim": optim}
+
+
+def _resume_info(info: dict[str, Any]) -> dict[str, Any]:
+    """A checkpoint's ``info`` with the path of the model it started from resolved (as
+    :func:`_resume_form` does ``optim.init_from``); the recorded ``info`` is left as it is."""
+    start = info.get("init_from")
+    if isinstance(start, dict) and isinstance(start.get("path"), str):
+        return {**info, "init_from": {**start, "path": str(Path(start["path"]).resolve())}}
+    return info
 
 
 def _differences(saved: dict[str, Any], ours: dict[str, Any], prefix: str = "") -> list[str]:
@@ -373,7 +385,8 @@ class Trainer:
                 raise ConfigError(
                     f"{out_dir} was trained with seed {state.info.get('seed')}, not {self.seed}"
                 )
-            differ = sorted(k for k in info.keys() & state.info.keys() if info[k] != state.info[k])
+            mine, theirs = _resume_info(info), _resume_info(state.info)
+            differ = sorted(k for k in mine.keys() & theirs.keys() if mine[k] != theirs[k])
             if "data_sha256" in differ and "space_sha256" in differ:  # other words: other rows
                 differ.remove("space_sha256")
             if differ:
