@@ -300,6 +300,25 @@ def test_held_out_and_seed_pairs_read_as_plain_tsv(tmp_path):
         read_pairs(path)
 
 
+def test_embed_train_monolingual_names_the_language_whose_text_fails(tmp_path, capsys):
+    """The errors of one language's vectors had not said which language: "sentences: no tokens
+    to train on" and "min_count=50: no word occurs that often in 2 sentences"."""
+    collection = tmp_path / "c"
+    collection.mkdir()
+    (collection / "parallel.tsv").write_text("p1\tthe dog eats meat\t!!!\np2\tthe cat sleeps\t...\n")
+    (collection / "documents.jsonl").write_text('{"docno": "d1", "text": "..."}\n')
+    (collection / "topics.tsv").write_text("401\tdog\n")
+    (collection / "qrels.txt").write_text("401 0 d1 1\n")
+    argv = ["embed", "train", str(collection), "--doc-lang", "sw", "--monolingual", "--dim", "4"]
+    argv += ["--epochs", "1", "--quiet", "--out", str(tmp_path / "space")]
+    assert main([*argv, "--min-count", "1"]) == 2
+    assert capsys.readouterr().err == "clir: error: the sw text: no tokens to train on (empty corpus)\n"
+    assert main([*argv, "--min-count", "50"]) == 2  # English comes first: 2 sentences of it
+    err = capsys.readouterr().err
+    assert err == "clir: error: the en text: min_count=50: no word occurs that often in its 2 sentences\n"
+    assert not (tmp_path / "space").exists()
+
+
 def test_embed_eval_of_a_language_the_space_lacks_is_an_error(tmp_path, capsys):
     space = SharedSpace(
         {"en": make_keyed_vectors(["a"], np.eye(2)[:1]), "sw": make_keyed_vectors(["x"], np.eye(2)[:1])}, 2

@@ -187,7 +187,9 @@ def train_joint(
     corpus = pseudo_bilingual_corpus(
         parallel, monolingual, pivot=pivot, mix=mix, copies=copies, seed=config.seed
     )
-    kv = train_vectors(corpus, config, progress=progress, desc="train joint")
+    kv = train_vectors(
+        corpus, config, progress=progress, desc="train joint", what="the pseudo-bilingual corpus"
+    )
     languages = sorted({pivot, *parallel, *(monolingual or {})})
     meta = {
         "embedding_config": config.to_dict(),

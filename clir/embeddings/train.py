@@ -40,6 +40,7 @@ def train_vectors(
     *,
     progress: bool = True,
     desc: str = "train vectors",
+    what: str = "sentences",
 ) -> KeyedVectors:
     """Train skip-gram word vectors on tokenised sentences.
 
@@ -49,6 +50,8 @@ def train_vectors(
         config: Model and training parameters (defaults: FastText, 100 dims).
         progress: Show a progress bar over the epochs.
         desc: The progress bar's label.
+        what: What the sentences are, as an error names them (``"the sw text"``: which
+            language of several failed).
 
     Returns:
         The trained vectors, words ordered by descending frequency (``get_vecattr(w, "count")``
@@ -56,12 +59,13 @@ def train_vectors(
         unseen words from character n-grams.
 
     Raises:
-        ConfigError: If no word reaches ``min_count``.
+        ConfigError: If the sentences hold no token, or no word reaches ``min_count`` (naming
+            ``what``).
     """
     config = config or EmbeddingConfig()
     n_tokens = sum(len(s) for s in sentences)
     if n_tokens == 0:
-        raise ConfigError("sentences: no tokens to train on (empty corpus)")
+        raise ConfigError(f"{what}: no tokens to train on (empty corpus)")
     common = dict(
         vector_size=config.dim,
         window=config.window,
@@ -79,7 +83,8 @@ def train_vectors(
     model.build_vocab(sentences)
     if len(model.wv) == 0:
         raise ConfigError(
-            f"min_count={config.min_count}: no word occurs that often in {len(sentences)} sentences"
+            f"{what}: min_count={config.min_count}: no word occurs that often in its {len(sentences)} "
+            "sentences"
         )
     logger.info("%s: %d words in vocabulary, %d tokens", desc, len(model.wv), n_tokens)
     model.train(

@@ -180,7 +180,9 @@ def train_embeddings(
         vectors = {}
         subwords = {}
         for lang in corpora.languages():
-            kv = train_vectors(corpora.text(lang), config, progress=progress, desc=f"train {lang}")
+            kv = train_vectors(
+                corpora.text(lang), config, progress=progress, desc=f"train {lang}", what=f"the {lang} text"
+            )
             vectors[lang] = kv
             sub = subwords_of(kv)
             if sub is not None:
