@@ -943,9 +943,14 @@ def _embed_eval(args: argparse.Namespace) -> int:
             f"{args.space}: no test dictionary for {', '.join(args.languages or ['its languages'])}: "
             "held-out pairs come from 'clir embed align'; FreeDict needs apt packages"
         )
-    table = {  # n: the dictionary's words the space holds, of all its words
+    # n: the dictionary's words the space holds, of all its words; of none, nothing was measured
+    # ('-', as format_table shows a missing value: a 0.000 had read as a measured zero; the JSON
+    # keeps its 0.0 beside "queries": 0)
+    table = {
         f"{r['dictionary']} {r['source']}->{r['target']} {r['method']} "
         f"(n={r['queries']} of {r['gold_words']})": {"P@1": r["p_at_1"], "P@5": r["p_at_5"]}
+        if r["queries"]
+        else {}
         for r in rows
     }
     print(format_table(table, ["P@1", "P@5"], digits=3))

@@ -319,6 +319,32 @@ def test_embed_train_monolingual_names_the_language_whose_text_fails(tmp_path, c
     assert not (tmp_path / "space").exists()
 
 
+def test_embed_eval_prints_no_score_for_a_dictionary_of_which_no_word_was_evaluated(tmp_path, capsys):
+    """``(n=0 of 2) 0.000`` had read as a measured zero; the JSON keeps 0.0 beside queries 0."""
+    space = SharedSpace(
+        {
+            "en": make_keyed_vectors(["dog", "cat"], np.eye(2)),
+            "sw": make_keyed_vectors(["mbwa", "paka"], np.eye(2)),
+        },
+        2,
+    )
+    space.save(tmp_path / "s")
+    (tmp_path / "s" / "heldout.sw.tsv").write_text("nyumba\thouse\nmbwa\tdog\n")
+    assert main(["embed", "eval", str(tmp_path / "s"), "--no-freedict"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[2].split() == ["heldout", "sw->en", "nn", "(n=1", "of", "2)", "1.000", "1.000"]
+    (tmp_path / "s" / "heldout.sw.tsv").write_text("nyumba\thouse\nmti\ttree\n")
+    assert main(["embed", "eval", str(tmp_path / "s"), "--no-freedict"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split() for line in lines[2:]] == [
+        ["heldout", "sw->en", "nn", "(n=0", "of", "2)", "-", "-"],
+        ["heldout", "sw->en", "csls", "(n=0", "of", "2)", "-", "-"],
+    ]
+    assert main(["embed", "eval", str(tmp_path / "s"), "--no-freedict", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert [(r["queries"], r["gold_words"], r["p_at_1"], r["p_at_5"]) for r in rows] == [(0, 2, 0.0, 0.0)] * 2
+
+
 def test_embed_eval_of_a_language_the_space_lacks_is_an_error(tmp_path, capsys):
     space = SharedSpace(
         {"en": make_keyed_vectors(["a"], np.eye(2)[:1]), "sw": make_keyed_vectors(["x"], np.eye(2)[:1])}, 2
