@@ -287,6 +287,45 @@ def test_embed_align_lexicons_are_inputs_read_only_with_tsv_seeds(tmp_path, caps
     assert "--lexicon is read only with --seed-source tsv, not ibm1" in capsys.readouterr().err
 
 
+def test_embed_align_writes_held_out_and_seed_pairs_in_the_spaces_atomic_save(tmp_path, monkeypatch):
+    """They were written after the space was swapped in: a kill between left an aligned space
+    without them (evaluated on no held-out pairs, and on FreeDict with its seed words in)."""
+    from clir.embeddings.workflow import align_embeddings, read_pairs
+
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(20, 8)).astype(np.float32)
+    en = make_keyed_vectors([f"e{i}" for i in range(20)], x)
+    sw = make_keyed_vectors([f"s{i}" for i in range(20)], x[:, ::-1].copy())
+    SharedSpace({"en": en, "sw": sw}, 8, meta={"method": "monolingual"}).save(tmp_path / "mono")
+    (tmp_path / "lex.tsv").write_text("".join(f"s{i}\te{i}\n" for i in range(20)))
+    save = SharedSpace.save
+
+    def killed_after_the_swap(self, *args, **kwargs):
+        save(self, *args, **kwargs)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(SharedSpace, "save", killed_after_the_swap)
+    with pytest.raises(KeyboardInterrupt):
+        align_embeddings(
+            tmp_path / "mono",
+            tmp_path / "aligned",
+            AlignConfig(seed_source="tsv", refine_iterations=0),
+            tsv={"sw": tmp_path / "lex.tsv"},
+            test_size=0.25,
+            progress=False,
+        )
+    held_out = read_pairs(tmp_path / "aligned" / "heldout.sw.tsv")
+    seeds = read_pairs(tmp_path / "aligned" / "seeds.sw.tsv")
+    assert (len(held_out), len(seeds)) == (5, 15)
+    assert sorted(held_out + seeds) == sorted((f"s{i}", f"e{i}") for i in range(20))
+    assert SharedSpace.load(tmp_path / "aligned").languages == ["en", "sw"]
+    # a name of another file than one beside the space is refused before anything is written
+    for name in ("../x.tsv", "sw.bin", "space.json", ".clir-artefact.json", ""):
+        with pytest.raises(ConfigError, match="no file name to save beside a space"):
+            save(SharedSpace({"en": en}, 8), tmp_path / "other", beside={name: "x"})
+        assert not (tmp_path / "other").exists() and not (tmp_path / "x.tsv").exists()
+
+
 def test_held_out_and_seed_pairs_read_as_plain_tsv(tmp_path):
     """They were read with csv's quoting: a word starting with a quote swallowed the lines after
     it, a BOM made the first pair unmatchable and a short line was skipped silently."""

@@ -325,7 +325,7 @@ class SharedSpace:
 
     # --- persistence --------------------------------------------------------------------------
 
-    def save(self, path: str | Path, *, force: bool = False) -> Path:
+    def save(self, path: str | Path, *, force: bool = False, beside: Mapping[str, str] | None = None) -> Path:
         """Save atomically: ``<lang>.bin`` (word2vec binary) per language, for subword languages
         ``<lang>.mean.npy`` and an n-gram array ``<lang>.ngrams.npy`` (stored once when several
         languages share one array, as a joint model's unrotated languages do), and ``space.json``
@@ -338,6 +338,9 @@ class SharedSpace:
             path: The directory (a previous space there is replaced; anything else is refused).
             force: Replace a directory that is not a saved space (see
                 :func:`~clir.formats.atomic.atomic_directory`).
+            beside: ``{file name: text}``: files written into the directory with the space, in
+                the same atomic save (a kill leaves the new space with them or the old
+                directory, never the space alone); outside the manifest (``heldout.sw.tsv``).
 
         Returns:
             ``path``.
@@ -345,9 +348,21 @@ class SharedSpace:
         Raises:
             ConfigError: If a vector holds a NaN or an infinity (a space :meth:`load` would
                 refuse), a word a space or a newline, or a language is not a code of letters
-                (its files' names: ``../x`` names one outside ``path``), before anything is written.
+                (its files' names: ``../x`` names one outside ``path``), or a name of ``beside``
+                is no plain file name or one of the space's own, before anything is written.
         """
         path = Path(path)
+        beside = dict(beside or {})
+        for name in beside:  # a file name inside the directory, none that the space writes
+            own = name == "space.json" or name.endswith((".bin", ".npy"))
+            if (
+                own
+                or name in ("", ".", "..")
+                or name.startswith(".")
+                or Path(name).name != name
+                or "\\" in name
+            ):
+                raise ConfigError(f"{name!r} is no file name to save beside a space: {path} not saved")
         if bad_codes := [lang for lang in self.vectors if not _is_language_code(lang)]:
             # each names a file of the space: `../x` had written (over) x.bin beside the space's
             # directory, and `pt-br` a space that load refused
@@ -390,6 +405,9 @@ class SharedSpace:
             }
             with atomic_write(tmp / "space.json") as out:
                 json.dump(info, out, indent=2, sort_keys=True)
+            for name, text in beside.items():
+                with atomic_write(tmp / name) as out:
+                    out.write(text)
         return path
 
     @classmethod

@@ -260,9 +260,9 @@ def freedict_pairs(lang: str) -> Pairs:
     return list(dict.fromkeys(pairs))
 
 
-def _write_pairs(path: Path, pairs: Pairs) -> None:
-    with atomic_write(path) as out:
-        out.write("".join(f"{source}\t{target}\n" for source, target in pairs))
+def _pairs_text(pairs: Pairs) -> str:
+    """``pairs`` as the lines of a ``source<TAB>target`` file (:func:`read_pairs`)."""
+    return "".join(f"{source}\t{target}\n" for source, target in pairs)
 
 
 def read_pairs(path: str | Path) -> Pairs:
@@ -348,12 +348,11 @@ def align_embeddings(
         logger.info("%s: %d seed pairs, %d held out", lang, len(seeds[lang]), len(held_out[lang]))
     space = map_to_pivot(raw.vectors, seeds, config, subwords=raw.subwords, progress=progress)
     space.meta["input"] = raw.meta
-    space.save(out_dir, force=force)
-    for lang, pairs in held_out.items():
-        if pairs:
-            _write_pairs(Path(out_dir) / f"heldout.{lang}.tsv", pairs)
-    for lang, pairs in seeds.items():
-        _write_pairs(Path(out_dir) / f"seeds.{lang}.tsv", pairs)
+    # in the space's atomic save: written after it, a kill between had left a space without
+    # them (evaluated on no held-out pairs, and on FreeDict with its seed words in)
+    beside = {f"heldout.{lang}.tsv": _pairs_text(pairs) for lang, pairs in held_out.items() if pairs}
+    beside.update({f"seeds.{lang}.tsv": _pairs_text(pairs) for lang, pairs in seeds.items()})
+    space.save(out_dir, force=force, beside=beside)
     return space
 
 
