@@ -326,6 +326,25 @@ def test_embed_align_writes_held_out_and_seed_pairs_in_the_spaces_atomic_save(tm
         assert not (tmp_path / "other").exists() and not (tmp_path / "x.tsv").exists()
 
 
+@pytest.mark.parametrize("test_size", [0.99, 5])
+def test_embed_align_refuses_a_test_size_that_holds_out_every_seed_word(tmp_path, capsys, test_size):
+    """It had said "seed lexicon of 'sw': none of its 0 pairs is in both vocabularies" of a
+    lexicon whose 5 pairs all are."""
+    x = np.random.default_rng(0).normal(size=(6, 4)).astype(np.float32)
+    en = make_keyed_vectors([f"e{i}" for i in range(6)], x)
+    sw = make_keyed_vectors([f"s{i}" for i in range(6)], x[:, ::-1].copy())
+    SharedSpace({"en": en, "sw": sw}, 4, meta={"method": "monolingual"}).save(tmp_path / "mono")
+    (tmp_path / "lex.tsv").write_text("".join(f"s{i}\te{i}\n" for i in range(5)))
+    argv = ["embed", "align", str(tmp_path / "mono"), "--out", str(tmp_path / "al"), "--seed-source", "tsv"]
+    argv += ["--lexicon", f"sw={tmp_path / 'lex.tsv'}", "--quiet", "--test-size"]
+    assert main([*argv, str(test_size)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"clir: error: test_size={float(test_size)!r} holds out all 5 seed words of 'sw'")
+    assert not (tmp_path / "al").exists()
+    assert main([*argv, "4"]) == 0  # one seed word left
+    assert len((tmp_path / "al" / "heldout.sw.tsv").read_text().splitlines()) == 4
+
+
 def test_held_out_and_seed_pairs_read_as_plain_tsv(tmp_path):
     """They were read with csv's quoting: a word starting with a quote swallowed the lines after
     it, a BOM made the first pair unmatchable and a short line was skipped silently."""

@@ -329,6 +329,10 @@ def align_embeddings(
 
     Returns:
         The aligned space (saved).
+
+    Raises:
+        ConfigError: If the space has no English vectors, ``test_size`` is invalid or holds out
+            every seed word of a language, or a seed lexicon has no pair in both vocabularies.
     """
     config = config or AlignConfig()
     check_test_size(test_size)
@@ -345,6 +349,12 @@ def align_embeddings(
             tables[lang] = ibm1_tables(lang, (collections or {})[lang], progress=progress)
         pairs = seed_lexicon(lang, config, raw, tables=tables.get(lang), tsv=(tsv or {}).get(lang))
         seeds[lang], held_out[lang] = split_pairs(pairs, test_size, seed) if test_size else (pairs, [])
+        if pairs and not seeds[lang]:  # it had been "none of its 0 pairs is in both vocabularies"
+            words = len({source for source, _ in pairs})
+            raise ConfigError(
+                f"test_size={test_size!r} holds out all {words} seed words of {lang!r}, which leaves "
+                "none to align on: hold out fewer"
+            )
         logger.info("%s: %d seed pairs, %d held out", lang, len(seeds[lang]), len(held_out[lang]))
     space = map_to_pivot(raw.vectors, seeds, config, subwords=raw.subwords, progress=progress)
     space.meta["input"] = raw.meta
