@@ -8,7 +8,7 @@ from gensim.models import KeyedVectors
 
 from clir.embeddings import SharedSpace, evaluate_bli, load_word2vec, save_word2vec
 from clir.embeddings.vectors_io import make_keyed_vectors
-from clir.errors import ConfigError
+from clir.errors import ConfigError, FormatError
 
 
 def test_a_text_word2vec_file_named_bin_is_read_as_text(tmp_path):
@@ -80,3 +80,37 @@ def test_a_language_that_is_no_code_is_refused_before_a_space_is_written(tmp_pat
     # a code of letters saves and loads back
     SharedSpace({"en": kv, "ny": kv}).save(tmp_path / "space")
     assert SharedSpace.load(tmp_path / "space").languages == ["en", "ny"]
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        # gensim broadcast one number along the row: vectors [3, 3] and, for the tab, word 'b\t3'
+        ("2 2\na 1 2\nb 3\n", r"w\.vec:3: expected a word and 2 numbers .* got 1 field"),
+        ("2 2\na 1 2\nb\t3 4\n", r"w\.vec:3: expected a word and 2 numbers .* got 1 field"),
+        ("2 2\na 1 2 3\nb 3 4\n", r"w\.vec:2: expected a word and 2 numbers .* got 3 field"),
+        ("1 0\na\n", r"w\.vec:1: header 1 0: expected a count >= 0 and a dimension >= 1"),
+        # gensim allocated the rows of the count first: a MemoryError
+        ("99999999999 2\na 1 2\n", r"w\.vec:3: header 99999999999 2: the file ends after 1 of its"),
+    ],
+)
+def test_a_text_vector_file_whose_entries_do_not_fit_its_header_is_refused(tmp_path, text, message):
+    (tmp_path / "w.vec").write_text(text, encoding="utf-8")
+    with pytest.raises(FormatError, match=message):
+        load_word2vec(tmp_path / "w.vec")
+    with pytest.raises(FormatError, match=message):
+        SharedSpace.from_word2vec({"en": tmp_path / "w.vec"})
+
+
+def test_a_binary_vector_file_whose_count_the_file_cannot_hold_is_refused(tmp_path):
+    kv = make_keyed_vectors(["a", ""], np.arange(6, dtype=np.float32).reshape(2, 3))
+    save_word2vec(kv, tmp_path / "v.bin", binary=True)
+    data = (tmp_path / "v.bin").read_bytes()
+    np.testing.assert_array_equal(load_word2vec(tmp_path / "v.bin").vectors, kv.vectors)  # "" fits
+    (tmp_path / "big.bin").write_bytes(data.replace(b"2 3", b"99999999999 3", 1))  # a MemoryError
+    with pytest.raises(FormatError, match=r"big\.bin:1: header 99999999999 3: .* need more than"):
+        load_word2vec(tmp_path / "big.bin")
+    # a good text file still reads, with CRLF ends, a trailing space and a limit under its count
+    (tmp_path / "ok.vec").write_bytes(b"3 2\r\na 1 2 \r\nb 3 4\r\nc 5 6\r\n")
+    assert load_word2vec(tmp_path / "ok.vec").vectors.tolist() == [[1, 2], [3, 4], [5, 6]]
+    assert load_word2vec(tmp_path / "ok.vec", limit=2).index_to_key == ["a", "b"]

@@ -79,6 +79,54 @@ def _is_binary(path: Path, binary: bool | None) -> bool:
     return False
 
 
+def _check_entries(path: Path, binary: bool, limit: int | None) -> None:
+    """Check what gensim does not: the header's count and dimension, and that each text entry
+    read holds a word and exactly ``dim`` numbers.
+
+    gensim assigns a text entry's numbers to a ``dim``-wide row by broadcasting: one number
+    (``word 0.5``, or a word and two numbers whose first separator is a tab: one field) was
+    repeated along the whole row, silently; and it allocates ``count`` rows before reading one,
+    so a count that no file of this size holds failed as a ``MemoryError``.
+
+    Raises:
+        FormatError: Naming the file (and the line of a text entry).
+    """
+    size = path.stat().st_size
+    with open(path, "rb") as handle:
+        header = handle.readline()
+        try:
+            count, dim = (int(x) for x in header.removeprefix(codecs.BOM_UTF8).split())
+        except ValueError:
+            raise FormatError(path, 1, f"expected a header '<count> <dim>', got {header[:80]!r}") from None
+        if count < 0 or dim < 1:
+            raise FormatError(path, 1, f"header {count} {dim}: expected a count >= 0 and a dimension >= 1")
+        count = min(count, limit) if limit else count  # gensim reads all with 0 too
+        if binary:  # an entry is a word (maybe empty), a space and dim float32
+            if count * (1 + 4 * dim) > size - len(header):
+                raise FormatError(
+                    path,
+                    1,
+                    f"header {count} {dim}: {count} binary vectors of dimension {dim} need more than "
+                    f"the file's {size} bytes (a damaged or cut file, or a wrong count)",
+                )
+            return
+        for number in range(2, count + 2):
+            line = handle.readline()
+            if not line:  # before gensim allocates the count's rows
+                raise FormatError(
+                    path,
+                    number,
+                    f"header {count} {dim}: the file ends after {number - 2} of its {count} vectors",
+                )
+            if (fields := line.rstrip().count(b" ")) != dim:
+                raise FormatError(
+                    path,
+                    number,
+                    f"expected a word and {dim} numbers separated by single spaces (the header's "
+                    f"dimension), got {fields} field(s) after the first space",
+                )
+
+
 def load_word2vec(path: str | Path, binary: bool | None = None, limit: int | None = None) -> KeyedVectors:
     """Read vectors in the word2vec text or binary format.
 
@@ -96,7 +144,9 @@ def load_word2vec(path: str | Path, binary: bool | None = None, limit: int | Non
 
     Raises:
         DataNotFoundError: If the file does not exist.
-        FormatError: If gensim cannot parse it, or a vector holds a NaN or infinity.
+        FormatError: If gensim cannot parse it, its header is no ``<count> <dim>`` that the
+            file can hold, a text entry is not a word and ``dim`` numbers separated by single
+            spaces (naming the line), or a vector holds a NaN or infinity.
 
     Warns:
         UserWarning: Counting the words listed more than once (their later vectors dropped).
@@ -105,6 +155,7 @@ def load_word2vec(path: str | Path, binary: bool | None = None, limit: int | Non
     if not path.is_file():
         raise DataNotFoundError(f"{path}: no such word-vector file")
     is_binary = _is_binary(path, binary)
+    _check_entries(path, is_binary, limit)
     try:
         if not is_binary and _starts_with_bom(path):
             # gensim reads the header with int(), which a byte-order mark fails: skip the mark.
