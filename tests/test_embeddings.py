@@ -345,6 +345,23 @@ def test_embed_align_refuses_a_test_size_that_holds_out_every_seed_word(tmp_path
     assert len((tmp_path / "al" / "heldout.sw.tsv").read_text().splitlines()) == 4
 
 
+def test_embed_align_names_a_seed_source_that_gives_no_pair(tmp_path, capsys):
+    """No word spelled alike had been "seed lexicon of 'sw': none of its 0 pairs is in both
+    vocabularies"."""
+    x = np.random.default_rng(0).normal(size=(3, 4)).astype(np.float32)
+    en = make_keyed_vectors(["dog", "cat", "house"], x)
+    sw = make_keyed_vectors(["mbwa", "paka", "nyumba"], x[:, ::-1].copy())
+    SharedSpace({"en": en, "sw": sw}, 4, meta={"method": "monolingual"}).save(tmp_path / "mono")
+    argv = ["embed", "align", str(tmp_path / "mono"), "--out", str(tmp_path / "al"), "--quiet"]
+    assert main([*argv, "--seed-source", "identical"]) == 2
+    err = capsys.readouterr().err
+    assert err == (
+        "clir: error: seed_source='identical' gives no seed pair for 'sw': no word of 'sw' is "
+        "spelled as an English one\n"
+    )
+    assert not (tmp_path / "al").exists()
+
+
 def test_held_out_and_seed_pairs_read_as_plain_tsv(tmp_path):
     """They were read with csv's quoting: a word starting with a quote swallowed the lines after
     it, a BOM made the first pair unmatchable and a short line was skipped silently."""

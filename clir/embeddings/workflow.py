@@ -331,8 +331,9 @@ def align_embeddings(
         The aligned space (saved).
 
     Raises:
-        ConfigError: If the space has no English vectors, ``test_size`` is invalid or holds out
-            every seed word of a language, or a seed lexicon has no pair in both vocabularies.
+        ConfigError: If the space has no English vectors, ``test_size`` is invalid, a language's
+            seed source gives no pair or ``test_size`` holds out every seed word of it, or a seed
+            lexicon has no pair in both vocabularies.
     """
     config = config or AlignConfig()
     check_test_size(test_size)
@@ -348,6 +349,13 @@ def align_embeddings(
         if config.seed_source == "ibm1" and lang not in tables and lang in (collections or {}):
             tables[lang] = ibm1_tables(lang, (collections or {})[lang], progress=progress)
         pairs = seed_lexicon(lang, config, raw, tables=tables.get(lang), tsv=(tsv or {}).get(lang))
+        if not pairs:  # it had been "seed lexicon of 'sw': none of its 0 pairs is in both vocabularies"
+            why = {
+                "ibm1": f"no mutual IBM1 translation reaches seed_min_prob={config.seed_min_prob}",
+                "tsv": f"no line of {(tsv or {}).get(lang)} analyzes to a word and an English word",
+                "identical": f"no word of {lang!r} is spelled as an English one",
+            }.get(config.seed_source, "the dictionary analyzes to no pair")
+            raise ConfigError(f"seed_source={config.seed_source!r} gives no seed pair for {lang!r}: {why}")
         seeds[lang], held_out[lang] = split_pairs(pairs, test_size, seed) if test_size else (pairs, [])
         if pairs and not seeds[lang]:  # it had been "none of its 0 pairs is in both vocabularies"
             words = len({source for source, _ in pairs})
