@@ -367,7 +367,11 @@ def _data_pseudo(args: argparse.Namespace) -> int:
         pairs, doc_lang = read_parallel(args.source), args.doc_lang
     if not pairs:  # the sizes' refusal ("lower the sizes or give more pairs") had named no file
         if args.source.is_dir() and not (args.source / "parallel.tsv").exists():
-            raise DataNotFoundError(f"{args.source / 'parallel.tsv'}: the collection has no parallel side")
+            raise DataNotFoundError(
+                f"{args.source / 'parallel.tsv'}: the collection has no parallel side; give the parallel "
+                f"text itself as SOURCE (clir data pseudo FILE --doc-lang {doc_lang} --out DIR; TSV: "
+                f"pair_id, English, {doc_lang})"
+            )
         path = args.source / "parallel.tsv" if args.source.is_dir() else args.source
         raise FormatError(path, None, "holds no parallel pair to make pseudo-queries from")
     # swapped columns, an empty document side, --doc-lang of another language: each had made a

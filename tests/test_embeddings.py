@@ -441,6 +441,33 @@ def test_embed_eval_without_a_test_dictionary_is_a_clir_error(tmp_path, capsys):
     assert str(tmp_path / "s") in err
 
 
+def test_embed_train_on_a_collection_without_parallel_text_says_how_to_give_it(tmp_path, capsys):
+    """An imported collection has no parallel.tsv unless --parallel was given, and 'clir embed
+    train' takes no --parallel: the error said only "the collection has no parallel side"; an
+    empty parallel.tsv trained a joint model and ended in "the joint model has no word of language
+    'en'", naming no file."""
+    from clir.datasets import Collection
+    from clir.types import Document, Query
+
+    collection = tmp_path / "mine"
+    documents = [Document("d1", "maji moto"), Document("d2", "maji")]
+    queries, qrels = {"test": [Query("q1", "water")]}, {"q1": {"d1": 1}}
+    Collection("mine", "sw", "en", documents, queries, qrels).save(collection)
+    argv = ["embed", "train", str(collection), "--out", str(tmp_path / "s"), "-q"]
+    assert main(argv) == 2
+    remedy = (
+        "the space is learned from parallel text: add it to the collection (clir data import ... "
+        f"--parallel FILE, or {collection / 'parallel.tsv'} with pair_id<TAB>English<TAB>sw lines)"
+    )
+    missing = f"clir: error: {collection / 'parallel.tsv'}: the collection has no parallel side"
+    assert capsys.readouterr().err == f"{missing}; {remedy}\n"
+    (collection / "parallel.tsv").write_text("")
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err == f"clir: error: {collection / 'parallel.tsv'}: holds no parallel pair; {remedy}\n"
+    assert not (tmp_path / "s").exists()
+
+
 def test_a_window_gensim_cannot_take_is_a_config_error():
     """--window 2147483648 overflowed in gensim's worker thread, which then hung."""
     with pytest.raises(

@@ -318,7 +318,11 @@ def test_cli_names_the_source_that_holds_no_pair(tmp_path, capsys):
     Collection("c", "sw", "en", [Document("d1", "maji")], queries, qrels).save(collection)
     assert main(["data", "pseudo", str(collection), *out]) == 2
     err = capsys.readouterr().err
-    assert f"clir: error: {collection / 'parallel.tsv'}: the collection has no parallel side" in err
+    assert err == (
+        f"clir: error: {collection / 'parallel.tsv'}: the collection has no parallel side; give the "
+        "parallel text itself as SOURCE (clir data pseudo FILE --doc-lang sw --out DIR; TSV: pair_id, "
+        "English, sw)\n"
+    )
     assert not (tmp_path / "p").exists()
 
 

@@ -32,7 +32,7 @@ from clir.embeddings.seeds import (
 )
 from clir.embeddings.space import SharedSpace
 from clir.embeddings.train import train_vectors
-from clir.errors import ConfigError, DataNotFoundError
+from clir.errors import ConfigError, DataNotFoundError, FormatError
 from clir.formats import atomic_write, read_documents, read_parallel
 from clir.formats._lines import fields_of, numbered_lines
 from clir.progress import progress_bar
@@ -100,6 +100,7 @@ def load_corpora(
 
     Raises:
         DataNotFoundError: If a directory has no ``parallel.tsv``.
+        FormatError: If a directory's ``parallel.tsv`` holds no pair.
     """
     corpora = Corpora()
     english = get_analyzer(PIVOT)
@@ -110,9 +111,18 @@ def load_corpora(
         pairs_out = corpora.parallel.setdefault(lang, [])
         for directory in map(Path, dirs):
             parallel_path = directory / "parallel.tsv"
+            # the space is learned from the pairs: an imported collection often has none, and
+            # 'clir embed train' takes no --parallel; an empty file had ended in "the joint model
+            # has no word of language 'en'", naming neither the file nor the remedy
+            remedy = (
+                f"the space is learned from parallel text: add it to the collection (clir data import "
+                f"... --parallel FILE, or {parallel_path} with pair_id<TAB>English<TAB>{lang} lines)"
+            )
             if not parallel_path.is_file():
-                raise DataNotFoundError(f"{parallel_path}: the collection has no parallel side")
+                raise DataNotFoundError(f"{parallel_path}: the collection has no parallel side; {remedy}")
             pairs = read_parallel(parallel_path)
+            if not pairs:
+                raise FormatError(parallel_path, None, f"holds no parallel pair; {remedy}")
             for pair in progress_bar(pairs, desc=f"analyze {directory.name}", enabled=progress):
                 pairs_out.append((english.analyze(pair.source), analyzer.analyze(pair.target)))
             docs_path = directory / "documents.jsonl"
