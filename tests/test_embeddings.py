@@ -504,6 +504,23 @@ def test_a_damaged_space_is_named(tmp_path):
         SharedSpace.load(tmp_path / "s")
 
 
+def test_a_joint_model_without_words_of_a_language_names_min_count():
+    """One parallel pair and a few documents: every English word occurred once, below min_count=2,
+    and the error read "the joint model has no word of language 'en'", with no cause or remedy."""
+    parallel = {"sw": [(["water"], ["maji"])]}
+    config = EmbeddingConfig(method="word2vec", dim=4, min_count=2, epochs=1, window=5)
+    message = (
+        r"the joint model has no word of language 'en': none of its words occurs min_count=2 times "
+        r"in the 3 sentences of the corpus \(give more text of it, or lower min_count: clir embed "
+        r"train --min-count\)"
+    )
+    with pytest.raises(ConfigError, match=message):
+        train_joint(parallel, {"sw": [["maji", "moto"], ["moto"]]}, config, progress=False)
+    config = EmbeddingConfig(method="word2vec", dim=4, min_count=1, epochs=1, window=5)
+    space, _ = train_joint(parallel, {"sw": [["maji", "moto"], ["moto"]]}, config, progress=False)
+    assert space.languages == ["en", "sw"] and len(space.vectors["en"]) == 1
+
+
 def test_a_saved_space_is_verified_against_its_manifest(tmp_path):
     """A flipped bit in a vector had loaded as a quietly different space."""
     parallel = {"sw": [(s, [w.upper() for w in s]) for s in TOY]}

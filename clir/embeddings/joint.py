@@ -182,6 +182,10 @@ def train_joint(
     Returns:
         ``(space, joint_vectors)``: the space and the raw tagged model (to refine with
         :func:`~clir.embeddings.align.map_to_pivot` via :func:`split_joint`).
+
+    Raises:
+        ConfigError: If no word of a language is left in the model (none occurs ``min_count``
+            times).
     """
     config = config or JOINT_CONFIG
     corpus = pseudo_bilingual_corpus(
@@ -191,6 +195,13 @@ def train_joint(
         corpus, config, progress=progress, desc="train joint", what="the pseudo-bilingual corpus"
     )
     languages = sorted({pivot, *parallel, *(monolingual or {})})
+    for lang in languages:  # split_joint's "has no word of language 'en'" named no cause
+        if not any(key.startswith(f"{lang}:") for key in kv.index_to_key):
+            raise ConfigError(
+                f"the joint model has no word of language {lang!r}: none of its words occurs "
+                f"min_count={config.min_count} times in the {len(corpus)} sentences of the corpus "
+                "(give more text of it, or lower min_count: clir embed train --min-count)"
+            )
     meta = {
         "embedding_config": config.to_dict(),
         "mix": mix,
