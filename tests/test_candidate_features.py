@@ -317,6 +317,16 @@ def test_training_names_a_missing_split_before_building_anything(padded, tmp_pat
     with pytest.raises(ConfigError, match=r"has no split 'dev'; splits: \['train'\]"):
         train_reranker(tiny_reranker_config(), no_dev, space, tmp_path / "m", tables_dir=tmp_path / "t")
     assert not (tmp_path / "t").exists() and not (tmp_path / "m").exists()
+    # an import of test topics only: the message says where judged training queries come from
+    test_only = dataclasses.replace(collection, queries={"test": collection.split("test")})
+    remedy = (
+        r"has no split 'train'; splits: \['test'\]: the reranker trains on judged train queries and "
+        r"stops early on judged dev queries: import them \(clir data import --topics train=FILE "
+        r"dev=FILE test=FILE ...\), or train on pseudo-queries made from parallel text \(clir data "
+        r"pseudo\)"
+    )
+    with pytest.raises(ConfigError, match=remedy):
+        train_reranker(tiny_reranker_config(), test_only, space, tmp_path / "m", tables_dir=tmp_path / "t")
 
 
 def test_rerank_data_refuses_a_repeated_qid():

@@ -1017,8 +1017,14 @@ def train_reranker(
     config.validate()
     check_member_dirs(config, out_dir)
     for split in (train_split, dev_split):  # before the tables, indexes and features are built
-        if split is not None:
-            collection.split(split)
+        if split is not None and split not in collection.queries:  # "has no split 'train'" alone
+            raise ConfigError(  # had not said where labelled queries come from
+                f"collection {collection.name!r} has no split {split!r}; splits: "
+                f"{sorted(collection.queries)}: the reranker trains on judged {train_split} queries and "
+                f"stops early on judged {dev_split} queries: import them (clir data import --topics "
+                f"{train_split}=FILE {dev_split}=FILE test=FILE ...), or train on pseudo-queries made "
+                "from parallel text (clir data pseudo)"
+            )
     space = space if isinstance(space, SharedSpace) else SharedSpace.load(space)
     stage_names = [*config.data.first_stages, *stage_features(feature_names)]
     baseline = baseline or BaselineConfig()
