@@ -1088,6 +1088,7 @@ def _rerank(args: argparse.Namespace) -> int:
             options=options,
             engine=engine,
             index_cache=args.index_cache,
+            log=(lambda line: None) if args.quiet else print,  # "[cached] index" had shown under --quiet
             stages=args.stages,
             as_parts=True,
         )

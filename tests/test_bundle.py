@@ -439,6 +439,21 @@ def test_rerank_keeps_the_documents_id_tables_in_the_index_cache(trained, tmp_pa
     assert (tmp_path / "cold.run").read_bytes() == plain == (tmp_path / "warm.run").read_bytes()
 
 
+def test_rerank_quiet_prints_no_index_cache_step_line(trained, tmp_path, capsys):
+    """--quiet promises "no progress bars or step lines", but --index-cache's "[run]    index" /
+    "[cached] index" was printed all the same."""
+    root, model, _, _, _ = trained
+    argv = ["rerank", "--model", str(model), "--collection", str(root / "sw"), "--space", str(root / "space")]
+    argv += ["--tables", str(root / "tables"), "--index-cache", str(tmp_path / "cache")]
+    wrote = f"wrote {tmp_path / 'r.run'}: "
+    assert main([*argv, "--out", str(tmp_path / "r.run"), "--quiet"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(wrote) and len(out.splitlines()) == 1
+    assert main([*argv, "--out", str(tmp_path / "r.run")]) == 0  # without --quiet: the step line
+    out = capsys.readouterr().out
+    assert out.startswith("[cached] index\n" + wrote) and len(out.splitlines()) == 2
+
+
 def test_rerank_refuses_a_run_of_other_queries_and_a_cache_inside_an_input(trained, tmp_path, capsys):
     """An audit of 2026-12-06: a --run of other qids (another tool's, another split's) was reranked
     into an empty run with exit 0, and --index-cache inside the collection was written there."""
