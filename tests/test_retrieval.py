@@ -255,6 +255,11 @@ def test_ties_broken_by_docno_descending_as_trec_eval_and_k_beyond_collection():
         assert list(everything.docnos[0]) == sorted(docnos, reverse=True)
     with pytest.raises(ConfigError, match="k must be a positive integer"):
         retriever.retrieve([["x"]], k=0)
+    # a bool is no depth (True had been k=1: one document a query, as the dense and bundle
+    # searches refuse it); numpy integers stay depths
+    with pytest.raises(ConfigError, match="k must be a positive integer, got True"):
+        retriever.retrieve([["x"]], k=True)
+    assert [list(row) for row in retriever.retrieve([["x"]], k=np.int64(2)).docnos] == [["d10", "d07"]]
 
 
 def test_bm25_lists_only_matching_documents_unless_padded():

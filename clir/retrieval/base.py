@@ -341,7 +341,7 @@ class Retriever(Searcher):
         ranking of most of their matches (:class:`~clir.retrieval.shards.ShardedRetriever`).
         """
         index = self._require_index()
-        if not isinstance(k, (int, np.integer)) or k < 1:
+        if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:  # True had been k=1
             raise ConfigError(f"k must be a positive integer, got {k!r}")
         kk = min(int(k), index.n_docs)
         plan = self._compile(queries)
