@@ -439,6 +439,24 @@ def test_a_default_left_out_or_written_gives_the_same_step_keys(tmp_path, monkey
     assert other["train-lexical-fusion"] == implicit["train-lexical-fusion"]
 
 
+def test_the_reranker_s_progress_is_part_of_no_step_key(tmp_path, monkeypatch):
+    # progress shows bars and trains nothing else: a reranker config's progress: true beside the
+    # tiny one's false had keyed every train step anew (and so every rerank step), training again
+    quiet = _step_keys(
+        load_experiment(_write(tmp_path, _with("reranker.progress", False))), tmp_path, monkeypatch
+    )
+    shown = _step_keys(
+        load_experiment(_write(tmp_path, _with("reranker.progress", True), "shown.yaml")),
+        tmp_path,
+        monkeypatch,
+    )
+    assert shown == quiet
+    assert {"train-full", "train-lexical-fusion"} <= set(quiet)
+    values = _with("reranker.progress", False)
+    values["systems"]["full"] = {"progress": True}  # a system's own
+    assert _step_keys(load_experiment(_write(tmp_path, values, "own.yaml")), tmp_path, monkeypatch) == quiet
+
+
 def test_collection_json_with_a_non_string_language_names_file_and_key(tmp_path):
     (tmp_path / "collection.json").write_text(json.dumps({"name": "x", "doc_lang": 5}))
     with pytest.raises(FormatError, match=r"collection\.json: 'doc_lang' must be a string, got int 5"):

@@ -759,7 +759,11 @@ def _train_step(
             raise NonFiniteError(f"system {system!r}: {error}") from None
         record_first_stage(work, config.baseline_config())  # its data steps' settings
 
-    params = {**values.to_dict(), "with_dense": config.with_dense(system)}
+    # progress (bars) changes nothing trained: keyed as its default, whatever the config says (a
+    # reranker config's progress: false beside true had trained every system again), so that a
+    # config that leaves it keeps its keys
+    keyed = replace(values, progress=TrainConfig.progress)
+    params = {**keyed.to_dict(), "with_dense": config.with_dense(system)}
     # score_batch_size stays when set (to_dict leaves it out unset: keys as before): a CPU batch is
     # padded to its longest document, so another batch size moves scores in their last bits (the
     # dev scores and the rerank step's runs, whose key holds this one); it had been left out
