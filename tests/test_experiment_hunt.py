@@ -8,13 +8,16 @@ from __future__ import annotations
 import dataclasses
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from clir.errors import ConfigError
 from clir.formats.atomic import foreign_entry
 from clir.pipeline import experiment as experiment_module
-from clir.pipeline.config import ExperimentConfig, load_experiment
+from clir.pipeline.cache import StepResult
+from clir.pipeline.config import ExperimentConfig, load_experiment, members
+from clir.pipeline.parallel import LOCAL
 from clir.types import Document, Query
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
@@ -150,3 +153,40 @@ def test_a_bundle_in_out_holding_a_users_file_is_refused_before_any_step(tmp_pat
         experiment_module.run_experiment(config, out, progress=False, log=lambda line: None)
     assert sorted(p.name for p in out.iterdir()) == ["bundle"]
     assert (out / "bundle" / "notes.txt").read_text() == "mine"
+
+
+class _Keys:
+    """A step runner that builds nothing: it records each step's params."""
+
+    def __init__(self) -> None:
+        self.params: dict[str, Any] = {}
+
+    def run(self, name, params, build, inputs=(), *, resumable=False):
+        self.params[name] = params
+        return StepResult(name, "k", Path("/nowhere") / name, True, 0.0)
+
+
+def test_a_system_cross_validated_on_one_seed_is_reported_as_an_ensemble_of_its_folds():
+    # cv.folds 2 of one seed trains a model per fold, which clir rerank of its directory and the
+    # bundle average: the experiment had reported its first fold's model alone as the system
+    # (the model card's 'full' row too, of a bundle that scores otherwise) and no ensemble row
+    folds = {"cv": {"folds": 2}}
+    config = ExperimentConfig(
+        systems={"full": folds, "fusion": {**folds, "model": {"components": []}}, "one": {}}
+    )
+    assert [members(config.train_config(s)) for s in config.systems] == [2, 2, 1]
+    assert experiment_module.ensemble_systems(config, config.systems) == ["full", "fusion"]
+    with pytest.raises(ConfigError, match=r"systems\.fusion-ensemble='fusion-ensemble' is invalid"):
+        dataclasses.replace(config, systems={**config.systems, "fusion-ensemble": {}})
+
+    def rerank_params(config: ExperimentConfig) -> dict[str, Any]:
+        runner = _Keys()
+        train = {s: StepResult(f"train-{s}", s, Path("/nowhere"), True, 0.0) for s in config.systems}
+        data = StepResult("data-en-sw", "d", Path("/nowhere"), True, 0.0)
+        experiment_module._rerank_step(runner, config, "en-sw", data, data, train, False, LOCAL)
+        return runner.params["rerank-en-sw"]
+
+    assert rerank_params(config) == {"split": "test", "ensembles": ["full", "fusion"]}  # keyed anew
+    seeds = dataclasses.replace(config, systems={"full": {}, "one": {}}, ensemble_seeds=(0, 1))
+    assert experiment_module.ensemble_systems(seeds, seeds.systems) == ["full"]
+    assert rerank_params(seeds) == {"split": "test"}  # full's seeds: keys as before

@@ -191,7 +191,8 @@ class ExperimentConfig(Section):
             model (per ensemble seed, as ``optim.init_from`` does). Names become file names.
         ensemble_seeds: Seeds of the ensemble of the ``full`` system (its first seed's member is
             reported as ``full``, the mean of all as ``full-ensemble``; another system given
-            ``ensemble.seeds`` of several seeds is reported likewise, as ``<system>`` and
+            ``ensemble.seeds`` of several seeds, or any system given ``cv.folds`` above 1 (one
+            model per fold and seed, :func:`members`), is reported likewise, as ``<system>`` and
             ``<system>-ensemble``).
         significance: How systems are compared with their references: tests, multiple-testing
             correction (Holm-Bonferroni by default), confidence intervals.
@@ -282,11 +283,12 @@ class ExperimentConfig(Section):
                     "joint false trains each language's vectors alone and no step aligns them"
                 )
                 raise where.error("embeddings.joint", False, expected)
-        ensembles = [s for s in self.systems if len(self._train_config(s, where).ensemble.seeds) > 1]
-        for system in self.systems:  # the mean of a system's seeds is reported as <system>-ensemble
+        ensembles = [s for s in self.systems if members(self._train_config(s, where)) > 1]
+        for system in self.systems:  # the mean of a system's members is reported as <system>-ensemble
             if (of := system.removesuffix("-ensemble")) in ensembles and of != system:
                 expected = (
-                    f"a name other than that of system {of!r}'s ensemble (it is trained on several seeds)"
+                    f"a name other than that of system {of!r}'s ensemble (it is trained as several "
+                    "models: seeds or folds)"
                 )
                 raise where.error(f"systems.{system}", system, expected)
         for system in self._training_order(where):
@@ -408,6 +410,13 @@ class ExperimentConfig(Section):
             expected = f"no optim.init_from ({config.optim.init_from!r}) beside it: a system has one start"
             raise where.error(key + "pretrain", start, expected)
         return config
+
+
+def members(config: TrainConfig) -> int:
+    """How many models a training config trains: one per seed of ``ensemble.seeds``, on each fold
+    when ``cv.folds > 1`` (:func:`~clir.training.cv.member_dirs`), all of them averaged by
+    whatever reranks with its directory (``clir rerank``, a bundle)."""
+    return len(config.ensemble.seeds) * config.cv.folds
 
 
 def _merge(base: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:

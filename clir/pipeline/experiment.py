@@ -55,7 +55,7 @@ from clir.formats.atomic import artefact_kind, check_output, foreign_entry
 from clir.pipeline.baselines import BaselineConfig, BaselineOptions, run_baselines
 from clir.pipeline.bundle import save_pretrained
 from clir.pipeline.cache import StepResult, StepRunner
-from clir.pipeline.config import DistractorsConfig, ExperimentConfig
+from clir.pipeline.config import DistractorsConfig, ExperimentConfig, members
 from clir.pipeline.engine import Engine, build_engine
 from clir.pipeline.explain import term_matrices
 from clir.pipeline.features import (
@@ -852,17 +852,22 @@ def _rerank_step(
     precisions = {s: _scoring_options(config, s).precision for s in train_steps}  # changes the scores
     if any(precision != "auto" for precision in precisions.values()):  # (auto: keys as before)
         params["precision"] = precisions
-    if others := [system for system in ensembles if system != "full"]:  # (full's alone: keys as before)
+    # (full's of several seeds alone: keys as before; full's of one seed and several folds had been
+    # scored as its first fold's model alone, so its steps are keyed anew)
+    if others := [s for s in ensembles if s != "full" or len(config.train_config(s).ensemble.seeds) == 1]:
         params["ensembles"] = others
     return runner.run(f"rerank-{pair}", params, build, [data_step, space_step, *train_steps.values()])
 
 
 def ensemble_systems(config: ExperimentConfig, systems: Iterable[str]) -> list[str]:
-    """The systems trained with several seeds: each reported as its first member (``<system>``)
-    and as the mean of all (``<system>-ensemble``). Only ``full``'s had been reported; a system
+    """The systems trained as several models (seeds, or folds with ``cv.folds > 1``:
+    :func:`~clir.pipeline.config.members`): each reported as its first member (``<system>``) and
+    as the mean of all (``<system>-ensemble``). Only ``full``'s had been reported; a system
     given ``ensemble.seeds`` of its own (or by the base reranker config) was trained on every
-    seed and its ensemble never scored."""
-    return [system for system in systems if len(config.train_config(system).ensemble.seeds) > 1]
+    seed and its ensemble never scored; one given ``cv.folds`` of one seed had been reported as
+    its first fold's model alone (the bundle and ``clir rerank`` of its directory average them
+    all, and its model card's ``full`` row had been that one fold's)."""
+    return [system for system in systems if members(config.train_config(system)) > 1]
 
 
 def _bli_step(runner: StepRunner, space_step: StepResult, pairs: dict[str, PairSteps]) -> StepResult:
