@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from clir.errors import ConfigError
 from clir.formats.atomic import foreign_entry
@@ -190,3 +191,30 @@ def test_a_system_cross_validated_on_one_seed_is_reported_as_an_ensemble_of_its_
     seeds = dataclasses.replace(config, systems={"full": {}, "one": {}}, ensemble_seeds=(0, 1))
     assert experiment_module.ensemble_systems(seeds, seeds.systems) == ["full"]
     assert rerank_params(seeds) == {"split": "test"}  # full's seeds: keys as before
+
+
+def test_query_counts_the_data_cannot_give_name_the_config_s_keys(tmp_path, capsys):
+    # the builders' errors had named their own arguments (n_test=100000, holdout=0.3), which no
+    # experiment config has
+    from battery_cases import tiny_experiment
+
+    from clir.cli import main
+
+    values = tiny_experiment()
+    values["collection"]["n_test"] = 100000
+    (tmp_path / "big.yaml").write_text(yaml.safe_dump(values))
+    assert main(["experiment", str(tmp_path / "big.yaml"), "--out", str(tmp_path / "a"), "--quiet"]) != 0
+    assert capsys.readouterr().err.strip() == (
+        "clir: error: asked for 100012 queries (collection.n_train 8, collection.n_dev 4, "
+        "collection.n_test 100000) but only 24 passages have a verse usable as a query; lower the "
+        "sizes or add books"
+    )
+    values = tiny_experiment()
+    values["weak"] = {"n_train": 20, "n_dev": 2, "holdout": 0.3}
+    values["systems"] = {"full": {"train_on": "weak"}}
+    (tmp_path / "weak.yaml").write_text(yaml.safe_dump(values))
+    assert main(["experiment", str(tmp_path / "weak.yaml"), "--out", str(tmp_path / "b"), "--quiet"]) != 0
+    assert capsys.readouterr().err.strip() == (
+        "clir: error: weak.n_train 20 and weak.n_dev 2 ask for 22 queries but only 7 passages of 31 "
+        "pairs (weak.holdout 0.3) have a pair usable as a query; lower the sizes or give more pairs"
+    )

@@ -44,12 +44,13 @@ from clir.datasets import (
 )
 from clir.datasets.bible import parse_pair
 from clir.datasets.distractors import pad_collection
+from clir.datasets.splits import SplitSizeError
 from clir.embeddings import SharedSpace
 from clir.embeddings.base import PIVOT
 from clir.embeddings.bli import bli_predictions, evaluate_bli, precision_by_frequency
 from clir.embeddings.seeds import as_dictionary, seed_from_tables
 from clir.embeddings.workflow import FREEDICT_PAIRS, freedict_pairs, train_embeddings
-from clir.errors import DataNotFoundError, NonFiniteError
+from clir.errors import ConfigError, DataNotFoundError, NonFiniteError
 from clir.formats import read_run, write_run
 from clir.formats.atomic import artefact_kind, check_output, foreign_entry
 from clir.pipeline.baselines import BaselineConfig, BaselineOptions, run_baselines
@@ -408,11 +409,26 @@ def _first_stage_runs(steps: PairSteps, dense: StepResult | None) -> dict[str, R
     return runs
 
 
+@contextlib.contextmanager
+def _sizes_as_keys(section: str) -> Iterator[None]:
+    """A builder's error on query counts names the config's keys (``collection.n_test 500``), not
+    the builder's arguments (``n_test=500``, which no experiment config has)."""
+    try:
+        yield
+    except SplitSizeError as error:
+        shown = error.naming(
+            lambda name, value: f"{section}.{name} {'(not given)' if value is None else value}"
+        )
+        raise ConfigError(shown) from None
+
+
 def _collection_step(runner: StepRunner, config: ExperimentConfig, pair: str, progress: bool) -> StepResult:
     options = config.collection.to_dict()
 
     def build(work: Path) -> None:
-        build_bible_collection(pair, progress=progress, **options).save(work / "collection")
+        with _sizes_as_keys("collection"):
+            collection = build_bible_collection(pair, progress=progress, **options)
+        collection.save(work / "collection")
 
     return _sub(runner.run(f"collection-{pair}", {"pair": pair, **options}, build), "collection")
 
@@ -442,7 +458,9 @@ def _pseudo_step(
 
     def build(work: Path) -> None:
         main = Collection.load(collection.path)
-        build_pseudo_collection(main.parallel, main.doc_lang, **options).save(work / "collection")
+        with _sizes_as_keys("weak"):
+            pseudo = build_pseudo_collection(main.parallel, main.doc_lang, **options)
+        pseudo.save(work / "collection")
 
     return _sub(runner.run(f"pseudo-{pair}", options, build, [collection]), "collection")
 
