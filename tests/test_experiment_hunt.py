@@ -218,3 +218,36 @@ def test_query_counts_the_data_cannot_give_name_the_config_s_keys(tmp_path, caps
         "clir: error: weak.n_train 20 and weak.n_dev 2 ask for 22 queries but only 7 passages of 31 "
         "pairs (weak.holdout 0.3) have a pair usable as a query; lower the sizes or give more pairs"
     )
+
+
+def test_a_device_or_precision_the_machine_cannot_give_is_refused_before_any_step(tmp_path, monkeypatch):
+    # a cuda device without CUDA or bf16 on a CPU had been refused at the first training, after
+    # the collections, tables, baselines, space and rerank data ('device=...', no config key); a
+    # CUDA device with the Ray engine at the first rerank, after every training ('--device')
+    import torch
+
+    from clir.pipeline.engine import EngineConfig
+
+    config = load_experiment(CONFIGS / "experiment-fast.yaml")  # its reranker's device: cpu
+    out = tmp_path / "out"
+
+    def refused(config: ExperimentConfig, message: str) -> None:
+        with pytest.raises(ConfigError, match=message):
+            experiment_module.run_experiment(config, out, progress=False, log=lambda line: None)
+        assert not out.exists()
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    cuda = dataclasses.replace(config, systems={**config.systems, "full": {"device": "cuda"}})
+    refused(cuda, r"^systems\.full\.device: device='cuda' but torch sees no CUDA device")
+    reranker = dataclasses.replace(config.reranker, device="auto", precision="bf16")
+    refused(
+        dataclasses.replace(config, reranker=reranker),
+        r"^reranker\.precision: precision='bf16' .* needs CUDA",
+    )
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    ray = dataclasses.replace(config, engine=EngineConfig(name="ray", workers=1))
+    refused(
+        dataclasses.replace(ray, reranker=dataclasses.replace(config.reranker, device="auto")),
+        r"^reranker\.device 'auto' is cuda here, and the ray engine's workers score on CPUs \(system "
+        r"'lexical-fusion'\); expected 'cpu' with engine\.name 'ray'",
+    )

@@ -83,6 +83,7 @@ from clir.training import (
     init_digest,
     load_models,
     member_scores,
+    resolve_device,
     scores_to_run,
     train_ensemble,
 )
@@ -173,6 +174,7 @@ def run_experiment(
     out = Path(out)
     if config.dense:  # before any step: the cache is first written after the lexical ones
         VectorCache.check(config.dense_cache, option="dense_cache")
+    _check_devices(config)
     if "full" in config.systems and not config.with_dense("full"):  # saved last: checked first
         check_output(out / "bundle", kind="bundle")
     with (
@@ -225,6 +227,43 @@ def run_experiment(
                     stacklevel=2,
                 )
         return results
+
+
+def _check_devices(config: ExperimentConfig) -> None:
+    """Every system's ``device`` and ``precision`` work on this machine, and a Ray engine's
+    systems score on CPUs (its workers do), before any step: a ``cuda`` device without CUDA or
+    ``bf16`` on a CPU had been refused at the first training, after the collections, tables,
+    baselines, space and rerank data, naming no config key; a CUDA device with the Ray engine at
+    the first rerank, after every training, naming ``--device``, an option ``clir experiment``
+    does not have.
+
+    Raises:
+        ConfigError: Naming the key (``systems.<name>.device``, else ``reranker.device``; the
+            same for ``precision``).
+    """
+    ray = config.engine is not None and config.engine.name == "ray"
+    for system in config.systems:
+        values = config.train_config(system)
+
+        def key(name: str, system: str = system) -> str:
+            return (
+                f"systems.{system}.{name}" if name in (config.systems[system] or {}) else f"reranker.{name}"
+            )
+
+        try:
+            device = resolve_device(values.device)
+        except ConfigError as error:
+            raise ConfigError(f"{key('device')}: {error}") from None
+        try:
+            _scoring_options(config, system).resolve(values.device)
+        except ConfigError as error:
+            raise ConfigError(f"{key('precision')}: {error}") from None
+        if ray and device.type != "cpu":
+            raise ConfigError(
+                f"{key('device')} {values.device!r} is {device.type} here, and the ray engine's "
+                f"workers score on CPUs (system {system!r}); expected 'cpu' with engine.name 'ray', "
+                "or the local engine"
+            )
 
 
 def _trained_on(config: ExperimentConfig, system: str, steps: ExperimentSteps) -> StepResult:
