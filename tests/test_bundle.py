@@ -814,3 +814,30 @@ def test_explain_prints_signed_contributions_and_a_bias_that_add_up_to_the_score
     assert rows[-1].startswith("bias") and abs(bias + sum(contributions) - score) < 1e-3 * len(rows)
     total = sum(abs(c) for c in contributions)
     assert all(abs(s - c / total) < 1e-3 for s, c in zip(shares, contributions, strict=True))
+
+
+def test_zero_shot_tables_are_learned_with_the_bundle_s_iterations(trained, tmp_path):
+    # an experiment of tables.iterations 2 bundles tables of 2 iterations and lists its zero-shot
+    # scores (en-tl tables of 2 iterations) on the card; search had learned en-tl's with 10
+    root, *_, bundle = trained
+    loaded = Bundle.from_pretrained(bundle)
+    assert loaded.table_iterations is None  # hand-made tables: the default
+    sw = Collection.load(root / "sw")
+    sw.parallel = [ParallelPair(f"p{i}", f"{EN[i]} {EN[j]}", f"s{i:02d}x s{j:02d}x") for i, j in _pairs()]
+    two = dataclasses.replace(loaded, tables=learn_tables(sw, iterations=2, progress=False))
+    assert two.table_iterations == 2
+    tagalog = Collection.load(root / "tl")
+    tagalog.parallel = read_parallel(root / "tl-parallel.tsv")
+    learned = two.tables_for(tagalog)
+    expected = learn_tables(tagalog, iterations=2, progress=False)
+    assert [t.meta["iterations"] for t in learned] == [2, 2]
+    assert all((a.probs != b.probs).nnz == 0 for a, b in zip(learned, expected, strict=True))
+    assert (learned[0].probs != learn_tables(tagalog, progress=False)[0].probs).nnz > 0  # 10 differ
+    # into a new --tables directory with those iterations; tables a directory holds, as they are
+    assert [t.meta["iterations"] for t in two.tables_for(tagalog, tmp_path / "new")] == [2, 2]
+    learn_tables(tagalog, tmp_path / "ten", iterations=10, progress=False)
+    assert [t.meta["iterations"] for t in two.tables_for(tagalog, tmp_path / "ten")] == [10, 10]
+
+
+def _pairs() -> list[tuple[int, int]]:
+    return [(i, (i + 1) % N_CONCEPTS) for i in range(N_CONCEPTS)]

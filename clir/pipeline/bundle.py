@@ -42,13 +42,14 @@ from clir.formats.atomic import MARKER, is_scratch
 from clir.formats.jsonfile import read_typed_json
 from clir.pipeline.baselines import BaselineConfig
 from clir.pipeline.features import rerank_collection
-from clir.pipeline.tables import learn_tables, load_tables
+from clir.pipeline.tables import holds_tables, learn_tables, load_tables
 from clir.pipeline.trained_with import TRAINED_WITH_FILE, model_baseline
 from clir.text import get_analyzer
 from clir.training import load_models
 from clir.training.checkpoint import read_state
 from clir.training.ensemble import ENSEMBLE_FILE, ensemble_meta
 from clir.translation import TranslationTable, analyzer_config
+from clir.translation.ibm1 import MAX_ITERATIONS
 from clir.types import Query, Run
 
 BUNDLE_TYPE = "clir-bundle"
@@ -116,12 +117,28 @@ class Bundle:
         self, collection: Collection, tables_dir: str | Path | None = None
     ) -> tuple[TranslationTable, TranslationTable]:
         """The tables for a collection: the bundle's own for the training language; otherwise
-        loaded from ``tables_dir`` or learned from the collection's parallel text (see
-        :func:`~clir.pipeline.tables.learn_tables`, whose error names ``--tables`` and
-        ``--parallel``)."""
+        loaded from ``tables_dir`` as they are, or learned from the collection's parallel text
+        (into ``tables_dir`` when given) with the EM iterations of the bundle's own IBM Model 1
+        tables (see :func:`~clir.pipeline.tables.learn_tables`, whose error names ``--tables``
+        and ``--parallel``). They had been learned with 10 iterations whatever the bundle's: an
+        experiment of ``tables.iterations: 2`` had listed zero-shot scores on its model card
+        that ``clir search`` of its bundle did not give (its en-tl tables learned otherwise)."""
         if collection.doc_lang == self.config["doc_lang"] and tables_dir is None:
             return self.tables
-        return learn_tables(collection, tables_dir)
+        if tables_dir is not None and holds_tables(tables_dir):  # given: whatever made them
+            return learn_tables(collection, tables_dir)
+        return learn_tables(collection, tables_dir, iterations=self.table_iterations)
+
+    @property
+    def table_iterations(self) -> int | None:
+        """The EM iterations the bundle's tables were learned with (from their meta), the ones
+        its tables of another language are learned with; ``None`` (the default, 10) for tables
+        made otherwise (from alignments, imported)."""
+        meta = self.tables[0].meta
+        iterations = meta.get("iterations")
+        if meta.get("model") != "ibm1" or type(iterations) is not int:
+            return None
+        return iterations if 1 <= iterations <= MAX_ITERATIONS else None
 
     def search(
         self,
