@@ -841,3 +841,23 @@ def test_zero_shot_tables_are_learned_with_the_bundle_s_iterations(trained, tmp_
 
 def _pairs() -> list[tuple[int, int]]:
     return [(i, (i + 1) % N_CONCEPTS) for i in range(N_CONCEPTS)]
+
+
+def test_bad_first_stage_settings_are_named_where_they_are_in_their_file(trained, tmp_path):
+    # they had been named as keys of the file's top level ('psq_top_k=-1', "['bogus'] in top level")
+    from clir.pipeline.trained_with import recorded_first_stage
+
+    root, model, *_, bundle = trained
+    copy = shutil.copytree(bundle, tmp_path / "bundle")
+    config = json.loads((copy / "config.json").read_text())
+    config["first_stage"]["psq_top_k"] = -1
+    (copy / "config.json").write_text(json.dumps(config))
+    collection = Collection.load(root / "sw")
+    with pytest.raises(ConfigError, match=r"config\.json: first_stage\.psq_top_k=-1 is invalid; expected"):
+        Bundle.from_pretrained(copy).search(collection, "test")
+    record = shutil.copytree(model, tmp_path / "model")
+    values = json.loads((record / TRAINED_WITH_FILE).read_text())
+    values["settings"]["bogus"] = 1
+    (record / TRAINED_WITH_FILE).write_text(json.dumps(values))
+    with pytest.raises(ConfigError, match=r"unknown key\(s\) \['settings\.bogus'\] in settings; known keys"):
+        recorded_first_stage(record)

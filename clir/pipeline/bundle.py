@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 
 from clir._version import DISTRIBUTION, __version__
+from clir.config import build
 from clir.datasets import Collection
 from clir.embeddings import SharedSpace
 from clir.errors import ConfigError, DataNotFoundError, FormatError
@@ -175,7 +176,10 @@ class Bundle:
                 f"the bundle's space has no vectors for the collection's language {collection.doc_lang!r}; "
                 f"its languages: {', '.join(self.space.languages)}"
             )
-        baseline = BaselineConfig.from_dict(self.config["first_stage"], source=str(self.path / CONFIG_FILE))
+        # its keys named where they are (first_stage.psq_top_k), not as the file's top level's
+        baseline = build(
+            BaselineConfig, self.config["first_stage"], str(self.path / CONFIG_FILE), "first_stage."
+        )
         run = rerank_collection(
             self.reranker,
             collection,

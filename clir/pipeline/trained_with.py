@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from clir._version import __version__
+from clir.config import build
 from clir.errors import FormatError
 from clir.formats import atomic_write
 from clir.formats.jsonfile import read_json_file
@@ -83,7 +84,7 @@ def recorded_first_stage(model: str | Path) -> BaselineConfig | None:
     settings = record.get("settings") if is_record else None
     if not isinstance(settings, dict):
         raise FormatError(path, None, f'expected {{"type": "{TRAINED_WITH_TYPE}", "settings": {{...}}}}')
-    return BaselineConfig.from_dict(settings, source=str(path))
+    return build(BaselineConfig, settings, str(path), "settings.")  # named where they are in the file
 
 
 def model_baseline(model: str | Path, baseline: BaselineConfig | None = None) -> BaselineConfig:
