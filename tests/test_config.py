@@ -349,6 +349,21 @@ def test_a_space_of_unaligned_vectors_is_refused_for_components_across_languages
         load_experiment(_write(tmp_path, values))
 
 
+@pytest.mark.parametrize(("key", "value"), [("copies", 3), ("centre", False)])
+def test_joint_space_settings_beside_joint_false_are_refused(tmp_path, key, value):
+    # a monolingual space has no verse-pair copies and is not centred (no step aligns it): the
+    # setting had been ignored, silently, and keyed the space (and every system reading it) anew
+    values = _with("embeddings.joint", False)
+    values["embeddings"][key] = value
+    message = (
+        rf"exp\.yaml: embeddings\.{key}={value} is invalid; expected .* \(the default\) with joint false"
+    )
+    with pytest.raises(ConfigError, match=message):
+        load_experiment(_write(tmp_path, values))
+    values["embeddings"]["joint"] = True
+    assert getattr(load_experiment(_write(tmp_path, values)).embeddings, key) == value
+
+
 def test_a_bad_override_in_the_last_system_is_reported_at_load(tmp_path):
     values = _with("systems", {"full": {}, "lexical-fusion": {"model": {"components": []}}, "last": {}})
     values["systems"]["last"] = {"optim": {"epochs": 0}}

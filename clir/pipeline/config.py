@@ -81,6 +81,17 @@ class SpaceConfig(EmbeddingConfig):
     copies: PositiveInt = 1
     centre: bool = True
 
+    def check(self, where: Where) -> None:
+        super().check(where)
+        if not self.joint:  # they had been ignored, silently (and keyed the space anew)
+            for name, default, written in (("copies", 1, "1"), ("centre", True, "true")):
+                if getattr(self, name) != default:
+                    expected = (
+                        f"{written} (the default) with joint false: only the joint space has verse-pair "
+                        "copies and centres its languages (monolingual vectors are trained as they are)"
+                    )
+                    raise where.error(name, getattr(self, name), expected)
+
     def embedding_config(self) -> EmbeddingConfig:
         """The word-vector settings alone."""
         return EmbeddingConfig(**{f.name: getattr(self, f.name) for f in fields(EmbeddingConfig)})
