@@ -251,3 +251,24 @@ def test_a_device_or_precision_the_machine_cannot_give_is_refused_before_any_ste
         r"^reranker\.device 'auto' is cuda here, and the ray engine's workers score on CPUs \(system "
         r"'lexical-fusion'\); expected 'cpu' with engine\.name 'ray'",
     )
+
+
+def test_a_base_reranker_s_seeds_that_full_would_not_take_are_refused():
+    # full trains on ensemble_seeds: a base reranker's ensemble.seeds [0, 1, 2] had trained full
+    # on seed 0 alone beside the other systems on all three, silently
+    config = load_experiment(CONFIGS / "experiment-fast.yaml")  # ensemble_seeds [0, 1]
+    three = dataclasses.replace(
+        config.reranker, ensemble=dataclasses.replace(config.reranker.ensemble, seeds=[0, 1, 2])
+    )
+    with pytest.raises(
+        ConfigError,
+        match=r"reranker\.ensemble\.seeds=\[0, 1, 2\] is invalid; expected \[0\] \(the default\) or the "
+        r"experiment's ensemble_seeds \(\[0, 1\]\)",
+    ):
+        dataclasses.replace(config, reranker=three)
+    same = dataclasses.replace(config, reranker=three, ensemble_seeds=(0, 1, 2))
+    assert [same.train_config(s).ensemble.seeds for s in same.systems] == [[0, 1, 2], [0, 1, 2]]
+    fusion = dataclasses.replace(
+        config, reranker=three, systems={"lexical-fusion": config.systems["lexical-fusion"]}
+    )
+    assert fusion.train_config("lexical-fusion").ensemble.seeds == [0, 1, 2]  # no full: its seeds are none's

@@ -269,6 +269,16 @@ class ExperimentConfig(Section):
                 "system takes systems.<name>.ensemble.seeds)",
                 stacklevel=2,
             )
+        base = list(self.reranker.ensemble.seeds)
+        if "full" in self.systems and base not in ([0], list(self.ensemble_seeds)):
+            # full's seeds are ensemble_seeds: a reranker config's own had been replaced, silently
+            # (full trained on seed 0 beside the other systems on the reranker's seeds)
+            expected = (
+                f"[0] (the default) or the experiment's ensemble_seeds ({list(self.ensemble_seeds)}): "
+                "system 'full' trains on ensemble_seeds, the other systems on these; set ensemble_seeds "
+                "for full's (and systems.<name>.ensemble.seeds for another system's)"
+            )
+            raise where.error("reranker.ensemble.seeds", base, expected)
         if self.split == "train":  # accepted without a word: the report's numbers are not held out
             warnings.warn(
                 f"{where.source}: split 'train': the report evaluates the queries the rerankers train on",
