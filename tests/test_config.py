@@ -232,6 +232,9 @@ def _with(path: str, value: Any) -> dict[str, Any]:
         ("embeddings.dims", 5, r"unknown key\(s\) \['embeddings.dims'\] in embeddings"),
         ("baselines.modelz", ["ql"], r"unknown key\(s\) \['baselines.modelz'\] in baselines"),
         ("baselines.split", "dev", r"unknown key\(s\) \['baselines.split'\] in baselines"),
+        # the reports' and model card's title: two lines had stopped the run at the bundle
+        ("name", "two\nlines", r"name='two\\nlines' is invalid; expected one line of text"),
+        ("name", "  ", r"name='  ' is invalid; expected one line of text"),
         ("ensemble_seeds", 5, "ensemble_seeds must be a list, got int 5"),
         ("ensemble_seeds", [], r"ensemble_seeds=\(\) is invalid; expected at least one item"),
         ("train_pair", 5, "train_pair must be a string, got int 5"),

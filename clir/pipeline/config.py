@@ -241,6 +241,12 @@ class ExperimentConfig(Section):
     engine: Annotated[EngineConfig | None, OmitWhenNone()] = None
 
     def check(self, where: Where) -> None:
+        if not self.name.strip() or any(c in self.name for c in "\n\r"):
+            # the title of the reports and the bundle's card: two lines had broken report.md's
+            # heading and stopped the run at the bundle, after every step, naming no key
+            raise where.error(
+                "name", self.name, "one line of text (the title of the report and the model card)"
+            )
         for i, pair in enumerate(self.zero_shot_pairs):  # the report had called the trained pair zero-shot
             if pair == self.train_pair:
                 expected = (
