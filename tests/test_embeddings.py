@@ -915,28 +915,25 @@ def test_train_align_eval_steps_over_a_collection(tmp_path, monkeypatch):
     lexicon = tmp_path / "seed.tsv"
     lexicon.write_text("".join(f"{foreign[w]}\t{w}\n" for w in NOUNS), encoding="utf-8")
     align_config = AlignConfig(seed_source="tsv", refine_iterations=1, max_rank=50)
-    aligned = align_embeddings(
-        tmp_path / "mono",
-        tmp_path / "aligned",
-        align_config,
-        tsv={"ny": lexicon},
-        test_size=4,
-        progress=False,
-    )
+
+    def align():
+        return align_embeddings(
+            tmp_path / "mono",
+            tmp_path / "aligned",
+            align_config,
+            tsv={"ny": lexicon},
+            test_size=4,
+            progress=False,
+        )
+
+    aligned = align()
     assert aligned.meta["alignment"]["ny"]["seed_pairs"] == 15
     held_out = (tmp_path / "aligned" / "heldout.ny.tsv").read_text(encoding="utf-8").splitlines()
     assert len(held_out) == 4
     # its seeds and held-out pairs, written beside the space, are clir's: a re-run replaces them
     assert sorted(p.name for p in (tmp_path / "aligned").glob("*.tsv")) == ["heldout.ny.tsv", "seeds.ny.tsv"]
     assert foreign_entry(tmp_path / "aligned", "space") is None
-    align_embeddings(
-        tmp_path / "mono",
-        tmp_path / "aligned",
-        align_config,
-        tsv={"ny": lexicon},
-        test_size=4,
-        progress=False,
-    )
+    align()
     rows = evaluate_embeddings(tmp_path / "aligned", freedict=False)
     assert {r["queries"] for r in rows} == {4}
     # an outside test (FreeDict; here the whole lexicon) leaves out the 15 words the mapping was

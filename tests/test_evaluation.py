@@ -171,6 +171,11 @@ def test_counts_are_summed_over_queries_as_ir_measures_and_trec_eval_sum_them():
     assert c["AP"].mean_a == values["AP"] and c["AP"].mean_b == 0.25  # (1/2 + 0) / 2
 
 
+def _in_a_fresh_process(script: str) -> subprocess.CompletedProcess[str]:
+    """``script`` run by a new Python (pytrec_eval's buffers as in the CLI's first evaluation)."""
+    return subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
+
+
 _NOTHING_RETRIEVED_SCRIPT = """
 import json, warnings
 from clir.evaluation import evaluate_per_query
@@ -187,9 +192,7 @@ def test_a_query_that_retrieved_nothing_scores_as_with_trec_eval_c_in_a_fresh_pr
     # pytrec_eval read an empty ranking's values from buffers not yet allocated in a process's
     # first evaluation (NumRel 0: `clir evaluate` printed 2 here, trec_eval -c 3) and freed ones
     # after (IPrec@0.0 NaN): such a query is never given to it. A fresh process, as the CLI's.
-    done = subprocess.run(
-        [sys.executable, "-c", _NOTHING_RETRIEVED_SCRIPT], capture_output=True, text=True, check=True
-    )
+    done = _in_a_fresh_process(_NOTHING_RETRIEVED_SCRIPT)
     expected = {
         "NumQ": {"q1": 1.0, "q2": 1.0},
         "NumRel": {"q1": 2.0, "q2": 1.0},
@@ -215,9 +218,7 @@ def test_a_ranking_with_no_judged_document_scores_0_on_judged_only_measures():
     # judged_only (trec_eval -J) drops q1's x (unjudged) and d2 (a negative grade, as trec_eval
     # drops it): an empty ranking, whose values pytrec_eval read from freed buffers
     # (IPrec(judged_only=True)@0.0 NaN, so the mean too). A fresh process, as the CLI's.
-    done = subprocess.run(
-        [sys.executable, "-c", _NOTHING_JUDGED_SCRIPT], capture_output=True, text=True, check=True
-    )
+    done = _in_a_fresh_process(_NOTHING_JUDGED_SCRIPT)
     expected = {
         "IPrec(judged_only=True)@0.0": {"q1": 0.0, "q2": 1.0},
         "P(judged_only=True)@1": {"q1": 0.0, "q2": 1.0},
