@@ -272,3 +272,23 @@ def test_a_base_reranker_s_seeds_that_full_would_not_take_are_refused():
         config, reranker=three, systems={"lexical-fusion": config.systems["lexical-fusion"]}
     )
     assert fusion.train_config("lexical-fusion").ensemble.seeds == [0, 1, 2]  # no full: its seeds are none's
+
+
+def test_two_pairs_of_one_document_language_are_refused():
+    # the space step keys the collections by document language ({doc_lang: [path]}): with en-tl
+    # and en-tl-ulb, the space had been learned from en-tl-ulb's text alone, en-tl's left out
+    # silently (and the BLI step's curve of 'tl' was the last pair's)
+    config = load_experiment(CONFIGS / "experiment-fast.yaml")
+    with pytest.raises(
+        ConfigError,
+        match=r"zero_shot_pairs\[0\]='en-tl-ulb' is invalid; expected a pair whose document language is "
+        r"not 'tl', that of train_pair 'en-tl'",
+    ):
+        dataclasses.replace(config, train_pair="en-tl", zero_shot_pairs=("en-tl-ulb",))
+    with pytest.raises(
+        ConfigError,
+        match=r"zero_shot_pairs\[1\]='en-tl' is invalid; .* that of zero_shot_pairs\[0\] 'en-tl-ulb'",
+    ):
+        dataclasses.replace(config, zero_shot_pairs=("en-tl-ulb", "en-tl"))
+    other = dataclasses.replace(config, train_pair="en-tl-ulb", zero_shot_pairs=("en-sw",))
+    assert other.pairs == ["en-tl-ulb", "en-sw"]

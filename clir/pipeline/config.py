@@ -262,9 +262,22 @@ class ExperimentConfig(Section):
                 raise where.error(f"systems.{system}", system, expected)
         pairs = [("train_pair", self.train_pair)]
         pairs += [(f"zero_shot_pairs[{i}]", pair) for i, pair in enumerate(self.zero_shot_pairs)]
+        languages: dict[str, tuple[str, str]] = {}
         for key, pair in pairs:
             with where.context(f"{key}={pair!r}: "):
-                BibleCollectionBuilder(parse_pair(pair)[1], progress=False, **self.collection.to_dict())
+                builder = BibleCollectionBuilder(
+                    parse_pair(pair)[1], progress=False, **self.collection.to_dict()
+                )
+            if builder.doc_lang in languages:
+                # the space step keyed the collections by language: one of the two had been left
+                # out of the shared space, silently (en-tl's text, beside en-tl-ulb), as from BLI
+                first_key, first = languages[builder.doc_lang]
+                expected = (
+                    f"a pair whose document language is not {builder.doc_lang!r}, that of {first_key} "
+                    f"{first!r}: the shared space and the BLI step hold one text per language"
+                )
+                raise where.error(key, pair, expected)
+            languages[builder.doc_lang] = (key, pair)
         if not self.collection.parallel_books:  # the tables step had failed, naming CLI options
             expected = "at least one book: the translation tables and the space learn from the parallel side"
             raise where.error("collection.parallel_books", [], expected)
