@@ -360,6 +360,8 @@ def _data_pseudo(args: argparse.Namespace) -> int:
         raise DataNotFoundError(f"{args.source}: no such collection directory or parallel.tsv file")
     if args.source.is_dir():
         source = Collection.load(args.source, doc_lang=args.doc_lang)
+        # its pseudo-queries would be verses of its documents, some a test query's own verse
+        _refuse_collection_side_pairs(source, args.source)
         pairs, doc_lang = source.parallel, source.doc_lang
     elif args.doc_lang is None:
         raise ConfigError(f"--doc-lang is needed when the source is a parallel.tsv file ({args.source})")
@@ -481,15 +483,15 @@ def _same_copy(path: Path, found: Mapping, expected: Mapping, what: str) -> None
         raise FormatError(path, None, f"differs from {what.format(len(differ))}, e.g. {differ[:3]}")
 
 
-def _data_check(args: argparse.Namespace) -> int:
-    from clir.datasets import Collection
+def _refuse_collection_side_pairs(collection, directory: Path) -> None:
+    """Refuse a Bible collection (or a pseudo one of its layout) whose ``parallel.tsv`` holds a
+    verse of one of its documents, naming the line: the tables and the space learn from that
+    side, and pseudo-queries are made from it (see
+    :func:`~clir.datasets.bible.pairs_on_collection_side`)."""
     from clir.datasets.bible import pairs_on_collection_side
-    from clir.formats import read_qrels
-    from clir.formats.layouts import read_topics_as
 
-    collection = Collection.load(args.dir, doc_lang=args.doc_lang)
     if leaked := pairs_on_collection_side(collection):  # a Bible collection's sides must not meet
-        (pair, docno), path = leaked[0], Path(args.dir) / "parallel.tsv"
+        (pair, docno), path = leaked[0], directory / "parallel.tsv"
         with path.open(encoding="utf-8") as lines:
             number = next(
                 (n for n, line in enumerate(lines, 1) if line.startswith(pair.pair_id + "\t")), None
@@ -501,6 +503,15 @@ def _data_check(args: argparse.Namespace) -> int:
             "collection side): the parallel side, which the translation tables and the space learn "
             "from, must hold no verse of the documents the queries are judged on",
         )
+
+
+def _data_check(args: argparse.Namespace) -> int:
+    from clir.datasets import Collection
+    from clir.formats import read_qrels
+    from clir.formats.layouts import read_topics_as
+
+    collection = Collection.load(args.dir, doc_lang=args.doc_lang)
+    _refuse_collection_side_pairs(collection, Path(args.dir))
     # the per-split copies 'clir evaluate' is given, each against qrels.txt
     for path in sorted(Path(args.dir).glob("qrels.*.txt")):
         split = path.name[len("qrels.") : -len(".txt")]

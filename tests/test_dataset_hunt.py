@@ -143,3 +143,29 @@ def test_data_options_are_named_in_their_errors(argv, message, tmp_path, capsys)
     err = capsys.readouterr().err
     assert "clir: error: " in err and message.replace("MISSING", str(tmp_path / "nothing")) in err
     assert "Traceback" not in err and not (tmp_path / "out").exists()
+
+
+def test_data_pseudo_refuses_a_bible_collection_whose_parallel_side_holds_a_documents_verse(
+    sw, tmp_path, capsys
+):
+    # A test query's verse added to parallel.tsv had become a pseudo-query of its own (the
+    # passage it is judged on, under the same docno) in the weak training data, silently.
+    from clir.cli import main
+
+    sw.save(tmp_path / "c")
+    query = sw.split("test")[0]
+    verse = f"B{query.qid[1:3]}C{query.qid[3:6]}V{query.qid[6:9]}"
+    docno = next(d for d, grade in sw.qrels[query.qid].items() if grade == 2)
+    with (tmp_path / "c" / "parallel.tsv").open("a", encoding="utf-8") as out:
+        out.write(f"{verse}\t{query.description}\t{sw.documents[0].text}\n")
+    argv = ["data", "pseudo", str(tmp_path / "c"), "--out", str(tmp_path / "p"), "--n-dev", "5", "--quiet"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    line = len(sw.parallel) + 1
+    assert f"parallel.tsv:{line}: pair '{verse}' is a verse of document '{docno}'" in err
+    assert "Traceback" not in err and not (tmp_path / "p").exists()
+    # the collection as built is taken
+    sw.save(tmp_path / "c", force=True)
+    assert main(argv) == 0
+    pseudo = Collection.load(tmp_path / "p")
+    assert not {d.docno for d in pseudo.documents} & {d.docno for d in sw.documents}
