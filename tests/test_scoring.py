@@ -320,6 +320,20 @@ def test_a_damaged_id_table_file_found_by_a_source_key_is_rebuilt(tmp_path):
         assert id_table(texts, 3, tmp_path, source="docs 1").ids.tolist() == table.ids.tolist()
 
 
+def test_an_empty_id_table_file_is_rebuilt_with_a_warning(tmp_path):
+    """A cache file left empty (a crash after the rename, before its data reached the disk) had
+    stopped the rerank with numpy's EOFError ("No data left in file"), a traceback."""
+    texts = [["a", "b", "a"], ["c"]]
+    for source in ("docs 1", None):
+        table = id_table(texts, 3, tmp_path, source=source)
+        path = tmp_path / f"{input_key(texts, 3, source)}.npz"
+        path.write_bytes(b"")
+        with pytest.warns(UserWarning, match="damaged id-table cache file"):
+            assert _same_table(id_table(texts, 3, tmp_path, source=source), table)
+        assert _same_table(id_table(texts, 3, tmp_path, source=source), table)  # written anew
+        assert path.stat().st_size > 0
+
+
 def test_words_that_would_not_read_back_are_not_kept(tmp_path):
     # the kept word list is one text cut at a separator: a word holding it, or an empty word,
     # is never written (a source key reads no token, so the words are checked when written)

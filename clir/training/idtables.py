@@ -142,7 +142,7 @@ def id_table(
     if path.is_file():
         try:
             table = _read(path)
-        except (OSError, ValueError, KeyError, zipfile.BadZipFile) as error:
+        except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as error:  # EOF: empty
             warnings.warn(f"{path}: damaged id-table cache file ({error}); rebuilt", stacklevel=2)
         else:
             if source is None or _ends_match(table, texts):
