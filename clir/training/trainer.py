@@ -43,7 +43,7 @@ from clir.training.checkpoint import (
     trainable_state,
 )
 from clir.training.config import TrainConfig
-from clir.training.data import RerankData, Tensorizer, Vocabulary, sample_groups, sample_pairs
+from clir.training.data import PairIndex, RerankData, Tensorizer, Vocabulary, sample_groups, sample_pairs
 from clir.training.pooled import PooledCache
 from clir.training.scoring import ScoringOptions, resolve_device, score_candidates, scores_to_run
 from clir.training.warmstart import load_init_weights
@@ -403,6 +403,7 @@ class Trainer:
         pooled = PooledCache(model, tensorizer, self.device)
         dev_pooled = PooledCache(model, dev_tensorizer, self.device) if dev_tensorizer else None
         with deterministic(self.device):
+            self._replay_pooling(tensorizer, qrels, state.epoch, pooled)  # a resume's, as they were
             for epoch in range(state.epoch + 1, cfg.optim.epochs + 1):
                 started = time.perf_counter()
                 loss, n_pairs = self._epoch(model, optimizer, tensorizer, qrels, epoch, pooled)
@@ -464,31 +465,16 @@ class Trainer:
         """One epoch: fresh negatives, shuffled pairs, Adam steps. Returns (mean loss, pairs)."""
         cfg = self.config
         # Seeding per epoch makes epoch e identical whether or not training was resumed before it.
-        rng = np.random.default_rng([self.seed, epoch])
+        items = self._draw(tensorizer, qrels, epoch)
         torch.manual_seed(self.seed * 1_000_003 + epoch)
         listwise = cfg.optim.loss == "softmax"
-        sample = sample_groups if listwise else sample_pairs
-        items = sample(
-            tensorizer.data,
-            qrels,
-            rng,
-            cfg.data.negatives_per_positive,
-            depth=cfg.data.max_candidates,
-            hard=cfg.optim.hard_negatives,
-        )
-        if not items:
-            raise ConfigError(
-                "no training pairs: no training query has both a relevant and a non-relevant candidate "
-                f"among its first {cfg.data.max_candidates} (check the qrels and the first-stage run)"
-            )
         model.train()
         total, size = 0.0, cfg.optim.batch_size
         steps = range(0, len(items), size)
         bar = progress_bar(steps, desc=f"epoch {epoch}", unit="batch", enabled=cfg.progress, leave=False)
         for start in bar:
             chunk = items[start : start + size]
-            negatives = [(qi, neg) for qi, _, negs in chunk for neg in (negs if listwise else [negs])]
-            index = tensorizer.pair_index([(qi, pos) for qi, pos, _ in chunk] + negatives)
+            index = self._batch_index(tensorizer, chunk)
             batch = tensorizer.gather(index).to(self.device)
             scores = model(batch, pooled.lookup(index))
             positive, negative = scores[: len(chunk)], scores[len(chunk) :]
@@ -519,6 +505,51 @@ class Trainer:
             # every LINE_INTERVAL), not one line a batch
             bar.set_postfix(loss=f"{total / min(start + size, len(items)):.4f}", refresh=False)
         return total / len(items), len(items)
+
+    def _draw(self, tensorizer: Tensorizer, qrels: Qrels, epoch: int) -> list[tuple[int, str, Any]]:
+        """The training items of ``epoch`` (:func:`sample_pairs` or :func:`sample_groups`, drawn
+        from a generator seeded by the seed and the epoch: the same whether or not training was
+        resumed before it).
+
+        Raises:
+            ConfigError: When no training query has a relevant and a non-relevant candidate.
+        """
+        cfg = self.config
+        sample = sample_groups if cfg.optim.loss == "softmax" else sample_pairs
+        items = sample(
+            tensorizer.data,
+            qrels,
+            np.random.default_rng([self.seed, epoch]),
+            cfg.data.negatives_per_positive,
+            depth=cfg.data.max_candidates,
+            hard=cfg.optim.hard_negatives,
+        )
+        if not items:
+            raise ConfigError(
+                "no training pairs: no training query has both a relevant and a non-relevant candidate "
+                f"among its first {cfg.data.max_candidates} (check the qrels and the first-stage run)"
+            )
+        return items
+
+    def _batch_index(self, tensorizer: Tensorizer, chunk: Sequence[tuple[int, str, Any]]) -> PairIndex:
+        """The pairs of a batch of items: its positives, then its negatives."""
+        listwise = self.config.optim.loss == "softmax"
+        negatives = [(qi, neg) for qi, _, negs in chunk for neg in (negs if listwise else [negs])]
+        return tensorizer.pair_index([(qi, pos) for qi, pos, _ in chunk] + negatives)
+
+    def _replay_pooling(self, tensorizer: Tensorizer, qrels: Qrels, epochs: int, pooled: PooledCache) -> None:
+        """Pool the pairs of the first ``epochs`` epochs (a resumed training's) in the batches
+        they were first pooled in: a pair's pooled features differ in their last bits with the
+        batch that computes them (its padded width orders the additions), so a resume that
+        pooled each pair where it first drew it had ended at other weights than the
+        uninterrupted training (up to 6e-8 apart, on documents of varied lengths)."""
+        size = self.config.optim.batch_size
+        for epoch in range(1, epochs + 1):
+            if not pooled.enabled:
+                return
+            items = self._draw(tensorizer, qrels, epoch)
+            for start in range(0, len(items), size):
+                pooled.lookup(self._batch_index(tensorizer, items[start : start + size]))
 
     def predict(self, data: RerankData, *, space: Any, run: Run | None = None) -> Run:
         """Rerank ``data`` with the trained (best-epoch) model.
