@@ -1084,6 +1084,7 @@ def _rerank(args: argparse.Namespace) -> int:
     _check_cache(args, "index_cache", kind="experiment")
     _check_tables(args)
     collection = _load_collection(args)
+    collection.split(args.split)  # one it lacks: now, not once the tables are learned and it is indexed
     given = read_run(args.run) if args.run is not None else None
     if given is not None:
         _check_run(given, collection, args)

@@ -362,3 +362,26 @@ def test_an_index_cache_and_stages_together_are_refused(padded, tmp_path):
             model, collection, space, tables=tables, index_cache=tmp_path / "cache", stages=tmp_path / "s"
         )
     assert not (tmp_path / "cache").exists()
+
+
+def test_rerank_names_a_missing_split_before_learning_tables_or_indexing(
+    padded, tmp_path, capsys, monkeypatch
+):
+    """``clir rerank --split dve`` had learned the tables into ``--tables`` and indexed the
+    collection before it was told the split does not exist (10 s on a tiny collection)."""
+    from clir.pipeline import features as features_module
+
+    collection, _, space, model, root = padded
+
+    def indexed(*args, **kwargs):
+        raise AssertionError("indexed before the split was checked")
+
+    monkeypatch.setattr(features_module, "first_stage", indexed)
+    with pytest.raises(ConfigError, match=r"has no split 'dve'; splits: \['dev', 'test', 'train'\]"):
+        rerank_collection(model, collection, space, split="dve", tables_dir=tmp_path / "t")
+    assert not (tmp_path / "t").exists()
+    args = ["rerank", "--model", str(model), "--collection", str(root / "collection"), "--space", "S"]
+    code = main([*args, "--split", "dve", "--tables", str(tmp_path / "t"), "--out", str(tmp_path / "r.run")])
+    assert code == 2
+    assert f"clir: error: collection {collection.name!r} has no split 'dve'" in capsys.readouterr().err
+    assert not (tmp_path / "t").exists() and not (tmp_path / "r.run").exists()

@@ -1119,7 +1119,8 @@ def rerank_collection(
 
     Raises:
         ConfigError: With both ``index_cache`` and ``stages`` (the stages had been ignored), on
-            queries as :func:`~clir.retrieval.search.check_qids` refuses them, or on a ``run``
+            queries as :func:`~clir.retrieval.search.check_qids` refuses them or a split the
+            collection lacks (before any table is learned or stage indexed), or on a ``run``
             that ranks no document for any of the queries (another split's: every ranking had
             come back empty, silently).
     """
@@ -1130,6 +1131,8 @@ def rerank_collection(
         )
     if not isinstance(split, str):  # read once: the first stages and the rerank data both want it
         split = check_qids(split)
+    else:  # a split the collection lacks: refused before the tables are learned and it is indexed
+        collection.split(split)
     if run is not None:
         qids = [query.qid for query in (collection.split(split) if isinstance(split, str) else split)]
         if not any(isinstance(run.get(qid), Mapping) and run[qid] for qid in qids):
