@@ -587,3 +587,12 @@ def test_a_split_is_the_callers_to_change():
     mine.append(Query("q3", "c"))
     mine.sort(key=lambda query: query.qid)
     assert collection.split("test") == [Query("q2", "b"), Query("q1", "a")]
+
+
+@pytest.mark.parametrize("key", ["B00C001V001", "B01C000V001", "B01C001V000"])
+def test_a_verse_key_numbering_0_is_refused(key):
+    # books, chapters and verses are 1-based: a pair of verse V000 had become the passage
+    # B01C001V-04 (docno_of), which passage_range could not parse back
+    with pytest.raises(ConfigError, match=f"verse key '{key}' numbers a book, chapter or verse 0"):
+        VerseId.parse(key)
+    assert VerseId.parse("B01C001V001") == VerseId(1, 1, 1)

@@ -35,12 +35,17 @@ class VerseId(NamedTuple):
         """Parse a key written by :attr:`key`.
 
         Raises:
-            ConfigError: If ``key`` is not of the form ``B<bb>C<ccc>V<vvv>``.
+            ConfigError: If ``key`` is not of the form ``B<bb>C<ccc>V<vvv>`` or numbers a book,
+                chapter or verse 0 (all are 1-based: ``V000`` had become the passage
+                ``B..C..V-04``, which no reader parses).
         """
         match = _VERSE_KEY.match(key)
         if match is None:
             raise ConfigError(f"verse key must look like 'B40C005V003', got {key!r}")
-        return cls(*(int(group) for group in match.groups()))
+        verse = cls(*(int(group) for group in match.groups()))
+        if 0 in verse:
+            raise ConfigError(f"verse key {key!r} numbers a book, chapter or verse 0; all are 1-based")
+        return verse
 
 
 class VerseSource(ABC):
