@@ -28,7 +28,7 @@ from rank_bm25 import BM25Okapi
 
 from clir.datasets import Collection
 from clir.evaluation import evaluate
-from clir.formats import read_run
+from clir.formats import ranked, read_run
 from clir.text import get_analyzer
 
 VERSE, CROSS_REFERENCE = 2, 1
@@ -37,11 +37,19 @@ DEPTHS = (1, 10, 100)
 
 
 def moved_first(run: dict[str, dict[str, float]], chosen: dict[str, set[str]]) -> dict[str, dict[str, float]]:
-    """``run`` with each query's ``chosen`` candidates above the rest (their order kept)."""
+    """``run`` with each query's ``chosen`` candidates above the rest, each group in the run's
+    order (trec_eval's: score descending, then docno descending).
+
+    The scores become ranks (``n`` for the first of ``n`` candidates, down to 1): adding the
+    query's top score plus one to the chosen ones had left a chosen candidate below the rest
+    where the scores were negative, or tied with the top where the gap was exactly 1.
+    """
     out = {}
     for qid, scores in run.items():
-        top = max(scores.values()) + 1.0 if scores else 0.0
-        out[qid] = {d: s + top if d in chosen.get(qid, ()) else s for d, s in scores.items()}
+        picked = chosen.get(qid, set())
+        order = [docno for docno, _ in ranked(scores)]
+        order = [d for d in order if d in picked] + [d for d in order if d not in picked]
+        out[qid] = {docno: float(len(order) - i) for i, docno in enumerate(order)}
     return out
 
 
@@ -83,7 +91,7 @@ def main() -> None:
     bm25 = BM25Okapi(tokens)
     ranks: dict[str, list[int]] = {"verse_passage": [], "run_first": []}
     for qid in sorted(q for q in qrels if cross[q] and verse[q]):
-        first = max(run[qid], key=run[qid].get) if run.get(qid) else None
+        first = ranked(run[qid])[0][0] if run.get(qid) else None  # ties: trec_eval's order
         for name, source in (("verse_passage", min(verse[qid])), ("run_first", first)):
             if source is None:
                 ranks[name] += [len(docnos)] * len(cross[qid])
