@@ -38,7 +38,7 @@ from clir.pipeline.config import load_experiment
 from clir.pipeline.features import map_metric
 from clir.training import RerankData, TrainConfig, Trainer
 from clir.training.cv import CVResult, cross_validate
-from clir.training.ensemble import TrainedReranker, combine, member_scores
+from clir.training.ensemble import TrainedReranker, combine, ensemble_meta, member_scores
 from clir.training.scoring import scores_to_run
 from clir.types import Qrels, Run
 
@@ -64,18 +64,28 @@ def warm_started_oof(
 ) -> Run:
     """Out-of-fold run of ``config`` trained in each fold of ``stage1`` from that fold's model.
 
+    Each fold trains on the queries its stage-1 model trained on and early-stops on the ones
+    that model stopped on (``stopped_on`` of its ``ensemble.json``): never on the held-out fold,
+    which it then scores (these rows had stopped on it, optimistic beside the other rows).
     (``cross_validate`` with ``optim.init_from`` would start every fold from one member, which
     saw the other folds' held-out queries.)
     """
+    stopped_on = ensemble_meta(stage1.path).get("stopped_on")
+    if not isinstance(stopped_on, list) or len(stopped_on) != len(stage1.folds):
+        raise SystemExit(f"{stage1.path}: stage 1 records no early-stopping queries of its own per fold")
     scores = {}
-    for f, (held_out, member) in enumerate(zip(stage1.folds, stage1.members, strict=True)):
+    folds = zip(stage1.folds, stage1.members, stopped_on, strict=True)
+    for f, (held_out, member, stop) in enumerate(folds):
         fold = TrainConfig.from_dict(
             {**config, "optim": {**config["optim"], "init_from": str(member)}, "cv": {"folds": 1}},
             f"fold {f}",
         )
         held = data.subset(held_out)
-        train = data.subset([q for q in data.qids if q not in set(held_out)])
-        path = Trainer(fold, metric=map_metric).fit(train, held, qrels, out / f"fold{f}", space=space)
+        if set(stop) & set(held_out):
+            raise SystemExit(f"fold {f} of {stage1.path} early-stopped on its held-out queries")
+        skip = set(held_out) | set(stop)
+        train, stop_data = data.subset([q for q in data.qids if q not in skip]), data.subset(stop)
+        path = Trainer(fold, metric=map_metric).fit(train, stop_data, qrels, out / f"fold{f}", space=space)
         models = [TrainedReranker.load(path)]
         fold_scores = combine(member_scores(models, held, space=space, depth=fold.data.max_candidates))
         scores.update(zip(held.qids, fold_scores, strict=True))

@@ -37,3 +37,34 @@ def test_ceiling_moves_chosen_candidates_first_whatever_the_scores():
     moved = moved_first(run, {"q": {"b", "c", "d"}})
     assert list(sorted(moved["q"], key=moved["q"].get, reverse=True)) == ["d", "c", "b", "a"]
     assert moved["r"] == {}
+
+
+def test_fusion_oof_two_stage_rows_never_early_stop_on_the_held_out_fold(tmp_path, monkeypatch):
+    import fusion_oof
+    from test_training import make_data, make_space, map_metric, tiny_config
+
+    from clir.training.cv import cross_validate
+    from clir.training.ensemble import ensemble_meta
+
+    space = make_space()
+    data, qrels = make_data(n_queries=12, seed=5)
+    stage1_config = tiny_config(epochs=1)
+    stage1_config.cv.folds = 3
+    stage1 = cross_validate(stage1_config, data, qrels, tmp_path / "s1", space=space, metric=map_metric)
+    stopped_on = ensemble_meta(stage1.path)["stopped_on"]
+    seen: list[tuple[list[str], list[str]]] = []
+    real_fit = fusion_oof.Trainer.fit
+
+    def fit(self, train, dev, *args, **kwargs):
+        seen.append((train.qids, dev.qids))
+        return real_fit(self, train, dev, *args, **kwargs)
+
+    monkeypatch.setattr(fusion_oof.Trainer, "fit", fit)
+    config = {**tiny_config(epochs=1).to_dict(), "ensemble": {"seeds": [0]}}
+    run = fusion_oof.warm_started_oof(config, data, qrels, stage1, tmp_path / "s2", space)
+    assert set(run) == set(data.qids)
+    assert len(seen) == 3
+    for (train, dev), held, stop in zip(seen, stage1.folds, stopped_on, strict=True):
+        assert sorted(dev) == sorted(stop)  # the stage-1 model's own stopping queries (it had been held)
+        assert not set(dev) & set(held) and not set(train) & set(held) and not set(train) & set(dev)
+        assert sorted([*train, *dev, *held]) == sorted(data.qids)
