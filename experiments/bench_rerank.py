@@ -26,7 +26,10 @@ space gives its rows as ``SharedSpace`` does (``matrix`` and ``matrix_sources``)
 is made on the GPU as ``clir rerank`` makes it. The model is the default config's (four
 components, K-NRM with 10-token windows, two features), untrained (speed does not depend on the
 weights); ``--members N`` makes it an ensemble of N seeds, which on a CPU pool each pair once
-between them (``--no-shared-pooling``: each for itself, as before).
+between them (``--no-shared-pooling``: each for itself, as before). Every other mode's run is
+checked against the eager fp32 one (the ``fp32`` mode, when ``--e2e-modes`` keeps it):
+``kendall_tau_vs_fp32``, the min and median over queries of the Kendall tau-b of the candidates'
+order.
 
 Model names: the interaction models (``knrm``, ``drmm``, ``pacrr_drmm``, ``posit_drmm``:
 one component on one (query, document) pair) and ``bilingual_<model>`` (the four-component
@@ -343,11 +346,11 @@ def end_to_end(args: argparse.Namespace, devices: list[str]) -> dict[str, Any]:
                     k: round(float(np.median([t[k] for t in splits])), 3) for k in splits[0]
                 }
                 reranked = {qid: docs for part in kept for qid, docs in part.to_run().items()}
-                if precision == "fp32" and cached:
+                if how == "fp32":  # eager fp32 PyTorch, the reference (fp32/fused had replaced it)
                     reference = reranked
                 elif (
                     reference is not None
-                ):  # the ranking of each query's candidates against fp32's (Kendall tau-b)
+                ):  # the ranking of each query's candidates against eager fp32's (Kendall tau-b)
                     taus = kendall_taus(*(
                         [np.array([r[q.qid][d] for d in q.docnos]) for q in data.queries]
                         for r in (reference, reranked)

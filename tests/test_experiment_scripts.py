@@ -68,3 +68,50 @@ def test_fusion_oof_two_stage_rows_never_early_stop_on_the_held_out_fold(tmp_pat
         assert sorted(dev) == sorted(stop)  # the stage-1 model's own stopping queries (it had been held)
         assert not set(dev) & set(held) and not set(train) & set(held) and not set(train) & set(dev)
         assert sorted([*train, *dev, *held]) == sorted(data.qids)
+
+
+def test_bench_rerank_end_to_end_compares_every_cuda_mode_with_eager_fp32(monkeypatch):
+    """The fused fp32 mode had replaced eager fp32 as the reference of the Kendall taus: it was
+    never compared itself, and the default (the fused kernel) was compared with the fused run."""
+    import argparse
+    import time
+
+    import bench_rerank
+
+    import clir.formats
+    import clir.training
+    from clir.rerankers import fused_knrm
+
+    class Part:
+        def __init__(self, run):
+            self.run = run
+
+        def to_run(self):
+            return self.run
+
+    def rerank_parts(members, data, *, space, run, options, timings, cache, chunk_pairs):
+        time.sleep(0.002)  # the bench divides by the seconds, rounded to the millisecond
+        if timings is not None:
+            timings.update(tensorize=0.001, transfer=0.001, score=0.001)
+        # eager: the first stage's order; the fused kernel (as asked): the reverse
+        sign = -1.0 if options.fused else 1.0
+        scores = {q.qid: dict(zip(q.docnos, sign * q.scores, strict=True)) for q in data.queries}
+        return [Part(scores)]
+
+    monkeypatch.setattr(clir.training, "rerank_parts", rerank_parts)
+    monkeypatch.setattr(
+        clir.formats, "write_run", lambda path, parts, tag: Path(path).write_bytes(b"%r" % list(parts))
+    )
+    monkeypatch.setattr(fused_knrm, "triton", object())
+    parser_defaults = {
+        "depth": 5, "doc_length": 4, "query_length": 2, "threads": 1, "e2e_batch": None, "members": 1,
+        "no_shared_pooling": False, "sizes": "4x50", "seed": 0, "queries": 3, "cpu_queries": 3,
+        "docs": 20, "e2e_modes": None, "repeats": 1, "chunk_pairs": None,
+    }  # fmt: skip
+    out = bench_rerank.end_to_end(argparse.Namespace(**parser_defaults), ["cuda"])
+    taus = {key.split("/d4/")[0]: run.get("kendall_tau_vs_fp32") for key, run in out["runs"].items()}
+    assert taus["cuda/fp32"] is None  # the reference
+    assert taus["cuda/fp32/fused"] == {"min": -1.0, "median": -1.0}
+    assert taus["cuda/bf16/fused"] == {"min": -1.0, "median": -1.0}
+    assert taus["cuda/bf16"] == taus["cuda/bf16/compiled"] == {"min": 1.0, "median": 1.0}
+    assert taus["cuda/default"] == taus["cuda/default/no-id-cache"] == {"min": 1.0, "median": 1.0}
