@@ -90,6 +90,7 @@ def main() -> None:
         "queries": args.queries,
         "depth": args.depth,
         "pairs": args.queries * args.depth,
+        "docs": args.docs,
         "doc_length": args.doc_length,
         "dim": args.dim,
         "engines": {},

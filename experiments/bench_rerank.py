@@ -257,7 +257,8 @@ def end_to_end(args: argparse.Namespace, devices: list[str]) -> dict[str, Any]:
     config.data.depth = args.depth
     config.data.max_doc_len = max(config.data.max_doc_len, args.doc_length)
     out: dict[str, Any] = {
-        "collection": "synthetic (random words and vectors), 6,220 passages like the Bible's",
+        "collection": f"synthetic (random words and vectors), {args.docs:,} passages (the Bible's: 6,220)",
+        "docs": args.docs,
         "model": "reranker-knrm.yaml: four components, K-NRM window 10, 2 features, untrained",
         "date": time.strftime("%Y-%m-%d"),
         "doc_length": args.doc_length,
@@ -395,7 +396,8 @@ def trainer_cost(args: argparse.Namespace, devices: list[str]) -> dict[str, Any]
         "full": (150, 100, args.train_epochs[1]),
     }
     out: dict[str, Any] = {
-        "collection": "synthetic (random words and vectors), 6,220 passages like the Bible's",
+        "collection": f"synthetic (random words and vectors), {args.docs:,} passages (the Bible's: 6,220)",
+        "docs": args.docs,
         "model": "reranker-knrm-union.yaml, loss softmax, 14 features, untrained",
         "date": time.strftime("%Y-%m-%d"),
         "dim": args.dim,
@@ -513,7 +515,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--queries", type=int, default=500, help="queries on CUDA (--end-to-end)")
     parser.add_argument("--cpu-queries", type=int, default=50, help="queries on the CPU (--end-to-end)")
     parser.add_argument("--depth", type=int, default=1000, help="candidates per query (--end-to-end)")
-    parser.add_argument("--docs", type=int, default=6220, help="passages in the collection (--end-to-end)")
+    parser.add_argument(
+        "--docs", type=int, default=6220, help="passages in the collection (--end-to-end, --trainer)"
+    )
     parser.add_argument("--doc-length", type=int, default=150, help="tokens per passage (--end-to-end)")
     parser.add_argument(
         "--repeats",

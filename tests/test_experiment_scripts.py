@@ -110,6 +110,10 @@ def test_bench_rerank_end_to_end_compares_every_cuda_mode_with_eager_fp32(monkey
     }  # fmt: skip
     out = bench_rerank.end_to_end(argparse.Namespace(**parser_defaults), ["cuda"])
     taus = {key.split("/d4/")[0]: run.get("kendall_tau_vs_fp32") for key, run in out["runs"].items()}
+    assert (out["docs"], out["collection"]) == (
+        20,
+        "synthetic (random words and vectors), 20 passages (the Bible's: 6,220)",
+    )
     assert taus["cuda/fp32"] is None  # the reference
     assert taus["cuda/fp32/fused"] == {"min": -1.0, "median": -1.0}
     assert taus["cuda/bf16/fused"] == {"min": -1.0, "median": -1.0}
