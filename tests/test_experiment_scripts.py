@@ -119,3 +119,22 @@ def test_bench_rerank_end_to_end_compares_every_cuda_mode_with_eager_fp32(monkey
     assert taus["cuda/bf16/fused"] == {"min": -1.0, "median": -1.0}
     assert taus["cuda/bf16"] == taus["cuda/bf16/compiled"] == {"min": 1.0, "median": 1.0}
     assert taus["cuda/default"] == taus["cuda/default/no-id-cache"] == {"min": 1.0, "median": 1.0}
+
+
+def test_scale_table_counts_a_query_its_run_does_not_list(tmp_path, monkeypatch, capsys):
+    import scale_table
+
+    (tmp_path / "qrels.txt").write_text("q1 0 d1 1\nq2 0 d2 1\n")
+    # q1 found first (AP 1), q2 not listed (AP 0), q3 judged nowhere (the run's other split)
+    (tmp_path / "full.run").write_text("q1 Q0 d1 1 2.0 x\nq1 Q0 d2 2 1.0 x\nq3 Q0 d9 1 1.0 x\n")
+    argv = [
+        "scale_table.py",
+        "--runs",
+        f"full:4137={tmp_path / 'full.run'}",
+        "--qrels",
+        str(tmp_path / "qrels.txt"),
+    ]
+    monkeypatch.setattr(sys, "argv", argv)
+    with pytest.warns(UserWarning, match="the 1 missing count 0"):
+        scale_table.main()
+    assert capsys.readouterr().out.splitlines()[-1] == "| full | 0.5000 |"  # it had read 1.0000
