@@ -3,6 +3,7 @@ scripts import each other by name, so their directory is put on the path."""
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -142,7 +143,11 @@ def test_scale_table_counts_a_query_its_run_does_not_list(tmp_path, monkeypatch,
 
 def test_bench_retrieval_synthetic_checks_clir_against_bm25s():
     pytest.importorskip("bm25s")
-    import bench_retrieval
+    environ = dict(os.environ)
+    import bench_retrieval  # sets the thread counts and DISABLE_TQDM on import: not for the other tests
+
+    os.environ.clear()
+    os.environ.update(environ)
 
     report = bench_retrieval.synthetic_benchmark(500, 20, 10, 0, False, vocab=300, mean_len=50)
     assert set(report["systems"]) == {"clir_bm25", "clir_bm25_lucene", "clir_ql", "bm25s"}
