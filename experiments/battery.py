@@ -45,6 +45,9 @@ def main(argv: list[str] | None = None) -> int:
     cases = battery.fast_cases() if args.fast else battery.all_cases()
     if args.only:
         cases = [c for c in cases if args.only in c.name or args.only in c.category]
+        if not cases:  # it had run nothing and passed, exit 0
+            which = "in-process case" if args.fast else "case"
+            parser.error(f"--only {args.only!r}: no {which} has it in its name or category")
 
     def show(result) -> None:
         if not args.quiet:

@@ -186,3 +186,14 @@ def test_e5_states_reuses_only_the_states_its_meta_records(tmp_path, monkeypatch
     # another language cuts the words with another analyzer: not the same states
     (collection / "collection.json").write_text('{"doc_lang": "tl", "query_lang": "en"}')
     assert "up to date" not in run()
+
+
+def test_battery_only_matching_no_case_is_an_error_not_a_pass(capsys):
+    import battery
+
+    with pytest.raises(SystemExit) as exit_:
+        battery.main(["--fast", "--only", "no-such-case-zz", "--quiet"])
+    assert exit_.value.code == 2  # it had run no case and exited 0, as if all had passed
+    assert "--only 'no-such-case-zz': no in-process case has it in its name or category" in (
+        capsys.readouterr().err
+    )
