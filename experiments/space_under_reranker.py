@@ -34,6 +34,7 @@ from clir.embeddings import SharedSpace
 from clir.embeddings.joint import JOINT_CONFIG
 from clir.embeddings.workflow import train_embeddings
 from clir.evaluation import evaluate
+from clir.formats.manifest import sha256_of
 from clir.pipeline.cache import StepRunner
 from clir.pipeline.config import load_experiment
 from clir.pipeline.experiment import stage_names
@@ -57,7 +58,8 @@ def random_space(like: SharedSpace, seed: int) -> SharedSpace:
 
 
 def joint(runner: StepRunner, collection_dir: Path, lang: str, spec: str, centre: bool) -> SharedSpace:
-    """A joint space of ``spec`` = ``EPOCHSxCOPIES``, trained once (a cached step of ``runner``)."""
+    """A joint space of ``spec`` = ``EPOCHSxCOPIES``, trained once (a cached step of ``runner``,
+    keyed by the collection's ``parallel.tsv`` and ``documents.jsonl`` as well as its path)."""
     epochs, copies = (int(x) for x in spec.split("x"))
     config = replace(JOINT_CONFIG, epochs=epochs)
 
@@ -66,6 +68,13 @@ def joint(runner: StepRunner, collection_dir: Path, lang: str, spec: str, centre
 
     params = {
         "collection": str(collection_dir.resolve()),
+        # what the training reads, by content: a collection rebuilt at the same path had reused
+        # the space of its former text
+        "inputs_sha256": {
+            name: sha256_of(collection_dir / name)
+            for name in ("parallel.tsv", "documents.jsonl")
+            if (collection_dir / name).is_file()
+        },
         "copies": copies,
         "centre": centre,
         **config.to_dict(),

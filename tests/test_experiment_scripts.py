@@ -197,3 +197,29 @@ def test_battery_only_matching_no_case_is_an_error_not_a_pass(capsys):
     assert "--only 'no-such-case-zz': no in-process case has it in its name or category" in (
         capsys.readouterr().err
     )
+
+
+def test_space_under_reranker_trains_the_joint_space_anew_for_new_text(tmp_path, monkeypatch):
+    import space_under_reranker
+    from test_training import make_space
+
+    from clir.pipeline.cache import StepRunner
+
+    collection = tmp_path / "c"
+    collection.mkdir()
+    (collection / "parallel.tsv").write_text("p1\tgod is love\tmungu ni upendo\n")
+    (collection / "documents.jsonl").write_text('{"docno": "d1", "text": "habari njema"}\n')
+    built = []
+
+    def train_embeddings(collections, work, config, **kwargs):
+        built.append((collection / "parallel.tsv").read_text())
+        make_space().save(work)
+
+    monkeypatch.setattr(space_under_reranker, "train_embeddings", train_embeddings)
+    with StepRunner(tmp_path / "work") as runner:
+        space_under_reranker.joint(runner, collection, "xx", "1x1", True)
+        space_under_reranker.joint(runner, collection, "xx", "1x1", True)  # the same text: cached
+        assert len(built) == 1
+        (collection / "parallel.tsv").write_text("p1\tgod is good\tmungu ni mwema\n")
+        space_under_reranker.joint(runner, collection, "xx", "1x1", True)  # had reused the first
+        assert built == ["p1\tgod is love\tmungu ni upendo\n", "p1\tgod is good\tmungu ni mwema\n"]
