@@ -41,8 +41,9 @@ def moved_first(run: dict[str, dict[str, float]], chosen: dict[str, set[str]]) -
     order (trec_eval's: score descending, then docno descending).
 
     The scores become ranks (``n`` for the first of ``n`` candidates, down to 1): adding the
-    query's top score plus one to the chosen ones had left a chosen candidate below the rest
-    where the scores were negative, or tied with the top where the gap was exactly 1.
+    query's top score plus one to the chosen ones had left a chosen candidate of score below -1
+    under the top (z-scored runs, as the out-of-fold runs are, hold many), and tied one of -1
+    with it.
     """
     out = {}
     for qid, scores in run.items():

@@ -29,8 +29,9 @@ def test_ceiling_moves_chosen_candidates_first_whatever_the_scores():
     moved = moved_first(run, {"q": {"c"}})
     assert moved == {"q": {"c": 3.0, "a": 2.0, "b": 1.0}}
     assert evaluate(moved, {"q": {"c": 2}}, ["AP"])["AP"] == 1.0
-    # A gap of exactly 1: 'a' had tied the top 'z' (trec_eval puts 'z' first: docno descending).
-    moved = moved_first({"q": {"z": 1.0, "a": 0.0}}, {"q": {"a"}})
+    # A score of exactly -1: 'a' (-1 + 1 + 1) had tied the top 'z', which trec_eval puts first
+    # (docno descending): AP 1/2 for 1.
+    moved = moved_first({"q": {"z": 1.0, "a": -1.0}}, {"q": {"a"}})
     assert moved == {"q": {"a": 2.0, "z": 1.0}}
     assert evaluate(moved, {"q": {"a": 1}}, ["AP"])["AP"] == 1.0
     # Several chosen: their own order kept (ties by docno descending), the rest beneath in theirs.
