@@ -118,8 +118,10 @@ def evaluate(args: argparse.Namespace) -> None:
         if args.runs:
             args.runs.mkdir(parents=True, exist_ok=True)
             write_run(args.runs / f"{name}.run", run)
+        # every query with a relevant document (0 where the run misses it), as trec_eval averages:
+        # a query without one had counted 0 here, lowering every MAP
         per_query = evaluate_per_query(run, qrels, ["AP"])["AP"]
-        aps[name] = np.array([per_query.get(q, 0.0) for q in sorted(qrels)])
+        aps[name] = np.array([per_query[q] for q in sorted(per_query)])
     first = next(iter(aps))
     for name, ap in aps.items():
         test = f"  {ap.mean() - aps[first].mean():+.4f} (p {randomization_test(aps[first], ap):.4f})"

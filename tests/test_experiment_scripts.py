@@ -224,3 +224,36 @@ def test_space_under_reranker_trains_the_joint_space_anew_for_new_text(tmp_path,
         (collection / "parallel.tsv").write_text("p1\tgod is good\tmungu ni mwema\n")
         space_under_reranker.joint(runner, collection, "xx", "1x1", True)  # had reused the first
         assert built == ["p1\tgod is love\tmungu ni upendo\n", "p1\tgod is good\tmungu ni mwema\n"]
+
+
+def test_pseudo_other_pairs_evaluate_averages_over_queries_with_a_relevant_document(
+    tmp_path, monkeypatch, capsys
+):
+    import argparse
+    from types import SimpleNamespace
+
+    import pseudo_other_pairs as script
+
+    runs = {  # q2 has no relevant document: trec_eval (and clir's evaluate) leave it out
+        "a": {"q1": {"d1": 2.0, "d9": 1.0}, "q2": {"d2": 1.0}},
+        "b": {"q1": {"d9": 2.0, "d1": 1.0}, "q2": {"d2": 1.0}},
+    }
+    qrels = {"q1": {"d1": 1}, "q2": {"d2": 0}}
+    monkeypatch.setattr(
+        script.RerankData, "load", staticmethod(lambda path: SimpleNamespace(qids=["q1", "q2"]))
+    )
+    monkeypatch.setattr(script.SharedSpace, "load", staticmethod(lambda path: None))
+    monkeypatch.setattr(script, "collection_step", lambda steps, pair: SimpleNamespace(path=steps))
+    monkeypatch.setattr(script.Collection, "load", staticmethod(lambda path: SimpleNamespace(qrels=qrels)))
+    monkeypatch.setattr(script.TrainedReranker, "load", staticmethod(lambda path: path.name))
+    monkeypatch.setattr(script, "member_scores", lambda members, data, space: members)
+    monkeypatch.setattr(script, "combine", lambda scores: scores[0])
+    monkeypatch.setattr(script, "scores_to_run", lambda data, name: runs[name])
+    args = argparse.Namespace(
+        data=tmp_path, space=tmp_path, steps=tmp_path, pair="en-xx", runs=None, models=["a=a", "b=b"]
+    )
+    with pytest.warns(UserWarning, match="have no relevant document in the qrels and are left out: 'q2'"):
+        script.evaluate(args)
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split() == ["a", "MAP", "1.0000"]  # it had read 0.5000: q2 counted as 0
+    assert lines[1].split() == ["b", "MAP", "0.5000", "-0.5000", "(p", "1.0000)"]
