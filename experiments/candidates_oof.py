@@ -42,14 +42,19 @@ SYSTEMS = ("lexical-fusion", "full")
 
 
 def candidate_stats(data: RerankData, qrels: Qrels) -> dict[str, float]:
-    """Recall of the candidates (pooled share and per-query mean), their number, their MAP."""
+    """Recall of the candidates (pooled share and per-query mean), their number, their MAP.
+
+    The mean recall is over the queries with a relevant document, as trec_eval averages (and
+    the MAP beside it): a query without one had counted 0.
+    """
     found = total = 0
     recalls = []
     for query in data.queries:
         relevant = {d for d, grade in qrels.get(query.qid, {}).items() if grade >= 1}
         hits = len(relevant & set(query.docnos))
         found, total = found + hits, total + len(relevant)
-        recalls.append(hits / len(relevant) if relevant else 0.0)
+        if relevant:
+            recalls.append(hits / len(relevant))
     return {
         "share_of_relevant": round(found / total, 4),
         "mean_recall": round(sum(recalls) / len(recalls), 4),

@@ -257,3 +257,18 @@ def test_pseudo_other_pairs_evaluate_averages_over_queries_with_a_relevant_docum
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].split() == ["a", "MAP", "1.0000"]  # it had read 0.5000: q2 counted as 0
     assert lines[1].split() == ["b", "MAP", "0.5000", "-0.5000", "(p", "1.0000)"]
+
+
+def test_candidate_stats_average_recall_over_queries_with_a_relevant_document():
+    from candidates_oof import candidate_stats
+    from test_training import make_data
+
+    data, qrels = make_data(n_queries=2, seed=3)
+    first, second = data.queries
+    relevant = [d for d, g in qrels[first.qid].items() if g >= 1]
+    in_candidates = [d for d in relevant if d in first.docnos]
+    qrels[second.qid] = {d: 0 for d in qrels[second.qid]}  # nothing relevant: left out
+    stats = candidate_stats(data, qrels)
+    assert stats["share_of_relevant"] == round(len(in_candidates) / len(relevant), 4)
+    assert stats["mean_recall"] == stats["share_of_relevant"]  # it had been half of it
+    assert stats["candidates_per_query"] == 20.0
