@@ -47,7 +47,13 @@ def _called(argv: list[str]) -> _Called:
 
 
 _COLLECTION = types.SimpleNamespace(
-    name="c", query_lang="en", doc_lang="sw", documents=[], parallel=[], parallel_file=None
+    name="c",
+    query_lang="en",
+    doc_lang="sw",
+    documents=[],
+    parallel=[],
+    parallel_file=None,
+    split=lambda name: [],  # every split exists (rerank checks --split before any work)
 )
 
 
