@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from test_training import make_data, make_space, map_metric, tiny_config
+from test_training import make_data, make_space, map_metric, tiny_config, train_straight_and_resumed
 
 import clir.training.pooled as pooled_module
 from clir.training import Trainer
@@ -116,27 +116,7 @@ def test_a_resumed_training_ends_at_the_uninterrupted_weights_on_documents_of_ma
     qrels.update(dev_qrels)
     config = tiny_config(epochs=4, patience=0)
     config.optim.batch_size = 8
-    full = Trainer(config, metric=map_metric).fit(train, dev, qrels, tmp_path / "full", space=space)
-
-    def stop_after_two(info):
-        if info.epoch == 2:
-            raise KeyboardInterrupt
-
-    with pytest.raises(KeyboardInterrupt):
-        Trainer(config, metric=map_metric, callbacks=[stop_after_two]).fit(
-            train, dev, qrels, tmp_path / "resumed", space=space
-        )
-    resumed = Trainer(config, metric=map_metric).fit(
-        train, dev, qrels, tmp_path / "resumed", space=space, resume=True
-    )
-    from safetensors.torch import load_file
-
-    for name in ("model/model.safetensors", "last/model.safetensors", "last/optimizer.safetensors"):
-        a, b = load_file(str(full / name)), load_file(str(resumed / name))
-        assert a.keys() == b.keys()
-        for key in a:
-            assert torch.equal(a[key], b[key]), (name, key)
-    assert read_state(full).curve[-1]["loss"] == read_state(resumed).curve[-1]["loss"]
+    train_straight_and_resumed(config, train, dev, qrels, space, tmp_path)
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA (CI has no GPU)")
