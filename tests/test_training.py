@@ -341,8 +341,10 @@ def test_finite_scores_near_floats_limit_normalise_as_small_ones(scale):
 
 
 def test_non_finite_scores_are_an_error_not_zeros():
-    with pytest.raises(NonFiniteError, match="1 of 3 values are not finite"):
+    with pytest.raises(NonFiniteError, match="1 of 3 values are not finite") as raised:
         normalise_scores(np.array([1.0, np.nan, 3.0]))
+    # a first stage's scores too: no learning rate to lower
+    assert "optim.lr" not in str(raised.value) and "check the run or the model" in str(raised.value)
     with pytest.raises(NonFiniteError, match="1 of 2"):
         normalise_scores(np.array([np.inf, 3.0]), "minmax")
     data, _ = make_data(n_queries=1, n_docs=20, depth=6)

@@ -344,7 +344,9 @@ def normalise_scores(scores: np.ndarray, method: str = "zscore") -> np.ndarray:
     scores = np.asarray(scores, dtype=np.float64)
     if scores.size == 0:
         return scores.copy()
-    check_finite(scores, "scores")
+    # first-stage scores as well as a model's: no advice about a learning rate (it had said "the
+    # model diverged: lower optim.lr" of a run's NaN score)
+    check_finite(scores, "scores", "check the run or the model that gave them")
     peak = max(scores.max(), -scores.min())
     if peak > LARGE_SCORE:
         scores = scores / peak
@@ -358,18 +360,23 @@ def normalise_scores(scores: np.ndarray, method: str = "zscore") -> np.ndarray:
     raise ConfigError(f"unknown normalisation {method!r}; expected one of ['minmax', 'zscore']")
 
 
-def check_finite(values: np.ndarray, what: str) -> None:
+DIVERGED = "the model diverged: lower optim.lr or check the inputs"
+"""What :func:`check_finite` advises by default: a reranker's scores."""
+
+
+def check_finite(values: np.ndarray, what: str, remedy: str = DIVERGED) -> None:
     """Raise :class:`~clir.errors.NonFiniteError` when ``values`` holds a NaN or an infinity.
 
     Args:
         values: The array to check.
         what: Named in the message (e.g. ``"query 'q1': scores"``).
+        remedy: What the message advises (by default, for a reranker's scores).
     """
     bad = ~np.isfinite(values)
     if bad.any():
         raise NonFiniteError(
             f"{what}: {int(bad.sum())} of {values.size} values are not finite "
-            f"(first: {values[bad][0]}); the model diverged: lower optim.lr or check the inputs"
+            f"(first: {values[bad][0]}); {remedy}"
         )
 
 
