@@ -275,6 +275,9 @@ def test_the_experiment_s_translation_section(tmp_path: Path) -> None:
         TranslationConfig("mt", {})
     table = dataclasses.replace(config, translation=TranslationConfig("table", {}))
     assert table.baseline_config().translation is None  # table mode: the steps' keys as before
+    # models beside mode table are read by nothing: said (they had been ignored without a word)
+    with pytest.warns(UserWarning, match=r"models \['sw'\] are not used in mode 'table'.*mode: mt"):
+        TranslationConfig("table", {"sw": models["sw"]})
 
 
 def test_a_text_longer_than_max_length_is_translated_in_pieces_not_cut(tiny_model: Path) -> None:

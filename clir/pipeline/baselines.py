@@ -90,6 +90,12 @@ class TranslationConfig(Section):
         if self.mode == "mt" and not self.models:
             expected = "{<doc_lang>: {to_en: DIR, from_en: DIR}} with mode 'mt'"
             raise where.error("models", self.models, expected)
+        if self.mode == "table" and self.models:  # they had been ignored without a word
+            warnings.warn(
+                f"{where.source}: {where.prefix}models {sorted(self.models)} are not used in mode "
+                f"'table' (the tables translate word by word); set {where.prefix}mode: mt to use them",
+                stacklevel=2,
+            )
 
     def mt(self, doc_lang: str) -> MTTranslation | None:
         """The MT of a document language (``None`` in ``table`` mode).
