@@ -326,18 +326,20 @@ def writing_marker(name: str) -> bool:
     return name.startswith(f".{MARKER}.") and name.endswith(".tmp")
 
 
-def _replaceable(path: Path, kind: str, force: bool, option: str = "--out") -> bool:
+def _replaceable(path: Path, kind: str, force: bool, option: str = "--out") -> str | None:
     """Check what lies at ``path`` before a directory of ``kind`` is written there.
 
     Returns:
-        Whether a directory must be moved aside first (``False``: nothing, or an empty
-        directory, which a rename replaces).
+        What to do with the directory in place: ``None``, nothing (no directory, or an empty
+        one, which a rename replaces); ``"ours"``, a clir ``kind`` output holding only what clir
+        writes there, moved aside and removed; ``"kept"`` (with ``force``), anything else,
+        moved aside whole to :func:`kept_name`.
 
     Raises:
         OutputExistsError: If ``path`` holds what clir must not replace.
     """
     if not os.path.lexists(path):
-        return False
+        return None
     if path.is_symlink():
         raise OutputExistsError(path, "a symbolic link", force_helps=False, option=option)
     if not path.is_dir():
@@ -354,14 +356,14 @@ def _replaceable(path: Path, kind: str, force: bool, option: str = "--out") -> b
     with os.scandir(path) as entries:
         # only the marker that another process's claim is writing (its temporary file): as empty
         if all(writing_marker(entry.name) for entry in entries):
-            return False
+            return None
     found = artefact_kind(path)
+    foreign = foreign_entry(path, kind) if found == kind else None
+    if found == kind and foreign is None:
+        return "ours"
     if force:
-        return True
+        return "kept"
     if found == kind:
-        foreign = foreign_entry(path, kind)
-        if foreign is None:
-            return True
         raise OutputExistsError(
             path,
             f"a clir {kind!r} output holding {foreign}, which clir does not write there (replacing "
@@ -796,10 +798,10 @@ def atomic_directory(path: str | Path, *, kind: str = "directory", force: bool =
         (tmp / MARKER).write_text(json.dumps(marker) + "\n", encoding="utf-8")
         _usual_permissions(tmp)
         with directory_lock(path.parent):  # one save at a time swaps a directory in here
-            if _replaceable(path, kind, force):
-                same = artefact_kind(path) == kind
-                foreign = foreign_entry(path, kind) if same else None
-                ours = same and foreign is None  # else forced: kept under a new name
+            if (disposition := _replaceable(path, kind, force)) is not None:
+                ours = disposition == "ours"  # else forced: kept under a new name
+                # what made a forced one not ours, for the warning (a file clir does not write)
+                foreign = None if ours or artefact_kind(path) != kind else foreign_entry(path, kind)
                 old = _scratch(path, "old") if ours else kept_name(path)
                 os.replace(path, old)  # onto a fresh empty directory or a free name: never a user's
                 try:
@@ -821,7 +823,7 @@ def atomic_directory(path: str | Path, *, kind: str = "directory", force: bool =
                 else:
                     why = (
                         f"held {foreign}, which clir does not write in a {kind!r} output"
-                        if same
+                        if foreign is not None
                         else f"was not a clir {kind!r} output"
                     )
                     warnings.warn(
