@@ -107,3 +107,20 @@ def test_a_stored_zero_is_no_translation_for_dt_either():
     assert "x" not in table
     assert translate_tokens_top1(["x", "w"], table) == ["x", "z"]
     assert translate_tokens_expected(["x", "w"], table) == {"x": 1.0, "z": 1.0}
+
+
+def test_a_docno_holding_a_nul_is_refused_not_renamed_into_another_documents_name(tmp_path):
+    # numpy's strings drop a trailing NUL: 'd1\0' had been indexed as 'd1', so that the run
+    # listed 'd1' twice (two documents, one name; a run dict keeps one of them) and a lone
+    # 'd1\0' came back as 'd1'
+    docs = [["a"], ["a", "b"], ["c"]]
+    with pytest.raises(ConfigError, match=r"docno 'd1\\x00' holds a NUL character"):
+        get_retriever("bm25").index(["d1", "d1\0", "d2"], docs, progress=False)
+    with pytest.raises(ConfigError, match="holds a NUL character"):
+        get_retriever("bm25").index(["d\x001"], [["a"]], progress=False)
+    from clir.retrieval.shards import ShardedIndex
+
+    with pytest.raises(ConfigError, match="holds a NUL character"):
+        ShardedIndex.build(tmp_path / "shards", zip(["d1", "d1\0"], docs[:2], strict=True), shard_docs=1)
+    retriever = get_retriever("bm25").index(["d1", "d2", "d3"], docs, progress=False)
+    assert list(retriever.retrieve([["a"]], k=3).docnos[0]) == ["d1", "d2"]  # indexed as given

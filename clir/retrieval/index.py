@@ -402,6 +402,11 @@ def _check_docnos(docnos: Sequence[str], n_docs: int) -> None:
     for docno in docnos:
         if not isinstance(docno, str) or not docno:
             raise ConfigError(f"docnos must be non-empty strings, got {docno!r}")
+        if "\0" in docno:  # numpy's strings drop a trailing NUL: 'd1\0' had been indexed as 'd1'
+            raise ConfigError(
+                f"docno {docno!r} holds a NUL character (the index would rename it, and it could "
+                "then share its name with another document)"
+            )
         if docno in seen:
             raise ConfigError(f"duplicate docno {docno!r}")
         seen.add(docno)
