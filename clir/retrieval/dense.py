@@ -23,7 +23,7 @@ from clir.errors import ConfigError, DataNotFoundError, MissingDependencyError, 
 from clir.formats import atomic_directory, atomic_write, ranked
 from clir.formats.atomic import artefact_kind, output_directory, writing_marker
 from clir.progress import progress_bar
-from clir.retrieval.index import read_meta
+from clir.retrieval.index import _check_docnos, read_meta
 from clir.retrieval.search import check_qids
 from clir.types import Document, Query, Run
 
@@ -237,8 +237,16 @@ class DenseRetriever:
         self.vectors: np.ndarray | None = None
 
     def index(self, documents: Sequence[Document], vectors: np.ndarray | None = None) -> DenseRetriever:
-        """Encode the documents' text (or take their ``vectors``, encoded already). Returns ``self``."""
-        self.docnos = [doc.docno for doc in documents]
+        """Encode the documents' text (or take their ``vectors``, encoded already). Returns ``self``.
+
+        Raises:
+            ConfigError: For no document, or a docno that is empty or comes twice (as a first
+                stage's index refuses them: the run had listed such a document once, with its
+                last copy's score, silently), before anything is encoded.
+        """
+        docnos = [doc.docno for doc in documents]
+        _check_docnos(docnos, len(documents))
+        self.docnos = docnos
         if vectors is None:
             vectors = self.encoder.encode([doc.text for doc in documents], "passage")
         if len(vectors) != len(documents):
