@@ -280,6 +280,34 @@ def test_the_experiment_s_translation_section(tmp_path: Path) -> None:
         TranslationConfig("table", {"sw": models["sw"]})
 
 
+def test_an_mt_device_the_machine_lacks_is_refused_when_the_config_is_loaded(
+    tmp_path: Path, tiny_model
+) -> None:
+    """``translation.models.<lang>.device`` was read by torch only when the model was loaded, at
+    the experiment's first MT step (after its collections and tables): ``gpu`` was an "unexpected
+    RuntimeError", ``cuda`` without CUDA an "unexpected AssertionError", neither naming the key."""
+    from clir.errors import ConfigError
+    from clir.pipeline.config import load_experiment
+    from clir.translation import MarianTranslator
+
+    fast = Path(__file__).resolve().parents[1] / "configs" / "experiment-fast.yaml"
+    base = fast.read_text().replace("reranker-tiny.yaml", str(fast.parent / "reranker-tiny.yaml"))
+    (tmp_path / "sw-en").mkdir()
+    for device, expected in (("gpu", "a torch device, e.g. 'cpu' or 'cuda'"), ("cuda:99", "")):
+        models = (
+            f"    sw: {{to_en: {tmp_path}/sw-en, device: '{device}'}}\n    tl: {{to_en: {tmp_path}/sw-en}}\n"
+        )
+        (tmp_path / "mt.yaml").write_text(base + "translation:\n  mode: mt\n  models:\n" + models)
+        with pytest.raises(
+            ConfigError,
+            match=rf"mt\.yaml: translation\.models\.sw\.device='{device}' is invalid; expected {expected}",
+        ):
+            load_experiment(tmp_path / "mt.yaml")
+        with pytest.raises(ConfigError, match=rf"^device '{device}' is invalid; expected {expected}"):
+            MarianTranslator(tiny_model, device=device)
+    assert MarianTranslator(tiny_model, device="cpu").model.device.type == "cpu"
+
+
 def test_a_text_longer_than_max_length_is_translated_in_pieces_not_cut(tiny_model: Path) -> None:
     # the model had read a text's first max_length tokens only: the tail of a longer document
     # was never translated (nor indexed in the dt first stages, nor in the D-hat_en view)

@@ -29,6 +29,28 @@ NLLB_CODES = {"en": "eng_Latn", "sw": "swh_Latn", "tl": "tgl_Latn", "ny": "nya_L
 """clir's language codes -> NLLB's (FLORES-200) codes; a code not listed is passed as is."""
 
 
+def device_problem(device: str) -> str | None:
+    """What keeps this machine from running a model on the torch ``device``, or ``None``: a
+    name torch does not know (``gpu``), or CUDA (MPS) it does not see. torch had said so only when
+    the model was loaded (an experiment's first MT step, after its collections and tables), as an
+    AssertionError or RuntimeError that named no setting."""
+    if device == "cpu":
+        return None
+    import torch
+
+    try:
+        parsed = torch.device(device)
+    except (RuntimeError, TypeError, ValueError):
+        return "a torch device, e.g. 'cpu' or 'cuda' ('cuda:N')"
+    if parsed.type == "cuda" and not torch.cuda.is_available():
+        return "'cpu': torch sees no CUDA device here"
+    if parsed.type == "cuda" and (parsed.index or 0) >= torch.cuda.device_count():
+        return f"a CUDA device of this machine's {torch.cuda.device_count()} (cuda:0 ...)"
+    if parsed.type == "mps" and not torch.backends.mps.is_available():
+        return "'cpu': torch sees no MPS device here"
+    return None
+
+
 @register_translator("marian")
 class MarianTranslator(Translator):
     """Translate with a local Marian-style seq2seq model (greedy or beam decoding, in batches).
@@ -71,6 +93,8 @@ class MarianTranslator(Translator):
             raise ConfigError(f"batch_size must be >= 1, got {batch_size!r}")
         if max_length < 1:
             raise ConfigError(f"max_length must be >= 1, got {max_length!r}")
+        if (problem := device_problem(device)) is not None:
+            raise ConfigError(f"device {device!r} is invalid; expected {problem}")
         try:
             import torch
             from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
@@ -199,6 +223,8 @@ class MTModels(Section):
             path = getattr(self, key)
             if path is not None and not Path(path).is_dir():
                 raise where.error(key, path, "a local model directory (save_pretrained's)")
+        if (problem := device_problem(self.device)) is not None:
+            raise where.error("device", self.device, problem)
 
     def files_digest(self) -> str:
         """SHA-256 over the path, size and modification time of every file of the models: a
