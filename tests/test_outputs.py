@@ -552,6 +552,39 @@ def test_a_file_output_replaces_only_a_file_of_its_format(tmp_path, capsys):
     assert (tmp_path / "notes.txt").read_bytes() == b"my notes\n"
 
 
+def test_an_out_with_dot_dot_after_a_link_is_checked_and_written_where_the_system_puts_it(
+    tmp_path, capsys, monkeypatch
+):
+    """``link/../x`` is ``x`` beside the link's target, for the system; clir had cut ``link/..``
+    out of the text (``os.path.abspath``): ``clir data pad C --out link/../C`` replaced the input
+    ``./C`` with the padded collection, and ``--out link/../notes.txt`` passed the check of
+    ``./notes.txt`` and then wrote the run over the user's ``real/notes.txt``."""
+    from clir.cli import main
+    from clir.formats.atomic import check_output
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "real" / "sub").mkdir(parents=True)
+    (tmp_path / "link").symlink_to(tmp_path / "real" / "sub")
+    (tmp_path / "real" / "notes.txt").write_text("my notes\n")
+    with pytest.raises(OutputExistsError, match=r"real/notes\.txt is a file that is not a TREC run"):
+        check_output("link/../notes.txt", file_format="run")
+    argv = ["retrieve", "--index", "index", "--topics", "topics.tsv", "--out", "link/../notes.txt"]
+    assert main(argv) == 2
+    assert "notes.txt is a file that is not a TREC run" in capsys.readouterr().err
+    assert (tmp_path / "real" / "notes.txt").read_text() == "my notes\n"
+
+    Collection("c", "sw", "en", [Document("d1", "mbwa mkubwa"), Document("d2", "paka")],
+               {"test": [Query("q1", "dog")]}, {"q1": {"d1": 1}}).save("C")  # fmt: skip
+    before = _tree(tmp_path / "C")
+    assert main(["data", "pad", "C", "--out", "link/../C", "--distractors", "2"]) == 0
+    assert _tree(tmp_path / "C") == before  # the input, untouched
+    assert len(Collection.load(tmp_path / "real" / "C").documents) == 4  # where the system puts it
+    with atomic_directory("link/../saved", kind="collection") as tmp:
+        (tmp / "documents.jsonl").write_text("")
+    assert (tmp_path / "real" / "saved" / "documents.jsonl").is_file()
+    assert not (tmp_path / "saved").exists()
+
+
 def test_every_path_argument_is_an_input_that_force_never_replaces(tmp_path, capsys):
     """clir index / bundle / embed train --out X --force deleted X when X was their own
     --collection or --space (only some commands named their inputs): every path argument but

@@ -59,6 +59,25 @@ def _umask() -> int:
     return mask
 
 
+def system_path(path: str | Path) -> Path:
+    """``path`` made absolute as the operating system resolves it, its last part kept (a link
+    there is for the caller to refuse, not followed).
+
+    A ``..`` is resolved after the link it follows, as the system does (``link/../x`` is ``x``
+    beside the link's target): :func:`os.path.abspath` cuts ``link/..`` out of the text, which
+    named another path than the one written, so an output was checked, or a directory saved, at
+    ``./x`` (``clir data pad C --out link/../C`` had replaced the input ``C``). Without ``..``
+    it is :func:`os.path.abspath` (a path's links are kept in what is shown).
+    """
+    joined = os.path.join(os.getcwd(), os.fspath(path))
+    if ".." not in Path(joined).parts:
+        return Path(os.path.abspath(joined))
+    head, name = os.path.split(joined.rstrip(os.sep) or os.sep)
+    if name in ("", ".", ".."):  # names the directory itself
+        return Path(os.path.realpath(joined))
+    return Path(os.path.realpath(head), name)
+
+
 @contextmanager
 def atomic_file(path: str | Path) -> Iterator[Path]:
     """A temporary file name beside ``path`` (the file exists, empty) for a writer that takes a
@@ -478,7 +497,7 @@ def claimed_directory(path: str | Path, *, kind: str, force: bool = False) -> It
         OutputExistsError: As :func:`output_directory`.
     """
     path = Path(path)
-    absolute = Path(os.path.abspath(path))
+    absolute = system_path(path)
     made = [p for p in (absolute, *absolute.parents) if not os.path.lexists(p)]  # deepest first
     before = set(os.listdir(path)) if path.is_dir() else set()
     try:
@@ -549,7 +568,7 @@ def check_output(
         ConfigError: If the nearest existing parent is not writable.
     """
     check_not_input(path, inputs, option)
-    path = Path(os.path.abspath(path))
+    path = system_path(path)
     if kind is not None:
         _replaceable(path, kind, force, option)
     elif path.is_symlink():  # replacing it would drop the link (never its target): refused as for directories
@@ -644,7 +663,7 @@ def tidy_interrupted(path: str | Path, kind: str) -> None:
         path: The directory a save writes.
         kind: Its kind (see :func:`atomic_directory`); only a ``tmp`` of that kind is put in place.
     """
-    path = Path(os.path.abspath(path))
+    path = system_path(path)
     name = re.compile(rf"\.{re.escape(path.name)}\.(\d+)\.[a-z0-9_]{{8}}\.(tmp|old)")
     left: dict[int, dict[str, Path]] = {}  # by process
     try:
@@ -785,7 +804,7 @@ def atomic_directory(path: str | Path, *, kind: str = "directory", force: bool =
         OutputExistsError: If ``path`` holds what this save must not replace.
     """
     given = path
-    path = Path(os.path.abspath(path))  # "." has no name to build a sibling from
+    path = system_path(path)  # "." has no name to build a sibling from
     tidy_interrupted(path, kind)
     with directory_lock(path.parent):  # not amid another save's swap (no marker to read)
         _replaceable(path, kind, force)
