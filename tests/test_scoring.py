@@ -266,6 +266,22 @@ def test_a_damaged_id_table_file_is_rebuilt_never_used(tmp_path):
         assert id_table(texts, 3, tmp_path).ids.tolist() == [[1, 2, 1], [3, 1, 0]]
 
 
+def test_an_id_table_file_copied_over_another_keys_is_rebuilt_never_used(tmp_path):
+    """Each file's checksum covered its contents only: a whole file of other texts copied over
+    this one's (a cache put together by hand) was read as this one's table, and a tensorizer
+    took its words for these documents' (no key of a token digest checks the texts)."""
+    texts, others = [["a", "b", "a"], ["c", "a"]], [["x", "y"], ["z", "x"]]
+    table = id_table(texts, 3, tmp_path)
+    id_table(others, 3, tmp_path)
+    path, other = (tmp_path / f"{input_key(t, 3)}.npz" for t in (texts, others))
+    intact = path.read_bytes()
+    path.write_bytes(other.read_bytes())
+    with pytest.warns(UserWarning, match=r"damaged id-table cache file .*holds the table of key"):
+        again = id_table(texts, 3, tmp_path)
+    assert again.words == ["a", "b", "c"] and again.ids.tolist() == [[1, 2, 1], [3, 1, 0]]
+    assert _same_table(again, table) and path.read_bytes() == intact  # written anew
+
+
 def test_id_tables_kept_under_the_documents_key_are_the_uncached_ones(tmp_path):
     # a documents_key (clir rerank --index-cache: the index step's) keys the files instead of a
     # digest of every token; a hit gives the tables, vocabulary and scores of a miss

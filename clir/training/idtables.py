@@ -11,9 +11,10 @@ The cache is keyed by the inputs: the texts' lengths, the least padded width and
 digest of the texts, token by token, or a ``source`` key that the caller vouches identifies
 them (e.g. the key of the content-addressed step they were read from, :attr:`RerankData.documents_key
 <clir.training.data.RerankData>`: no token is read for the key). Each file holds a digest of its
-own contents, checked when it is read: a file that does not match (damaged, truncated, edited)
-is rebuilt with a warning, never used; a table found by a ``source`` key whose first or last
-words differ from the texts' (a key that no longer fits the texts) is rebuilt too.
+own contents and its key, checked when it is read: a file that does not match (damaged,
+truncated, edited, or another key's file copied over it) is rebuilt with a warning, never
+used; a table found by a ``source`` key whose first or last words differ from the texts' (a
+key that no longer fits the texts) is rebuilt too.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ import numpy as np
 
 from clir.formats import atomic_write
 
-FORMAT = "clir-id-table-2"
+FORMAT = "clir-id-table-3"
 """Written into every digest: a new layout of the files changes every key."""
 _TOKEN, _TEXT = "\x1f", "\x1e"  # separators of the digested text (and of the kept word list)
 _NUL = "\x00"  # a token holding a separator or a NUL gets no digest: its texts are not cached
@@ -141,7 +142,7 @@ def id_table(
     path = Path(cache) / f"{key}.npz"
     if path.is_file():
         try:
-            table = _read(path)
+            table = _read(path, key)
         except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as error:  # EOF: empty
             warnings.warn(f"{path}: damaged id-table cache file ({error}); rebuilt", stacklevel=2)
         else:
@@ -163,6 +164,7 @@ def id_table(
                 ids=table.ids,
                 lengths=table.lengths,
                 checksum=np.asarray(table.checksum()),
+                key=np.asarray(key),
             )
     return table
 
@@ -180,16 +182,19 @@ def _ends_match(table: IdTable, texts: Sequence[Sequence[str]]) -> bool:
     return first == [text[0] for text in kept] and last == [text[-1] for text in kept]
 
 
-def _read(path: Path) -> IdTable:
-    """A kept table, whose contents must match the checksum kept with them.
+def _read(path: Path, key: str) -> IdTable:
+    """A kept table, whose contents must match the checksum kept with them, and whose key must
+    be ``key`` (a file of other texts copied over this one is whole, and had been used for them).
 
     Raises:
         ValueError: If they do not (or an array has the wrong type or shape).
     """
     with np.load(path, allow_pickle=False) as arrays:
-        blob, n_words, ids, lengths, checksum = (
-            arrays[k] for k in ("words", "n_words", "ids", "lengths", "checksum")
+        blob, n_words, ids, lengths, checksum, kept_key = (
+            arrays[k] for k in ("words", "n_words", "ids", "lengths", "checksum", "key")
         )
+    if kept_key.shape != () or str(kept_key) != key:
+        raise ValueError(f"it holds the table of key {str(kept_key)!r}, not of its name's, {key!r}")
     if (
         blob.dtype != np.uint8
         or n_words.shape != ()
