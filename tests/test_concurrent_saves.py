@@ -6,6 +6,7 @@ first is halfway through its swap), not left to timing.
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import os
 import threading
@@ -146,3 +147,41 @@ def test_a_thread_takes_its_own_directory_lock_again_and_other_threads_take_turn
     thread.join(10)
     assert order == ["holder", "other"]
     assert (tmp_path / "seed0" / "checkpoint.json").read_text() == "epoch 1"
+
+
+def test_a_second_baselines_into_an_out_another_writes_is_refused_and_leaves_its_claim(
+    tmp_path, capsys, monkeypatch
+):
+    """Two `clir baselines --out B` at once (``--split dev`` beside ``--split test``) wrote their
+    runs into B in turn, each over the other's, under the ``results.json`` of whichever ended
+    last: numbers that were not those of the runs beside them. The second now stops at once,
+    naming B; started on a new B at the same moment as the first, its failed claim leaves B and
+    the first run's marker as they are (it had removed the marker, and B with it)."""
+    from battery_cases import COLLECTION_FILES
+
+    from clir.cli import main
+    from clir.pipeline import baselines
+
+    collection, out = tmp_path / "c", tmp_path / "b"
+    collection.mkdir()
+    for name, content in COLLECTION_FILES.items():
+        (collection / name).write_bytes(content)
+    argv = ["baselines", "--collection", str(collection), "--out", str(out), "--quiet"]
+    claim = baselines.output_directory
+
+    def claimed_meanwhile(path, **kwargs):
+        # B is new and this run has just claimed it: another run takes B's lock now
+        claimed = claim(path, **kwargs)
+        stack.enter_context(held_by_another_thread(claimed))
+        return claimed
+
+    monkeypatch.setattr(baselines, "output_directory", claimed_meanwhile)
+    with contextlib.ExitStack() as stack:
+        assert main(argv) == 2
+        assert f"clir: error: {out} is in use by another clir run" in capsys.readouterr().err
+        assert sorted(os.listdir(out)) == [MARKER] and artefact_kind(out) == "baselines"
+    monkeypatch.setattr(baselines, "output_directory", claim)
+    assert main(argv) == 0  # free again: the runs and their results
+    assert sorted(os.listdir(out / "runs")) == [
+        f"{m}-{r}.run" for m in ("dt", "psq", "qt") for r in ("bm25", "ql")
+    ]

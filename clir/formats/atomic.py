@@ -488,7 +488,8 @@ def claimed_directory(path: str | Path, *, kind: str, force: bool = False) -> It
     writes anything there: what the claim created goes again (its marker, a marker it replaced
     put back, and the directory with the parents it made), so a failed first run leaves no empty
     directory behind. Never anything else: a directory that holds more than before is kept
-    whole, marker included, and only empty directories are removed.
+    whole, marker included, and only empty directories are removed; nor a directory that
+    another run holds (:class:`~clir.errors.OutputLockedError`), whose marker is that run's.
 
     Yields:
         ``path`` as a :class:`~pathlib.Path`.
@@ -507,6 +508,8 @@ def claimed_directory(path: str | Path, *, kind: str, force: bool = False) -> It
     try:
         output_directory(path, kind=kind, force=force)  # its marker may fail too (a full disk)
         yield path
+    except OutputLockedError:  # another run's directory, claimed by it meanwhile perhaps
+        raise
     except BaseException:
         try:
             if set(os.listdir(path)) - {MARKER} == before - {MARKER}:  # nothing written: unclaimed

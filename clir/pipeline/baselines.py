@@ -23,7 +23,7 @@ from clir.datasets import Collection
 from clir.errors import ConfigError
 from clir.evaluation import DEFAULT_MEASURES, CoverageWarning, evaluate, markdown_table
 from clir.formats import atomic_write, write_run
-from clir.formats.atomic import output_directory
+from clir.formats.atomic import directory_lock, output_directory
 from clir.pipeline.engine import Engine
 from clir.pipeline.parallel import LOCAL, index_stage, search_stage
 from clir.pipeline.tables import learn_tables
@@ -207,8 +207,23 @@ def run_baselines(
 
     Raises:
         OutputExistsError: If ``out`` is neither new, empty nor a baselines directory.
+        OutputLockedError: If another run writes into ``out`` (two at once had mixed their runs,
+            under a ``results.json`` of one of them).
     """
     out = output_directory(out, kind="baselines")
+    with directory_lock(out, wait=False):  # one run at a time writes its runs and results here
+        return _run_baselines(collection, out, config, tables, progress, engine)
+
+
+def _run_baselines(
+    collection: Collection,
+    out: Path,
+    config: BaselineConfig,
+    tables: tuple[TranslationTable, TranslationTable] | None,
+    progress: bool,
+    engine: Engine,
+) -> dict[str, dict[str, float]]:
+    """:func:`run_baselines` into its claimed and locked ``out``."""
     if tables is None:
         tables = learn_tables(collection, out / "tables", iterations=config.iterations, progress=progress)
     queries = collection.split(config.split)
