@@ -552,6 +552,35 @@ def test_a_file_output_replaces_only_a_file_of_its_format(tmp_path, capsys):
     assert (tmp_path / "notes.txt").read_bytes() == b"my notes\n"
 
 
+def test_a_special_file_at_a_file_output_is_refused_never_replaced(tmp_path, capsys):
+    """A device, a pipe or a socket at a run's --out was replaced by a regular file (the write's
+    rename): `clir retrieve --out /dev/null` run as root replaced the system's /dev/null."""
+    import socket
+
+    from clir.cli import main
+    from clir.formats.atomic import check_output
+
+    fifo, sock = tmp_path / "fifo", tmp_path / "sock"
+    os.mkfifo(fifo)
+    with socket.socket(socket.AF_UNIX) as server:
+        server.bind(str(sock))
+    for path in (fifo, sock):
+        with pytest.raises(
+            OutputExistsError, match=rf"{path.name} is a special file \(a device, a pipe or a socket\)"
+        ):
+            check_output(path, file_format="run")
+        with pytest.raises(OutputExistsError, match="is a special file"), atomic_write(path) as out:
+            out.write("q1 Q0 d1 1 1.0 x\n")
+    argv = ["retrieve", "--index", str(tmp_path / "index"), "--topics", str(tmp_path / "topics.tsv")]
+    assert main([*argv, "--out", str(fifo)]) == 2
+    assert f"clir: error: {fifo} is a special file" in capsys.readouterr().err
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode) and stat.S_ISSOCK(os.lstat(sock).st_mode)
+    assert sorted(os.listdir(tmp_path)) == ["fifo", "sock"]  # no temporary file left either
+    (tmp_path / "link").symlink_to(fifo)  # a link is refused as a link, and atomic_write replaces the link
+    with pytest.raises(OutputExistsError, match="link is a symbolic link"):
+        check_output(tmp_path / "link", file_format="run")
+
+
 def test_an_out_with_dot_dot_after_a_link_is_checked_and_written_where_the_system_puts_it(
     tmp_path, capsys, monkeypatch
 ):

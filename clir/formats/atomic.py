@@ -87,11 +87,14 @@ def atomic_file(path: str | Path) -> Iterator[Path]:
     the next write of ``path`` removes.
 
     Raises:
-        OutputExistsError: If ``path`` is a directory.
+        OutputExistsError: If ``path`` is a directory or a special file (a device, a pipe or a
+            socket: ``/dev/null`` had been replaced by a regular file).
     """
     path = Path(path)
     if path.is_dir():
         raise OutputExistsError(path, "a directory (clir writes a file here)", force_helps=False)
+    if _special(path):
+        raise OutputExistsError(path, SPECIAL, force_helps=False)
     path.parent.mkdir(parents=True, exist_ok=True)
     _tidy_files(path)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.{os.getpid()}.", suffix=".tmp", dir=path.parent)
@@ -106,6 +109,17 @@ def atomic_file(path: str | Path) -> Iterator[Path]:
         if named is not error:
             raise named from error
         raise
+
+
+SPECIAL = "a special file (a device, a pipe or a socket), which clir never replaces"
+"""What :func:`atomic_file` and :func:`check_output` say of a special file at a file output."""
+
+
+def _special(path: Path) -> bool:
+    """Whether ``path`` is a special file (a device, a pipe, a socket; not a link): a write's
+    rename would put a regular file in its place (as root, ``--out /dev/null`` had replaced the
+    system's ``/dev/null``)."""
+    return os.path.lexists(path) and not path.is_symlink() and not (path.is_file() or path.is_dir())
 
 
 _WRITE_ERRORS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
@@ -565,9 +579,9 @@ def check_output(
 
     Raises:
         OutputExistsError: If ``path`` holds what the save must not replace (a symbolic link, a
-            directory where a file goes, a file of another format; see :func:`atomic_directory` for
-            directories; one of ``inputs``, even with ``force``), or a file lies where one of
-            its parent directories would be.
+            directory where a file goes, a special file, a file of another format; see
+            :func:`atomic_directory` for directories; one of ``inputs``, even with ``force``), or
+            a file lies where one of its parent directories would be.
         ConfigError: If the nearest existing parent is not writable.
     """
     check_not_input(path, inputs, option)
@@ -580,6 +594,8 @@ def check_output(
         raise OutputExistsError(
             path, "a directory (clir writes a file here)", force_helps=False, option=option
         )
+    elif _special(path):
+        raise OutputExistsError(path, SPECIAL, force_helps=False, option=option)
     elif file_format is not None and path.is_file() and path.stat().st_size:
         what, sniff = FILE_FORMATS[file_format]
         if not sniff(path):
