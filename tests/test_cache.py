@@ -115,6 +115,35 @@ def test_a_damaged_step_is_rebuilt_with_a_warning(tmp_path, damage, reason):
     assert _again(tmp_path, build) and build.calls == 2  # the rebuilt step is trusted again
 
 
+def test_step_folders_swapped_by_hand_are_rebuilt_never_reused_as_each_other(tmp_path):
+    """Each folder matched its own manifest, and the key in its step.json was not compared with
+    its name: two step folders swapped (or one copied to another's name) were reused, each as
+    the step of the other's inputs (``{"x": 1}`` read the output built for ``{"x": 2}``)."""
+
+    def build(x: int):
+        return lambda work: (work / "value.txt").write_text(str(x))
+
+    with StepRunner(tmp_path, log=lambda line: None) as runner:
+        one, two = (runner.run("step", {"x": x}, build(x)).path for x in (1, 2))
+    one.rename(tmp_path / "aside")
+    two.rename(one)
+    (tmp_path / "aside").rename(two)
+    lines: list[str] = []
+    reason = rf"step\.json records the key '{two.name[5:]}', not its folder's '{one.name[5:]}'"
+    with pytest.warns(StepRebuiltWarning, match=reason), StepRunner(tmp_path, log=lines.append) as runner:
+        again = runner.run("step", {"x": 1}, build(1))
+    assert not again.cached and lines == ["[rebuild] step"]
+    assert (one / "value.txt").read_text() == "1" and json.loads((one / DONE).read_text())["key"] == one.name[
+        5:
+    ]
+    shutil.copytree(one, two, dirs_exist_ok=True)  # a copy under another key's name: rebuilt too
+    with (
+        pytest.warns(StepRebuiltWarning, match="records the key"),
+        StepRunner(tmp_path, log=lines.append) as runner,
+    ):
+        assert (runner.run("step", {"x": 2}, build(2)).path / "value.txt").read_text() == "2"
+
+
 def test_only_verify_hashes_files_beyond_the_budget(tmp_path, monkeypatch):
     monkeypatch.setattr(cache, "HASH_BUDGET", 1000)  # run.txt is hashed, big.bin is not
     build, path = _first_run(tmp_path)

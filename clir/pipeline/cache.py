@@ -113,8 +113,10 @@ def step_key(name: str, params: Mapping[str, Any], inputs: Sequence[StepResult] 
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
 
 
-def _verified_seconds(path: Path, verify: bool) -> float:
-    """Check a finished step's files against its manifest.
+def _verified_seconds(path: Path, verify: bool, key: str) -> float:
+    """Check a finished step's files against its manifest, and that it was built for ``key``
+    (the key its ``step.json`` records: a step folder renamed, copied or swapped by hand is whole
+    and matches its own manifest, and had been reused as the step of its new name).
 
     Returns:
         The seconds its build took.
@@ -128,6 +130,11 @@ def _verified_seconds(path: Path, verify: bool) -> float:
         raise _StaleStep(f"{DONE} is unreadable ({error})") from None
     if not isinstance(record, dict) or not is_manifest(record.get("files")):
         raise _StaleStep(f"{DONE} records no manifest of the step's files (an older clir wrote it?)")
+    if record.get("key") != key:
+        raise _StaleStep(
+            f"{DONE} records the key {record.get('key')!r}, not its folder's {key!r} (a step folder "
+            "renamed, copied or swapped by hand: the output of other inputs)"
+        )
     if type(record.get("seconds")) not in (int, float):
         raise _StaleStep(f"{DONE} records no build time")
     problem = manifest_problem(path, record["files"], None if verify else HASH_BUDGET)
@@ -258,7 +265,7 @@ class StepRunner:
         label = "[run]    "
         if path.is_dir():
             try:
-                seconds = _verified_seconds(path, self.verify)
+                seconds = _verified_seconds(path, self.verify, key)
             except _StaleStep as stale:
                 warnings.warn(
                     f"step {name} ({path}): {stale}; rebuilding it from scratch",
