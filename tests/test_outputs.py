@@ -581,6 +581,63 @@ def test_a_special_file_at_a_file_output_is_refused_never_replaced(tmp_path, cap
         check_output(tmp_path / "link", file_format="run")
 
 
+def _access_as_a_user(monkeypatch) -> None:
+    """``os.access`` as for a user who is not root (the owner's bits; root may write anywhere)."""
+    real = os.access
+    bits = {os.R_OK: stat.S_IRUSR, os.W_OK: stat.S_IWUSR, os.X_OK: stat.S_IXUSR}
+
+    def access(path, mode, **kwargs):
+        if os.geteuid() != 0:
+            return real(path, mode, **kwargs)
+        have = os.stat(path).st_mode
+        return all(have & bit for wanted, bit in bits.items() if mode & wanted)
+
+    monkeypatch.setattr(atomic.os, "access", access)
+
+
+def test_a_write_protected_output_is_refused_never_replaced(tmp_path, capsys, monkeypatch):
+    """A write-protected clir output (chmod a-w) was replaced as any other: its old tree, moved
+    aside to .NAME.<pid>.<random>.old, could not be deleted but the files of its writable
+    subdirectories were (a user's `chmod a-w I` lost I/index/*, the rest left hidden there for
+    good), and a write-protected run file was replaced as `>` and `mv` would not."""
+    from clir.cli import main
+    from clir.formats.atomic import check_output
+
+    _access_as_a_user(monkeypatch)
+    out = tmp_path / "I"
+
+    def save(text: str) -> None:
+        with atomic_directory(out, kind="retriever") as tmp:
+            (tmp / "retriever.json").write_text(text)
+            (tmp / "index").mkdir()
+            (tmp / "index" / "index.json").write_text(text)
+
+    save("old")
+    for protected in (out, out / "index"):
+        protected.chmod(0o555)
+        try:
+            with pytest.raises(OutputExistsError, match=rf"whose directory {protected} is write-protected"):
+                save("new")
+            with pytest.raises(OutputExistsError, match="is write-protected"):
+                check_output(out, kind="retriever")
+        finally:
+            protected.chmod(0o755)
+        assert _tree(out) == {"retriever.json": "old", "index/index.json": "old"}
+        assert sorted(os.listdir(tmp_path)) == ["I"]  # nothing moved aside
+    save("new")  # writable again: replaced
+    assert _tree(out) == {"retriever.json": "new", "index/index.json": "new"}
+
+    run = tmp_path / "kept.run"
+    run.write_text("q1 Q0 d1 1 1.0 keep\n")
+    run.chmod(0o444)
+    with pytest.raises(OutputExistsError, match=r"kept\.run is a write-protected file"):
+        check_output(run, file_format="run")
+    argv = ["retrieve", "--index", str(tmp_path / "index"), "--topics", str(tmp_path / "topics.tsv")]
+    assert main([*argv, "--out", str(run)]) == 2
+    assert f"clir: error: {run} is a write-protected file" in capsys.readouterr().err
+    assert run.read_text() == "q1 Q0 d1 1 1.0 keep\n"
+
+
 def test_an_out_with_dot_dot_after_a_link_is_checked_and_written_where_the_system_puts_it(
     tmp_path, capsys, monkeypatch
 ):

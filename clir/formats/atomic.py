@@ -393,6 +393,13 @@ def _replaceable(path: Path, kind: str, force: bool, option: str = "--out") -> s
     found = artefact_kind(path)
     foreign = foreign_entry(path, kind) if found == kind else None
     if found == kind and foreign is None:
+        if (fixed := _write_protected(path)) is not None:
+            raise OutputExistsError(
+                path,
+                f"a clir {kind!r} output whose directory {fixed} is write-protected, so clir cannot "
+                "delete it to replace it",
+                remedy=f"make it writable (chmod -R u+w {path}) or choose another {option}",
+            )
         return "ours"
     if force:
         return "kept"
@@ -406,6 +413,18 @@ def _replaceable(path: Path, kind: str, force: bool, option: str = "--out") -> s
         )
     what = "a directory that clir did not write" if found is None else f"a clir {found!r} output"
     raise OutputExistsError(path, f"{what} (expected nothing, or a clir {kind!r} output)", option=option)
+
+
+def _write_protected(path: Path) -> Path | None:
+    """The first directory of the tree ``path`` (itself included, links not followed) whose
+    entries this process may not delete, or ``None``. A replacement removes the old tree: a
+    write-protected one had been moved aside to ``.<name>.<pid>.<random>.old`` and deleted only
+    in part (the files of its writable subdirectories), the rest left there for good."""
+    for parent, dirs, _ in os.walk(path):
+        if not os.access(parent, os.W_OK | os.X_OK):
+            return Path(parent)
+        dirs.sort()
+    return None
 
 
 def same_file(a: str | Path, b: str | Path) -> bool:
@@ -579,7 +598,7 @@ def check_output(
 
     Raises:
         OutputExistsError: If ``path`` holds what the save must not replace (a symbolic link, a
-            directory where a file goes, a special file, a file of another format; see
+            directory where a file goes, a special or write-protected file, a file of another format; see
             :func:`atomic_directory` for directories; one of ``inputs``, even with ``force``), or
             a file lies where one of its parent directories would be.
         ConfigError: If the nearest existing parent is not writable.
@@ -596,6 +615,10 @@ def check_output(
         )
     elif _special(path):
         raise OutputExistsError(path, SPECIAL, force_helps=False, option=option)
+    elif path.is_file() and not os.access(path, os.W_OK):  # as `>` would refuse it (`mv` asks)
+        raise OutputExistsError(
+            path, "a write-protected file, which clir does not replace", force_helps=False, option=option
+        )
     elif file_format is not None and path.is_file() and path.stat().st_size:
         what, sniff = FILE_FORMATS[file_format]
         if not sniff(path):
