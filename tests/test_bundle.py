@@ -861,3 +861,41 @@ def test_bad_first_stage_settings_are_named_where_they_are_in_their_file(trained
     (record / TRAINED_WITH_FILE).write_text(json.dumps(values))
     with pytest.raises(ConfigError, match=r"unknown key\(s\) \['settings\.bogus'\] in settings; known keys"):
         recorded_first_stage(record)
+
+
+def test_an_unaligned_monolingual_space_is_refused_where_components_cross(trained, tmp_path, capsys):
+    """``clir embed train --monolingual`` saves each language's vectors unaligned (the input of
+    ``clir embed align``); ``clir train``, ``rerank``, ``explain`` and ``bundle`` had taken it as
+    the shared space, so the en_src / src_en cosines were of unrelated spaces, silently."""
+    root, model, space, tables, _ = trained
+    mono = SharedSpace(space.vectors, 8, meta={"method": "monolingual"})
+    mono.save(tmp_path / "mono")
+    collection = Collection.load(root / "sw")
+    config = tiny_reranker_config()
+    crossing = dataclasses.replace(config, model=dataclasses.replace(config.model, components=["en_src"]))
+    crossed = train_reranker(crossing, collection, space, tmp_path / "crossed", tables=tables)
+    # components within one language compare words of one training: the space serves as it is
+    same = rerank_collection(model, collection, mono, tables=tables)
+    assert same == rerank_collection(model, collection, space, tables=tables)
+    with pytest.raises(ConfigError, match=r"space .*mono holds monolingual vectors.* \['en_src'\]"):
+        train_reranker(crossing, collection, tmp_path / "mono", tmp_path / "m", tables=tables)
+    assert not (tmp_path / "m").exists()
+    common = ["--collection", str(root / "sw"), "--space", str(tmp_path / "mono")]
+    yaml_config = tmp_path / "train.yaml"
+    yaml_config.write_text(json.dumps(crossing.to_dict()))
+    query, docno = collection.split("test")[0].qid, collection.documents[0].docno
+    tables_dir = ["--tables", str(root / "tables")]
+    pair = ["--qid", query, "--docno", docno]
+    for argv, out in (
+        (["train", "--config", str(yaml_config), *common, *tables_dir, "--out"], tmp_path / "m"),
+        (["rerank", "--model", str(crossed), *common, *tables_dir, "--out"], tmp_path / "r.run"),
+        (["bundle", "--model", str(crossed), *common, *tables_dir, "--out"], tmp_path / "b"),
+        (["explain", "--model", str(crossed), *common, *tables_dir, *pair, "--png"], tmp_path / "h.png"),
+    ):  # fmt: skip
+        assert main([*argv, str(out), "--quiet"]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith(f"clir: error: space {tmp_path / 'mono'} holds monolingual vectors"), argv[0]
+        assert "['en_src'] compare English and document-language words" in err
+        assert not out.exists()
+    argv = ["rerank", "--model", str(crossed), *common[:2], "--space", str(root / "space"), *tables_dir]
+    assert main([*argv, "--out", str(tmp_path / "r.run"), "--quiet"]) == 0  # an aligned space serves

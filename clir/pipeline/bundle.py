@@ -42,7 +42,7 @@ from clir.formats import atomic_directory, atomic_write, ranked
 from clir.formats.atomic import MARKER, is_scratch
 from clir.formats.jsonfile import read_typed_json
 from clir.pipeline.baselines import BaselineConfig
-from clir.pipeline.features import rerank_collection
+from clir.pipeline.features import check_aligned_space, rerank_collection
 from clir.pipeline.tables import holds_tables, learn_tables, load_tables
 from clir.pipeline.trained_with import TRAINED_WITH_FILE, model_baseline
 from clir.text import get_analyzer
@@ -267,7 +267,10 @@ def save_pretrained(
     members = load_models(reranker)
     _check_trained_on(members[0].path, collection)
     baseline = model_baseline(reranker, baseline)
-    space_languages = SharedSpace.load(space).languages
+    loaded = SharedSpace.load(space)
+    for member in members:  # a bundle searches with it as rerank does
+        check_aligned_space(loaded, member.config.model.components, space)
+    space_languages = loaded.languages
     load_tables(tables, (collection.query_lang, collection.doc_lang))  # of the collection's pair
     missing = sorted({collection.query_lang, collection.doc_lang} - set(space_languages))
     if missing:

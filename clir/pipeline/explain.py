@@ -24,6 +24,7 @@ from clir.formats import ranked as by_rank
 from clir.pipeline.baselines import BaselineConfig
 from clir.pipeline.features import (
     CollectionFeatures,
+    check_aligned_space,
     collection_rerank_data,
     search_candidates,
     stage_features,
@@ -150,7 +151,8 @@ def explain_pair(
         raise ConfigError(f"qid {qid!r} is not a query of collection {collection.name!r}")
     if docno not in {d.docno for d in collection.documents}:
         raise ConfigError(f"docno {docno!r} is not a document of collection {collection.name!r}")
-    space = space if isinstance(space, SharedSpace) else SharedSpace.load(space)
+    given, space = space, space if isinstance(space, SharedSpace) else SharedSpace.load(space)
+    check_aligned_space(space, member.config.model.components, given)
     data_config = member.config.data
     stages = list(dict.fromkeys([*data_config.first_stages, *stage_features(member.feature_names)]))
     if tables_dir is not None and Path(tables_dir).is_dir() and any(Path(tables_dir).iterdir()):

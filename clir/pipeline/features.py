@@ -62,6 +62,7 @@ from clir.pipeline.parallel import LOCAL, pair_scorer, search_stage
 from clir.pipeline.tables import learn_tables
 from clir.pipeline.trained_with import model_baseline, record_first_stage
 from clir.progress import progress_bar
+from clir.rerankers.bilingual import COMPONENTS
 from clir.retrieval import FirstStage, get_retriever
 from clir.retrieval.search import DocumentsDigest, check_qids, table_digest
 from clir.text import Analyzer, get_analyzer
@@ -712,6 +713,34 @@ def _check_english_queries(collection: Collection) -> None:
         )
 
 
+def check_aligned_space(
+    space: SharedSpace, components: Sequence[str], source: SharedSpace | str | Path
+) -> None:
+    """Refuse a space of monolingual vectors (``clir embed train --monolingual``, never aligned
+    by ``clir embed align``) for a model whose components compare words of two languages in it
+    (``en_src``, ``src_en``): each language's vectors had been trained alone, so the cosines
+    between them, and every feature of those components, were noise, silently (the experiment
+    refuses ``embeddings.joint: false`` for such systems).
+
+    Args:
+        space: The loaded space.
+        components: The model's ``model.components``.
+        source: The space as given (its directory is named in the error).
+
+    Raises:
+        ConfigError: Naming the space and the components.
+    """
+    crossing = [name for name in components if len(set(COMPONENTS[name])) > 1]
+    if crossing and space.meta.get("method") == "monolingual":
+        where = "the space" if isinstance(source, SharedSpace) else f"space {source}"
+        raise ConfigError(
+            f"{where} holds monolingual vectors, trained one language at a time and never aligned, "
+            f"but the model's components {crossing} compare English and document-language words in "
+            "it: map them onto English first (clir embed align), or train a joint space (clir "
+            "embed train without --monolingual)"
+        )
+
+
 @dataclass
 class CollectionFeatures:
     """Everything :func:`collection_rerank_data` needs from one collection, built once.
@@ -1025,7 +1054,8 @@ def train_reranker(
                 f"{train_split}=FILE {dev_split}=FILE test=FILE ...), or train on pseudo-queries made "
                 "from parallel text (clir data pseudo)"
             )
-    space = space if isinstance(space, SharedSpace) else SharedSpace.load(space)
+    given, space = space, space if isinstance(space, SharedSpace) else SharedSpace.load(space)
+    check_aligned_space(space, config.model.components, given)
     stage_names = [*config.data.first_stages, *stage_features(feature_names)]
     baseline = baseline or BaselineConfig()
     cf = CollectionFeatures.build(
@@ -1145,7 +1175,9 @@ def rerank_collection(
     baseline = model_baseline(model, baseline)
     config = models[0].config
     names = models[0].feature_names
-    space = space if isinstance(space, SharedSpace) else SharedSpace.load(space)
+    given, space = space, space if isinstance(space, SharedSpace) else SharedSpace.load(space)
+    for member in models:
+        check_aligned_space(space, member.config.model.components, given)
     check_depth(depth)
     depth = depth or config.data.depth
     stage_names = stage_features(names)
