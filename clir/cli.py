@@ -702,6 +702,21 @@ def _language(text: str) -> str:
         raise argparse.ArgumentTypeError(str(error)) from None
 
 
+def _test_size(text: str) -> float:
+    """``clir embed align --test-size``: a share of the seed words in [0, 1), or a whole number of
+    them (as :func:`~clir.embeddings.seeds.check_test_size`, whose error had named ``test_size``)."""
+    from clir.embeddings.seeds import check_test_size
+
+    try:
+        value = float(text)
+        check_test_size(value)
+    except (ValueError, ConfigError):
+        raise argparse.ArgumentTypeError(
+            f"must be a share of the seed words in [0, 1) or a whole number of them, got {text!r}"
+        ) from None
+    return value
+
+
 def _spelling(text: str) -> float | None:
     """``--spelling``: a similarity in (0, 1], or ``off``."""
     if text == "off":
@@ -881,9 +896,11 @@ def _embed_train(args: argparse.Namespace) -> int:
     joint = not args.monolingual
     defaults = JOINT_CONFIG if joint else EmbeddingConfig()
     given = {k: getattr(args, k) for k in ("method", "dim", "window", "min_count", "epochs", "seed")}
-    config = EmbeddingConfig.from_dict(
-        {**defaults.to_dict(), **{k: v for k, v in given.items() if v is not None}}, source="clir embed train"
-    )
+    with _arguments_as_options(list(given)):  # "--dim 0", not "dim=0", the config key it fills
+        config = EmbeddingConfig.from_dict(
+            {**defaults.to_dict(), **{k: v for k, v in given.items() if v is not None}},
+            source="clir embed train",
+        )
     _check_out(args, "space")
     space = train_embeddings(
         _collections_by_language(args.collections, args.doc_lang),
@@ -2068,7 +2085,7 @@ def build_parser() -> argparse.ArgumentParser:
     embed_align.add_argument("--csls-k", type=_positive, default=10, help="neighbours of the CSLS criterion")
     embed_align.add_argument(
         "--test-size",
-        type=float,
+        type=_test_size,
         default=0.2,
         help="seed share held out for BLI, in [0, 1), or a whole number of seed words",
     )

@@ -1002,6 +1002,12 @@ def test_evaluate_per_query_table_lists_queries_in_natural_order(tmp_path, capsy
         # named AlignConfig's refine_iterations and csls_k
         (["embed", "align", "v", "--refine", "-1"], "argument --refine: must be an integer >= 0"),
         (["embed", "align", "v", "--csls-k", "0"], "argument --csls-k: must be an integer >= 1"),
+        # named test_size, once the space was loaded and the seed pairs learned
+        (
+            ["embed", "align", "v", "--test-size", "nan"],
+            "argument --test-size: must be a share of the seed words in [0, 1) or a whole number of them",
+        ),
+        (["embed", "align", "v", "--test-size", "1.5"], "argument --test-size: must be a share"),
         # they had been ignored
         (
             ["embed", "train", "c", "--monolingual", "--no-centre"],
@@ -1020,6 +1026,21 @@ def test_count_share_and_ignored_options_are_named_by_the_command_line(argv, mes
     assert exit_info.value.code == 2
     assert capsys.readouterr().err.startswith(f"clir: error: {message}")
     assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "message"),
+    [("--dim", "0", "--dim 0 is invalid; expected a value >= 1 and <= 10000"),
+     ("--dim", "20000", "--dim 20000 is invalid; expected a value >= 1 and <= 10000"),
+     ("--epochs", "-1", "--epochs -1 is invalid; expected a value >= 1"),
+     ("--min-count", "0", "--min-count 0 is invalid; expected a value >= 1")],
+)  # fmt: skip
+def test_embed_train_names_its_options_not_the_config_keys(option, value, message, tmp_path, capsys):
+    """They had been named as EmbeddingConfig's keys: "clir embed train: dim=0 is invalid"."""
+    out = tmp_path / "o"
+    assert main(["embed", "train", str(tmp_path), option, value, "--out", str(out)]) == 2
+    assert capsys.readouterr().err == f"clir: error: {message}\n"
+    assert not out.exists()
 
 
 def test_embed_align_names_the_option_its_seed_source_needs(tmp_path, capsys):
