@@ -100,6 +100,7 @@ def _check_out(
     :func:`clir.formats.atomic.check_output`)."""
     from clir.formats.atomic import check_output
 
+    _check_apart(args, option)
     check_output(
         getattr(args, option),
         kind=kind,
@@ -108,6 +109,33 @@ def _check_out(
         option="--" + option.replace("_", "-"),
         file_format=None if kind is not None else {"out": "run", "png": "png"}[option],
     )
+
+
+def _check_apart(args: argparse.Namespace, option: str) -> None:
+    """Refuse the path of ``option`` where it is, lies inside or holds another output of the
+    command (``--out``, ``--index-cache``, ``--cache``, ...): ``clir rerank --out X --index-cache
+    X`` had built the cache into X and then failed to write the run there, and a run written
+    inside the cache was kept among its steps."""
+    from clir.errors import OutputExistsError
+
+    given = getattr(args, option, None)
+    if given is None:
+        return
+    name = "--" + option.replace("_", "-")
+    for other in sorted(_WRITTEN - {option}):
+        written = getattr(args, other, None)
+        if written is None:
+            continue
+        path, out = os.path.realpath(given), os.path.realpath(written)
+        common = os.path.commonpath([path, out])
+        if common in (path, out):
+            where = "the path of" if path == out else "inside" if common == out else "a directory holding"
+            raise OutputExistsError(
+                given,
+                f"{where} this command's output --{other.replace('_', '-')} {written}",
+                force_helps=False,
+                option=name,
+            )
 
 
 def _check_cache(
@@ -123,6 +151,7 @@ def _check_cache(
     path, name = getattr(args, option), "--" + option.replace("_", "-")
     if path is None:
         return
+    _check_apart(args, option)
     check_not_input(path, [*_inputs(args, but=option), *also], name)
     if path.exists() and not path.is_dir():
         raise OutputExistsError(path, "a file (the cache is a directory)", force_helps=False, option=name)
@@ -145,7 +174,6 @@ def _check_tables(args: argparse.Namespace, also: Sequence[Path] = ()) -> None:
     into (it holds none yet) where they must not go: as :func:`_check_cache` (one of the inputs,
     inside one or holding one; a user's directory), and never one of the command's outputs
     (``--out``, ``--index-cache``), inside one or holding one."""
-    from clir.errors import OutputExistsError
     from clir.formats.atomic import artefact_kind
     from clir.pipeline.tables import holds_tables
 
@@ -157,21 +185,7 @@ def _check_tables(args: argparse.Namespace, also: Sequence[Path] = ()) -> None:
             f"--tables {tables} holds no translation tables: it is clir's {kind!r} output; give the "
             "directory 'clir tables --out' wrote, or a new one to learn the tables into"
         )
-    for option in sorted(_WRITTEN):
-        written = getattr(args, option, None)
-        if written is None:
-            continue
-        path, out = os.path.realpath(tables), os.path.realpath(written)
-        common = os.path.commonpath([path, out])
-        if common in (path, out):
-            where = "the path of" if path == out else "inside" if common == out else "a directory holding"
-            raise OutputExistsError(
-                tables,
-                f"{where} this command's output --{option.replace('_', '-')} {written}",
-                force_helps=False,
-                option="--tables",
-            )
-    _check_cache(args, "tables", kind="tables", also=also)
+    _check_cache(args, "tables", kind="tables", also=also)  # apart from the outputs too
 
 
 def _force_argument(parser: argparse.ArgumentParser) -> None:

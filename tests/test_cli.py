@@ -1154,3 +1154,26 @@ def test_scoring_options_a_machine_cannot_honour_are_refused_before_the_features
     err = capsys.readouterr().err
     assert err.startswith(f"clir: error: {message}"), err
     assert not (tmp_path / "model").exists() and not (tmp_path / "x.run").exists()
+
+
+@pytest.mark.parametrize(
+    ("command", "out", "cache", "message"),
+    [
+        (["rerank", "--model", "m", "--space", "s"], "X", "X", "X is the path of"),
+        (["rerank", "--model", "m", "--space", "s"], "D/r.run", "D", "D/r.run is inside"),
+        (["search", "--bundle", "b", "--topics", "t.tsv"], "X", "X", "X is the path of"),
+        (["dense"], "D/r.run", "D", "D/r.run is inside"),
+    ],
+)  # fmt: skip
+def test_an_out_that_is_or_lies_in_the_commands_cache_is_refused_before_any_work(
+    command, out, cache, message, tmp_path, capsys, monkeypatch
+):
+    """``clir rerank --out X --index-cache X`` had built the cache into X, then failed to write the
+    run there; ``--out D/r.run --index-cache D`` kept the run among the cache's steps."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "c").mkdir()
+    option = "--cache" if command[0] == "dense" else "--index-cache"
+    assert main([*command, "--collection", "c", "--out", out, option, cache]) == 2
+    expected = f"clir: error: {message} this command's output {option} {cache}; choose another --out"
+    assert capsys.readouterr().err.startswith(expected)
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["c"]
