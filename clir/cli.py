@@ -1552,6 +1552,25 @@ INTERVALS = ("bootstrap", "t")
 not imported here because numpy and scipy would slow every ``clir --help``."""
 
 
+_GIVEN = "_clir_given"
+"""The namespace attribute in which :class:`_StoreOnce` records the options given, while parsing."""
+
+
+class _StoreOnce(argparse._StoreAction):
+    """argparse's ``store``, but an option given twice is an error: argparse keeps the last value,
+    so ``clir data import --qrels a --qrels b`` had imported b's judgements alone and ``clir
+    evaluate --metrics AP --metrics P@10`` printed P@10 alone, silently."""
+
+    def __call__(self, parser, namespace, values, option_string=None) -> None:
+        if self.option_strings:
+            given = namespace.__dict__.setdefault(_GIVEN, set())
+            if self.dest in given:
+                values_too = ", followed by all its values" if self.nargs in ("+", "*") else ""
+                parser.error(f"{max(self.option_strings, key=len)} is given twice: give it once{values_too}")
+            given.add(self.dest)
+        super().__call__(parser, namespace, values, option_string)
+
+
 class _Parser(argparse.ArgumentParser):
     """An argument parser whose errors are one ``clir: error:`` line, like every other failure,
     and that refuses an option given where it has no effect (:meth:`inapplicable`).
@@ -1566,6 +1585,8 @@ class _Parser(argparse.ArgumentParser):
 
     def __init__(self, *args, intermixed: bool = False, **kwargs) -> None:
         super().__init__(*args, **kwargs)
+        for name in (None, "store"):  # argparse's default action, for options and positionals
+            self.register("action", name, _StoreOnce)
         self.intermixed = intermixed
         self._intermixing = False
         self._inapplicable: list[tuple[str, Callable[[argparse.Namespace], str | None]]] = []
@@ -1593,6 +1614,7 @@ class _Parser(argparse.ArgumentParser):
             namespace, extras = parse(args, namespace)
         finally:
             self._intermixing = False
+        namespace.__dict__.pop(_GIVEN, None)  # a subcommand's: before its values join the parent's
         for option, reason in self._inapplicable:
             dest = self._option_string_actions[option].dest
             if getattr(namespace, dest) != self.get_default(dest) and (why := reason(namespace)):

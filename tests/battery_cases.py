@@ -1072,7 +1072,7 @@ def _option_cases() -> list[Case]:
         (copies("collection", "tables"), (*index, "--psq-cumulative", "nan"), psq),
         (copies("collection", "tables"), (*index, "--psq-top-k", "0"), ("psq-top-k", "psq_top_k")),
         (copies("collection", "tables"), (*index, "--spelling", "2"), "--spelling"),
-        (copies("collection", "tables"), (*index, "--tables", "{d}/collection"), "{d}/collection"),
+        (copies("collection", "tables"), (*index[:5], "{d}/collection", *index[6:]), "{d}/collection"),
         (copies("collection"), (*tables, "--iterations", "0"), "iterations"),
         (copies("collection"), (*tables, "--iterations", "-1"), "iterations"),
         (copies("collection"), (*baselines, "--k", "0"), k),
@@ -1320,7 +1320,17 @@ OUTPUTS: dict[str, Output] = {
 
 
 def _output_argv(spec: Output, d: Path | str, out: str, extra: Sequence[str] = ()) -> list[str]:
-    return [arg.replace("{out}", out).replace("{d}", str(d)) for arg in (*spec.argv, *extra)]
+    """``spec``'s arguments and ``extra``: an option of ``spec``'s in ``extra`` replaces its value
+    there (an option given twice is refused), the rest follow."""
+    argv, rest, i = list(spec.argv), [], 0
+    while i < len(extra):
+        if extra[i] in argv and i + 1 < len(extra):  # an option of spec's with its new value
+            argv[argv.index(extra[i]) + 1] = extra[i + 1]
+            i += 2
+        else:
+            rest.append(extra[i])
+            i += 1
+    return [arg.replace("{out}", out).replace("{d}", str(d)) for arg in (*argv, *rest)]
 
 
 def _build_output(name: str) -> Callable[[Fixtures, Path], None]:

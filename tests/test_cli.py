@@ -1177,3 +1177,33 @@ def test_an_out_that_is_or_lies_in_the_commands_cache_is_refused_before_any_work
     expected = f"clir: error: {message} this command's output {option} {cache}; choose another --out"
     assert capsys.readouterr().err.startswith(expected)
     assert sorted(path.name for path in tmp_path.iterdir()) == ["c"]
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["evaluate", "r", "q", "--metrics", "AP", "--metrics", "P@10"], "--metrics is given twice: give it "
+         "once, followed by all its values"),
+        (["data", "import", "--documents", "d", "--topics", "train=a", "--topics", "test=b", "--qrels", "q",
+          "--doc-lang", "sw", "--out", "o"], "--topics is given twice"),
+        (["data", "import", "--documents", "d", "--topics", "a", "--qrels", "q1", "--qrels", "q2",
+          "--doc-lang", "sw", "--out", "o"], "--qrels is given twice"),
+        (["retrieve", "--index", "i", "--collection", "c", "--out", "o", "--k", "3", "--k=5"],
+         "--k is given twice: give it once (see"),
+        (["compare", "a", "--baseline", "b", "c", "q", "--baseline", "a"], "--baseline is given twice"),
+    ],
+)  # fmt: skip
+def test_an_option_given_twice_is_refused(argv, message, tmp_path, capsys, monkeypatch):
+    """argparse keeps an option's last value: ``--qrels a --qrels b`` had imported b's judgements
+    alone, ``--topics train=a --topics test=b`` a collection without train queries, and ``clir
+    evaluate --metrics AP --metrics P@10`` printed P@10 alone."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as exit_:
+        main(argv)
+    assert exit_.value.code == 2
+    assert capsys.readouterr().err.startswith(f"clir: error: {message}")
+    assert list(tmp_path.iterdir()) == []
+    # once each, with several values, and flags given twice, pass
+    args = build_parser().parse_args(["evaluate", "r", "q", "--metrics", "AP", "P@10", "--json", "--json"])
+    assert (args.metrics, args.json) == (["AP", "P@10"], True)
+    assert not hasattr(args, "_clir_given")
