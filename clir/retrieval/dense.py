@@ -23,7 +23,7 @@ from clir.errors import ConfigError, DataNotFoundError, MissingDependencyError, 
 from clir.formats import atomic_directory, atomic_write, ranked
 from clir.formats.atomic import artefact_kind, output_directory, writing_marker
 from clir.progress import progress_bar
-from clir.retrieval.index import _check_docnos, read_meta
+from clir.retrieval.index import check_docnos, read_meta
 from clir.retrieval.search import check_qids
 from clir.types import Document, Query, Run
 
@@ -245,7 +245,7 @@ class DenseRetriever:
                 last copy's score, silently), before anything is encoded.
         """
         docnos = [doc.docno for doc in documents]
-        _check_docnos(docnos, len(documents))
+        check_docnos(docnos, len(documents))
         self.docnos = docnos
         if vectors is None:
             vectors = self.encoder.encode([doc.text for doc in documents], "passage")

@@ -111,7 +111,7 @@ class SparseIndex:
             ConfigError: On mismatched lengths, duplicate or empty docnos, an empty collection or
                 a bad weight.
         """
-        _check_docnos(docnos, len(docs))
+        check_docnos(docnos, len(docs))
         vocab: dict[str, int] = {}
         ids, weights, counts, doc_len = analyzed_postings(docnos, docs, vocab, progress)
         return cls._from_arrays(docnos, list(vocab), ids, weights, counts, doc_len)
@@ -139,7 +139,7 @@ class SparseIndex:
             ConfigError: On mismatched lengths, duplicate docnos or an id out of range.
         """
         del progress
-        _check_docnos(docnos, len(token_ids))
+        check_docnos(docnos, len(token_ids))
         counts = np.fromiter((len(d) for d in token_ids), dtype=np.int64, count=len(token_ids))
         flat = np.concatenate([np.asarray(d) for d in token_ids]) if len(token_ids) else np.zeros(0)
         if flat.size and not np.issubdtype(flat.dtype, np.integer):
@@ -393,7 +393,13 @@ def analyzed_postings(
     return np.asarray(ids, dtype=np.int64), np.asarray(weights, dtype=np.float32), counts, doc_len
 
 
-def _check_docnos(docnos: Sequence[str], n_docs: int) -> None:
+def check_docnos(docnos: Sequence[str], n_docs: int) -> None:
+    """Refuse docnos an index cannot keep apart (one a document, none empty, none twice, no NUL),
+    before anything is built; shared by the sparse, sharded and dense indexes.
+
+    Raises:
+        ConfigError: Naming the docno.
+    """
     if len(docnos) != n_docs:
         raise ConfigError(f"got {len(docnos)} docnos for {n_docs} documents")
     if n_docs == 0:

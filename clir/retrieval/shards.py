@@ -49,8 +49,8 @@ from clir.retrieval.index import (
     CollectionStats,
     DocTerms,
     SparseIndex,
-    _check_docnos,
     analyzed_postings,
+    check_docnos,
     check_postings,
     load_array,
     read_meta,
@@ -139,7 +139,7 @@ class ShardedIndex:
 
             def flush(docnos: list[str], docs: list[DocTerms]) -> None:
                 nonlocal df, cf
-                _check_docnos(docnos, len(docs))
+                check_docnos(docnos, len(docs))
                 clash = seen.intersection(docnos)
                 if clash:
                     raise ConfigError(f"duplicate docno {min(clash)!r}")
